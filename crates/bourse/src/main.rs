@@ -1,0 +1,53 @@
+//! The `bourse` command line. Each subcommand lives in its own module; this file only
+//! parses arguments and dispatches.
+
+mod bench;
+mod input;
+mod replay;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "bourse", version, about = "Bourse: an open exchange core")]
+struct Cli {
+    #[command(subcommand)]
+    command: CliCommand,
+}
+
+#[derive(Subcommand)]
+enum CliCommand {
+    /// Replay a file of commands (the replay format) and print the events as JSON lines.
+    Replay(replay::ReplayArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        bench: bench::BenchCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        CliCommand::Replay(args) => replay::run(&args),
+        CliCommand::Bench { bench } => bench::run(bench),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("bourse: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A path argument where `-` means standard input.
+fn describe(path: &PathBuf) -> String {
+    if path.as_os_str() == "-" {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    }
+}

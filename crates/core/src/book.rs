@@ -1,0 +1,665 @@
+//! The order book of one instrument and its matcher: price-time priority, nothing else.
+//!
+//! The book knows orders, prices, quantities and which account owns an order (for
+//! self-trade prevention). It knows nothing about money: what an order holds and what a
+//! fill moves between accounts is the business of the account kind (`spot`), reached
+//! through the `MatchHandler` the caller passes in. It must never allocate per order on
+//! the hot path: orders and price levels live in slabs, and each side's levels form an
+//! intrusive treap inside the level slab (priorities are a fixed hash of the price, so
+//! the shape is deterministic).
+//!
+//! Costs: cancel by slot is O(1) (plus O(log levels) when it empties a level); the best
+//! price is cached, O(1); adding to an existing level is O(log levels); a match step is
+//! O(1) per order filled.
+
+use crate::command::{Side, StpMode};
+use crate::event::DoneReason;
+use crate::ids::{AccountId, ClientOrderId};
+use crate::num::{Price, Qty};
+use crate::slab::Slab;
+
+/// Marks "no slot" in the intrusive links.
+const NIL: u32 = u32::MAX;
+
+/// Initial sizes of a book's pools; both grow in chunks beyond them.
+#[derive(Clone, Copy, Debug)]
+pub struct BookCapacity {
+    pub orders: usize,
+    pub levels: usize,
+}
+
+impl Default for BookCapacity {
+    fn default() -> Self {
+        BookCapacity {
+            orders: 4096,
+            levels: 4096,
+        }
+    }
+}
+
+/// An order at rest on the book.
+#[derive(Clone, Debug)]
+pub struct RestingOrder {
+    pub account: AccountId,
+    pub id: ClientOrderId,
+    pub side: Side,
+    pub price: Price,
+    pub remaining: Qty,
+    /// Filled over the order's whole life, amends included.
+    pub filled: Qty,
+    pub stp: StpMode,
+    pub post_only: bool,
+    previous: u32,
+    next: u32,
+    level: u32,
+}
+
+/// What the caller supplies to rest an order.
+#[derive(Clone, Debug)]
+pub struct NewRestingOrder {
+    pub account: AccountId,
+    pub id: ClientOrderId,
+    pub side: Side,
+    pub price: Price,
+    pub remaining: Qty,
+    pub filled: Qty,
+    pub stp: StpMode,
+    pub post_only: bool,
+}
+
+/// All orders at one price on one side, in arrival order, and their treap links.
+#[derive(Clone, Debug)]
+struct Level {
+    /// The side-normalised sort key: smaller is better (`-price` for bids).
+    key: i64,
+    price: Price,
+    tree_priority: u64,
+    left: u32,
+    right: u32,
+    head: u32,
+    tail: u32,
+    total_qty: Qty,
+    order_count: u32,
+}
+
+/// One side's levels: the root of its treap and the cached best level.
+#[derive(Clone, Copy, Debug)]
+struct BookSide {
+    root: u32,
+    best: u32,
+}
+
+impl BookSide {
+    const EMPTY: BookSide = BookSide {
+        root: NIL,
+        best: NIL,
+    };
+}
+
+/// The incoming order while it matches.
+#[derive(Clone, Debug)]
+pub struct Taker {
+    pub account: AccountId,
+    pub side: Side,
+    /// Worst acceptable price: the limit, or a market order's protection price.
+    pub limit: Price,
+    pub remaining: Qty,
+    pub stp: StpMode,
+}
+
+/// Why matching stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatchEnd {
+    /// Nothing is left of the taker.
+    Filled,
+    /// No resting order crosses the taker's limit any more.
+    NoMoreCrossing,
+    /// Self-trade prevention stopped the taker (`cancel_taker` or `cancel_both`).
+    SelfTradePrevented,
+}
+
+/// Receives what matching does to resting orders, in execution order.
+pub trait MatchHandler {
+    /// A trade of `qty` at `price`; `maker` already shows its reduced remaining
+    /// quantity and increased filled quantity.
+    fn on_trade(&mut self, maker: &RestingOrder, price: Price, qty: Qty);
+    /// `maker` has left the book (filled, or cancelled by self-trade prevention).
+    fn on_maker_done(&mut self, maker: &RestingOrder, reason: DoneReason);
+}
+
+/// Aggregated depth at one price.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LevelSummary {
+    pub price: Price,
+    pub total_qty: Qty,
+    pub order_count: u32,
+}
+
+pub struct OrderBook {
+    orders: Slab<RestingOrder>,
+    levels: Slab<Level>,
+    bids: BookSide,
+    asks: BookSide,
+}
+
+/// Would an order on `side` at `limit` trade with a resting order at `resting`?
+#[inline]
+pub fn crosses(side: Side, limit: Price, resting: Price) -> bool {
+    match side {
+        Side::Buy => limit >= resting,
+        Side::Sell => limit <= resting,
+    }
+}
+
+#[inline]
+fn side_key(side: Side, price: Price) -> i64 {
+    match side {
+        Side::Buy => -price.0,
+        Side::Sell => price.0,
+    }
+}
+
+/// A fixed mix of the key (splitmix64), used as the treap priority: deterministic, and
+/// as good as random for any order flow that does not target the hash.
+fn tree_priority(key: i64) -> u64 {
+    let mut mixed = (key as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    mixed ^ (mixed >> 31)
+}
+
+impl OrderBook {
+    pub fn new(capacity: BookCapacity) -> OrderBook {
+        OrderBook {
+            orders: Slab::with_capacity(capacity.orders),
+            levels: Slab::with_capacity(capacity.levels),
+            bids: BookSide::EMPTY,
+            asks: BookSide::EMPTY,
+        }
+    }
+
+    fn book_side(&self, side: Side) -> &BookSide {
+        match side {
+            Side::Buy => &self.bids,
+            Side::Sell => &self.asks,
+        }
+    }
+
+    fn book_side_mut(&mut self, side: Side) -> &mut BookSide {
+        match side {
+            Side::Buy => &mut self.bids,
+            Side::Sell => &mut self.asks,
+        }
+    }
+
+    pub fn order_count(&self) -> usize {
+        self.orders.len()
+    }
+
+    pub fn level_count(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The best price resting on `side`, O(1).
+    #[inline]
+    pub fn best_price(&self, side: Side) -> Option<Price> {
+        let best = self.book_side(side).best;
+        (best != NIL).then(|| self.levels.get(best).price)
+    }
+
+    /// Would an order on `side` at `limit` trade on arrival with anything resting?
+    pub fn would_cross(&self, side: Side, limit: Price) -> bool {
+        self.best_price(side.opposite())
+            .is_some_and(|best| crosses(side, limit, best))
+    }
+
+    #[inline]
+    pub fn order(&self, slot: u32) -> &RestingOrder {
+        self.orders.get(slot)
+    }
+
+    /// Rests an order at the back of its price level and returns its slot.
+    pub fn insert(&mut self, new_order: NewRestingOrder) -> u32 {
+        debug_assert!(new_order.remaining.0 > 0 && new_order.price.0 > 0);
+        debug_assert!(!self.would_cross(new_order.side, new_order.price));
+        let side = new_order.side;
+        let level_slot = self.level_for_insert(side, new_order.price);
+        let level = self.levels.get(level_slot);
+        let previous_tail = level.tail;
+        let slot = self.orders.insert(RestingOrder {
+            account: new_order.account,
+            id: new_order.id,
+            side,
+            price: new_order.price,
+            remaining: new_order.remaining,
+            filled: new_order.filled,
+            stp: new_order.stp,
+            post_only: new_order.post_only,
+            previous: previous_tail,
+            next: NIL,
+            level: level_slot,
+        });
+        if previous_tail == NIL {
+            self.levels.get_mut(level_slot).head = slot;
+        } else {
+            self.orders.get_mut(previous_tail).next = slot;
+        }
+        let level = self.levels.get_mut(level_slot);
+        level.tail = slot;
+        level.total_qty += new_order.remaining;
+        level.order_count += 1;
+        slot
+    }
+
+    /// Takes an order off the book. The returned view stays valid until the next insert.
+    pub fn remove(&mut self, slot: u32) -> &RestingOrder {
+        let order = self.orders.get(slot);
+        let (previous, next, level_slot, remaining, side) = (
+            order.previous,
+            order.next,
+            order.level,
+            order.remaining,
+            order.side,
+        );
+        if previous == NIL {
+            self.levels.get_mut(level_slot).head = next;
+        } else {
+            self.orders.get_mut(previous).next = next;
+        }
+        if next == NIL {
+            self.levels.get_mut(level_slot).tail = previous;
+        } else {
+            self.orders.get_mut(next).previous = previous;
+        }
+        let level = self.levels.get_mut(level_slot);
+        level.total_qty -= remaining;
+        level.order_count -= 1;
+        if level.order_count == 0 {
+            debug_assert!(level.total_qty.is_zero());
+            self.remove_level(side, level_slot);
+        }
+        self.orders.remove(slot);
+        self.orders.get(slot)
+    }
+
+    /// Lowers an order's remaining quantity in place, keeping its queue position.
+    pub fn reduce(&mut self, slot: u32, new_remaining: Qty) {
+        let order = self.orders.get_mut(slot);
+        debug_assert!(new_remaining.0 > 0 && new_remaining <= order.remaining);
+        let decrease = order.remaining - new_remaining;
+        order.remaining = new_remaining;
+        let level_slot = order.level;
+        self.levels.get_mut(level_slot).total_qty -= decrease;
+    }
+
+    /// Fill-or-kill pre-check: could `taker` execute its whole quantity now? Counts
+    /// resting orders at acceptable prices in priority order; own orders stop the count
+    /// (`cancel_taker`, `cancel_both`), are skipped (`cancel_maker`) or count (`none`).
+    pub fn can_fill_completely(&self, taker: &Taker) -> bool {
+        let mut needed = taker.remaining;
+        let mut level_slot = self.book_side(taker.side.opposite()).best;
+        while level_slot != NIL {
+            let level = self.levels.get(level_slot);
+            if !crosses(taker.side, taker.limit, level.price) {
+                return false;
+            }
+            let mut order_slot = level.head;
+            while order_slot != NIL {
+                let order = self.orders.get(order_slot);
+                let own = order.account == taker.account;
+                match taker.stp {
+                    StpMode::CancelTaker | StpMode::CancelBoth if own => return false,
+                    StpMode::CancelMaker if own => {}
+                    _ => {
+                        if order.remaining >= needed {
+                            return true;
+                        }
+                        needed -= order.remaining;
+                    }
+                }
+                order_slot = order.next;
+            }
+            level_slot = self.next_level(taker.side.opposite(), level.key);
+        }
+        false
+    }
+
+    /// Matches `taker` against the opposite side until it is filled, stops crossing or
+    /// is stopped by self-trade prevention. Fully filled and STP-cancelled makers leave
+    /// the book; the handler hears of each step in order.
+    pub fn match_taker(&mut self, taker: &mut Taker, handler: &mut impl MatchHandler) -> MatchEnd {
+        let maker_side = taker.side.opposite();
+        loop {
+            if taker.remaining.is_zero() {
+                return MatchEnd::Filled;
+            }
+            let level_slot = self.book_side(maker_side).best;
+            if level_slot == NIL {
+                return MatchEnd::NoMoreCrossing;
+            }
+            let level = self.levels.get(level_slot);
+            let price = level.price;
+            if !crosses(taker.side, taker.limit, price) {
+                return MatchEnd::NoMoreCrossing;
+            }
+            let maker_slot = level.head;
+            let maker = self.orders.get(maker_slot);
+            if maker.account == taker.account {
+                match taker.stp {
+                    // Trades with itself like with anyone else.
+                    StpMode::None => {}
+                    StpMode::CancelTaker => return MatchEnd::SelfTradePrevented,
+                    StpMode::CancelMaker => {
+                        let maker = self.remove(maker_slot);
+                        handler.on_maker_done(maker, DoneReason::SelfTradePrevented);
+                        continue;
+                    }
+                    StpMode::CancelBoth => {
+                        let maker = self.remove(maker_slot);
+                        handler.on_maker_done(maker, DoneReason::SelfTradePrevented);
+                        return MatchEnd::SelfTradePrevented;
+                    }
+                }
+            }
+            let qty = taker.remaining.min(maker.remaining);
+            taker.remaining -= qty;
+            self.levels.get_mut(level_slot).total_qty -= qty;
+            let maker = self.orders.get_mut(maker_slot);
+            maker.remaining -= qty;
+            maker.filled += qty;
+            handler.on_trade(maker, price, qty);
+            if maker.remaining.is_zero() {
+                let maker = self.remove(maker_slot);
+                handler.on_maker_done(maker, DoneReason::Filled);
+            }
+        }
+    }
+
+    /// Calls `visit` for every order on `side` in priority order: best price first,
+    /// then arrival.
+    pub fn for_each_order<'book>(
+        &'book self,
+        side: Side,
+        mut visit: impl FnMut(&'book RestingOrder),
+    ) {
+        self.for_each_level_slot(side, |book, level_slot| {
+            let mut order_slot = book.levels.get(level_slot).head;
+            while order_slot != NIL {
+                let order = book.orders.get(order_slot);
+                visit(order);
+                order_slot = order.next;
+            }
+        });
+    }
+
+    /// Aggregated depth of `side`, best first.
+    pub fn levels(&self, side: Side) -> Vec<LevelSummary> {
+        let mut summaries = Vec::new();
+        self.for_each_level_slot(side, |book, level_slot| {
+            let level = book.levels.get(level_slot);
+            summaries.push(LevelSummary {
+                price: level.price,
+                total_qty: level.total_qty,
+                order_count: level.order_count,
+            });
+        });
+        summaries
+    }
+
+    fn for_each_level_slot<'book>(
+        &'book self,
+        side: Side,
+        mut visit: impl FnMut(&'book OrderBook, u32),
+    ) {
+        let mut pending = Vec::new();
+        let mut node = self.book_side(side).root;
+        while node != NIL || !pending.is_empty() {
+            while node != NIL {
+                pending.push(node);
+                node = self.levels.get(node).left;
+            }
+            if let Some(level_slot) = pending.pop() {
+                visit(self, level_slot);
+                node = self.levels.get(level_slot).right;
+            }
+        }
+    }
+
+    /// Checks the book's internal consistency; for tests and debug assertions.
+    pub fn check_consistency(&self) -> Result<(), String> {
+        if let (Some(bid), Some(ask)) = (self.best_price(Side::Buy), self.best_price(Side::Sell)) {
+            if bid >= ask {
+                return Err(format!(
+                    "book crossed: best bid {} >= best ask {}",
+                    bid.0, ask.0
+                ));
+            }
+        }
+        let mut orders_seen = 0usize;
+        let mut levels_seen = 0usize;
+        for side in [Side::Buy, Side::Sell] {
+            let mut previous_key = None;
+            let mut problem = None;
+            self.for_each_level_slot(side, |book, level_slot| {
+                levels_seen += 1;
+                let level = book.levels.get(level_slot);
+                if previous_key.is_some_and(|key| key >= level.key) {
+                    problem = Some(format!("levels out of order at price {}", level.price.0));
+                }
+                previous_key = Some(level.key);
+                let (mut total, mut count, mut slot, mut previous) =
+                    (Qty::ZERO, 0u32, level.head, NIL);
+                while slot != NIL {
+                    let order = book.orders.get(slot);
+                    if order.level != level_slot
+                        || order.previous != previous
+                        || order.price != level.price
+                        || order.side != side
+                        || order.remaining.0 <= 0
+                    {
+                        problem = Some(format!(
+                            "order {} misplaced at price {}",
+                            order.id, level.price.0
+                        ));
+                    }
+                    total += order.remaining;
+                    count += 1;
+                    previous = slot;
+                    slot = order.next;
+                }
+                if level.tail != previous
+                    || total != level.total_qty
+                    || count != level.order_count
+                    || count == 0
+                {
+                    problem = Some(format!(
+                        "level {} totals disagree with its orders",
+                        level.price.0
+                    ));
+                }
+                orders_seen += count as usize;
+            });
+            if let Some(problem) = problem {
+                return Err(problem);
+            }
+            let side_state = self.book_side(side);
+            let leftmost = self.leftmost(side_state.root);
+            if leftmost != side_state.best {
+                return Err("cached best level is not the best".to_string());
+            }
+        }
+        if orders_seen != self.orders.len() || levels_seen != self.levels.len() {
+            return Err("slab counts disagree with the book".to_string());
+        }
+        Ok(())
+    }
+
+    // ----- price levels: an intrusive treap per side -----
+
+    fn level_for_insert(&mut self, side: Side, price: Price) -> u32 {
+        let key = side_key(side, price);
+        let mut node = self.book_side(side).root;
+        while node != NIL {
+            let level = self.levels.get(node);
+            if key == level.key {
+                return node;
+            }
+            node = if key < level.key {
+                level.left
+            } else {
+                level.right
+            };
+        }
+        let level_slot = self.levels.insert(Level {
+            key,
+            price,
+            tree_priority: tree_priority(key),
+            left: NIL,
+            right: NIL,
+            head: NIL,
+            tail: NIL,
+            total_qty: Qty::ZERO,
+            order_count: 0,
+        });
+        let root = self.book_side(side).root;
+        let new_root = self.tree_insert(root, level_slot);
+        let book_side = self.book_side_mut(side);
+        book_side.root = new_root;
+        let best = book_side.best;
+        if best == NIL || key < self.levels.get(best).key {
+            self.book_side_mut(side).best = level_slot;
+        }
+        level_slot
+    }
+
+    fn remove_level(&mut self, side: Side, level_slot: u32) {
+        let key = self.levels.get(level_slot).key;
+        let root = self.book_side(side).root;
+        let new_root = self.tree_remove(root, key);
+        self.book_side_mut(side).root = new_root;
+        if self.book_side(side).best == level_slot {
+            let best = self.leftmost(new_root);
+            self.book_side_mut(side).best = best;
+        }
+        self.levels.remove(level_slot);
+    }
+
+    fn leftmost(&self, mut node: u32) -> u32 {
+        if node == NIL {
+            return NIL;
+        }
+        loop {
+            let left = self.levels.get(node).left;
+            if left == NIL {
+                return node;
+            }
+            node = left;
+        }
+    }
+
+    /// The level after the one with `key` in priority order (the smallest larger key).
+    fn next_level(&self, side: Side, key: i64) -> u32 {
+        let mut node = self.book_side(side).root;
+        let mut successor = NIL;
+        while node != NIL {
+            let level = self.levels.get(node);
+            if level.key > key {
+                successor = node;
+                node = level.left;
+            } else {
+                node = level.right;
+            }
+        }
+        successor
+    }
+
+    fn tree_insert(&mut self, root: u32, new_node: u32) -> u32 {
+        if root == NIL {
+            return new_node;
+        }
+        let (new_key, new_priority) = {
+            let level = self.levels.get(new_node);
+            (level.key, level.tree_priority)
+        };
+        let root_level = self.levels.get(root);
+        if new_priority > root_level.tree_priority {
+            let (smaller, larger) = self.tree_split(root, new_key);
+            let level = self.levels.get_mut(new_node);
+            level.left = smaller;
+            level.right = larger;
+            return new_node;
+        }
+        if new_key < root_level.key {
+            let left = root_level.left;
+            let new_left = self.tree_insert(left, new_node);
+            self.levels.get_mut(root).left = new_left;
+        } else {
+            let right = root_level.right;
+            let new_right = self.tree_insert(right, new_node);
+            self.levels.get_mut(root).right = new_right;
+        }
+        root
+    }
+
+    /// Splits the tree at `root` into keys `< key` and keys `> key` (`key` is absent).
+    fn tree_split(&mut self, root: u32, key: i64) -> (u32, u32) {
+        if root == NIL {
+            return (NIL, NIL);
+        }
+        let level = self.levels.get(root);
+        if level.key < key {
+            let right = level.right;
+            let (smaller, larger) = self.tree_split(right, key);
+            self.levels.get_mut(root).right = smaller;
+            (root, larger)
+        } else {
+            let left = level.left;
+            let (smaller, larger) = self.tree_split(left, key);
+            self.levels.get_mut(root).left = larger;
+            (smaller, root)
+        }
+    }
+
+    fn tree_remove(&mut self, root: u32, key: i64) -> u32 {
+        debug_assert!(root != NIL, "removing a level that is not in the tree");
+        if root == NIL {
+            return NIL;
+        }
+        let level = self.levels.get(root);
+        if key == level.key {
+            let (left, right) = (level.left, level.right);
+            return self.tree_merge(left, right);
+        }
+        if key < level.key {
+            let left = level.left;
+            let new_left = self.tree_remove(left, key);
+            self.levels.get_mut(root).left = new_left;
+        } else {
+            let right = level.right;
+            let new_right = self.tree_remove(right, key);
+            self.levels.get_mut(root).right = new_right;
+        }
+        root
+    }
+
+    /// Joins two trees where every key of `smaller` is below every key of `larger`.
+    fn tree_merge(&mut self, smaller: u32, larger: u32) -> u32 {
+        if smaller == NIL {
+            return larger;
+        }
+        if larger == NIL {
+            return smaller;
+        }
+        if self.levels.get(smaller).tree_priority > self.levels.get(larger).tree_priority {
+            let right = self.levels.get(smaller).right;
+            let merged = self.tree_merge(right, larger);
+            self.levels.get_mut(smaller).right = merged;
+            smaller
+        } else {
+            let left = self.levels.get(larger).left;
+            let merged = self.tree_merge(smaller, left);
+            self.levels.get_mut(larger).left = merged;
+            larger
+        }
+    }
+}

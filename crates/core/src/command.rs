@@ -1,0 +1,137 @@
+//! Commands: what the outside world asks of the engine, already parsed but not yet
+//! validated. Names are borrowed strings and numbers are exact `Decimal`s; turning them
+//! into units of an asset, tick or lot (and rejecting what does not fit) is the
+//! engine's job, because only the engine knows the instruments.
+
+use std::borrow::Cow;
+
+use crate::num::Decimal;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    Buy,
+    Sell,
+}
+
+impl Side {
+    pub fn opposite(self) -> Side {
+        match self {
+            Side::Buy => Side::Sell,
+            Side::Sell => Side::Buy,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Buy => "buy",
+            Side::Sell => "sell",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeInForce {
+    GoodTillCancel,
+    ImmediateOrCancel,
+    FillOrKill,
+}
+
+/// Self-trade prevention: what happens when a taker meets a resting order of its own
+/// account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StpMode {
+    CancelTaker,
+    CancelMaker,
+    CancelBoth,
+    None,
+}
+
+impl StpMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StpMode::CancelTaker => "cancel_taker",
+            StpMode::CancelMaker => "cancel_maker",
+            StpMode::CancelBoth => "cancel_both",
+            StpMode::None => "none",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderType {
+    Limit { price: Decimal },
+    Market,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstrumentCommand<'a> {
+    pub symbol: Cow<'a, str>,
+    pub base: Cow<'a, str>,
+    pub quote: Cow<'a, str>,
+    pub tick: Decimal,
+    pub lot: Decimal,
+    pub min_qty: Decimal,
+    pub max_qty: Decimal,
+    pub maker_fee_bps: i64,
+    pub taker_fee_bps: i64,
+    pub market_band_bps: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransferCommand<'a> {
+    pub account: Cow<'a, str>,
+    pub asset: Cow<'a, str>,
+    pub amount: Decimal,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderCommand<'a> {
+    pub account: Cow<'a, str>,
+    pub id: Cow<'a, str>,
+    pub symbol: Cow<'a, str>,
+    pub side: Side,
+    pub order_type: OrderType,
+    pub qty: Decimal,
+    pub time_in_force: TimeInForce,
+    pub post_only: bool,
+    pub stp: StpMode,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AmendCommand<'a> {
+    pub account: Cow<'a, str>,
+    pub id: Cow<'a, str>,
+    pub price: Option<Decimal>,
+    /// The new *remaining* quantity.
+    pub qty: Option<Decimal>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command<'a> {
+    Asset {
+        asset: Cow<'a, str>,
+        decimals: i64,
+    },
+    Instrument(InstrumentCommand<'a>),
+    Deposit(TransferCommand<'a>),
+    Withdraw(TransferCommand<'a>),
+    Order(OrderCommand<'a>),
+    Cancel {
+        account: Cow<'a, str>,
+        id: Cow<'a, str>,
+    },
+    Amend(AmendCommand<'a>),
+}
+
+impl Command<'_> {
+    /// The account and client order id an order, cancel or amend refers to; echoed in
+    /// its `accepted` or `rejected` event.
+    pub fn order_key(&self) -> Option<(&str, &str)> {
+        match self {
+            Command::Order(order) => Some((&order.account, &order.id)),
+            Command::Cancel { account, id } => Some((account, id)),
+            Command::Amend(amend) => Some((&amend.account, &amend.id)),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! Events: what the engine reports for each command. Every command yields exactly one
+//! `Accepted` or `Rejected` first; accepted ones may go on with `Amended`, `Trade` and
+//! `Done`. Events refer to accounts and instruments by id; the replay format resolves
+//! them to names when printing.
+
+use crate::command::Side;
+use crate::ids::{AccountId, ClientOrderId, InstrumentId};
+use crate::num::{Amount, Price, Qty};
+use compact_str::CompactString;
+
+/// Why a command was refused. The string codes are stable: they appear in the replay
+/// format and in every gateway's errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    Malformed,
+    DuplicateAsset,
+    InvalidDecimals,
+    DuplicateSymbol,
+    UnknownAsset,
+    InvalidInstrument,
+    InvalidAmount,
+    InsufficientFunds,
+    UnknownSymbol,
+    DuplicateId,
+    InvalidPrice,
+    InvalidQty,
+    WouldCross,
+    NoLiquidity,
+    UnknownOrder,
+}
+
+impl RejectReason {
+    pub const ALL: [RejectReason; 15] = [
+        RejectReason::Malformed,
+        RejectReason::DuplicateAsset,
+        RejectReason::InvalidDecimals,
+        RejectReason::DuplicateSymbol,
+        RejectReason::UnknownAsset,
+        RejectReason::InvalidInstrument,
+        RejectReason::InvalidAmount,
+        RejectReason::InsufficientFunds,
+        RejectReason::UnknownSymbol,
+        RejectReason::DuplicateId,
+        RejectReason::InvalidPrice,
+        RejectReason::InvalidQty,
+        RejectReason::WouldCross,
+        RejectReason::NoLiquidity,
+        RejectReason::UnknownOrder,
+    ];
+
+    pub fn code(self) -> &'static str {
+        match self {
+            RejectReason::Malformed => "malformed",
+            RejectReason::DuplicateAsset => "duplicate_asset",
+            RejectReason::InvalidDecimals => "invalid_decimals",
+            RejectReason::DuplicateSymbol => "duplicate_symbol",
+            RejectReason::UnknownAsset => "unknown_asset",
+            RejectReason::InvalidInstrument => "invalid_instrument",
+            RejectReason::InvalidAmount => "invalid_amount",
+            RejectReason::InsufficientFunds => "insufficient_funds",
+            RejectReason::UnknownSymbol => "unknown_symbol",
+            RejectReason::DuplicateId => "duplicate_id",
+            RejectReason::InvalidPrice => "invalid_price",
+            RejectReason::InvalidQty => "invalid_qty",
+            RejectReason::WouldCross => "would_cross",
+            RejectReason::NoLiquidity => "no_liquidity",
+            RejectReason::UnknownOrder => "unknown_order",
+        }
+    }
+}
+
+/// Why an order left the book (or never reached it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DoneReason {
+    Filled,
+    Canceled,
+    Expired,
+    SelfTradePrevented,
+}
+
+impl DoneReason {
+    pub fn code(self) -> &'static str {
+        match self {
+            DoneReason::Filled => "filled",
+            DoneReason::Canceled => "canceled",
+            DoneReason::Expired => "expired",
+            DoneReason::SelfTradePrevented => "stp",
+        }
+    }
+}
+
+/// The account name and client order id an order command named, echoed verbatim in its
+/// `accepted`/`rejected` event (the account may not exist).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandOrderKey {
+    pub account: CompactString,
+    pub id: ClientOrderId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TradeEvent {
+    pub seq: u64,
+    pub instrument: InstrumentId,
+    pub price: Price,
+    pub qty: Qty,
+    pub taker_side: Side,
+    pub maker_account: AccountId,
+    pub maker_id: ClientOrderId,
+    pub taker_account: AccountId,
+    pub taker_id: ClientOrderId,
+    /// In the asset the maker receives (quote when the maker sells, base when it buys).
+    pub maker_fee: Amount,
+    /// In the asset the taker receives.
+    pub taker_fee: Amount,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Accepted {
+        seq: u64,
+        order: Option<CommandOrderKey>,
+    },
+    Rejected {
+        seq: u64,
+        reason: RejectReason,
+        order: Option<CommandOrderKey>,
+    },
+    Trade(TradeEvent),
+    Done {
+        seq: u64,
+        instrument: InstrumentId,
+        account: AccountId,
+        id: ClientOrderId,
+        reason: DoneReason,
+        /// Cumulative filled quantity over the order's whole life.
+        filled: Qty,
+    },
+    Amended {
+        seq: u64,
+        instrument: InstrumentId,
+        account: AccountId,
+        id: ClientOrderId,
+        price: Price,
+        qty: Qty,
+    },
+}
+
+impl Event {
+    pub fn seq(&self) -> u64 {
+        match self {
+            Event::Accepted { seq, .. }
+            | Event::Rejected { seq, .. }
+            | Event::Done { seq, .. }
+            | Event::Amended { seq, .. } => *seq,
+            Event::Trade(trade) => trade.seq,
+        }
+    }
+}

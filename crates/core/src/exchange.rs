@@ -1,0 +1,896 @@
+//! The exchange state machine: assets, instruments with their books, accounts, and the
+//! index of open orders. `Exchange::apply` takes one command and appends its events;
+//! it is the only way the state changes.
+//!
+//! Every handler first validates (returning the first rejection reason, in the order
+//! the replay format specifies, with nothing changed) and only then emits `accepted`
+//! and acts; acting cannot fail. No I/O, clock or randomness: the same commands give
+//! the same events and state everywhere.
+
+use compact_str::CompactString;
+use rustc_hash::FxHashMap;
+
+use crate::book::{
+    BookCapacity, MatchEnd, MatchHandler, NewRestingOrder, OrderBook, RestingOrder, Taker,
+};
+use crate::command::{
+    AmendCommand, Command, InstrumentCommand, OrderCommand, OrderType, Side, TimeInForce,
+    TransferCommand,
+};
+use crate::event::{CommandOrderKey, DoneReason, Event, RejectReason, TradeEvent};
+use crate::ids::{AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle};
+use crate::ledger::Ledger;
+use crate::num::{pow10_saturating, Amount, Decimal, Price, Qty};
+use crate::spot::{FillParty, SpotRules};
+
+/// Largest number of decimals an asset may have.
+pub const ASSET_DECIMALS_MAX: i64 = 18;
+/// Largest maker or taker fee rate, in basis points.
+pub const FEE_BPS_MAX: i64 = 1_000;
+/// Largest market protection band, in basis points.
+pub const MARKET_BAND_BPS_MAX: i64 = 10_000;
+const BPS_PER_UNIT: i128 = 10_000;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExchangeConfig {
+    /// Initial pool sizes of every new book.
+    pub book_capacity: BookCapacity,
+}
+
+#[derive(Clone, Debug)]
+pub struct AssetSpec {
+    pub name: CompactString,
+    pub decimals: u32,
+}
+
+/// A spot instrument's definition, in engine units.
+#[derive(Clone, Debug)]
+pub struct Instrument {
+    pub symbol: CompactString,
+    /// Decimal places of prices (those of the tick).
+    pub price_decimals: u32,
+    /// Decimal places of quantities (those of the lot).
+    pub qty_decimals: u32,
+    pub tick: Price,
+    pub lot: Qty,
+    /// In quantity units; may exceed `i64` (then funds are the binding limit).
+    pub min_qty: i128,
+    pub max_qty: i128,
+    pub market_band_bps: i64,
+    pub spot: SpotRules,
+}
+
+impl Instrument {
+    /// A limit price in price units: positive, a multiple of the tick, within `i64`.
+    fn validate_price(&self, price: Decimal) -> Result<Price, RejectReason> {
+        let units = price
+            .to_units(self.price_decimals)
+            .ok_or(RejectReason::InvalidPrice)?;
+        if units <= 0 || units % i128::from(self.tick.0) != 0 {
+            return Err(RejectReason::InvalidPrice);
+        }
+        i64::try_from(units)
+            .map(Price)
+            .map_err(|_| RejectReason::InvalidPrice)
+    }
+
+    /// A quantity in quantity units: a multiple of the lot within `min_qty..=max_qty`.
+    fn validate_qty(&self, qty: Decimal) -> Result<i128, RejectReason> {
+        let units = qty
+            .to_units(self.qty_decimals)
+            .ok_or(RejectReason::InvalidQty)?;
+        if units % i128::from(self.lot.0) != 0 || units < self.min_qty || units > self.max_qty {
+            return Err(RejectReason::InvalidQty);
+        }
+        Ok(units)
+    }
+
+    /// A market order's protection price from the best opposite price: buy
+    /// `best * (1 + band)` rounded up to the tick; sell `best * (1 - band)` rounded down,
+    /// at least one tick.
+    fn protection_price(&self, side: Side, best_opposite: Price) -> i128 {
+        let tick = i128::from(self.tick.0);
+        let band = i128::from(self.market_band_bps);
+        let best = i128::from(best_opposite.0);
+        let ticks_denominator = BPS_PER_UNIT * tick;
+        match side {
+            Side::Buy => {
+                let numerator = best * (BPS_PER_UNIT + band);
+                (numerator + ticks_denominator - 1) / ticks_denominator * tick
+            }
+            Side::Sell => {
+                let ticks = best * (BPS_PER_UNIT - band) / ticks_denominator;
+                ticks.max(1) * tick
+            }
+        }
+    }
+}
+
+/// An open order's identity: the account and its client order id.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OrderKey {
+    pub account: AccountId,
+    pub id: ClientOrderId,
+}
+
+pub struct Exchange {
+    config: ExchangeConfig,
+    assets: Vec<AssetSpec>,
+    asset_by_name: FxHashMap<CompactString, AssetId>,
+    instruments: Vec<Instrument>,
+    instrument_by_symbol: FxHashMap<CompactString, InstrumentId>,
+    books: Vec<OrderBook>,
+    ledger: Ledger,
+    open_orders: FxHashMap<OrderKey, OrderHandle>,
+    time_ns: u64,
+}
+
+impl Default for Exchange {
+    fn default() -> Self {
+        Exchange::new(ExchangeConfig::default())
+    }
+}
+
+impl Exchange {
+    pub fn new(config: ExchangeConfig) -> Exchange {
+        Exchange {
+            config,
+            assets: Vec::new(),
+            asset_by_name: FxHashMap::default(),
+            instruments: Vec::new(),
+            instrument_by_symbol: FxHashMap::default(),
+            books: Vec::new(),
+            ledger: Ledger::default(),
+            open_orders: FxHashMap::default(),
+            time_ns: 0,
+        }
+    }
+
+    // ----- queries -----
+
+    pub fn assets(&self) -> &[AssetSpec] {
+        &self.assets
+    }
+
+    pub fn asset(&self, asset: AssetId) -> &AssetSpec {
+        &self.assets[asset.index()]
+    }
+
+    pub fn find_asset(&self, name: &str) -> Option<AssetId> {
+        self.asset_by_name.get(name).copied()
+    }
+
+    pub fn instruments(&self) -> &[Instrument] {
+        &self.instruments
+    }
+
+    pub fn instrument(&self, instrument: InstrumentId) -> &Instrument {
+        &self.instruments[instrument.index()]
+    }
+
+    pub fn find_instrument(&self, symbol: &str) -> Option<InstrumentId> {
+        self.instrument_by_symbol.get(symbol).copied()
+    }
+
+    pub fn book(&self, instrument: InstrumentId) -> &OrderBook {
+        &self.books[instrument.index()]
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    pub fn account_name(&self, account: AccountId) -> &str {
+        &self.ledger.account(account).name
+    }
+
+    pub fn open_order_count(&self) -> usize {
+        self.open_orders.len()
+    }
+
+    /// The open order `id` of `account`, if any.
+    pub fn open_order(
+        &self,
+        account: AccountId,
+        id: &str,
+    ) -> Option<(InstrumentId, &RestingOrder)> {
+        let key = OrderKey {
+            account,
+            id: ClientOrderId::new(id),
+        };
+        let handle = self.open_orders.get(&key)?;
+        Some((
+            handle.instrument,
+            self.books[handle.instrument.index()].order(handle.slot),
+        ))
+    }
+
+    /// The time of the latest command, in nanoseconds since the Unix epoch.
+    pub fn time_ns(&self) -> u64 {
+        self.time_ns
+    }
+
+    // ----- the state machine -----
+
+    /// Applies one command stamped `seq` (and `ts`, when it carries one) and appends
+    /// its events: first `accepted` or `rejected`, then any others.
+    pub fn apply(
+        &mut self,
+        seq: u64,
+        ts: Option<u64>,
+        command: &Command<'_>,
+        events: &mut Vec<Event>,
+    ) {
+        if let Some(ts) = ts {
+            self.time_ns = self.time_ns.max(ts);
+        }
+        let result = match command {
+            Command::Asset { asset, decimals } => self.declare_asset(asset, *decimals),
+            Command::Instrument(instrument) => self.declare_instrument(instrument),
+            Command::Deposit(transfer) => self.deposit(transfer),
+            Command::Withdraw(transfer) => self.withdraw(transfer),
+            Command::Order(order) => self.place_order(seq, order, events),
+            Command::Cancel { account, id } => self.cancel(seq, account, id, events),
+            Command::Amend(amend) => self.amend(seq, amend, events),
+        };
+        let order_key = || {
+            command.order_key().map(|(account, id)| CommandOrderKey {
+                account: CompactString::new(account),
+                id: ClientOrderId::new(id),
+            })
+        };
+        match result {
+            Ok(Accepted::Emitted) => {}
+            Ok(Accepted::Silently) => events.push(Event::Accepted {
+                seq,
+                order: order_key(),
+            }),
+            Err(reason) => events.push(Event::Rejected {
+                seq,
+                reason,
+                order: order_key(),
+            }),
+        }
+    }
+
+    fn declare_asset(&mut self, name: &str, decimals: i64) -> Result<Accepted, RejectReason> {
+        if self.asset_by_name.contains_key(name) {
+            return Err(RejectReason::DuplicateAsset);
+        }
+        if !(0..=ASSET_DECIMALS_MAX).contains(&decimals) {
+            return Err(RejectReason::InvalidDecimals);
+        }
+        let asset = AssetId(self.assets.len() as u32);
+        self.assets.push(AssetSpec {
+            name: CompactString::new(name),
+            decimals: decimals as u32,
+        });
+        self.asset_by_name.insert(CompactString::new(name), asset);
+        self.ledger.add_asset();
+        Ok(Accepted::Silently)
+    }
+
+    fn declare_instrument(
+        &mut self,
+        definition: &InstrumentCommand<'_>,
+    ) -> Result<Accepted, RejectReason> {
+        if self.instrument_by_symbol.contains_key(&*definition.symbol) {
+            return Err(RejectReason::DuplicateSymbol);
+        }
+        let base = self
+            .find_asset(&definition.base)
+            .ok_or(RejectReason::UnknownAsset)?;
+        let quote = self
+            .find_asset(&definition.quote)
+            .ok_or(RejectReason::UnknownAsset)?;
+        let instrument = self
+            .build_instrument(definition, base, quote)
+            .ok_or(RejectReason::InvalidInstrument)?;
+        let id = InstrumentId(self.instruments.len() as u32);
+        self.instrument_by_symbol
+            .insert(instrument.symbol.clone(), id);
+        self.instruments.push(instrument);
+        self.books.push(OrderBook::new(self.config.book_capacity));
+        Ok(Accepted::Silently)
+    }
+
+    /// The instrument in engine units, or `None` when the definition is invalid.
+    fn build_instrument(
+        &self,
+        definition: &InstrumentCommand<'_>,
+        base: AssetId,
+        quote: AssetId,
+    ) -> Option<Instrument> {
+        let positive = [
+            definition.tick,
+            definition.lot,
+            definition.min_qty,
+            definition.max_qty,
+        ];
+        if base == quote || !positive.iter().all(|value| value.is_positive()) {
+            return None;
+        }
+        let fee_range = 0..=FEE_BPS_MAX;
+        if !fee_range.contains(&definition.maker_fee_bps)
+            || !fee_range.contains(&definition.taker_fee_bps)
+            || !(0..=MARKET_BAND_BPS_MAX).contains(&definition.market_band_bps)
+        {
+            return None;
+        }
+        let price_decimals = definition.tick.scale();
+        let qty_decimals = definition.lot.scale();
+        let base_decimals = self.asset(base).decimals;
+        let quote_decimals = self.asset(quote).decimals;
+        if qty_decimals > base_decimals || price_decimals + qty_decimals > quote_decimals {
+            return None;
+        }
+        let tick = i64::try_from(definition.tick.to_units(price_decimals)?).ok()?;
+        let lot = i64::try_from(definition.lot.to_units(qty_decimals)?).ok()?;
+        let min_qty = definition.min_qty.to_units(qty_decimals)?;
+        let max_qty = definition.max_qty.to_units(qty_decimals)?;
+        let lot_units = i128::from(lot);
+        if min_qty % lot_units != 0 || max_qty % lot_units != 0 || min_qty > max_qty {
+            return None;
+        }
+        Some(Instrument {
+            symbol: CompactString::new(&*definition.symbol),
+            price_decimals,
+            qty_decimals,
+            tick: Price(tick),
+            lot: Qty(lot),
+            min_qty,
+            max_qty,
+            market_band_bps: definition.market_band_bps,
+            spot: SpotRules {
+                base,
+                quote,
+                quote_units_per_notional_unit: pow10_saturating(
+                    quote_decimals - price_decimals - qty_decimals,
+                ),
+                base_units_per_qty_unit: pow10_saturating(base_decimals - qty_decimals),
+                maker_fee_bps: definition.maker_fee_bps,
+                taker_fee_bps: definition.taker_fee_bps,
+            },
+        })
+    }
+
+    /// The asset and amount of a deposit or withdrawal, checked as both require.
+    fn transfer_amount(
+        &self,
+        transfer: &TransferCommand<'_>,
+    ) -> Result<(AssetId, i128), RejectReason> {
+        let asset = self
+            .find_asset(&transfer.asset)
+            .ok_or(RejectReason::UnknownAsset)?;
+        let units = transfer
+            .amount
+            .to_units(self.asset(asset).decimals)
+            .ok_or(RejectReason::InvalidAmount)?;
+        if units <= 0 {
+            return Err(RejectReason::InvalidAmount);
+        }
+        Ok((asset, units))
+    }
+
+    fn deposit(&mut self, transfer: &TransferCommand<'_>) -> Result<Accepted, RejectReason> {
+        let (asset, units) = self.transfer_amount(transfer)?;
+        let amount = i64::try_from(units)
+            .map(Amount)
+            .ok()
+            .filter(|&amount| self.ledger.deposit_fits(asset, amount))
+            .ok_or(RejectReason::InvalidAmount)?;
+        self.ledger.deposit(&transfer.account, asset, amount);
+        Ok(Accepted::Silently)
+    }
+
+    fn withdraw(&mut self, transfer: &TransferCommand<'_>) -> Result<Accepted, RejectReason> {
+        let (asset, units) = self.transfer_amount(transfer)?;
+        let account = self
+            .ledger
+            .find_account(&transfer.account)
+            .ok_or(RejectReason::InsufficientFunds)?;
+        let available = self.ledger.available(account, asset);
+        if units > i128::from(available.0) {
+            return Err(RejectReason::InsufficientFunds);
+        }
+        self.ledger.withdraw(account, asset, Amount(units as i64));
+        Ok(Accepted::Silently)
+    }
+
+    fn place_order(
+        &mut self,
+        seq: u64,
+        order: &OrderCommand<'_>,
+        events: &mut Vec<Event>,
+    ) -> Result<Accepted, RejectReason> {
+        let instrument_id = self
+            .find_instrument(&order.symbol)
+            .ok_or(RejectReason::UnknownSymbol)?;
+        let account = self.ledger.find_account(&order.account);
+        let id = ClientOrderId::new(&order.id);
+        if let Some(account) = account {
+            let key = OrderKey {
+                account,
+                id: id.clone(),
+            };
+            if self.open_orders.contains_key(&key) {
+                return Err(RejectReason::DuplicateId);
+            }
+        }
+        let instrument = &self.instruments[instrument_id.index()];
+        let book = &self.books[instrument_id.index()];
+        let side = order.side;
+        let limit = match order.order_type {
+            OrderType::Limit { price } => Some(instrument.validate_price(price)?),
+            OrderType::Market => None,
+        };
+        let qty = instrument.validate_qty(order.qty)?;
+        let (time_in_force, post_only) = match limit {
+            Some(_) => (order.time_in_force, order.post_only),
+            None if order.time_in_force == TimeInForce::FillOrKill => {
+                (TimeInForce::FillOrKill, false)
+            }
+            None => (TimeInForce::ImmediateOrCancel, false),
+        };
+        let price = match limit {
+            Some(limit) => {
+                if post_only && book.would_cross(side, limit) {
+                    return Err(RejectReason::WouldCross);
+                }
+                i128::from(limit.0)
+            }
+            None => {
+                let best = book
+                    .best_price(side.opposite())
+                    .ok_or(RejectReason::NoLiquidity)?;
+                instrument.protection_price(side, best)
+            }
+        };
+        let account = account.ok_or(RejectReason::InsufficientFunds)?;
+        let hold_asset = instrument.spot.hold_asset(side);
+        let hold = instrument
+            .spot
+            .hold_amount(side, price, qty)
+            .filter(|&hold| hold <= self.ledger.available(account, hold_asset))
+            .ok_or(RejectReason::InsufficientFunds)?;
+        // The hold fits in i64, so do the price and quantity that produced it.
+        let (price, qty) = (Price(price as i64), Qty(qty as i64));
+
+        events.push(Event::Accepted {
+            seq,
+            order: Some(CommandOrderKey {
+                account: CompactString::new(&order.account),
+                id: id.clone(),
+            }),
+        });
+        if post_only && time_in_force != TimeInForce::GoodTillCancel {
+            events.push(Event::Done {
+                seq,
+                instrument: instrument_id,
+                account,
+                id,
+                reason: DoneReason::Expired,
+                filled: Qty::ZERO,
+            });
+            return Ok(Accepted::Emitted);
+        }
+        self.ledger.hold(account, hold_asset, hold);
+        let taker = Taker {
+            account,
+            side,
+            limit: price,
+            remaining: qty,
+            stp: order.stp,
+        };
+        self.execute(
+            seq,
+            instrument_id,
+            taker,
+            id,
+            time_in_force,
+            post_only,
+            Qty::ZERO,
+            events,
+        );
+        Ok(Accepted::Emitted)
+    }
+
+    /// Matches an incoming (or re-placed) order whose hold is taken, then rests what is
+    /// left of a GTC order or finishes it, releasing what it still holds.
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &mut self,
+        seq: u64,
+        instrument_id: InstrumentId,
+        mut taker: Taker,
+        id: ClientOrderId,
+        time_in_force: TimeInForce,
+        post_only: bool,
+        filled_before: Qty,
+        events: &mut Vec<Event>,
+    ) {
+        let Exchange {
+            instruments,
+            books,
+            ledger,
+            open_orders,
+            ..
+        } = self;
+        let rules = &instruments[instrument_id.index()].spot;
+        let book = &mut books[instrument_id.index()];
+        let qty = taker.remaining;
+        let end = if time_in_force == TimeInForce::FillOrKill && !book.can_fill_completely(&taker) {
+            MatchEnd::NoMoreCrossing
+        } else {
+            let mut fills = SpotFills {
+                rules,
+                ledger,
+                open_orders,
+                events,
+                seq,
+                instrument: instrument_id,
+                taker: &taker,
+                taker_id: &id,
+            };
+            let mut matching = taker.clone();
+            let end = book.match_taker(&mut matching, &mut fills);
+            taker.remaining = matching.remaining;
+            end
+        };
+        let filled = filled_before + (qty - taker.remaining);
+        let done_reason = match end {
+            MatchEnd::Filled => DoneReason::Filled,
+            MatchEnd::SelfTradePrevented => DoneReason::SelfTradePrevented,
+            MatchEnd::NoMoreCrossing if time_in_force == TimeInForce::GoodTillCancel => {
+                let slot = book.insert(NewRestingOrder {
+                    account: taker.account,
+                    id: id.clone(),
+                    side: taker.side,
+                    price: taker.limit,
+                    remaining: taker.remaining,
+                    filled,
+                    stp: taker.stp,
+                    post_only,
+                });
+                open_orders.insert(
+                    OrderKey {
+                        account: taker.account,
+                        id,
+                    },
+                    OrderHandle {
+                        instrument: instrument_id,
+                        slot,
+                    },
+                );
+                return;
+            }
+            MatchEnd::NoMoreCrossing => DoneReason::Expired,
+        };
+        if !taker.remaining.is_zero() {
+            let unused = rules.resting_hold(taker.side, taker.limit, taker.remaining);
+            ledger.release(taker.account, rules.hold_asset(taker.side), unused);
+        }
+        events.push(Event::Done {
+            seq,
+            instrument: instrument_id,
+            account: taker.account,
+            id,
+            reason: done_reason,
+            filled,
+        });
+    }
+
+    /// The open order `id` of the named account, or `unknown_order`.
+    fn find_open_order(
+        &self,
+        account: &str,
+        id: &str,
+    ) -> Result<(OrderKey, OrderHandle), RejectReason> {
+        let account = self
+            .ledger
+            .find_account(account)
+            .ok_or(RejectReason::UnknownOrder)?;
+        let key = OrderKey {
+            account,
+            id: ClientOrderId::new(id),
+        };
+        let handle = *self
+            .open_orders
+            .get(&key)
+            .ok_or(RejectReason::UnknownOrder)?;
+        Ok((key, handle))
+    }
+
+    fn cancel(
+        &mut self,
+        seq: u64,
+        account: &str,
+        id: &str,
+        events: &mut Vec<Event>,
+    ) -> Result<Accepted, RejectReason> {
+        let (key, handle) = self.find_open_order(account, id)?;
+        events.push(Event::Accepted {
+            seq,
+            order: Some(CommandOrderKey {
+                account: CompactString::new(account),
+                id: key.id.clone(),
+            }),
+        });
+        self.open_orders.remove(&key);
+        let rules = &self.instruments[handle.instrument.index()].spot;
+        let order = self.books[handle.instrument.index()].remove(handle.slot);
+        let hold = rules.resting_hold(order.side, order.price, order.remaining);
+        self.ledger
+            .release(order.account, rules.hold_asset(order.side), hold);
+        events.push(Event::Done {
+            seq,
+            instrument: handle.instrument,
+            account: key.account,
+            id: key.id,
+            reason: DoneReason::Canceled,
+            filled: order.filled,
+        });
+        Ok(Accepted::Emitted)
+    }
+
+    fn amend(
+        &mut self,
+        seq: u64,
+        amend: &AmendCommand<'_>,
+        events: &mut Vec<Event>,
+    ) -> Result<Accepted, RejectReason> {
+        let (key, handle) = self.find_open_order(&amend.account, &amend.id)?;
+        let instrument = &self.instruments[handle.instrument.index()];
+        let book = &self.books[handle.instrument.index()];
+        let order = book.order(handle.slot);
+        let new_price = match amend.price {
+            Some(price) => instrument.validate_price(price)?,
+            None => order.price,
+        };
+        let new_qty = match amend.qty {
+            Some(qty) => instrument.validate_qty(qty)?,
+            None => i128::from(order.remaining.0),
+        };
+        let keeps_priority = new_price == order.price && new_qty <= i128::from(order.remaining.0);
+        if !keeps_priority && order.post_only && book.would_cross(order.side, new_price) {
+            return Err(RejectReason::WouldCross);
+        }
+        let rules = &instrument.spot;
+        let hold_asset = rules.hold_asset(order.side);
+        let old_hold = rules.resting_hold(order.side, order.price, order.remaining);
+        let new_hold = rules
+            .hold_amount(order.side, i128::from(new_price.0), new_qty)
+            .filter(|&new_hold| {
+                new_hold <= old_hold
+                    || new_hold - old_hold <= self.ledger.available(key.account, hold_asset)
+            })
+            .ok_or(RejectReason::InsufficientFunds)?;
+        let new_qty = Qty(new_qty as i64);
+
+        events.push(Event::Accepted {
+            seq,
+            order: Some(CommandOrderKey {
+                account: CompactString::new(&amend.account),
+                id: key.id.clone(),
+            }),
+        });
+        events.push(Event::Amended {
+            seq,
+            instrument: handle.instrument,
+            account: key.account,
+            id: key.id.clone(),
+            price: new_price,
+            qty: new_qty,
+        });
+        if new_hold <= old_hold {
+            self.ledger
+                .release(key.account, hold_asset, old_hold - new_hold);
+        } else {
+            self.ledger
+                .hold(key.account, hold_asset, new_hold - old_hold);
+        }
+        let book = &mut self.books[handle.instrument.index()];
+        if keeps_priority {
+            book.reduce(handle.slot, new_qty);
+            return Ok(Accepted::Emitted);
+        }
+        let order = book.remove(handle.slot);
+        let taker = Taker {
+            account: key.account,
+            side: order.side,
+            limit: new_price,
+            remaining: new_qty,
+            stp: order.stp,
+        };
+        let (post_only, filled_before) = (order.post_only, order.filled);
+        self.open_orders.remove(&key);
+        self.execute(
+            seq,
+            handle.instrument,
+            taker,
+            key.id,
+            TimeInForce::GoodTillCancel,
+            post_only,
+            filled_before,
+            events,
+        );
+        Ok(Accepted::Emitted)
+    }
+
+    // ----- invariants -----
+
+    /// Checks every invariant of the whole state: books consistent and uncrossed, the
+    /// open-order index matching the books, each account's held equal to what its open
+    /// orders hold, and per asset `sum(available + held) + fees == net deposits`.
+    /// O(state); for tests and debugging.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut expected_held: FxHashMap<(AccountId, AssetId), i128> = FxHashMap::default();
+        let mut resting_orders = 0usize;
+        for (index, book) in self.books.iter().enumerate() {
+            let instrument = &self.instruments[index];
+            book.check_consistency()
+                .map_err(|problem| format!("{}: {problem}", instrument.symbol))?;
+            for side in [Side::Buy, Side::Sell] {
+                let mut problem = None;
+                book.for_each_order(side, |order| {
+                    resting_orders += 1;
+                    let hold =
+                        instrument
+                            .spot
+                            .resting_hold(order.side, order.price, order.remaining);
+                    *expected_held
+                        .entry((order.account, instrument.spot.hold_asset(order.side)))
+                        .or_default() += i128::from(hold.0);
+                    let key = OrderKey {
+                        account: order.account,
+                        id: order.id.clone(),
+                    };
+                    let indexed = self
+                        .open_orders
+                        .get(&key)
+                        .map(|handle| handle.instrument.index());
+                    if indexed != Some(index) {
+                        problem = Some(format!(
+                            "order {} of account {} missing from the index",
+                            order.id, order.account.0
+                        ));
+                    }
+                });
+                if let Some(problem) = problem {
+                    return Err(problem);
+                }
+            }
+        }
+        if resting_orders != self.open_orders.len() {
+            return Err(format!(
+                "{} orders rest on the books but {} are indexed",
+                resting_orders,
+                self.open_orders.len()
+            ));
+        }
+        let mut asset_totals = vec![0i128; self.assets.len()];
+        for (account_index, account) in self.ledger.accounts().iter().enumerate() {
+            for (asset_index, total) in asset_totals.iter_mut().enumerate() {
+                let asset = AssetId(asset_index as u32);
+                let balance = account.balance(asset);
+                if balance.available.0 < 0 || balance.held.0 < 0 {
+                    return Err(format!(
+                        "account {} has a negative {} balance",
+                        account.name,
+                        self.asset(asset).name
+                    ));
+                }
+                let expected = expected_held
+                    .get(&(AccountId(account_index as u32), asset))
+                    .copied()
+                    .unwrap_or(0);
+                if i128::from(balance.held.0) != expected {
+                    return Err(format!(
+                        "account {} holds {} {} but its open orders hold {}",
+                        account.name,
+                        balance.held.0,
+                        self.asset(asset).name,
+                        expected
+                    ));
+                }
+                *total += i128::from(balance.available.0) + i128::from(balance.held.0);
+            }
+        }
+        for (asset_index, total) in asset_totals.iter().enumerate() {
+            let asset = AssetId(asset_index as u32);
+            let fees = i128::from(self.ledger.fee_balance(asset).0);
+            let net = i128::from(self.ledger.net_deposits(asset).0);
+            if total + fees != net {
+                return Err(format!(
+                    "{} not conserved: balances {} + fees {} != deposits - withdrawals {}",
+                    self.asset(asset).name,
+                    total,
+                    fees,
+                    net
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a handler already emitted its `accepted` event (it must come before the
+/// events of acting) or leaves it to `apply`.
+enum Accepted {
+    Silently,
+    Emitted,
+}
+
+/// The spot account kind's side of matching: settles each fill, releases what
+/// finished makers still hold, and reports trades and finished makers as events.
+struct SpotFills<'a> {
+    rules: &'a SpotRules,
+    ledger: &'a mut Ledger,
+    open_orders: &'a mut FxHashMap<OrderKey, OrderHandle>,
+    events: &'a mut Vec<Event>,
+    seq: u64,
+    instrument: InstrumentId,
+    taker: &'a Taker,
+    taker_id: &'a ClientOrderId,
+}
+
+impl MatchHandler for SpotFills<'_> {
+    fn on_trade(&mut self, maker: &RestingOrder, price: Price, qty: Qty) {
+        let maker_party = FillParty {
+            account: maker.account,
+            limit: maker.price,
+            is_taker: false,
+        };
+        let taker_party = FillParty {
+            account: self.taker.account,
+            limit: self.taker.limit,
+            is_taker: true,
+        };
+        let (maker_fee, taker_fee) = match self.taker.side {
+            Side::Buy => {
+                let (buyer_fee, seller_fee) =
+                    self.rules
+                        .settle_fill(self.ledger, taker_party, maker_party, price, qty);
+                (seller_fee, buyer_fee)
+            }
+            Side::Sell => self
+                .rules
+                .settle_fill(self.ledger, maker_party, taker_party, price, qty),
+        };
+        self.events.push(Event::Trade(TradeEvent {
+            seq: self.seq,
+            instrument: self.instrument,
+            price,
+            qty,
+            taker_side: self.taker.side,
+            maker_account: maker.account,
+            maker_id: maker.id.clone(),
+            taker_account: self.taker.account,
+            taker_id: self.taker_id.clone(),
+            maker_fee,
+            taker_fee,
+        }));
+    }
+
+    fn on_maker_done(&mut self, maker: &RestingOrder, reason: DoneReason) {
+        if !maker.remaining.is_zero() {
+            let hold = self
+                .rules
+                .resting_hold(maker.side, maker.price, maker.remaining);
+            self.ledger
+                .release(maker.account, self.rules.hold_asset(maker.side), hold);
+        }
+        self.open_orders.remove(&OrderKey {
+            account: maker.account,
+            id: maker.id.clone(),
+        });
+        self.events.push(Event::Done {
+            seq: self.seq,
+            instrument: self.instrument,
+            account: maker.account,
+            id: maker.id.clone(),
+            reason,
+            filled: maker.filled,
+        });
+    }
+}

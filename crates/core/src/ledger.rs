@@ -1,0 +1,175 @@
+//! Balances: every account's `available` and `held` amount of every asset, the
+//! exchange's fee balances, and each asset's net deposits (deposits minus withdrawals).
+//!
+//! The ledger moves money only in ways that keep, for every asset,
+//! `sum(available + held) + fees == net deposits`; every method states its move in
+//! those terms. Whether a move is allowed (enough funds, a hold that fits) is decided by
+//! the caller before it moves anything; the ledger asserts it.
+
+use compact_str::CompactString;
+use rustc_hash::FxHashMap;
+
+use crate::ids::{AccountId, AssetId};
+use crate::num::Amount;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Balance {
+    pub available: Amount,
+    pub held: Amount,
+}
+
+#[derive(Clone, Debug)]
+pub struct Account {
+    pub name: CompactString,
+    /// Indexed by `AssetId`; assets past the end are zero.
+    balances: Vec<Balance>,
+}
+
+impl Account {
+    pub fn balance(&self, asset: AssetId) -> Balance {
+        self.balances
+            .get(asset.index())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Every non-zero balance with its asset.
+    pub fn balances(&self) -> impl Iterator<Item = (AssetId, Balance)> + '_ {
+        self.balances
+            .iter()
+            .enumerate()
+            .filter(|(_, balance)| **balance != Balance::default())
+            .map(|(index, balance)| (AssetId(index as u32), *balance))
+    }
+}
+
+#[derive(Default)]
+pub struct Ledger {
+    accounts: Vec<Account>,
+    account_by_name: FxHashMap<CompactString, AccountId>,
+    fees: Vec<Amount>,
+    net_deposits: Vec<Amount>,
+}
+
+impl Ledger {
+    /// Makes room for a newly declared asset.
+    pub fn add_asset(&mut self) {
+        self.fees.push(Amount::ZERO);
+        self.net_deposits.push(Amount::ZERO);
+    }
+
+    pub fn find_account(&self, name: &str) -> Option<AccountId> {
+        self.account_by_name.get(name).copied()
+    }
+
+    fn find_or_create_account(&mut self, name: &str) -> AccountId {
+        if let Some(&account) = self.account_by_name.get(name) {
+            return account;
+        }
+        let account =
+            AccountId(u32::try_from(self.accounts.len()).expect("fewer than 2^32 accounts"));
+        let name = CompactString::new(name);
+        self.accounts.push(Account {
+            name: name.clone(),
+            balances: Vec::new(),
+        });
+        self.account_by_name.insert(name, account);
+        account
+    }
+
+    pub fn account(&self, account: AccountId) -> &Account {
+        &self.accounts[account.index()]
+    }
+
+    pub fn accounts(&self) -> &[Account] {
+        &self.accounts
+    }
+
+    pub fn balance(&self, account: AccountId, asset: AssetId) -> Balance {
+        self.account(account).balance(asset)
+    }
+
+    pub fn available(&self, account: AccountId, asset: AssetId) -> Amount {
+        self.balance(account, asset).available
+    }
+
+    pub fn fee_balance(&self, asset: AssetId) -> Amount {
+        self.fees[asset.index()]
+    }
+
+    pub fn net_deposits(&self, asset: AssetId) -> Amount {
+        self.net_deposits[asset.index()]
+    }
+
+    fn balance_mut(&mut self, account: AccountId, asset: AssetId) -> &mut Balance {
+        let balances = &mut self.accounts[account.index()].balances;
+        if balances.len() <= asset.index() {
+            balances.resize(asset.index() + 1, Balance::default());
+        }
+        &mut balances[asset.index()]
+    }
+
+    /// Would a deposit of `amount` keep the asset's net deposits within `i64`?
+    pub fn deposit_fits(&self, asset: AssetId, amount: Amount) -> bool {
+        self.net_deposits(asset).checked_add(amount).is_some()
+    }
+
+    /// Outside money in: available += amount, net deposits += amount.
+    pub fn deposit(&mut self, name: &str, asset: AssetId, amount: Amount) {
+        debug_assert!(amount.0 > 0 && self.deposit_fits(asset, amount));
+        let account = self.find_or_create_account(name);
+        self.balance_mut(account, asset).available += amount;
+        self.net_deposits[asset.index()] += amount;
+    }
+
+    /// Money out: available -= amount, net deposits -= amount.
+    pub fn withdraw(&mut self, account: AccountId, asset: AssetId, amount: Amount) {
+        let balance = self.balance_mut(account, asset);
+        assert!(
+            amount.0 > 0 && amount <= balance.available,
+            "withdrawal was checked"
+        );
+        balance.available -= amount;
+        self.net_deposits[asset.index()] -= amount;
+    }
+
+    /// available -> held.
+    pub fn hold(&mut self, account: AccountId, asset: AssetId, amount: Amount) {
+        let balance = self.balance_mut(account, asset);
+        assert!(
+            amount.0 >= 0 && amount <= balance.available,
+            "hold was checked"
+        );
+        balance.available -= amount;
+        balance.held += amount;
+    }
+
+    /// held -> available.
+    pub fn release(&mut self, account: AccountId, asset: AssetId, amount: Amount) {
+        let balance = self.balance_mut(account, asset);
+        debug_assert!(
+            amount.0 >= 0 && amount <= balance.held,
+            "release more than held"
+        );
+        balance.held -= amount;
+        balance.available += amount;
+    }
+
+    /// Pays `amount` out of `payer`'s held into `receiver`'s available, less `fee`,
+    /// which goes to the fee balance.
+    pub fn pay_from_held(
+        &mut self,
+        payer: AccountId,
+        receiver: AccountId,
+        asset: AssetId,
+        amount: Amount,
+        fee: Amount,
+    ) {
+        debug_assert!(fee.0 >= 0 && fee <= amount);
+        let payer_balance = self.balance_mut(payer, asset);
+        debug_assert!(amount <= payer_balance.held, "pay more than held");
+        payer_balance.held -= amount;
+        self.balance_mut(receiver, asset).available += amount - fee;
+        self.fees[asset.index()] += fee;
+    }
+}

@@ -1,0 +1,31 @@
+//! Bourse's exchange core: one deterministic state machine of order books, accounts and
+//! instruments, driven by commands and reporting events.
+//!
+//! It owns the rules of the replay format (`shared/spec/replay-format.md`): matching,
+//! money, rejections. It must never do I/O, start threads, read a clock or draw random
+//! numbers, and floats never touch money: the same commands give the same events and
+//! the same state on every run and every machine. Journals, gateways and market data
+//! are built around it, never inside it.
+//!
+//! The layers, bottom up: `num` (fixed-point units) and `ids`; `book` (price-time
+//! priority matcher, money-blind) on `slab` pools; `ledger` (balances) and `spot` (what
+//! spot orders hold and fills move); `exchange` (the state machine); `format` (the
+//! replay format's text) and `replay` (batch mode).
+
+pub mod book;
+pub mod command;
+pub mod event;
+pub mod exchange;
+pub mod format;
+pub mod ids;
+pub mod ledger;
+pub mod num;
+pub mod replay;
+pub mod slab;
+pub mod spot;
+
+pub use command::{Command, Side, StpMode, TimeInForce};
+pub use event::{DoneReason, Event, RejectReason};
+pub use exchange::{Exchange, ExchangeConfig};
+pub use num::{Amount, Decimal, Price, Qty};
+pub use replay::Replay;

@@ -1,0 +1,94 @@
+//! Batch mode: feed replay-format lines, get event lines, the final state and its
+//! digest. This is the engine's reference behaviour, shared by `bourse replay`, the
+//! tests and (later) journal export. Line numbers are sequence numbers: every line
+//! counts, blank ones included, though blank lines produce nothing.
+
+use crate::event::{Event, RejectReason};
+use crate::exchange::{Exchange, ExchangeConfig};
+use crate::format::{parse_line, state_digest, state_document, write_event};
+
+pub struct Replay {
+    exchange: Exchange,
+    /// Lines fed so far; the number of the next line is `lines_fed + 1`.
+    lines_fed: u64,
+    events: Vec<Event>,
+}
+
+impl Default for Replay {
+    fn default() -> Self {
+        Replay::new()
+    }
+}
+
+impl Replay {
+    pub fn new() -> Replay {
+        Replay::with_config(ExchangeConfig::default())
+    }
+
+    pub fn with_config(config: ExchangeConfig) -> Replay {
+        Replay {
+            exchange: Exchange::new(config),
+            lines_fed: 0,
+            events: Vec::with_capacity(64),
+        }
+    }
+
+    /// Processes one line (without its `\n`) and appends its events to `out`, one JSON
+    /// object per line.
+    pub fn feed_line(&mut self, line: &str, out: &mut String) {
+        self.lines_fed += 1;
+        let seq = self.lines_fed;
+        if line.trim_ascii().is_empty() {
+            return;
+        }
+        match parse_line(line) {
+            Ok(parsed) => self
+                .exchange
+                .apply(seq, parsed.ts, &parsed.command, &mut self.events),
+            Err(_) => self.events.push(Event::Rejected {
+                seq,
+                reason: RejectReason::Malformed,
+                order: None,
+            }),
+        }
+        for event in &self.events {
+            write_event(out, &self.exchange, event);
+        }
+        self.events.clear();
+    }
+
+    /// Like `feed_line`, for raw bytes: a line that is not UTF-8 is `malformed`.
+    pub fn feed_bytes(&mut self, line: &[u8], out: &mut String) {
+        match std::str::from_utf8(line) {
+            Ok(line) => self.feed_line(line, out),
+            Err(_) => {
+                // Invalid UTF-8 cannot be JSON; still a numbered line.
+                self.feed_line("\u{0}", out)
+            }
+        }
+    }
+
+    pub fn exchange(&self) -> &Exchange {
+        &self.exchange
+    }
+
+    pub fn lines_fed(&self) -> u64 {
+        self.lines_fed
+    }
+
+    /// The final state document (pretty-printed JSON).
+    pub fn state_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(&state_document(&self.exchange))
+            .unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"));
+        text.push('\n');
+        text
+    }
+
+    pub fn digest(&self) -> String {
+        state_digest(&self.exchange)
+    }
+
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.exchange.check_invariants()
+    }
+}
