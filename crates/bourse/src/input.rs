@@ -11,25 +11,16 @@ const READ_BUFFER_BYTES: usize = 1 << 20;
 
 pub fn open(path: &Path) -> Result<Box<dyn BufRead>, String> {
     if path.as_os_str() == "-" {
-        return Ok(Box::new(BufReader::with_capacity(
-            READ_BUFFER_BYTES,
-            io::stdin(),
-        )));
+        return Ok(Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, io::stdin())));
     }
     let file =
         File::open(path).map_err(|error| format!("cannot open {}: {error}", path.display()))?;
     let reader: Box<dyn Read> = if path.extension().is_some_and(|extension| extension == "gz") {
-        Box::new(MultiGzDecoder::new(BufReader::with_capacity(
-            READ_BUFFER_BYTES,
-            file,
-        )))
+        Box::new(MultiGzDecoder::new(BufReader::with_capacity(READ_BUFFER_BYTES, file)))
     } else {
         Box::new(file)
     };
-    Ok(Box::new(BufReader::with_capacity(
-        READ_BUFFER_BYTES,
-        reader,
-    )))
+    Ok(Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader)))
 }
 
 /// Calls `each_line` with every line of `reader`, without its `\n`.
@@ -40,9 +31,8 @@ pub fn for_each_line(
     let mut line = Vec::with_capacity(256);
     loop {
         line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|error| format!("read error: {error}"))?;
+        let read =
+            reader.read_until(b'\n', &mut line).map_err(|error| format!("read error: {error}"))?;
         if read == 0 {
             return Ok(());
         }

@@ -49,9 +49,7 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
     if args.digest {
         write_out(&mut stdout, format!("{}\n", replay.digest()).as_bytes())?;
     }
-    stdout
-        .flush()
-        .map_err(|error| format!("cannot write events: {error}"))?;
+    stdout.flush().map_err(|error| format!("cannot write events: {error}"))?;
     if let Some(path) = &args.state_out {
         fs::write(path, replay.state_json())
             .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
@@ -60,7 +58,5 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
 }
 
 fn write_out(stdout: &mut impl Write, bytes: &[u8]) -> Result<(), String> {
-    stdout
-        .write_all(bytes)
-        .map_err(|error| format!("cannot write events: {error}"))
+    stdout.write_all(bytes).map_err(|error| format!("cannot write events: {error}"))
 }

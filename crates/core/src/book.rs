@@ -16,6 +16,8 @@ use crate::command::{Side, StpMode};
 use crate::event::DoneReason;
 use crate::ids::{AccountId, ClientOrderId};
 use crate::num::{Price, Qty};
+use rustc_hash::FxHashMap;
+
 use crate::slab::Slab;
 
 /// Marks "no slot" in the intrusive links.
@@ -30,10 +32,7 @@ pub struct BookCapacity {
 
 impl Default for BookCapacity {
     fn default() -> Self {
-        BookCapacity {
-            orders: 4096,
-            levels: 4096,
-        }
+        BookCapacity { orders: 4096, levels: 4096 }
     }
 }
 
@@ -90,10 +89,7 @@ struct BookSide {
 }
 
 impl BookSide {
-    const EMPTY: BookSide = BookSide {
-        root: NIL,
-        best: NIL,
-    };
+    const EMPTY: BookSide = BookSide { root: NIL, best: NIL };
 }
 
 /// The incoming order while it matches.
@@ -138,6 +134,10 @@ pub struct LevelSummary {
 pub struct OrderBook {
     orders: Slab<RestingOrder>,
     levels: Slab<Level>,
+    /// Every level by its side key (bid keys are negative, ask keys positive, so one
+    /// map serves both sides): finding an existing level is O(1); the treaps are only
+    /// walked to create or drop a level.
+    level_by_key: FxHashMap<i64, u32>,
     bids: BookSide,
     asks: BookSide,
 }
@@ -173,6 +173,7 @@ impl OrderBook {
         OrderBook {
             orders: Slab::with_capacity(capacity.orders),
             levels: Slab::with_capacity(capacity.levels),
+            level_by_key: FxHashMap::with_capacity_and_hasher(capacity.levels, Default::default()),
             bids: BookSide::EMPTY,
             asks: BookSide::EMPTY,
         }
@@ -209,8 +210,7 @@ impl OrderBook {
 
     /// Would an order on `side` at `limit` trade on arrival with anything resting?
     pub fn would_cross(&self, side: Side, limit: Price) -> bool {
-        self.best_price(side.opposite())
-            .is_some_and(|best| crosses(side, limit, best))
+        self.best_price(side.opposite()).is_some_and(|best| crosses(side, limit, best))
     }
 
     #[inline]
@@ -220,25 +220,38 @@ impl OrderBook {
 
     /// Rests an order at the back of its price level and returns its slot.
     pub fn insert(&mut self, new_order: NewRestingOrder) -> u32 {
-        debug_assert!(new_order.remaining.0 > 0 && new_order.price.0 > 0);
-        debug_assert!(!self.would_cross(new_order.side, new_order.price));
-        let side = new_order.side;
-        let level_slot = self.level_for_insert(side, new_order.price);
-        let level = self.levels.get(level_slot);
-        let previous_tail = level.tail;
         let slot = self.orders.insert(RestingOrder {
             account: new_order.account,
             id: new_order.id,
-            side,
+            side: new_order.side,
             price: new_order.price,
-            remaining: new_order.remaining,
-            filled: new_order.filled,
+            remaining: Qty::ZERO,
+            filled: Qty::ZERO,
             stp: new_order.stp,
             post_only: new_order.post_only,
-            previous: previous_tail,
+            previous: NIL,
             next: NIL,
-            level: level_slot,
+            level: NIL,
         });
+        self.attach(slot, new_order.price, new_order.remaining, new_order.filled);
+        slot
+    }
+
+    /// Puts a detached order back on the book at the back of the level for `price`.
+    pub fn attach(&mut self, slot: u32, price: Price, remaining: Qty, filled: Qty) {
+        let side = self.orders.get(slot).side;
+        debug_assert!(remaining.0 > 0 && price.0 > 0);
+        debug_assert!(!self.would_cross(side, price));
+        let level_slot = self.level_for_insert(side, price);
+        let previous_tail = self.levels.get(level_slot).tail;
+        let order = self.orders.get_mut(slot);
+        debug_assert!(order.level == NIL, "attach of an order already on the book");
+        order.price = price;
+        order.remaining = remaining;
+        order.filled = filled;
+        order.previous = previous_tail;
+        order.next = NIL;
+        order.level = level_slot;
         if previous_tail == NIL {
             self.levels.get_mut(level_slot).head = slot;
         } else {
@@ -246,21 +259,25 @@ impl OrderBook {
         }
         let level = self.levels.get_mut(level_slot);
         level.tail = slot;
-        level.total_qty += new_order.remaining;
+        level.total_qty += remaining;
         level.order_count += 1;
-        slot
     }
 
-    /// Takes an order off the book. The returned view stays valid until the next insert.
+    /// Takes an order off the book and frees its slot. The returned view stays valid
+    /// until the next insert.
     pub fn remove(&mut self, slot: u32) -> &RestingOrder {
+        self.detach(slot);
+        self.orders.remove(slot);
+        self.orders.get(slot)
+    }
+
+    /// Takes an order off its level but keeps its slot, so that it can be attached
+    /// again (an amend that loses priority) without a new slot or a new index entry.
+    pub fn detach(&mut self, slot: u32) -> &RestingOrder {
         let order = self.orders.get(slot);
-        let (previous, next, level_slot, remaining, side) = (
-            order.previous,
-            order.next,
-            order.level,
-            order.remaining,
-            order.side,
-        );
+        let (previous, next, level_slot, remaining, side) =
+            (order.previous, order.next, order.level, order.remaining, order.side);
+        debug_assert!(level_slot != NIL, "detach of an order not on the book");
         if previous == NIL {
             self.levels.get_mut(level_slot).head = next;
         } else {
@@ -278,8 +295,14 @@ impl OrderBook {
             debug_assert!(level.total_qty.is_zero());
             self.remove_level(side, level_slot);
         }
-        self.orders.remove(slot);
+        self.orders.get_mut(slot).level = NIL;
         self.orders.get(slot)
+    }
+
+    /// Frees the slot of a detached order that will not come back.
+    pub fn free_detached(&mut self, slot: u32) {
+        debug_assert!(self.orders.get(slot).level == NIL);
+        self.orders.remove(slot);
     }
 
     /// Lowers an order's remaining quantity in place, keeping its queue position.
@@ -429,10 +452,7 @@ impl OrderBook {
     pub fn check_consistency(&self) -> Result<(), String> {
         if let (Some(bid), Some(ask)) = (self.best_price(Side::Buy), self.best_price(Side::Sell)) {
             if bid >= ask {
-                return Err(format!(
-                    "book crossed: best bid {} >= best ask {}",
-                    bid.0, ask.0
-                ));
+                return Err(format!("book crossed: best bid {} >= best ask {}", bid.0, ask.0));
             }
         }
         let mut orders_seen = 0usize;
@@ -472,10 +492,8 @@ impl OrderBook {
                     || count != level.order_count
                     || count == 0
                 {
-                    problem = Some(format!(
-                        "level {} totals disagree with its orders",
-                        level.price.0
-                    ));
+                    problem =
+                        Some(format!("level {} totals disagree with its orders", level.price.0));
                 }
                 orders_seen += count as usize;
             });
@@ -488,7 +506,10 @@ impl OrderBook {
                 return Err("cached best level is not the best".to_string());
             }
         }
-        if orders_seen != self.orders.len() || levels_seen != self.levels.len() {
+        if orders_seen != self.orders.len()
+            || levels_seen != self.levels.len()
+            || levels_seen != self.level_by_key.len()
+        {
             return Err("slab counts disagree with the book".to_string());
         }
         Ok(())
@@ -498,17 +519,8 @@ impl OrderBook {
 
     fn level_for_insert(&mut self, side: Side, price: Price) -> u32 {
         let key = side_key(side, price);
-        let mut node = self.book_side(side).root;
-        while node != NIL {
-            let level = self.levels.get(node);
-            if key == level.key {
-                return node;
-            }
-            node = if key < level.key {
-                level.left
-            } else {
-                level.right
-            };
+        if let Some(&level_slot) = self.level_by_key.get(&key) {
+            return level_slot;
         }
         let level_slot = self.levels.insert(Level {
             key,
@@ -521,6 +533,7 @@ impl OrderBook {
             total_qty: Qty::ZERO,
             order_count: 0,
         });
+        self.level_by_key.insert(key, level_slot);
         let root = self.book_side(side).root;
         let new_root = self.tree_insert(root, level_slot);
         let book_side = self.book_side_mut(side);
@@ -534,6 +547,7 @@ impl OrderBook {
 
     fn remove_level(&mut self, side: Side, level_slot: u32) {
         let key = self.levels.get(level_slot).key;
+        self.level_by_key.remove(&key);
         let root = self.book_side(side).root;
         let new_root = self.tree_remove(root, key);
         self.book_side_mut(side).root = new_root;

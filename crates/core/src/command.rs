@@ -108,18 +108,12 @@ pub struct AmendCommand<'a> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command<'a> {
-    Asset {
-        asset: Cow<'a, str>,
-        decimals: i64,
-    },
+    Asset { asset: Cow<'a, str>, decimals: i64 },
     Instrument(InstrumentCommand<'a>),
     Deposit(TransferCommand<'a>),
     Withdraw(TransferCommand<'a>),
     Order(OrderCommand<'a>),
-    Cancel {
-        account: Cow<'a, str>,
-        id: Cow<'a, str>,
-    },
+    Cancel { account: Cow<'a, str>, id: Cow<'a, str> },
     Amend(AmendCommand<'a>),
 }
 
@@ -132,6 +126,57 @@ impl Command<'_> {
             Command::Cancel { account, id } => Some((account, id)),
             Command::Amend(amend) => Some((&amend.account, &amend.id)),
             _ => None,
+        }
+    }
+}
+
+fn owned(text: Cow<'_, str>) -> Cow<'static, str> {
+    Cow::Owned(text.into_owned())
+}
+
+impl Command<'_> {
+    /// The same command, owning its strings (for commands kept beyond their input line).
+    pub fn into_owned(self) -> Command<'static> {
+        match self {
+            Command::Asset { asset, decimals } => Command::Asset { asset: owned(asset), decimals },
+            Command::Instrument(instrument) => Command::Instrument(InstrumentCommand {
+                symbol: owned(instrument.symbol),
+                base: owned(instrument.base),
+                quote: owned(instrument.quote),
+                tick: instrument.tick,
+                lot: instrument.lot,
+                min_qty: instrument.min_qty,
+                max_qty: instrument.max_qty,
+                maker_fee_bps: instrument.maker_fee_bps,
+                taker_fee_bps: instrument.taker_fee_bps,
+                market_band_bps: instrument.market_band_bps,
+            }),
+            Command::Deposit(transfer) => Command::Deposit(transfer.into_owned()),
+            Command::Withdraw(transfer) => Command::Withdraw(transfer.into_owned()),
+            Command::Order(order) => Command::Order(OrderCommand {
+                account: owned(order.account),
+                id: owned(order.id),
+                symbol: owned(order.symbol),
+                ..order
+            }),
+            Command::Cancel { account, id } => {
+                Command::Cancel { account: owned(account), id: owned(id) }
+            }
+            Command::Amend(amend) => Command::Amend(AmendCommand {
+                account: owned(amend.account),
+                id: owned(amend.id),
+                ..amend
+            }),
+        }
+    }
+}
+
+impl TransferCommand<'_> {
+    pub fn into_owned(self) -> TransferCommand<'static> {
+        TransferCommand {
+            account: owned(self.account),
+            asset: owned(self.asset),
+            amount: self.amount,
         }
     }
 }

@@ -7,8 +7,11 @@
 //! and acts; acting cannot fail. No I/O, clock or randomness: the same commands give
 //! the same events and state everywhere.
 
+use std::hash::{Hash, Hasher};
+
 use compact_str::CompactString;
-use rustc_hash::FxHashMap;
+use hashbrown::Equivalent;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 use crate::book::{
     BookCapacity, MatchEnd, MatchHandler, NewRestingOrder, OrderBook, RestingOrder, Taker,
@@ -63,22 +66,18 @@ pub struct Instrument {
 impl Instrument {
     /// A limit price in price units: positive, a multiple of the tick, within `i64`.
     fn validate_price(&self, price: Decimal) -> Result<Price, RejectReason> {
-        let units = price
-            .to_units(self.price_decimals)
-            .ok_or(RejectReason::InvalidPrice)?;
-        if units <= 0 || units % i128::from(self.tick.0) != 0 {
+        let units = price.to_units(self.price_decimals).ok_or(RejectReason::InvalidPrice)?;
+        // Within i64 the tick check is a 64-bit division, much cheaper than a 128-bit one.
+        let units = i64::try_from(units).map_err(|_| RejectReason::InvalidPrice)?;
+        if units <= 0 || units % self.tick.0 != 0 {
             return Err(RejectReason::InvalidPrice);
         }
-        i64::try_from(units)
-            .map(Price)
-            .map_err(|_| RejectReason::InvalidPrice)
+        Ok(Price(units))
     }
 
     /// A quantity in quantity units: a multiple of the lot within `min_qty..=max_qty`.
     fn validate_qty(&self, qty: Decimal) -> Result<i128, RejectReason> {
-        let units = qty
-            .to_units(self.qty_decimals)
-            .ok_or(RejectReason::InvalidQty)?;
+        let units = qty.to_units(self.qty_decimals).ok_or(RejectReason::InvalidQty)?;
         if units % i128::from(self.lot.0) != 0 || units < self.min_qty || units > self.max_qty {
             return Err(RejectReason::InvalidQty);
         }
@@ -106,11 +105,60 @@ impl Instrument {
     }
 }
 
-/// An open order's identity: the account and its client order id.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct OrderKey {
-    pub account: AccountId,
-    pub id: ClientOrderId,
+/// An open order's identity: the account's name and the client order id. Keyed by
+/// name, so that a cancel or an amend finds its order with a single lookup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct OrderKey {
+    account: CompactString,
+    id: ClientOrderId,
+}
+
+/// The borrowed form of `OrderKey`, for lookups without building one.
+struct OrderKeyRef<'a> {
+    account: &'a str,
+    id: &'a str,
+}
+
+impl Hash for OrderKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        OrderKeyRef { account: &self.account, id: &self.id }.hash(state);
+    }
+}
+
+impl Hash for OrderKeyRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.account.hash(state);
+        self.id.hash(state);
+    }
+}
+
+impl Equivalent<OrderKey> for OrderKeyRef<'_> {
+    fn equivalent(&self, key: &OrderKey) -> bool {
+        key.account == self.account && key.id == self.id
+    }
+}
+
+type OpenOrderIndex = hashbrown::HashMap<OrderKey, OrderHandle, FxBuildHasher>;
+
+/// Where an order being executed comes from, which decides how it rests or leaves.
+#[derive(Clone, Copy)]
+enum Placement {
+    /// A new order: not on the book, not indexed.
+    New,
+    /// An amended order taken off its level: it keeps its slot and its index entry.
+    Detached { slot: u32 },
+}
+
+/// An order about to match, with what `execute` needs to finish or rest it.
+struct Execution {
+    instrument: InstrumentId,
+    taker: Taker,
+    id: ClientOrderId,
+    time_in_force: TimeInForce,
+    post_only: bool,
+    /// Filled before this execution (an amended order's earlier fills).
+    filled_before: Qty,
+    placement: Placement,
 }
 
 pub struct Exchange {
@@ -121,7 +169,7 @@ pub struct Exchange {
     instrument_by_symbol: FxHashMap<CompactString, InstrumentId>,
     books: Vec<OrderBook>,
     ledger: Ledger,
-    open_orders: FxHashMap<OrderKey, OrderHandle>,
+    open_orders: OpenOrderIndex,
     time_ns: u64,
 }
 
@@ -141,7 +189,7 @@ impl Exchange {
             instrument_by_symbol: FxHashMap::default(),
             books: Vec::new(),
             ledger: Ledger::default(),
-            open_orders: FxHashMap::default(),
+            open_orders: OpenOrderIndex::default(),
             time_ns: 0,
         }
     }
@@ -194,15 +242,9 @@ impl Exchange {
         account: AccountId,
         id: &str,
     ) -> Option<(InstrumentId, &RestingOrder)> {
-        let key = OrderKey {
-            account,
-            id: ClientOrderId::new(id),
-        };
+        let key = OrderKeyRef { account: self.account_name(account), id };
         let handle = self.open_orders.get(&key)?;
-        Some((
-            handle.instrument,
-            self.books[handle.instrument.index()].order(handle.slot),
-        ))
+        Some((handle.instrument, self.books[handle.instrument.index()].order(handle.slot)))
     }
 
     /// The time of the latest command, in nanoseconds since the Unix epoch.
@@ -241,15 +283,8 @@ impl Exchange {
         };
         match result {
             Ok(Accepted::Emitted) => {}
-            Ok(Accepted::Silently) => events.push(Event::Accepted {
-                seq,
-                order: order_key(),
-            }),
-            Err(reason) => events.push(Event::Rejected {
-                seq,
-                reason,
-                order: order_key(),
-            }),
+            Ok(Accepted::Silently) => events.push(Event::Accepted { seq, order: order_key() }),
+            Err(reason) => events.push(Event::Rejected { seq, reason, order: order_key() }),
         }
     }
 
@@ -261,10 +296,7 @@ impl Exchange {
             return Err(RejectReason::InvalidDecimals);
         }
         let asset = AssetId(self.assets.len() as u32);
-        self.assets.push(AssetSpec {
-            name: CompactString::new(name),
-            decimals: decimals as u32,
-        });
+        self.assets.push(AssetSpec { name: CompactString::new(name), decimals: decimals as u32 });
         self.asset_by_name.insert(CompactString::new(name), asset);
         self.ledger.add_asset();
         Ok(Accepted::Silently)
@@ -277,18 +309,13 @@ impl Exchange {
         if self.instrument_by_symbol.contains_key(&*definition.symbol) {
             return Err(RejectReason::DuplicateSymbol);
         }
-        let base = self
-            .find_asset(&definition.base)
-            .ok_or(RejectReason::UnknownAsset)?;
-        let quote = self
-            .find_asset(&definition.quote)
-            .ok_or(RejectReason::UnknownAsset)?;
+        let base = self.find_asset(&definition.base).ok_or(RejectReason::UnknownAsset)?;
+        let quote = self.find_asset(&definition.quote).ok_or(RejectReason::UnknownAsset)?;
         let instrument = self
             .build_instrument(definition, base, quote)
             .ok_or(RejectReason::InvalidInstrument)?;
         let id = InstrumentId(self.instruments.len() as u32);
-        self.instrument_by_symbol
-            .insert(instrument.symbol.clone(), id);
+        self.instrument_by_symbol.insert(instrument.symbol.clone(), id);
         self.instruments.push(instrument);
         self.books.push(OrderBook::new(self.config.book_capacity));
         Ok(Accepted::Silently)
@@ -301,12 +328,7 @@ impl Exchange {
         base: AssetId,
         quote: AssetId,
     ) -> Option<Instrument> {
-        let positive = [
-            definition.tick,
-            definition.lot,
-            definition.min_qty,
-            definition.max_qty,
-        ];
+        let positive = [definition.tick, definition.lot, definition.min_qty, definition.max_qty];
         if base == quote || !positive.iter().all(|value| value.is_positive()) {
             return None;
         }
@@ -359,9 +381,7 @@ impl Exchange {
         &self,
         transfer: &TransferCommand<'_>,
     ) -> Result<(AssetId, i128), RejectReason> {
-        let asset = self
-            .find_asset(&transfer.asset)
-            .ok_or(RejectReason::UnknownAsset)?;
+        let asset = self.find_asset(&transfer.asset).ok_or(RejectReason::UnknownAsset)?;
         let units = transfer
             .amount
             .to_units(self.asset(asset).decimals)
@@ -385,10 +405,8 @@ impl Exchange {
 
     fn withdraw(&mut self, transfer: &TransferCommand<'_>) -> Result<Accepted, RejectReason> {
         let (asset, units) = self.transfer_amount(transfer)?;
-        let account = self
-            .ledger
-            .find_account(&transfer.account)
-            .ok_or(RejectReason::InsufficientFunds)?;
+        let account =
+            self.ledger.find_account(&transfer.account).ok_or(RejectReason::InsufficientFunds)?;
         let available = self.ledger.available(account, asset);
         if units > i128::from(available.0) {
             return Err(RejectReason::InsufficientFunds);
@@ -403,19 +421,10 @@ impl Exchange {
         order: &OrderCommand<'_>,
         events: &mut Vec<Event>,
     ) -> Result<Accepted, RejectReason> {
-        let instrument_id = self
-            .find_instrument(&order.symbol)
-            .ok_or(RejectReason::UnknownSymbol)?;
-        let account = self.ledger.find_account(&order.account);
-        let id = ClientOrderId::new(&order.id);
-        if let Some(account) = account {
-            let key = OrderKey {
-                account,
-                id: id.clone(),
-            };
-            if self.open_orders.contains_key(&key) {
-                return Err(RejectReason::DuplicateId);
-            }
+        let instrument_id =
+            self.find_instrument(&order.symbol).ok_or(RejectReason::UnknownSymbol)?;
+        if self.open_orders.contains_key(&OrderKeyRef { account: &order.account, id: &order.id }) {
+            return Err(RejectReason::DuplicateId);
         }
         let instrument = &self.instruments[instrument_id.index()];
         let book = &self.books[instrument_id.index()];
@@ -440,13 +449,12 @@ impl Exchange {
                 i128::from(limit.0)
             }
             None => {
-                let best = book
-                    .best_price(side.opposite())
-                    .ok_or(RejectReason::NoLiquidity)?;
+                let best = book.best_price(side.opposite()).ok_or(RejectReason::NoLiquidity)?;
                 instrument.protection_price(side, best)
             }
         };
-        let account = account.ok_or(RejectReason::InsufficientFunds)?;
+        let account =
+            self.ledger.find_account(&order.account).ok_or(RejectReason::InsufficientFunds)?;
         let hold_asset = instrument.spot.hold_asset(side);
         let hold = instrument
             .spot
@@ -456,6 +464,7 @@ impl Exchange {
         // The hold fits in i64, so do the price and quantity that produced it.
         let (price, qty) = (Price(price as i64), Qty(qty as i64));
 
+        let id = ClientOrderId::new(&order.id);
         events.push(Event::Accepted {
             seq,
             order: Some(CommandOrderKey {
@@ -475,130 +484,92 @@ impl Exchange {
             return Ok(Accepted::Emitted);
         }
         self.ledger.hold(account, hold_asset, hold);
-        let taker = Taker {
-            account,
-            side,
-            limit: price,
-            remaining: qty,
-            stp: order.stp,
-        };
-        self.execute(
-            seq,
-            instrument_id,
+        let taker = Taker { account, side, limit: price, remaining: qty, stp: order.stp };
+        let execution = Execution {
+            instrument: instrument_id,
             taker,
             id,
             time_in_force,
             post_only,
-            Qty::ZERO,
-            events,
-        );
+            filled_before: Qty::ZERO,
+            placement: Placement::New,
+        };
+        self.execute(seq, execution, events);
         Ok(Accepted::Emitted)
     }
 
     /// Matches an incoming (or re-placed) order whose hold is taken, then rests what is
     /// left of a GTC order or finishes it, releasing what it still holds.
-    #[allow(clippy::too_many_arguments)]
-    fn execute(
-        &mut self,
-        seq: u64,
-        instrument_id: InstrumentId,
-        mut taker: Taker,
-        id: ClientOrderId,
-        time_in_force: TimeInForce,
-        post_only: bool,
-        filled_before: Qty,
-        events: &mut Vec<Event>,
-    ) {
-        let Exchange {
-            instruments,
-            books,
-            ledger,
-            open_orders,
-            ..
-        } = self;
-        let rules = &instruments[instrument_id.index()].spot;
-        let book = &mut books[instrument_id.index()];
+    fn execute(&mut self, seq: u64, execution: Execution, events: &mut Vec<Event>) {
+        let Execution { instrument, mut taker, id, time_in_force, .. } = execution;
+        let Exchange { instruments, books, ledger, open_orders, .. } = self;
+        let rules = &instruments[instrument.index()].spot;
+        let book = &mut books[instrument.index()];
         let qty = taker.remaining;
         let end = if time_in_force == TimeInForce::FillOrKill && !book.can_fill_completely(&taker) {
             MatchEnd::NoMoreCrossing
         } else {
+            let mut matching = taker.clone();
             let mut fills = SpotFills {
                 rules,
                 ledger,
                 open_orders,
                 events,
                 seq,
-                instrument: instrument_id,
+                instrument,
                 taker: &taker,
                 taker_id: &id,
             };
-            let mut matching = taker.clone();
             let end = book.match_taker(&mut matching, &mut fills);
             taker.remaining = matching.remaining;
             end
         };
-        let filled = filled_before + (qty - taker.remaining);
+        let filled = execution.filled_before + (qty - taker.remaining);
         let done_reason = match end {
             MatchEnd::Filled => DoneReason::Filled,
             MatchEnd::SelfTradePrevented => DoneReason::SelfTradePrevented,
             MatchEnd::NoMoreCrossing if time_in_force == TimeInForce::GoodTillCancel => {
-                let slot = book.insert(NewRestingOrder {
-                    account: taker.account,
-                    id: id.clone(),
-                    side: taker.side,
-                    price: taker.limit,
-                    remaining: taker.remaining,
-                    filled,
-                    stp: taker.stp,
-                    post_only,
-                });
-                open_orders.insert(
-                    OrderKey {
-                        account: taker.account,
-                        id,
-                    },
-                    OrderHandle {
-                        instrument: instrument_id,
-                        slot,
-                    },
-                );
+                match execution.placement {
+                    Placement::New => {
+                        let slot = book.insert(NewRestingOrder {
+                            account: taker.account,
+                            id: id.clone(),
+                            side: taker.side,
+                            price: taker.limit,
+                            remaining: taker.remaining,
+                            filled,
+                            stp: taker.stp,
+                            post_only: execution.post_only,
+                        });
+                        let key =
+                            OrderKey { account: ledger.account(taker.account).name.clone(), id };
+                        open_orders.insert(key, OrderHandle { instrument, slot });
+                    }
+                    Placement::Detached { slot } => {
+                        book.attach(slot, taker.limit, taker.remaining, filled)
+                    }
+                }
                 return;
             }
             MatchEnd::NoMoreCrossing => DoneReason::Expired,
         };
+        if let Placement::Detached { slot } = execution.placement {
+            book.free_detached(slot);
+            let account = &ledger.account(taker.account).name;
+            open_orders.remove(&OrderKeyRef { account, id: &id });
+        }
         if !taker.remaining.is_zero() {
             let unused = rules.resting_hold(taker.side, taker.limit, taker.remaining);
             ledger.release(taker.account, rules.hold_asset(taker.side), unused);
         }
         events.push(Event::Done {
             seq,
-            instrument: instrument_id,
+            instrument,
             account: taker.account,
             id,
             reason: done_reason,
             filled,
         });
-    }
-
-    /// The open order `id` of the named account, or `unknown_order`.
-    fn find_open_order(
-        &self,
-        account: &str,
-        id: &str,
-    ) -> Result<(OrderKey, OrderHandle), RejectReason> {
-        let account = self
-            .ledger
-            .find_account(account)
-            .ok_or(RejectReason::UnknownOrder)?;
-        let key = OrderKey {
-            account,
-            id: ClientOrderId::new(id),
-        };
-        let handle = *self
-            .open_orders
-            .get(&key)
-            .ok_or(RejectReason::UnknownOrder)?;
-        Ok((key, handle))
     }
 
     fn cancel(
@@ -608,25 +579,24 @@ impl Exchange {
         id: &str,
         events: &mut Vec<Event>,
     ) -> Result<Accepted, RejectReason> {
-        let (key, handle) = self.find_open_order(account, id)?;
+        let handle = self
+            .open_orders
+            .remove(&OrderKeyRef { account, id })
+            .ok_or(RejectReason::UnknownOrder)?;
+        let id = ClientOrderId::new(id);
         events.push(Event::Accepted {
             seq,
-            order: Some(CommandOrderKey {
-                account: CompactString::new(account),
-                id: key.id.clone(),
-            }),
+            order: Some(CommandOrderKey { account: CompactString::new(account), id: id.clone() }),
         });
-        self.open_orders.remove(&key);
         let rules = &self.instruments[handle.instrument.index()].spot;
         let order = self.books[handle.instrument.index()].remove(handle.slot);
         let hold = rules.resting_hold(order.side, order.price, order.remaining);
-        self.ledger
-            .release(order.account, rules.hold_asset(order.side), hold);
+        self.ledger.release(order.account, rules.hold_asset(order.side), hold);
         events.push(Event::Done {
             seq,
             instrument: handle.instrument,
-            account: key.account,
-            id: key.id,
+            account: order.account,
+            id,
             reason: DoneReason::Canceled,
             filled: order.filled,
         });
@@ -639,10 +609,14 @@ impl Exchange {
         amend: &AmendCommand<'_>,
         events: &mut Vec<Event>,
     ) -> Result<Accepted, RejectReason> {
-        let (key, handle) = self.find_open_order(&amend.account, &amend.id)?;
+        let handle = *self
+            .open_orders
+            .get(&OrderKeyRef { account: &amend.account, id: &amend.id })
+            .ok_or(RejectReason::UnknownOrder)?;
         let instrument = &self.instruments[handle.instrument.index()];
         let book = &self.books[handle.instrument.index()];
         let order = book.order(handle.slot);
+        let account = order.account;
         let new_price = match amend.price {
             Some(price) => instrument.validate_price(price)?,
             None => order.price,
@@ -658,62 +632,56 @@ impl Exchange {
         let rules = &instrument.spot;
         let hold_asset = rules.hold_asset(order.side);
         let old_hold = rules.resting_hold(order.side, order.price, order.remaining);
+        let available = self.ledger.available(account, hold_asset);
         let new_hold = rules
             .hold_amount(order.side, i128::from(new_price.0), new_qty)
-            .filter(|&new_hold| {
-                new_hold <= old_hold
-                    || new_hold - old_hold <= self.ledger.available(key.account, hold_asset)
-            })
+            .filter(|&new_hold| new_hold <= old_hold || new_hold - old_hold <= available)
             .ok_or(RejectReason::InsufficientFunds)?;
         let new_qty = Qty(new_qty as i64);
+        let id = order.id.clone();
 
         events.push(Event::Accepted {
             seq,
             order: Some(CommandOrderKey {
                 account: CompactString::new(&amend.account),
-                id: key.id.clone(),
+                id: id.clone(),
             }),
         });
         events.push(Event::Amended {
             seq,
             instrument: handle.instrument,
-            account: key.account,
-            id: key.id.clone(),
+            account,
+            id: id.clone(),
             price: new_price,
             qty: new_qty,
         });
         if new_hold <= old_hold {
-            self.ledger
-                .release(key.account, hold_asset, old_hold - new_hold);
+            self.ledger.release(account, hold_asset, old_hold - new_hold);
         } else {
-            self.ledger
-                .hold(key.account, hold_asset, new_hold - old_hold);
+            self.ledger.hold(account, hold_asset, new_hold - old_hold);
         }
         let book = &mut self.books[handle.instrument.index()];
         if keeps_priority {
             book.reduce(handle.slot, new_qty);
             return Ok(Accepted::Emitted);
         }
-        let order = book.remove(handle.slot);
-        let taker = Taker {
-            account: key.account,
-            side: order.side,
-            limit: new_price,
-            remaining: new_qty,
-            stp: order.stp,
+        let order = book.detach(handle.slot);
+        let execution = Execution {
+            instrument: handle.instrument,
+            taker: Taker {
+                account,
+                side: order.side,
+                limit: new_price,
+                remaining: new_qty,
+                stp: order.stp,
+            },
+            id,
+            time_in_force: TimeInForce::GoodTillCancel,
+            post_only: order.post_only,
+            filled_before: order.filled,
+            placement: Placement::Detached { slot: handle.slot },
         };
-        let (post_only, filled_before) = (order.post_only, order.filled);
-        self.open_orders.remove(&key);
-        self.execute(
-            seq,
-            handle.instrument,
-            taker,
-            key.id,
-            TimeInForce::GoodTillCancel,
-            post_only,
-            filled_before,
-            events,
-        );
+        self.execute(seq, execution, events);
         Ok(Accepted::Emitted)
     }
 
@@ -724,60 +692,17 @@ impl Exchange {
     /// orders hold, and per asset `sum(available + held) + fees == net deposits`.
     /// O(state); for tests and debugging.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let mut expected_held: FxHashMap<(AccountId, AssetId), i128> = FxHashMap::default();
-        let mut resting_orders = 0usize;
-        for (index, book) in self.books.iter().enumerate() {
-            let instrument = &self.instruments[index];
-            book.check_consistency()
-                .map_err(|problem| format!("{}: {problem}", instrument.symbol))?;
-            for side in [Side::Buy, Side::Sell] {
-                let mut problem = None;
-                book.for_each_order(side, |order| {
-                    resting_orders += 1;
-                    let hold =
-                        instrument
-                            .spot
-                            .resting_hold(order.side, order.price, order.remaining);
-                    *expected_held
-                        .entry((order.account, instrument.spot.hold_asset(order.side)))
-                        .or_default() += i128::from(hold.0);
-                    let key = OrderKey {
-                        account: order.account,
-                        id: order.id.clone(),
-                    };
-                    let indexed = self
-                        .open_orders
-                        .get(&key)
-                        .map(|handle| handle.instrument.index());
-                    if indexed != Some(index) {
-                        problem = Some(format!(
-                            "order {} of account {} missing from the index",
-                            order.id, order.account.0
-                        ));
-                    }
-                });
-                if let Some(problem) = problem {
-                    return Err(problem);
-                }
-            }
-        }
-        if resting_orders != self.open_orders.len() {
-            return Err(format!(
-                "{} orders rest on the books but {} are indexed",
-                resting_orders,
-                self.open_orders.len()
-            ));
-        }
+        let expected_held = self.check_books_and_index()?;
         let mut asset_totals = vec![0i128; self.assets.len()];
         for (account_index, account) in self.ledger.accounts().iter().enumerate() {
             for (asset_index, total) in asset_totals.iter_mut().enumerate() {
                 let asset = AssetId(asset_index as u32);
-                let balance = account.balance(asset);
+                let asset_name = &self.asset(asset).name;
+                let balance = self.ledger.balance(AccountId(account_index as u32), asset);
                 if balance.available.0 < 0 || balance.held.0 < 0 {
                     return Err(format!(
-                        "account {} has a negative {} balance",
-                        account.name,
-                        self.asset(asset).name
+                        "account {} has a negative {asset_name} balance",
+                        account.name
                     ));
                 }
                 let expected = expected_held
@@ -786,11 +711,8 @@ impl Exchange {
                     .unwrap_or(0);
                 if i128::from(balance.held.0) != expected {
                     return Err(format!(
-                        "account {} holds {} {} but its open orders hold {}",
-                        account.name,
-                        balance.held.0,
-                        self.asset(asset).name,
-                        expected
+                        "account {} holds {} {asset_name} but its open orders hold {expected}",
+                        account.name, balance.held.0
                     ));
                 }
                 *total += i128::from(balance.available.0) + i128::from(balance.held.0);
@@ -802,15 +724,54 @@ impl Exchange {
             let net = i128::from(self.ledger.net_deposits(asset).0);
             if total + fees != net {
                 return Err(format!(
-                    "{} not conserved: balances {} + fees {} != deposits - withdrawals {}",
-                    self.asset(asset).name,
-                    total,
-                    fees,
-                    net
+                    "{} not conserved: balances {total} + fees {fees} != deposits - withdrawals {net}",
+                    self.asset(asset).name
                 ));
             }
         }
         Ok(())
+    }
+
+    /// Checks each book and that the open-order index points at exactly the resting
+    /// orders; returns what the open orders hold, per account and asset.
+    fn check_books_and_index(&self) -> Result<FxHashMap<(AccountId, AssetId), i128>, String> {
+        let mut expected_held: FxHashMap<(AccountId, AssetId), i128> = FxHashMap::default();
+        let mut resting_orders = 0usize;
+        for (index, book) in self.books.iter().enumerate() {
+            let instrument = &self.instruments[index];
+            book.check_consistency()
+                .map_err(|problem| format!("{}: {problem}", instrument.symbol))?;
+            let mut problem = None;
+            for side in [Side::Buy, Side::Sell] {
+                book.for_each_order(side, |order| {
+                    resting_orders += 1;
+                    let hold =
+                        instrument.spot.resting_hold(order.side, order.price, order.remaining);
+                    *expected_held
+                        .entry((order.account, instrument.spot.hold_asset(order.side)))
+                        .or_default() += i128::from(hold.0);
+                    let key =
+                        OrderKeyRef { account: self.account_name(order.account), id: &order.id };
+                    let indexed_here = self.open_orders.get(&key).is_some_and(|handle| {
+                        handle.instrument.index() == index
+                            && std::ptr::eq(book.order(handle.slot), order)
+                    });
+                    if !indexed_here {
+                        problem = Some(format!("order {} is not indexed where it rests", order.id));
+                    }
+                });
+            }
+            if let Some(problem) = problem {
+                return Err(problem);
+            }
+        }
+        if resting_orders != self.open_orders.len() {
+            return Err(format!(
+                "{resting_orders} orders rest on the books but {} are indexed",
+                self.open_orders.len()
+            ));
+        }
+        Ok(expected_held)
     }
 }
 
@@ -826,7 +787,7 @@ enum Accepted {
 struct SpotFills<'a> {
     rules: &'a SpotRules,
     ledger: &'a mut Ledger,
-    open_orders: &'a mut FxHashMap<OrderKey, OrderHandle>,
+    open_orders: &'a mut OpenOrderIndex,
     events: &'a mut Vec<Event>,
     seq: u64,
     instrument: InstrumentId,
@@ -836,26 +797,16 @@ struct SpotFills<'a> {
 
 impl MatchHandler for SpotFills<'_> {
     fn on_trade(&mut self, maker: &RestingOrder, price: Price, qty: Qty) {
-        let maker_party = FillParty {
-            account: maker.account,
-            limit: maker.price,
-            is_taker: false,
-        };
-        let taker_party = FillParty {
-            account: self.taker.account,
-            limit: self.taker.limit,
-            is_taker: true,
-        };
+        let maker_party = FillParty { account: maker.account, limit: maker.price, is_taker: false };
+        let taker_party =
+            FillParty { account: self.taker.account, limit: self.taker.limit, is_taker: true };
         let (maker_fee, taker_fee) = match self.taker.side {
             Side::Buy => {
                 let (buyer_fee, seller_fee) =
-                    self.rules
-                        .settle_fill(self.ledger, taker_party, maker_party, price, qty);
+                    self.rules.settle_fill(self.ledger, taker_party, maker_party, price, qty);
                 (seller_fee, buyer_fee)
             }
-            Side::Sell => self
-                .rules
-                .settle_fill(self.ledger, maker_party, taker_party, price, qty),
+            Side::Sell => self.rules.settle_fill(self.ledger, maker_party, taker_party, price, qty),
         };
         self.events.push(Event::Trade(TradeEvent {
             seq: self.seq,
@@ -874,16 +825,11 @@ impl MatchHandler for SpotFills<'_> {
 
     fn on_maker_done(&mut self, maker: &RestingOrder, reason: DoneReason) {
         if !maker.remaining.is_zero() {
-            let hold = self
-                .rules
-                .resting_hold(maker.side, maker.price, maker.remaining);
-            self.ledger
-                .release(maker.account, self.rules.hold_asset(maker.side), hold);
+            let hold = self.rules.resting_hold(maker.side, maker.price, maker.remaining);
+            self.ledger.release(maker.account, self.rules.hold_asset(maker.side), hold);
         }
-        self.open_orders.remove(&OrderKey {
-            account: maker.account,
-            id: maker.id.clone(),
-        });
+        let account = &self.ledger.account(maker.account).name;
+        self.open_orders.remove(&OrderKeyRef { account, id: &maker.id });
         self.events.push(Event::Done {
             seq: self.seq,
             instrument: self.instrument,
@@ -892,5 +838,22 @@ impl MatchHandler for SpotFills<'_> {
             reason,
             filled: maker.filled,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn a_borrowed_order_key_hashes_like_the_owned_one() {
+        let owned =
+            OrderKey { account: CompactString::new("alice"), id: ClientOrderId::new("o-1") };
+        let borrowed = OrderKeyRef { account: "alice", id: "o-1" };
+        let hasher = FxBuildHasher;
+        assert_eq!(hasher.hash_one(&owned), hasher.hash_one(&borrowed));
+        assert!(borrowed.equivalent(&owned));
+        assert!(!OrderKeyRef { account: "alice", id: "o-2" }.equivalent(&owned));
     }
 }

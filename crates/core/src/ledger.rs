@@ -21,32 +21,18 @@ pub struct Balance {
 #[derive(Clone, Debug)]
 pub struct Account {
     pub name: CompactString,
-    /// Indexed by `AssetId`; assets past the end are zero.
-    balances: Vec<Balance>,
 }
 
-impl Account {
-    pub fn balance(&self, asset: AssetId) -> Balance {
-        self.balances
-            .get(asset.index())
-            .copied()
-            .unwrap_or_default()
-    }
-
-    /// Every non-zero balance with its asset.
-    pub fn balances(&self) -> impl Iterator<Item = (AssetId, Balance)> + '_ {
-        self.balances
-            .iter()
-            .enumerate()
-            .filter(|(_, balance)| **balance != Balance::default())
-            .map(|(index, balance)| (AssetId(index as u32), *balance))
-    }
-}
-
+/// Balances are stored as one dense column per asset, indexed by account: the balance
+/// of any account in any asset is two indexed loads from memory that stays hot (the
+/// hot path touches a few assets of many accounts). The cost is
+/// `accounts x assets x 16` bytes.
 #[derive(Default)]
 pub struct Ledger {
     accounts: Vec<Account>,
     account_by_name: FxHashMap<CompactString, AccountId>,
+    /// `balance_columns[asset][account]`.
+    balance_columns: Vec<Vec<Balance>>,
     fees: Vec<Amount>,
     net_deposits: Vec<Amount>,
 }
@@ -54,6 +40,7 @@ pub struct Ledger {
 impl Ledger {
     /// Makes room for a newly declared asset.
     pub fn add_asset(&mut self) {
+        self.balance_columns.push(vec![Balance::default(); self.accounts.len()]);
         self.fees.push(Amount::ZERO);
         self.net_deposits.push(Amount::ZERO);
     }
@@ -69,10 +56,10 @@ impl Ledger {
         let account =
             AccountId(u32::try_from(self.accounts.len()).expect("fewer than 2^32 accounts"));
         let name = CompactString::new(name);
-        self.accounts.push(Account {
-            name: name.clone(),
-            balances: Vec::new(),
-        });
+        self.accounts.push(Account { name: name.clone() });
+        for column in &mut self.balance_columns {
+            column.push(Balance::default());
+        }
         self.account_by_name.insert(name, account);
         account
     }
@@ -85,8 +72,18 @@ impl Ledger {
         &self.accounts
     }
 
+    #[inline]
     pub fn balance(&self, account: AccountId, asset: AssetId) -> Balance {
-        self.account(account).balance(asset)
+        self.balance_columns[asset.index()][account.index()]
+    }
+
+    /// Every non-zero balance of `account`, by asset.
+    pub fn balances_of(&self, account: AccountId) -> impl Iterator<Item = (AssetId, Balance)> + '_ {
+        self.balance_columns
+            .iter()
+            .enumerate()
+            .map(move |(asset, column)| (AssetId(asset as u32), column[account.index()]))
+            .filter(|(_, balance)| *balance != Balance::default())
     }
 
     pub fn available(&self, account: AccountId, asset: AssetId) -> Amount {
@@ -101,14 +98,10 @@ impl Ledger {
         self.net_deposits[asset.index()]
     }
 
+    #[inline]
     fn balance_mut(&mut self, account: AccountId, asset: AssetId) -> &mut Balance {
-        let balances = &mut self.accounts[account.index()].balances;
-        if balances.len() <= asset.index() {
-            balances.resize(asset.index() + 1, Balance::default());
-        }
-        &mut balances[asset.index()]
+        &mut self.balance_columns[asset.index()][account.index()]
     }
-
     /// Would a deposit of `amount` keep the asset's net deposits within `i64`?
     pub fn deposit_fits(&self, asset: AssetId, amount: Amount) -> bool {
         self.net_deposits(asset).checked_add(amount).is_some()
@@ -125,10 +118,7 @@ impl Ledger {
     /// Money out: available -= amount, net deposits -= amount.
     pub fn withdraw(&mut self, account: AccountId, asset: AssetId, amount: Amount) {
         let balance = self.balance_mut(account, asset);
-        assert!(
-            amount.0 > 0 && amount <= balance.available,
-            "withdrawal was checked"
-        );
+        assert!(amount.0 > 0 && amount <= balance.available, "withdrawal was checked");
         balance.available -= amount;
         self.net_deposits[asset.index()] -= amount;
     }
@@ -136,10 +126,7 @@ impl Ledger {
     /// available -> held.
     pub fn hold(&mut self, account: AccountId, asset: AssetId, amount: Amount) {
         let balance = self.balance_mut(account, asset);
-        assert!(
-            amount.0 >= 0 && amount <= balance.available,
-            "hold was checked"
-        );
+        assert!(amount.0 >= 0 && amount <= balance.available, "hold was checked");
         balance.available -= amount;
         balance.held += amount;
     }
@@ -147,10 +134,7 @@ impl Ledger {
     /// held -> available.
     pub fn release(&mut self, account: AccountId, asset: AssetId, amount: Amount) {
         let balance = self.balance_mut(account, asset);
-        debug_assert!(
-            amount.0 >= 0 && amount <= balance.held,
-            "release more than held"
-        );
+        debug_assert!(amount.0 >= 0 && amount <= balance.held, "release more than held");
         balance.held -= amount;
         balance.available += amount;
     }

@@ -20,10 +20,7 @@ pub struct Decimal {
 }
 
 impl Decimal {
-    pub const ZERO: Decimal = Decimal {
-        mantissa: 0,
-        scale: 0,
-    };
+    pub const ZERO: Decimal = Decimal { mantissa: 0, scale: 0 };
 
     /// Parses the replay format's decimal grammar; `None` for anything else (`"1e3"`,
     /// `".5"`, `" 1"`, `"+1"`, `"1."`).
@@ -53,9 +50,7 @@ impl Decimal {
         };
         let mut mantissa: i128 = 0;
         for &digit in integer_part.iter().chain(fraction) {
-            mantissa = mantissa
-                .saturating_mul(10)
-                .saturating_add(i128::from(digit - b'0'));
+            mantissa = mantissa.saturating_mul(10).saturating_add(i128::from(digit - b'0'));
         }
         if negative {
             mantissa = -mantissa;
@@ -66,10 +61,7 @@ impl Decimal {
 
     /// A decimal from an integer count of `10^-scale` units (used for printing).
     pub fn from_units(units: i128, scale: u32) -> Decimal {
-        let mut decimal = Decimal {
-            mantissa: units,
-            scale,
-        };
+        let mut decimal = Decimal { mantissa: units, scale };
         while decimal.scale > 0 && decimal.mantissa % 10 == 0 {
             decimal.mantissa /= 10;
             decimal.scale -= 1;
@@ -92,10 +84,7 @@ impl Decimal {
         if self.scale > target_scale {
             return None;
         }
-        Some(
-            self.mantissa
-                .saturating_mul(pow10_saturating(target_scale - self.scale)),
-        )
+        Some(self.mantissa.saturating_mul(pow10_saturating(target_scale - self.scale)))
     }
 }
 
@@ -202,21 +191,10 @@ mod tests {
 
     #[test]
     fn parses_the_grammar_and_nothing_else() {
-        for good in [
-            "0",
-            "-0",
-            "1",
-            "007",
-            "1.5",
-            "1.50",
-            "-2.25",
-            "123456789.000001",
-        ] {
+        for good in ["0", "-0", "1", "007", "1.5", "1.50", "-2.25", "123456789.000001"] {
             assert!(Decimal::parse(good).is_some(), "{good}");
         }
-        for bad in [
-            "", "-", ".5", "1.", "1e3", " 1", "1 ", "+1", "1.2.3", "--1", "0x10", "١",
-        ] {
+        for bad in ["", "-", ".5", "1.", "1e3", " 1", "1 ", "+1", "1.2.3", "--1", "0x10", "١"] {
             assert!(Decimal::parse(bad).is_none(), "{bad}");
         }
     }

@@ -26,11 +26,7 @@ impl Replay {
     }
 
     pub fn with_config(config: ExchangeConfig) -> Replay {
-        Replay {
-            exchange: Exchange::new(config),
-            lines_fed: 0,
-            events: Vec::with_capacity(64),
-        }
+        Replay { exchange: Exchange::new(config), lines_fed: 0, events: Vec::with_capacity(64) }
     }
 
     /// Processes one line (without its `\n`) and appends its events to `out`, one JSON
@@ -42,9 +38,7 @@ impl Replay {
             return;
         }
         match parse_line(line) {
-            Ok(parsed) => self
-                .exchange
-                .apply(seq, parsed.ts, &parsed.command, &mut self.events),
+            Ok(parsed) => self.exchange.apply(seq, parsed.ts, &parsed.command, &mut self.events),
             Err(_) => self.events.push(Event::Rejected {
                 seq,
                 reason: RejectReason::Malformed,

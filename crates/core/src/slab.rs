@@ -19,11 +19,7 @@ pub struct Slab<T> {
 impl<T> Slab<T> {
     /// A slab with room for at least `capacity` entries before it grows.
     pub fn with_capacity(capacity: usize) -> Slab<T> {
-        let mut slab = Slab {
-            chunks: Vec::new(),
-            free_slots: Vec::new(),
-            live_count: 0,
-        };
+        let mut slab = Slab { chunks: Vec::new(), free_slots: Vec::new(), live_count: 0 };
         while slab.chunks.len() * CHUNK_SLOTS < capacity.max(1) {
             slab.add_chunk();
         }
@@ -34,8 +30,7 @@ impl<T> Slab<T> {
         self.chunks.push(Vec::with_capacity(CHUNK_SLOTS));
         // Room for every slot on the free list, so `remove` never allocates.
         let slots_total = self.chunks.len() * CHUNK_SLOTS;
-        self.free_slots
-            .reserve(slots_total.saturating_sub(self.free_slots.len()));
+        self.free_slots.reserve(slots_total.saturating_sub(self.free_slots.len()));
     }
 
     /// Stores `value` and returns its slot.
@@ -45,11 +40,7 @@ impl<T> Slab<T> {
             *self.get_mut(slot) = value;
             return slot;
         }
-        if self
-            .chunks
-            .last()
-            .is_none_or(|chunk| chunk.len() == CHUNK_SLOTS)
-        {
+        if self.chunks.last().is_none_or(|chunk| chunk.len() == CHUNK_SLOTS) {
             self.add_chunk();
         }
         let chunk_index = self.chunks.len() - 1;

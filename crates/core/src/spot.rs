@@ -42,9 +42,7 @@ impl SpotRules {
     /// Quote units for `price * qty`, in 128 bits; prices and quantities up to the
     /// engine's limits may overflow even that, which reads as "beyond any balance".
     pub fn notional(&self, price: i128, qty: i128) -> Option<i128> {
-        price
-            .checked_mul(qty)?
-            .checked_mul(self.quote_units_per_notional_unit)
+        price.checked_mul(qty)?.checked_mul(self.quote_units_per_notional_unit)
     }
 
     pub fn base_amount(&self, qty: i128) -> Option<i128> {
@@ -76,11 +74,7 @@ impl SpotRules {
     }
 
     fn fee(&self, received: i128, is_taker: bool) -> Amount {
-        let bps = i128::from(if is_taker {
-            self.taker_fee_bps
-        } else {
-            self.maker_fee_bps
-        });
+        let bps = i128::from(if is_taker { self.taker_fee_bps } else { self.maker_fee_bps });
         let fee = (received * bps + BPS_PER_UNIT - 1) / BPS_PER_UNIT;
         Amount(i64::try_from(fee).expect("a fee is at most the amount received"))
     }
@@ -104,13 +98,7 @@ impl SpotRules {
         let seller_fee = self.fee(i128::from(paid.0), seller.is_taker);
         ledger.release(buyer.account, self.quote, buyer_hold_used - paid);
         ledger.pay_from_held(buyer.account, seller.account, self.quote, paid, seller_fee);
-        ledger.pay_from_held(
-            seller.account,
-            buyer.account,
-            self.base,
-            base_delivered,
-            buyer_fee,
-        );
+        ledger.pay_from_held(seller.account, buyer.account, self.base, base_delivered, buyer_fee);
         (buyer_fee, seller_fee)
     }
 

@@ -125,10 +125,7 @@ fn unknown_asset_is_checked_before_invalid_instrument() {
 fn rejected_instrument_is_not_declared() {
     let mut exchange = with_btc_and_usd();
     exchange.feed(instrument("BTC-USD", "BTC", "USD").with("tick", "0"));
-    assert_events(
-        &exchange.feed(instrument("BTC-USD", "BTC", "USD")),
-        &[ACCEPTED],
-    );
+    assert_events(&exchange.feed(instrument("BTC-USD", "BTC", "USD")), &[ACCEPTED]);
 }
 
 #[test]
@@ -199,22 +196,16 @@ fn instrument_with_max_qty_off_the_lot_is_invalid_instrument() {
 #[test]
 fn instrument_with_min_qty_above_max_qty_is_invalid_instrument() {
     let mut exchange = with_btc_and_usd();
-    let fed = exchange.feed(
-        instrument("BTC-USD", "BTC", "USD")
-            .with("min_qty", "2")
-            .with("max_qty", "1"),
-    );
+    let fed = exchange
+        .feed(instrument("BTC-USD", "BTC", "USD").with("min_qty", "2").with("max_qty", "1"));
     assert_events(&fed, &[&rejected("invalid_instrument")]);
 }
 
 #[test]
 fn instrument_with_min_qty_equal_to_max_qty_is_accepted() {
     let mut exchange = with_btc_and_usd();
-    let fed = exchange.feed(
-        instrument("BTC-USD", "BTC", "USD")
-            .with("min_qty", "1")
-            .with("max_qty", "1"),
-    );
+    let fed = exchange
+        .feed(instrument("BTC-USD", "BTC", "USD").with("min_qty", "1").with("max_qty", "1"));
     assert_events(&fed, &[ACCEPTED]);
 }
 
@@ -245,9 +236,7 @@ fn instrument_with_negative_fee_is_invalid_instrument() {
 fn instrument_with_fees_of_0_and_1000_bps_is_accepted() {
     let mut exchange = with_btc_and_usd();
     let fed = exchange.feed(
-        instrument("BTC-USD", "BTC", "USD")
-            .with("maker_fee_bps", 0)
-            .with("taker_fee_bps", 1000),
+        instrument("BTC-USD", "BTC", "USD").with("maker_fee_bps", 0).with("taker_fee_bps", 1000),
     );
     assert_events(&fed, &[ACCEPTED]);
 }
@@ -443,6 +432,25 @@ fn asset_total_limit_counts_smallest_units() {
     let fed = exchange.feed(deposit("alice", "USD", "0.01"));
     assert_events(&fed, &[&rejected("invalid_amount")]);
     exchange.assert_balance("alice", "USD", "92233720368547758.07", "0");
+}
+
+#[test]
+fn deposit_of_one_smallest_unit_of_an_18_decimal_asset_is_accepted() {
+    let mut exchange = Exchange::new();
+    exchange.ok(asset("WEI", 18));
+    let fed = exchange.feed(deposit("alice", "WEI", "0.000000000000000001"));
+    assert_events(&fed, &[ACCEPTED]);
+    exchange.assert_balance("alice", "WEI", "0.000000000000000001", "0");
+}
+
+#[test]
+fn asset_total_limit_of_an_18_decimal_asset_is_2_pow_63_minus_1_smallest_units() {
+    let mut exchange = Exchange::new();
+    exchange.ok(asset("WEI", 18));
+    exchange.ok(deposit("alice", "WEI", "9.223372036854775807"));
+    let fed = exchange.feed(deposit("alice", "WEI", "0.000000000000000001"));
+    assert_events(&fed, &[&rejected("invalid_amount")]);
+    exchange.assert_balance("alice", "WEI", "9.223372036854775807", "0");
 }
 
 #[test]

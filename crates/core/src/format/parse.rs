@@ -90,9 +90,7 @@ impl<'de> Visitor<'de> for RawFieldsVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawFields<'de>, A::Error> {
-        let mut fields = RawFields {
-            values: [None; FIELD_COUNT],
-        };
+        let mut fields = RawFields { values: [None; FIELD_COUNT] };
         while let Some(key) = map.next_key::<FieldKey>()? {
             match key.0 {
                 Some(field) => {
@@ -143,8 +141,7 @@ impl<'a> RawFields<'a> {
     }
 
     fn required(&self, field: Field) -> Result<&'a str, Malformed> {
-        self.raw(field)
-            .ok_or_else(|| malformed(format!("missing field `{}`", field.name())))
+        self.raw(field).ok_or_else(|| malformed(format!("missing field `{}`", field.name())))
     }
 
     fn string(&self, field: Field) -> Result<Cow<'a, str>, Malformed> {
@@ -202,10 +199,7 @@ impl<'a> RawFields<'a> {
         match self.raw(field) {
             None | Some("false") => Ok(false),
             Some("true") => Ok(true),
-            Some(_) => Err(malformed(format!(
-                "`{}` must be true or false",
-                field.name()
-            ))),
+            Some(_) => Err(malformed(format!("`{}` must be true or false", field.name()))),
         }
     }
 }
@@ -231,9 +225,7 @@ fn json_integer(raw: &str) -> Option<i64> {
         return None;
     }
     let magnitude = digits.bytes().fold(0i64, |value, digit| {
-        value
-            .saturating_mul(10)
-            .saturating_add(i64::from(digit - b'0'))
+        value.saturating_mul(10).saturating_add(i64::from(digit - b'0'))
     });
     Some(if negative { -magnitude } else { magnitude })
 }
@@ -258,11 +250,10 @@ pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
         .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
     let ts = match fields.raw(Field::Ts) {
         None => None,
-        Some(raw) => Some(
-            json_integer(raw)
-                .ok_or_else(|| malformed("`ts` must be a JSON integer"))?
-                .max(0) as u64,
-        ),
+        Some(raw) => {
+            Some(json_integer(raw).ok_or_else(|| malformed("`ts` must be a JSON integer"))?.max(0)
+                as u64)
+        }
     };
     let command = match &*fields.string(Field::Cmd)? {
         "asset" => Command::Asset {
@@ -284,10 +275,9 @@ pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
         "deposit" => Command::Deposit(parse_transfer(&fields)?),
         "withdraw" => Command::Withdraw(parse_transfer(&fields)?),
         "order" => Command::Order(parse_order(&fields)?),
-        "cancel" => Command::Cancel {
-            account: fields.name(Field::Account)?,
-            id: fields.name(Field::Id)?,
-        },
+        "cancel" => {
+            Command::Cancel { account: fields.name(Field::Account)?, id: fields.name(Field::Id)? }
+        }
         "amend" => {
             let amend = AmendCommand {
                 account: fields.name(Field::Account)?,
@@ -322,10 +312,7 @@ fn parse_order<'a>(fields: &RawFields<'a>) -> Result<OrderCommand<'a>, Malformed
     // `price` and `post_only` mean nothing to a market order and are ignored there.
     let (order_type, post_only) = if is_limit {
         let price = fields.decimal(Field::Price)?;
-        (
-            OrderType::Limit { price },
-            fields.optional_bool(Field::PostOnly)?,
-        )
+        (OrderType::Limit { price }, fields.optional_bool(Field::PostOnly)?)
     } else {
         (OrderType::Market, false)
     };

@@ -29,10 +29,7 @@ pub fn write_units(out: &mut String, units: i64, scale: u32) {
         length += 1;
     }
     // digits[..length] is reversed: the fraction is digits[..scale].
-    let trailing_zeros = digits[..scale]
-        .iter()
-        .take_while(|&&digit| digit == b'0')
-        .count();
+    let trailing_zeros = digits[..scale].iter().take_while(|&&digit| digit == b'0').count();
     if units < 0 {
         out.push('-');
     }
@@ -49,9 +46,7 @@ pub fn write_units(out: &mut String, units: i64, scale: u32) {
 
 /// Appends `text` as a JSON string literal.
 pub fn write_json_string(out: &mut String, text: &str) {
-    let plain = text
-        .bytes()
-        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\');
+    let plain = text.bytes().all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\');
     if plain {
         out.push('"');
         out.push_str(text);
@@ -119,32 +114,14 @@ pub fn write_event(out: &mut String, exchange: &Exchange, event: &Event) {
             line.finish();
         }
         Event::Trade(trade) => write_trade(out, exchange, trade),
-        Event::Done {
-            seq,
-            instrument,
-            account,
-            id,
-            reason,
-            filled,
-        } => {
+        Event::Done { seq, instrument, account, id, reason, filled } => {
             let mut line = Line::start(out, "done", *seq);
             order_ref(&mut line, exchange, *account, id);
             line.string("reason", reason.code());
-            line.number(
-                "filled",
-                filled.0,
-                exchange.instrument(*instrument).qty_decimals,
-            );
+            line.number("filled", filled.0, exchange.instrument(*instrument).qty_decimals);
             line.finish();
         }
-        Event::Amended {
-            seq,
-            instrument,
-            account,
-            id,
-            price,
-            qty,
-        } => {
+        Event::Amended { seq, instrument, account, id, price, qty } => {
             let instrument = exchange.instrument(*instrument);
             let mut line = Line::start(out, "amended", *seq);
             order_ref(&mut line, exchange, *account, id);

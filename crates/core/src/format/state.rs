@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::command::Side;
 use crate::exchange::Exchange;
 use crate::format::print::write_units;
-use crate::ids::{AssetId, InstrumentId};
+use crate::ids::{AccountId, AssetId, InstrumentId};
 
 fn decimal_string(units: i64, scale: u32) -> Value {
     let mut text = String::new();
@@ -25,9 +25,9 @@ fn decimal_string(units: i64, scale: u32) -> Value {
 /// The replay format's final state as a JSON value (object keys sorted).
 pub fn state_document(exchange: &Exchange) -> Value {
     let mut balances = Map::new();
-    for account in exchange.ledger().accounts() {
+    for (index, account) in exchange.ledger().accounts().iter().enumerate() {
         let mut by_asset = Map::new();
-        for (asset, balance) in account.balances() {
+        for (asset, balance) in exchange.ledger().balances_of(AccountId(index as u32)) {
             let decimals = exchange.asset(asset).decimals;
             by_asset.insert(
                 exchange.asset(asset).name.to_string(),
@@ -44,10 +44,7 @@ pub fn state_document(exchange: &Exchange) -> Value {
     let mut fees = Map::new();
     for (index, asset) in exchange.assets().iter().enumerate() {
         let fee = exchange.ledger().fee_balance(AssetId(index as u32));
-        fees.insert(
-            asset.name.to_string(),
-            decimal_string(fee.0, asset.decimals),
-        );
+        fees.insert(asset.name.to_string(), decimal_string(fee.0, asset.decimals));
     }
     let mut books = Map::new();
     for (index, instrument) in exchange.instruments().iter().enumerate() {
@@ -101,14 +98,15 @@ pub fn state_digest(exchange: &Exchange) -> String {
         hasher.integer(i128::from(exchange.ledger().net_deposits(id).0));
     }
     // Accounts by name, so that the digest does not depend on creation order.
-    let accounts: BTreeMap<&str, _> = exchange
+    let accounts: BTreeMap<&str, AccountId> = exchange
         .ledger()
         .accounts()
         .iter()
-        .map(|account| (account.name.as_str(), account))
+        .enumerate()
+        .map(|(index, account)| (account.name.as_str(), AccountId(index as u32)))
         .collect();
     for (name, account) in accounts {
-        let balances: Vec<_> = account.balances().collect();
+        let balances: Vec<_> = exchange.ledger().balances_of(account).collect();
         if balances.is_empty() {
             continue;
         }

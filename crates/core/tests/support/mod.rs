@@ -19,15 +19,8 @@ use bourse_core::replay::Replay;
 use serde_json::{Map, Value};
 
 /// Event and book-entry fields that hold decimal strings.
-const DECIMAL_FIELDS: [&str; 7] = [
-    "price",
-    "qty",
-    "maker_fee",
-    "taker_fee",
-    "filled",
-    "available",
-    "held",
-];
+const DECIMAL_FIELDS: [&str; 7] =
+    ["price", "qty", "maker_fee", "taker_fee", "filled", "available", "held"];
 
 /// Fixed-point scale of the harness's own conservation arithmetic: 10^18, the finest
 /// unit an asset may have.
@@ -57,11 +50,7 @@ impl Default for Exchange {
 impl Exchange {
     /// An exchange with nothing declared.
     pub fn new() -> Self {
-        Exchange {
-            replay: Replay::new(),
-            seq: 0,
-            net_deposits_atto: BTreeMap::new(),
-        }
+        Exchange { replay: Replay::new(), seq: 0, net_deposits_atto: BTreeMap::new() }
     }
 
     /// An exchange with the standard definitions (seq 1 to 5), each asserted accepted:
@@ -101,11 +90,7 @@ impl Exchange {
         let events = parse_events(&out, self.seq, &line);
         self.record_money_movement(&line, &events);
         self.assert_conserved();
-        Fed {
-            seq: self.seq,
-            line,
-            events,
-        }
+        Fed { seq: self.seq, line, events }
     }
 
     /// Feeds one line and asserts that its first event is `accepted`.
@@ -134,10 +119,7 @@ impl Exchange {
     pub fn balance(&self, account: &str, asset: &str) -> (String, String) {
         let state = self.state();
         let entry = &state["balances"][account][asset];
-        (
-            decimal_value(&entry["available"]),
-            decimal_value(&entry["held"]),
-        )
+        (decimal_value(&entry["available"]), decimal_value(&entry["held"]))
     }
 
     pub fn assert_balance(&self, account: &str, asset: &str, available: &str, held: &str) {
@@ -154,11 +136,7 @@ impl Exchange {
     pub fn assert_fee(&self, asset: &str, amount: &str) {
         let state = self.state();
         let actual = decimal_value(&state["fees"][asset]);
-        assert_eq!(
-            actual,
-            normalized(amount),
-            "fee balance in {asset}\n  state: {state}"
-        );
+        assert_eq!(actual, normalized(amount), "fee balance in {asset}\n  state: {state}");
     }
 
     /// Asserts both sides of a book, each entry `(account, id, price, qty)` in
@@ -225,12 +203,8 @@ impl Exchange {
         if !accepted {
             return;
         }
-        let asset = command["asset"]
-            .as_str()
-            .expect("accepted deposit has an asset");
-        let amount = command["amount"]
-            .as_str()
-            .expect("accepted deposit has an amount");
+        let asset = command["asset"].as_str().expect("accepted deposit has an asset");
+        let amount = command["amount"].as_str().expect("accepted deposit has an amount");
         add_atto(&mut self.net_deposits_atto, asset, sign * atto(amount));
     }
 }
@@ -247,14 +221,10 @@ pub fn assert_events(fed: &Fed, expected: &[&str]) {
 /// `any_order` events in some order (the `done`s of one step that finishes several
 /// orders, which the spec lets come in either order).
 pub fn assert_events_then_any_order(fed: &Fed, in_order: &[&str], any_order: &[&str]) {
-    let expected_in_order: Vec<Value> = in_order
-        .iter()
-        .map(|text| expected_event(text, fed.seq))
-        .collect();
-    let expected_any_order: Vec<Value> = any_order
-        .iter()
-        .map(|text| expected_event(text, fed.seq))
-        .collect();
+    let expected_in_order: Vec<Value> =
+        in_order.iter().map(|text| expected_event(text, fed.seq)).collect();
+    let expected_any_order: Vec<Value> =
+        any_order.iter().map(|text| expected_event(text, fed.seq)).collect();
     let actual: Vec<Value> = fed.events.iter().map(normalized_event).collect();
 
     let matches = actual.len() == expected_in_order.len() + expected_any_order.len()
@@ -355,9 +325,8 @@ fn normalized_event(event: &Value) -> Value {
 fn expected_event(text: &str, seq: u64) -> Value {
     let mut event: Value = serde_json::from_str(text)
         .unwrap_or_else(|error| panic!("expected event is not JSON ({error}): {text}"));
-    let fields = event
-        .as_object_mut()
-        .unwrap_or_else(|| panic!("expected event is not an object: {text}"));
+    let fields =
+        event.as_object_mut().unwrap_or_else(|| panic!("expected event is not an object: {text}"));
     fields.entry("seq").or_insert(Value::from(seq));
     normalized_event(&event)
 }
@@ -405,10 +374,22 @@ fn listing(events: &[Value], prefix: &str) -> String {
     if events.is_empty() {
         return format!("{prefix}(none)\n");
     }
-    events
+    events.iter().map(|event| format!("{prefix}{}\n", render(event))).collect()
+}
+
+/// One event as JSON with `ev` and `seq` first, the other fields in name order.
+fn render(event: &Value) -> String {
+    let Some(fields) = event.as_object() else {
+        return event.to_string();
+    };
+    let leading = ["ev", "seq"];
+    let ordered = leading
         .iter()
-        .map(|event| format!("{prefix}{event}\n"))
-        .collect()
+        .filter_map(|key| fields.get_key_value(*key))
+        .chain(fields.iter().filter(|(key, _)| !leading.contains(&key.as_str())));
+    let parts: Vec<String> =
+        ordered.map(|(key, value)| format!("{}:{value}", Value::from(key.as_str()))).collect();
+    format!("{{{}}}", parts.join(","))
 }
 
 fn book_side(side: &Value) -> Vec<(String, String, String, String)> {
@@ -425,12 +406,7 @@ fn book_side(side: &Value) -> Vec<(String, String, String, String)> {
                     .unwrap_or_else(|| panic!("book entry without string {field}: {entry}"))
                     .to_string()
             };
-            (
-                text("account"),
-                text("id"),
-                normalized(&text("price")),
-                normalized(&text("qty")),
-            )
+            (text("account"), text("id"), normalized(&text("price")), normalized(&text("qty")))
         })
         .collect()
 }
@@ -439,12 +415,7 @@ fn normalized_entries(entries: &[BookEntry]) -> Vec<(String, String, String, Str
     entries
         .iter()
         .map(|(account, id, price, qty)| {
-            (
-                account.to_string(),
-                id.to_string(),
-                normalized(price),
-                normalized(qty),
-            )
+            (account.to_string(), id.to_string(), normalized(price), normalized(qty))
         })
         .collect()
 }
@@ -458,9 +429,8 @@ fn atto(text: &str) -> i128 {
     };
     let (integer, fraction) = body.split_once('.').unwrap_or((body, ""));
     assert!(fraction.len() <= 18, "more than 18 decimals: {text}");
-    let integer: i128 = integer
-        .parse()
-        .unwrap_or_else(|_| panic!("amount out of the harness's range: {text}"));
+    let integer: i128 =
+        integer.parse().unwrap_or_else(|_| panic!("amount out of the harness's range: {text}"));
     let fraction: i128 = format!("{fraction:0<18}").parse().expect("18 digits");
     let magnitude = integer
         .checked_mul(ATTO_PER_UNIT)
@@ -526,9 +496,7 @@ impl fmt::Display for Cmd {
 }
 
 pub fn asset(name: &str, decimals: i64) -> Cmd {
-    Cmd::new("asset")
-        .with("asset", name)
-        .with("decimals", decimals)
+    Cmd::new("asset").with("asset", name).with("decimals", decimals)
 }
 
 /// An instrument with tick 1, lot 0.01, qty 0.1..=100, no fees and a 10% market band;
@@ -548,17 +516,11 @@ pub fn instrument(symbol: &str, base: &str, quote: &str) -> Cmd {
 }
 
 pub fn deposit(account: &str, asset: &str, amount: &str) -> Cmd {
-    Cmd::new("deposit")
-        .with("account", account)
-        .with("asset", asset)
-        .with("amount", amount)
+    Cmd::new("deposit").with("account", account).with("asset", asset).with("amount", amount)
 }
 
 pub fn withdraw(account: &str, asset: &str, amount: &str) -> Cmd {
-    Cmd::new("withdraw")
-        .with("account", account)
-        .with("asset", asset)
-        .with("amount", amount)
+    Cmd::new("withdraw").with("account", account).with("asset", asset).with("amount", amount)
 }
 
 fn order(account: &str, id: &str, side: &str) -> Cmd {
@@ -571,30 +533,20 @@ fn order(account: &str, id: &str, side: &str) -> Cmd {
 
 /// A limit buy on BTC-USD (gtc unless changed).
 pub fn buy(account: &str, id: &str, price: &str, qty: &str) -> Cmd {
-    order(account, id, "buy")
-        .with("type", "limit")
-        .with("price", price)
-        .with("qty", qty)
+    order(account, id, "buy").with("type", "limit").with("price", price).with("qty", qty)
 }
 
 /// A limit sell on BTC-USD (gtc unless changed).
 pub fn sell(account: &str, id: &str, price: &str, qty: &str) -> Cmd {
-    order(account, id, "sell")
-        .with("type", "limit")
-        .with("price", price)
-        .with("qty", qty)
+    order(account, id, "sell").with("type", "limit").with("price", price).with("qty", qty)
 }
 
 pub fn market_buy(account: &str, id: &str, qty: &str) -> Cmd {
-    order(account, id, "buy")
-        .with("type", "market")
-        .with("qty", qty)
+    order(account, id, "buy").with("type", "market").with("qty", qty)
 }
 
 pub fn market_sell(account: &str, id: &str, qty: &str) -> Cmd {
-    order(account, id, "sell")
-        .with("type", "market")
-        .with("qty", qty)
+    order(account, id, "sell").with("type", "market").with("qty", qty)
 }
 
 pub fn cancel(account: &str, id: &str) -> Cmd {
@@ -602,17 +554,11 @@ pub fn cancel(account: &str, id: &str) -> Cmd {
 }
 
 pub fn amend_price(account: &str, id: &str, price: &str) -> Cmd {
-    Cmd::new("amend")
-        .with("account", account)
-        .with("id", id)
-        .with("price", price)
+    Cmd::new("amend").with("account", account).with("id", id).with("price", price)
 }
 
 pub fn amend_qty(account: &str, id: &str, qty: &str) -> Cmd {
-    Cmd::new("amend")
-        .with("account", account)
-        .with("id", id)
-        .with("qty", qty)
+    Cmd::new("amend").with("account", account).with("id", id).with("qty", qty)
 }
 
 pub fn amend(account: &str, id: &str, price: &str, qty: &str) -> Cmd {

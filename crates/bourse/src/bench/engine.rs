@@ -1,0 +1,159 @@
+//! `bourse bench engine`: the core alone, in process, on one thread. Commands are
+//! generated or read and parsed before timing; the timed part is `Exchange::apply`
+//! (events included, printing excluded).
+//!
+//! Two passes over a fresh engine each: one timed as a whole for throughput, one timing
+//! every command into an HDR histogram for the latency percentiles (reading the clock
+//! per command costs tens of nanoseconds, which would distort the throughput figure).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bourse_core::{Event, Exchange, ExchangeConfig};
+use clap::{Args, ValueEnum};
+use hdrhistogram::Histogram;
+
+use super::workload::{self, MixSpec, Workload};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum WorkloadName {
+    /// exchange-core's own 3M-command benchmark stream (needs --file).
+    ExchangeCore,
+    /// Generated exchange-core mix on one symbol.
+    EcMix,
+    /// Generated exchange-core mix over 100 symbols.
+    EcMix100,
+}
+
+#[derive(Args)]
+pub struct EngineArgs {
+    #[arg(long, value_enum, default_value = "ec-mix")]
+    workload: WorkloadName,
+    /// The exchange-core stream (`shared/anchors/exchange-core/workload.jsonl.gz`).
+    #[arg(long, default_value = "../shared/anchors/exchange-core/workload.jsonl.gz")]
+    file: PathBuf,
+    /// Commands to generate for the generated workloads.
+    #[arg(long, default_value_t = 3_000_000)]
+    commands: usize,
+    /// Seed of the generated workloads.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Lines of the exchange-core stream before its 3,000,000 benchmark commands: 2 assets,
+/// 1 instrument, 2,000 deposits, 1,000 prefill orders.
+const EXCHANGE_CORE_SETUP_LINES: usize = 3_003;
+
+pub struct EngineResult {
+    pub workload: String,
+    pub commands: usize,
+    pub commands_per_sec: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    pub rejected: usize,
+}
+
+pub fn run(args: &EngineArgs) -> Result<(), String> {
+    let workload = load(args)?;
+    let result = measure(&workload)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "workload": result.workload,
+                "commands": result.commands,
+                "commands_per_sec": result.commands_per_sec.round(),
+                "p50_ns": result.p50_ns,
+                "p99_ns": result.p99_ns,
+                "p999_ns": result.p999_ns,
+                "max_ns": result.max_ns,
+                "rejected": result.rejected,
+            })
+        );
+    } else {
+        println!(
+            "{}: {} commands, {:.2} M commands/s; latency p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; {} rejected",
+            result.workload,
+            result.commands,
+            result.commands_per_sec / 1e6,
+            result.p50_ns,
+            result.p99_ns,
+            result.p999_ns,
+            result.max_ns,
+            result.rejected
+        );
+    }
+    Ok(())
+}
+
+fn load(args: &EngineArgs) -> Result<Workload, String> {
+    let mix = |symbols| MixSpec {
+        symbols,
+        accounts: 1_000,
+        resting_orders_target: 1_000,
+        commands: args.commands,
+        seed: args.seed,
+    };
+    match args.workload {
+        WorkloadName::ExchangeCore => {
+            workload::from_file("exchange-core", &args.file, EXCHANGE_CORE_SETUP_LINES)
+        }
+        WorkloadName::EcMix => Ok(workload::generate_mix("ec-mix", mix(1))),
+        WorkloadName::EcMix100 => Ok(workload::generate_mix("ec-mix-100", mix(100))),
+    }
+}
+
+/// A fresh engine with the workload's setup applied.
+fn prepared_engine(workload: &Workload, events: &mut Vec<Event>) -> Exchange {
+    let mut exchange = Exchange::new(ExchangeConfig::default());
+    for (index, command) in workload.setup.iter().enumerate() {
+        exchange.apply(index as u64 + 1, None, command, events);
+        events.clear();
+    }
+    exchange
+}
+
+pub fn measure(workload: &Workload) -> Result<EngineResult, String> {
+    let mut events = Vec::with_capacity(1024);
+    let first_seq = workload.setup.len() as u64 + 1;
+
+    let mut exchange = prepared_engine(workload, &mut events);
+    let mut rejected = 0usize;
+    let started = Instant::now();
+    for (offset, command) in workload.measured.iter().enumerate() {
+        exchange.apply(first_seq + offset as u64, None, command, &mut events);
+        // Counting rejections is a cheap look at the first event, and keeps the events
+        // observed so the work cannot be optimised away.
+        rejected += usize::from(matches!(events.first(), Some(Event::Rejected { .. })));
+        events.clear();
+    }
+    let elapsed = started.elapsed();
+    drop(exchange);
+
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|error| format!("histogram: {error}"))?;
+    let mut exchange = prepared_engine(workload, &mut events);
+    for (offset, command) in workload.measured.iter().enumerate() {
+        let started = Instant::now();
+        exchange.apply(first_seq + offset as u64, None, command, &mut events);
+        let nanos = started.elapsed().as_nanos() as u64;
+        events.clear();
+        histogram.saturating_record(nanos.max(1));
+    }
+
+    Ok(EngineResult {
+        workload: workload.name.clone(),
+        commands: workload.measured.len(),
+        commands_per_sec: workload.measured.len() as f64 / elapsed.as_secs_f64(),
+        p50_ns: histogram.value_at_quantile(0.50),
+        p99_ns: histogram.value_at_quantile(0.99),
+        p999_ns: histogram.value_at_quantile(0.999),
+        max_ns: histogram.max(),
+        rejected,
+    })
+}
