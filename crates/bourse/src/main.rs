@@ -5,7 +5,7 @@ mod bench;
 mod input;
 mod replay;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -44,7 +44,7 @@ fn main() -> ExitCode {
 }
 
 /// A path argument where `-` means standard input.
-fn describe(path: &PathBuf) -> String {
+fn describe(path: &Path) -> String {
     if path.as_os_str() == "-" {
         "standard input".to_string()
     } else {

@@ -17,8 +17,11 @@ fn anchor_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/anchors/exchange-core")
 }
 
+/// One price level: price, total volume, order count.
+type Level = (i64, i64, u32);
+
 /// `expected_l2.csv`: `side,price,volume,orders`, asks best first, then bids best first.
-fn expected_levels() -> (Vec<(i64, i64, u32)>, Vec<(i64, i64, u32)>) {
+fn expected_levels() -> (Vec<Level>, Vec<Level>) {
     let path = anchor_dir().join("expected_l2.csv");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
@@ -39,7 +42,7 @@ fn expected_levels() -> (Vec<(i64, i64, u32)>, Vec<(i64, i64, u32)>) {
     (asks, bids)
 }
 
-fn as_tuples(levels: &[LevelSummary]) -> Vec<(i64, i64, u32)> {
+fn as_tuples(levels: &[LevelSummary]) -> Vec<Level> {
     levels.iter().map(|level| (level.price.0, level.total_qty.0, level.order_count)).collect()
 }
 
