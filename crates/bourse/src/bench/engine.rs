@@ -27,6 +27,16 @@ pub enum WorkloadName {
 
 #[derive(Args)]
 pub struct EngineArgs {
+    #[command(flatten)]
+    pub source: WorkloadArgs,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Which workload, and its size.
+#[derive(Args)]
+pub struct WorkloadArgs {
     #[arg(long, value_enum, default_value = "ec-mix")]
     workload: WorkloadName,
     /// The exchange-core stream (`shared/anchors/exchange-core/workload.jsonl.gz`).
@@ -38,9 +48,6 @@ pub struct EngineArgs {
     /// Seed of the generated workloads.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Print the result as one JSON object.
-    #[arg(long)]
-    json: bool,
 }
 
 /// Lines of the exchange-core stream before its 3,000,000 benchmark commands: 2 assets,
@@ -59,7 +66,7 @@ pub struct EngineResult {
 }
 
 pub fn run(args: &EngineArgs) -> Result<(), String> {
-    let workload = load(args)?;
+    let workload = load(&args.source)?;
     let result = measure(&workload)?;
     if args.json {
         println!(
@@ -91,7 +98,7 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn load(args: &EngineArgs) -> Result<Workload, String> {
+pub fn load(args: &WorkloadArgs) -> Result<Workload, String> {
     let mix = |symbols| MixSpec {
         symbols,
         accounts: 1_000,

@@ -7,5 +7,5 @@ pub mod print;
 pub mod state;
 
 pub use parse::{parse_line, Malformed, ParsedLine};
-pub use print::write_event;
+pub use print::{write_command, write_event};
 pub use state::{state_digest, state_document};

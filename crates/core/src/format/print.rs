@@ -4,10 +4,11 @@
 
 use std::fmt::Write as _;
 
-use crate::command::Side;
+use crate::command::{Command, OrderType, Side, TimeInForce};
 use crate::event::{Event, TradeEvent};
 use crate::exchange::Exchange;
 use crate::ids::AccountId;
+use crate::num::Decimal;
 
 /// Appends `units * 10^-scale` in plain decimal notation, without trailing zeros.
 pub fn write_units(out: &mut String, units: i64, scale: u32) {
@@ -161,6 +162,111 @@ fn write_trade(out: &mut String, exchange: &Exchange, trade: &TradeEvent) {
     line.finish();
 }
 
+/// Appends `command` as one replay-format line (with its newline), with `ts` when
+/// given. Parsing the line gives back the same command.
+pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<u64>) {
+    let mut line = CommandLine { out, first: true };
+    match command {
+        Command::Asset { asset, decimals } => {
+            line.string("cmd", "asset");
+            line.string("asset", asset);
+            line.integer("decimals", *decimals);
+        }
+        Command::Instrument(instrument) => {
+            line.string("cmd", "instrument");
+            line.string("symbol", &instrument.symbol);
+            line.string("base", &instrument.base);
+            line.string("quote", &instrument.quote);
+            line.decimal("tick", instrument.tick);
+            line.decimal("lot", instrument.lot);
+            line.decimal("min_qty", instrument.min_qty);
+            line.decimal("max_qty", instrument.max_qty);
+            line.integer("maker_fee_bps", instrument.maker_fee_bps);
+            line.integer("taker_fee_bps", instrument.taker_fee_bps);
+            line.integer("market_band_bps", instrument.market_band_bps);
+        }
+        Command::Deposit(transfer) | Command::Withdraw(transfer) => {
+            let cmd = if matches!(command, Command::Deposit(_)) { "deposit" } else { "withdraw" };
+            line.string("cmd", cmd);
+            line.string("account", &transfer.account);
+            line.string("asset", &transfer.asset);
+            line.decimal("amount", transfer.amount);
+        }
+        Command::Order(order) => {
+            line.string("cmd", "order");
+            line.string("account", &order.account);
+            line.string("id", &order.id);
+            line.string("symbol", &order.symbol);
+            line.string("side", order.side.as_str());
+            match order.order_type {
+                OrderType::Limit { price } => {
+                    line.string("type", "limit");
+                    line.decimal("price", price);
+                }
+                OrderType::Market => line.string("type", "market"),
+            }
+            line.decimal("qty", order.qty);
+            let tif = match order.time_in_force {
+                TimeInForce::GoodTillCancel => "gtc",
+                TimeInForce::ImmediateOrCancel => "ioc",
+                TimeInForce::FillOrKill => "fok",
+            };
+            line.string("tif", tif);
+            if order.post_only {
+                line.key("post_only").push_str("true");
+            }
+            line.string("stp", order.stp.as_str());
+        }
+        Command::Cancel { account, id } => {
+            line.string("cmd", "cancel");
+            line.string("account", account);
+            line.string("id", id);
+        }
+        Command::Amend(amend) => {
+            line.string("cmd", "amend");
+            line.string("account", &amend.account);
+            line.string("id", &amend.id);
+            if let Some(price) = amend.price {
+                line.decimal("price", price);
+            }
+            if let Some(qty) = amend.qty {
+                line.decimal("qty", qty);
+            }
+        }
+    }
+    if let Some(ts) = ts {
+        let _ = write!(line.key("ts"), "{ts}");
+    }
+    line.out.push_str("}\n");
+}
+
+struct CommandLine<'a> {
+    out: &'a mut String,
+    first: bool,
+}
+
+impl CommandLine<'_> {
+    fn key(&mut self, key: &str) -> &mut String {
+        self.out.push_str(if self.first { "{\"" } else { ",\"" });
+        self.first = false;
+        self.out.push_str(key);
+        self.out.push_str("\":");
+        self.out
+    }
+
+    fn string(&mut self, key: &str, value: &str) {
+        write_json_string(self.key(key), value);
+    }
+
+    fn integer(&mut self, key: &str, value: i64) {
+        let _ = write!(self.key(key), "{value}");
+    }
+
+    fn decimal(&mut self, key: &str, value: Decimal) {
+        let _ = write!(self.key(key), "\"{value}\"");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +288,26 @@ mod tests {
         assert_eq!(units(i64::MAX, 18), "9.223372036854775807");
         assert_eq!(units(i64::MIN, 0), "-9223372036854775808");
         assert_eq!(units(100_000, 2), "1000");
+    }
+
+    #[test]
+    fn a_printed_command_parses_back_to_itself() {
+        let lines = [
+            r#"{"cmd":"asset","asset":"B\"TC","decimals":8}"#,
+            r#"{"cmd":"instrument","symbol":"BTC-USD","base":"BTC","quote":"USD","tick":"0.05","lot":"25","min_qty":"25","max_qty":"1000","maker_fee_bps":1,"taker_fee_bps":2,"market_band_bps":3}"#,
+            r#"{"cmd":"withdraw","account":"a","asset":"USD","amount":"-1.5"}"#,
+            r#"{"cmd":"order","account":"a","id":"1","symbol":"S","side":"sell","type":"market","qty":"2","tif":"fok","stp":"none","ts":7}"#,
+            r#"{"cmd":"order","account":"a","id":"2","symbol":"S","side":"buy","type":"limit","price":"10.5","qty":"2","post_only":true}"#,
+            r#"{"cmd":"cancel","account":"a","id":"x"}"#,
+            r#"{"cmd":"amend","account":"a","id":"x","qty":"3"}"#,
+        ];
+        for line in lines {
+            let parsed = crate::format::parse_line(line).unwrap();
+            let mut printed = String::new();
+            write_command(&mut printed, &parsed.command, parsed.ts);
+            let reparsed = crate::format::parse_line(printed.trim_end()).unwrap();
+            assert_eq!(reparsed, parsed, "{printed}");
+        }
     }
 
     #[test]
