@@ -69,7 +69,7 @@ impl Instrument {
         let units = price.to_units(self.price_decimals).ok_or(RejectReason::InvalidPrice)?;
         // Within i64 the tick check is a 64-bit division, much cheaper than a 128-bit one.
         let units = i64::try_from(units).map_err(|_| RejectReason::InvalidPrice)?;
-        if units <= 0 || units % self.tick.0 != 0 {
+        if units <= 0 || (self.tick.0 != 1 && units % self.tick.0 != 0) {
             return Err(RejectReason::InvalidPrice);
         }
         Ok(Price(units))
@@ -78,7 +78,11 @@ impl Instrument {
     /// A quantity in quantity units: a multiple of the lot within `min_qty..=max_qty`.
     fn validate_qty(&self, qty: Decimal) -> Result<i128, RejectReason> {
         let units = qty.to_units(self.qty_decimals).ok_or(RejectReason::InvalidQty)?;
-        if units % i128::from(self.lot.0) != 0 || units < self.min_qty || units > self.max_qty {
+        let lot_multiple = match i64::try_from(units) {
+            Ok(small) => self.lot.0 == 1 || small % self.lot.0 == 0,
+            Err(_) => units % i128::from(self.lot.0) == 0,
+        };
+        if !lot_multiple || units < self.min_qty || units > self.max_qty {
             return Err(RejectReason::InvalidQty);
         }
         Ok(units)

@@ -84,6 +84,9 @@ impl Decimal {
         if self.scale > target_scale {
             return None;
         }
+        if self.scale == target_scale {
+            return Some(self.mantissa);
+        }
         Some(self.mantissa.saturating_mul(pow10_saturating(target_scale - self.scale)))
     }
 }
@@ -108,7 +111,23 @@ impl fmt::Display for Decimal {
 
 /// `10^exponent`, saturating at `i128::MAX`.
 pub fn pow10_saturating(exponent: u32) -> i128 {
-    10i128.checked_pow(exponent).unwrap_or(i128::MAX)
+    const POWERS: [i128; 39] = {
+        let mut powers = [1i128; 39];
+        let mut index = 1;
+        while index < powers.len() {
+            powers[index] = powers[index - 1] * 10;
+            index += 1;
+        }
+        powers
+    };
+    POWERS.get(exponent as usize).copied().unwrap_or(i128::MAX)
+}
+
+/// `a * b` when it fits in `i64`, computed with 64-bit instructions (a 128-bit
+/// multiplication with an overflow check is a library call).
+#[inline]
+pub fn checked_mul_i64(a: i128, b: i128) -> Option<i64> {
+    i64::try_from(a).ok()?.checked_mul(i64::try_from(b).ok()?)
 }
 
 macro_rules! unit_type {

@@ -11,7 +11,7 @@
 use crate::command::Side;
 use crate::ids::{AccountId, AssetId};
 use crate::ledger::Ledger;
-use crate::num::{Amount, Price, Qty};
+use crate::num::{checked_mul_i64, Amount, Price, Qty};
 
 /// Basis points in one whole.
 const BPS_PER_UNIT: i128 = 10_000;
@@ -42,11 +42,20 @@ impl SpotRules {
     /// Quote units for `price * qty`, in 128 bits; prices and quantities up to the
     /// engine's limits may overflow even that, which reads as "beyond any balance".
     pub fn notional(&self, price: i128, qty: i128) -> Option<i128> {
-        price.checked_mul(qty)?.checked_mul(self.quote_units_per_notional_unit)
+        let fast = checked_mul_i64(price, qty).and_then(|product| {
+            checked_mul_i64(i128::from(product), self.quote_units_per_notional_unit)
+        });
+        match fast {
+            Some(notional) => Some(i128::from(notional)),
+            None => price.checked_mul(qty)?.checked_mul(self.quote_units_per_notional_unit),
+        }
     }
 
     pub fn base_amount(&self, qty: i128) -> Option<i128> {
-        qty.checked_mul(self.base_units_per_qty_unit)
+        match checked_mul_i64(qty, self.base_units_per_qty_unit) {
+            Some(amount) => Some(i128::from(amount)),
+            None => qty.checked_mul(self.base_units_per_qty_unit),
+        }
     }
 
     /// The asset an order on `side` holds.
@@ -73,10 +82,21 @@ impl SpotRules {
             .expect("a resting order's hold fitted when it was taken")
     }
 
-    fn fee(&self, received: i128, is_taker: bool) -> Amount {
-        let bps = i128::from(if is_taker { self.taker_fee_bps } else { self.maker_fee_bps });
-        let fee = (received * bps + BPS_PER_UNIT - 1) / BPS_PER_UNIT;
-        Amount(i64::try_from(fee).expect("a fee is at most the amount received"))
+    /// `ceil(received * bps / 10000)`, in 64-bit arithmetic when it fits.
+    fn fee(&self, received: i64, is_taker: bool) -> Amount {
+        let bps = if is_taker { self.taker_fee_bps } else { self.maker_fee_bps };
+        if bps == 0 {
+            return Amount::ZERO;
+        }
+        let fee = match received.checked_mul(bps) {
+            Some(scaled) => (scaled + BPS_PER_UNIT as i64 - 1) / BPS_PER_UNIT as i64,
+            None => {
+                let scaled = i128::from(received) * i128::from(bps);
+                let fee = (scaled + BPS_PER_UNIT - 1) / BPS_PER_UNIT;
+                i64::try_from(fee).expect("a fee is at most the amount received")
+            }
+        };
+        Amount(fee)
     }
 
     /// Moves the money of a fill of `qty` at `price` and returns the fees
@@ -94,8 +114,8 @@ impl SpotRules {
         let buyer_hold_used = self.amount(self.notional(i128::from(buyer.limit.0), qty_units));
         let base_delivered = self.amount(self.base_amount(qty_units));
         debug_assert!(paid <= buyer_hold_used);
-        let buyer_fee = self.fee(i128::from(base_delivered.0), buyer.is_taker);
-        let seller_fee = self.fee(i128::from(paid.0), seller.is_taker);
+        let buyer_fee = self.fee(base_delivered.0, buyer.is_taker);
+        let seller_fee = self.fee(paid.0, seller.is_taker);
         ledger.release(buyer.account, self.quote, buyer_hold_used - paid);
         ledger.pay_from_held(buyer.account, seller.account, self.quote, paid, seller_fee);
         ledger.pay_from_held(seller.account, buyer.account, self.base, base_delivered, buyer_fee);
