@@ -67,13 +67,16 @@ impl SpotRules {
     }
 
     /// What an order on `side` at `price` for `qty` holds, or `None` when it is beyond
-    /// the `i64` range (more than any account can have).
+    /// the `i64` range (more than any account can have). A buy whose quantity in base
+    /// units is beyond that range is refused the same way: it could never be delivered,
+    /// and every amount must fit in `i64`.
     pub fn hold_amount(&self, side: Side, price: i128, qty: i128) -> Option<Amount> {
+        let base_units = i64::try_from(self.base_amount(qty)?).ok()?;
         let units = match side {
-            Side::Buy => self.notional(price, qty)?,
-            Side::Sell => self.base_amount(qty)?,
+            Side::Buy => i64::try_from(self.notional(price, qty)?).ok()?,
+            Side::Sell => base_units,
         };
-        i64::try_from(units).ok().map(Amount)
+        Some(Amount(units))
     }
 
     /// The hold of a resting order, which fitted when it was taken.

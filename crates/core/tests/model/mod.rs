@@ -58,7 +58,7 @@ impl Decimal {
             None => (unsigned, None),
         };
         let all_digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
-        if !all_digits(integer) || !fraction.map_or(true, all_digits) {
+        if !all_digits(integer) || !fraction.into_iter().all(all_digits) {
             return None;
         }
         Some(Decimal {
@@ -115,9 +115,7 @@ fn format_units(value: i128, scale: u32) -> String {
 }
 
 fn pow10(exponent: u32) -> i128 {
-    10i128
-        .checked_pow(exponent)
-        .expect("scales in this model stay below 10^38")
+    10i128.checked_pow(exponent).expect("scales in this model stay below 10^38")
 }
 
 /// The units of a value that must be exact and within the 64-bit range.
@@ -196,32 +194,13 @@ struct OrderCommand {
 }
 
 enum Command {
-    Asset {
-        asset: String,
-        decimals: i128,
-    },
+    Asset { asset: String, decimals: i128 },
     Instrument(InstrumentCommand),
-    Deposit {
-        account: String,
-        asset: String,
-        amount: Decimal,
-    },
-    Withdraw {
-        account: String,
-        asset: String,
-        amount: Decimal,
-    },
+    Deposit { account: String, asset: String, amount: Decimal },
+    Withdraw { account: String, asset: String, amount: Decimal },
     Order(OrderCommand),
-    Cancel {
-        account: String,
-        id: String,
-    },
-    Amend {
-        account: String,
-        id: String,
-        price: Option<Decimal>,
-        qty: Option<Decimal>,
-    },
+    Cancel { account: String, id: String },
+    Amend { account: String, id: String, price: Option<Decimal>, qty: Option<Decimal> },
 }
 
 impl Command {
@@ -316,10 +295,9 @@ fn parse_command(line: &str) -> Result<Command, Malformed> {
         fields.integer("ts")?;
     }
     let command = match fields.name("cmd")?.as_str() {
-        "asset" => Command::Asset {
-            asset: fields.name("asset")?,
-            decimals: fields.integer("decimals")?,
-        },
+        "asset" => {
+            Command::Asset { asset: fields.name("asset")?, decimals: fields.integer("decimals")? }
+        }
         "instrument" => Command::Instrument(InstrumentCommand {
             symbol: fields.name("symbol")?,
             base: fields.name("base")?,
@@ -343,22 +321,14 @@ fn parse_command(line: &str) -> Result<Command, Malformed> {
             amount: fields.decimal("amount")?,
         },
         "order" => Command::Order(parse_order(&fields)?),
-        "cancel" => Command::Cancel {
-            account: fields.name("account")?,
-            id: fields.name("id")?,
-        },
+        "cancel" => Command::Cancel { account: fields.name("account")?, id: fields.name("id")? },
         "amend" => {
             let price = fields.optional_decimal("price")?;
             let qty = fields.optional_decimal("qty")?;
             if price.is_none() && qty.is_none() {
                 return Err(Malformed);
             }
-            Command::Amend {
-                account: fields.name("account")?,
-                id: fields.name("id")?,
-                price,
-                qty,
-            }
+            Command::Amend { account: fields.name("account")?, id: fields.name("id")?, price, qty }
         }
         _ => return Err(Malformed),
     };
@@ -370,9 +340,7 @@ fn parse_order(fields: &Fields) -> Result<OrderCommand, Malformed> {
     let market = fields.choice("type", &["limit", "market"])? == 1;
     let tif = fields
         .optional_choice("tif", &["gtc", "ioc", "fok"])?
-        .map_or(TimeInForce::Gtc, |i| {
-            [TimeInForce::Gtc, TimeInForce::Ioc, TimeInForce::Fok][i]
-        });
+        .map_or(TimeInForce::Gtc, |i| [TimeInForce::Gtc, TimeInForce::Ioc, TimeInForce::Fok][i]);
     let stp = fields
         .optional_choice("stp", &["cancel_taker", "cancel_maker", "cancel_both", "none"])?
         .map_or(SelfTrade::CancelTaker, |i| {
@@ -445,8 +413,13 @@ impl Instrument {
         }
     }
 
-    /// What an order of `qty` at limit `price` holds; `None` beyond `i128`.
+    /// What an order of `qty` at limit `price` holds; `None` when that is beyond the
+    /// range, or when `qty` itself is (a quantity is an amount of the base asset, and
+    /// no account can ever hold or receive more than `i64::MAX` units of it).
     fn hold_amount(&self, side: Side, price: i128, qty: i128) -> Option<i128> {
+        if qty > UNITS_MAX {
+            return None;
+        }
         match side {
             Side::Buy => self.notional(price, qty),
             Side::Sell => Some(qty),
@@ -460,9 +433,13 @@ impl Instrument {
         (units > 0 && units % self.tick == 0).then_some(units)
     }
 
-    /// A valid quantity: a multiple of the lot within `min_qty..=max_qty`.
+    /// A valid quantity: a multiple of the lot within `min_qty..=max_qty`. It may be
+    /// beyond the 64-bit range if `max_qty` is; the funds check then refuses it.
     fn quantity(&self, qty: &Decimal) -> Option<i128> {
-        let units = in_range(qty.units(self.base_decimals))?;
+        // Beyond i128 is beyond max_qty, which fits in i128.
+        let Units::Exact(units) = qty.units(self.base_decimals) else {
+            return None;
+        };
         (units % self.lot == 0 && self.min_qty <= units && units <= self.max_qty).then_some(units)
     }
 
@@ -586,7 +563,9 @@ impl Model {
     pub fn feed_line(&mut self, line: &str) -> Vec<Value> {
         self.seq += 1;
         let mut events = Vec::new();
-        if line.trim().is_empty() {
+        // The spec does not say which white space; ASCII white space is what a
+        // byte-oriented line format means (and what the engine does).
+        if line.trim_matches(|c: char| c.is_ascii_whitespace()).is_empty() {
             return events;
         }
         match parse_command(line) {
@@ -612,10 +591,7 @@ impl Model {
         }
         let mut fees = Map::new();
         for (asset, amount) in &self.fees {
-            fees.insert(
-                asset.clone(),
-                json!(format_units(*amount, self.asset_decimals[asset])),
-            );
+            fees.insert(asset.clone(), json!(format_units(*amount, self.asset_decimals[asset])));
         }
         let mut books = Map::new();
         for (symbol, book) in &self.books {
@@ -646,24 +622,17 @@ impl Model {
         let outcome = match command {
             Command::Asset { asset, decimals } => self.declare_asset(asset, decimals, events),
             Command::Instrument(definition) => self.declare_instrument(definition, events),
-            Command::Deposit {
-                account,
-                asset,
-                amount,
-            } => self.deposit(&account, &asset, &amount, events),
-            Command::Withdraw {
-                account,
-                asset,
-                amount,
-            } => self.withdraw(&account, &asset, &amount, events),
+            Command::Deposit { account, asset, amount } => {
+                self.deposit(&account, &asset, &amount, events)
+            }
+            Command::Withdraw { account, asset, amount } => {
+                self.withdraw(&account, &asset, &amount, events)
+            }
             Command::Order(order) => self.submit(order, events),
             Command::Cancel { account, id } => self.cancel(&account, &id, events),
-            Command::Amend {
-                account,
-                id,
-                price,
-                qty,
-            } => self.amend(&account, &id, price.as_ref(), qty.as_ref(), events),
+            Command::Amend { account, id, price, qty } => {
+                self.amend(&account, &id, price.as_ref(), qty.as_ref(), events)
+            }
         };
         if let Err(reason) = outcome {
             assert!(events.is_empty(), "a rejected command produces nothing else");
@@ -699,14 +668,17 @@ impl Model {
         Ok(())
     }
 
-    fn declare_instrument(&mut self, definition: InstrumentCommand, events: &mut Vec<Value>) -> Outcome {
+    fn declare_instrument(
+        &mut self,
+        definition: InstrumentCommand,
+        events: &mut Vec<Value>,
+    ) -> Outcome {
         if self.instruments.contains_key(&definition.symbol) {
             return Err("duplicate_symbol");
         }
-        let (Some(&base_decimals), Some(&quote_decimals)) = (
-            self.asset_decimals.get(&definition.base),
-            self.asset_decimals.get(&definition.quote),
-        ) else {
+        let (Some(&base_decimals), Some(&quote_decimals)) =
+            (self.asset_decimals.get(&definition.base), self.asset_decimals.get(&definition.quote))
+        else {
             return Err("unknown_asset");
         };
         let instrument = build_instrument(definition, base_decimals, quote_decimals)
@@ -717,7 +689,13 @@ impl Model {
         Ok(())
     }
 
-    fn deposit(&mut self, account: &str, asset: &str, amount: &Decimal, events: &mut Vec<Value>) -> Outcome {
+    fn deposit(
+        &mut self,
+        account: &str,
+        asset: &str,
+        amount: &Decimal,
+        events: &mut Vec<Value>,
+    ) -> Outcome {
         let decimals = *self.asset_decimals.get(asset).ok_or("unknown_asset")?;
         if !amount.is_positive() {
             return Err("invalid_amount");
@@ -735,7 +713,13 @@ impl Model {
         Ok(())
     }
 
-    fn withdraw(&mut self, account: &str, asset: &str, amount: &Decimal, events: &mut Vec<Value>) -> Outcome {
+    fn withdraw(
+        &mut self,
+        account: &str,
+        asset: &str,
+        amount: &Decimal,
+        events: &mut Vec<Value>,
+    ) -> Outcome {
         let decimals = *self.asset_decimals.get(asset).ok_or("unknown_asset")?;
         if !amount.is_positive() {
             return Err("invalid_amount");
@@ -761,9 +745,7 @@ impl Model {
     }
 
     fn balance_mut(&mut self, account: &str, asset: &str) -> &mut Balance {
-        self.balances
-            .entry((account.to_string(), asset.to_string()))
-            .or_default()
+        self.balances.entry((account.to_string(), asset.to_string())).or_default()
     }
 
     /// Moves `amount` from available to held (a negative amount moves it back).
@@ -777,11 +759,7 @@ impl Model {
     // ---- orders --------------------------------------------------------------------
 
     fn submit(&mut self, command: OrderCommand, events: &mut Vec<Value>) -> Outcome {
-        let instrument = self
-            .instruments
-            .get(&command.symbol)
-            .ok_or("unknown_symbol")?
-            .clone();
+        let instrument = self.instruments.get(&command.symbol).ok_or("unknown_symbol")?.clone();
         if self.find_open(&command.account, &command.id).is_some() {
             return Err("duplicate_id");
         }
@@ -831,13 +809,21 @@ impl Model {
         Ok(())
     }
 
-    fn run_new_order(&mut self, instrument: &Instrument, mut order: Order, tif: TimeInForce, events: &mut Vec<Value>) {
+    fn run_new_order(
+        &mut self,
+        instrument: &Instrument,
+        mut order: Order,
+        tif: TimeInForce,
+        events: &mut Vec<Value>,
+    ) {
         if order.post_only {
             // It does not cross (checked before acceptance): a gtc one rests, an ioc or
             // fok one has nothing to take.
             match tif {
                 TimeInForce::Gtc => self.rest(order),
-                TimeInForce::Ioc | TimeInForce::Fok => self.finish(instrument, &order, "expired", events),
+                TimeInForce::Ioc | TimeInForce::Fok => {
+                    self.finish(instrument, &order, "expired", events)
+                }
             }
             return;
         }
@@ -850,7 +836,9 @@ impl Model {
             MatchEnd::SelfTradeStop => self.finish(instrument, &order, "stp", events),
             MatchEnd::NothingCrosses => match tif {
                 TimeInForce::Gtc => self.rest(order),
-                TimeInForce::Ioc | TimeInForce::Fok => self.finish(instrument, &order, "expired", events),
+                TimeInForce::Ioc | TimeInForce::Fok => {
+                    self.finish(instrument, &order, "expired", events)
+                }
             },
         }
     }
@@ -874,7 +862,12 @@ impl Model {
         counted
     }
 
-    fn match_as_taker(&mut self, instrument: &Instrument, taker: &mut Order, events: &mut Vec<Value>) -> MatchEnd {
+    fn match_as_taker(
+        &mut self,
+        instrument: &Instrument,
+        taker: &mut Order,
+        events: &mut Vec<Value>,
+    ) -> MatchEnd {
         loop {
             if taker.remaining == 0 {
                 return MatchEnd::Filled;
@@ -905,9 +898,8 @@ impl Model {
             taker.remaining -= qty;
             taker.filled += qty;
             let maker_after = {
-                let resting = self
-                    .open_mut(&maker.account, &maker.id)
-                    .expect("the maker is on the book");
+                let resting =
+                    self.open_mut(&maker.account, &maker.id).expect("the maker is on the book");
                 resting.remaining -= qty;
                 resting.filled += qty;
                 resting.clone()
@@ -935,7 +927,13 @@ impl Model {
 
     /// Moves the money of one fill; returns the (maker, taker) fees as text in the
     /// asset each receives.
-    fn settle(&mut self, instrument: &Instrument, taker: &Order, maker: &Order, qty: i128) -> (String, String) {
+    fn settle(
+        &mut self,
+        instrument: &Instrument,
+        taker: &Order,
+        maker: &Order,
+        qty: i128,
+    ) -> (String, String) {
         let (buyer, seller) = match taker.side {
             Side::Buy => (taker, maker),
             Side::Sell => (maker, taker),
@@ -947,9 +945,7 @@ impl Model {
         let paid = instrument
             .notional(maker.price, qty)
             .expect("a fill's notional is within what the buyer held");
-        let released = instrument
-            .notional(buyer.price, qty)
-            .expect("the buyer held this much");
+        let released = instrument.notional(buyer.price, qty).expect("the buyer held this much");
         let buyer_fee = fee(qty, buyer_fee_bps);
         let seller_fee = fee(paid, seller_fee_bps);
 
@@ -971,7 +967,13 @@ impl Model {
     }
 
     /// Releases what a finished order (not on the book) still holds and reports it.
-    fn finish(&mut self, instrument: &Instrument, order: &Order, reason: &str, events: &mut Vec<Value>) {
+    fn finish(
+        &mut self,
+        instrument: &Instrument,
+        order: &Order,
+        reason: &str,
+        events: &mut Vec<Value>,
+    ) {
         let hold = instrument
             .hold_amount(order.side, order.price, order.remaining)
             .expect("an accepted order's hold fits");
@@ -1022,9 +1024,8 @@ impl Model {
     fn remove_open(&mut self, account: &str, id: &str) -> Option<Order> {
         for book in self.books.values_mut() {
             for orders in [&mut book.bids, &mut book.asks] {
-                if let Some(index) = orders
-                    .iter()
-                    .position(|order| order.account == account && order.id == id)
+                if let Some(index) =
+                    orders.iter().position(|order| order.account == account && order.id == id)
                 {
                     return Some(orders.remove(index));
                 }
@@ -1060,7 +1061,10 @@ impl Model {
             None => order.remaining,
         };
         let keeps_priority = new_price == order.price && new_qty <= order.remaining;
-        if !keeps_priority && order.post_only && self.would_cross(&instrument, order.side, new_price) {
+        if !keeps_priority
+            && order.post_only
+            && self.would_cross(&instrument, order.side, new_price)
+        {
             return Err("would_cross");
         }
         let asset = instrument.hold_asset(order.side);
@@ -1147,7 +1151,11 @@ impl Model {
     }
 }
 
-fn build_instrument(definition: InstrumentCommand, base_decimals: u32, quote_decimals: u32) -> Option<Instrument> {
+fn build_instrument(
+    definition: InstrumentCommand,
+    base_decimals: u32,
+    quote_decimals: u32,
+) -> Option<Instrument> {
     let InstrumentCommand {
         symbol,
         base,
@@ -1177,11 +1185,20 @@ fn build_instrument(definition: InstrumentCommand, base_decimals: u32, quote_dec
         return None;
     }
     let price_scale = tick.places();
+    // A tick beyond i64::MAX units would leave no valid limit price (prices stop at
+    // i64::MAX units, the engine's documented limit); the engine refuses it too.
     let tick = in_range(tick.units(price_scale))?;
-    let lot = in_range(lot.units(base_decimals))?;
+    // The spec's list of invalid instruments has no range clause: a lot or bounds
+    // beyond i64 units are valid (orders that large then fail the funds check). Beyond
+    // i128 is outside this model (never generated).
+    let exact = |units: Units| match units {
+        Units::Exact(value) => Some(value),
+        Units::TooPrecise | Units::TooLarge => None,
+    };
+    let lot = exact(lot.units(base_decimals))?;
     // A bound with more places than the base has is not a multiple of the lot.
-    let min_qty = in_range(min_qty.units(base_decimals))?;
-    let max_qty = in_range(max_qty.units(base_decimals))?;
+    let min_qty = exact(min_qty.units(base_decimals))?;
+    let max_qty = exact(max_qty.units(base_decimals))?;
     if min_qty % lot != 0 || max_qty % lot != 0 || min_qty > max_qty {
         return None;
     }
