@@ -3,6 +3,7 @@
 //! command that produced them.
 
 mod engine;
+mod generate;
 mod memory;
 mod workload;
 
@@ -14,11 +15,14 @@ pub enum BenchCommand {
     Engine(engine::EngineArgs),
     /// Resident memory of the core with many orders at rest (default 1,000,000).
     Memory(memory::MemoryArgs),
+    /// Write a generated workload as replay-format lines (input for `bourse replay`).
+    Generate(generate::GenerateArgs),
 }
 
 pub fn run(bench: BenchCommand) -> Result<(), String> {
     match bench {
         BenchCommand::Engine(args) => engine::run(&args),
         BenchCommand::Memory(args) => memory::run(&args),
+        BenchCommand::Generate(args) => generate::run(&args),
     }
 }
