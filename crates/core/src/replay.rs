@@ -39,27 +39,33 @@ impl Replay {
         }
         match parse_line(line) {
             Ok(parsed) => self.exchange.apply(seq, parsed.ts, &parsed.command, &mut self.events),
-            Err(_) => self.events.push(Event::Rejected {
-                seq,
-                reason: RejectReason::Malformed,
-                order: None,
-            }),
+            Err(_) => self.reject_malformed(seq),
         }
-        for event in &self.events {
-            write_event(out, &self.exchange, event);
-        }
-        self.events.clear();
+        self.print_events(out);
     }
 
-    /// Like `feed_line`, for raw bytes: a line that is not UTF-8 is `malformed`.
+    /// Like `feed_line`, for raw bytes: a line that is not UTF-8 cannot be JSON, so it
+    /// is `malformed` (and still a numbered line).
     pub fn feed_bytes(&mut self, line: &[u8], out: &mut String) {
         match std::str::from_utf8(line) {
             Ok(line) => self.feed_line(line, out),
             Err(_) => {
-                // Invalid UTF-8 cannot be JSON; still a numbered line.
-                self.feed_line("\u{0}", out)
+                self.lines_fed += 1;
+                self.reject_malformed(self.lines_fed);
+                self.print_events(out);
             }
         }
+    }
+
+    fn reject_malformed(&mut self, seq: u64) {
+        self.events.push(Event::Rejected { seq, reason: RejectReason::Malformed, order: None });
+    }
+
+    fn print_events(&mut self, out: &mut String) {
+        for event in &self.events {
+            write_event(out, &self.exchange, event);
+        }
+        self.events.clear();
     }
 
     pub fn exchange(&self) -> &Exchange {
