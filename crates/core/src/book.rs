@@ -18,6 +18,7 @@ use crate::ids::{AccountId, ClientOrderId};
 use crate::num::{Price, Qty};
 use rustc_hash::FxHashMap;
 
+use crate::price_window::PriceWindow;
 use crate::slab::Slab;
 
 /// Marks "no slot" in the intrusive links.
@@ -81,15 +82,19 @@ struct Level {
     order_count: u32,
 }
 
-/// One side's levels: the root of its treap and the cached best level.
-#[derive(Clone, Copy, Debug)]
+/// One side's levels: those near the market in a bitmap window (created around the
+/// side's first level, moved when the side empties), the others in a treap, and the
+/// cached best level.
 struct BookSide {
+    window: Option<PriceWindow>,
     root: u32,
     best: u32,
 }
 
 impl BookSide {
-    const EMPTY: BookSide = BookSide { root: NIL, best: NIL };
+    fn empty() -> BookSide {
+        BookSide { window: None, root: NIL, best: NIL }
+    }
 }
 
 /// The incoming order while it matches.
@@ -174,8 +179,8 @@ impl OrderBook {
             orders: Slab::with_capacity(capacity.orders),
             levels: Slab::with_capacity(capacity.levels),
             level_by_key: FxHashMap::with_capacity_and_hasher(capacity.levels, Default::default()),
-            bids: BookSide::EMPTY,
-            asks: BookSide::EMPTY,
+            bids: BookSide::empty(),
+            asks: BookSide::empty(),
         }
     }
 
@@ -434,17 +439,10 @@ impl OrderBook {
         side: Side,
         mut visit: impl FnMut(&'book OrderBook, u32),
     ) {
-        let mut pending = Vec::new();
-        let mut node = self.book_side(side).root;
-        while node != NIL || !pending.is_empty() {
-            while node != NIL {
-                pending.push(node);
-                node = self.levels.get(node).left;
-            }
-            if let Some(level_slot) = pending.pop() {
-                visit(self, level_slot);
-                node = self.levels.get(level_slot).right;
-            }
+        let mut level_slot = self.book_side(side).best;
+        while level_slot != NIL {
+            visit(self, level_slot);
+            level_slot = self.next_level(side, self.levels.get(level_slot).key);
         }
     }
 
@@ -500,9 +498,15 @@ impl OrderBook {
             if let Some(problem) = problem {
                 return Err(problem);
             }
-            let side_state = self.book_side(side);
-            let leftmost = self.leftmost(side_state.root);
-            if leftmost != side_state.best {
+            let book_side = self.book_side(side);
+            let window_first =
+                book_side.window.as_ref().and_then(|window| window.first_at_or_after(i64::MIN));
+            let tree_first = self.leftmost(book_side.root);
+            let first = self.better_level(
+                window_first.map(|key| self.level_at(key)).unwrap_or(NIL),
+                tree_first,
+            );
+            if first != book_side.best {
                 return Err("cached best level is not the best".to_string());
             }
         }
@@ -515,7 +519,7 @@ impl OrderBook {
         Ok(())
     }
 
-    // ----- price levels: an intrusive treap per side -----
+    // ----- price levels: a bitmap window near the market, a treap beyond it -----
 
     fn level_for_insert(&mut self, side: Side, price: Price) -> u32 {
         let key = side_key(side, price);
@@ -534,27 +538,64 @@ impl OrderBook {
             order_count: 0,
         });
         self.level_by_key.insert(key, level_slot);
-        let root = self.book_side(side).root;
-        let new_root = self.tree_insert(root, level_slot);
-        let book_side = self.book_side_mut(side);
-        book_side.root = new_root;
-        let best = book_side.best;
+        if !self.window_insert(side, key) {
+            let root = self.book_side(side).root;
+            let new_root = self.tree_insert(root, level_slot);
+            self.book_side_mut(side).root = new_root;
+        }
+        let best = self.book_side(side).best;
         if best == NIL || key < self.levels.get(best).key {
             self.book_side_mut(side).best = level_slot;
         }
         level_slot
     }
 
+    /// Records a new level's key in the side's window if the window covers it (placing
+    /// the window around it if the side has no levels); `false` if it does not.
+    fn window_insert(&mut self, side: Side, key: i64) -> bool {
+        let book_side = self.book_side_mut(side);
+        let side_is_empty = book_side.best == NIL;
+        let window = book_side.window.get_or_insert_with(|| PriceWindow::centered_on(key));
+        if side_is_empty && !window.covers(key) {
+            window.recenter(key);
+        }
+        if !window.covers(key) {
+            return false;
+        }
+        window.insert(key);
+        true
+    }
+
+    /// The level slot of an existing key.
+    fn level_at(&self, key: i64) -> u32 {
+        *self.level_by_key.get(&key).expect("every level is indexed by its key")
+    }
+
+    /// Of two level slots (either may be `NIL`), the one with the better (smaller) key.
+    fn better_level(&self, first: u32, second: u32) -> u32 {
+        match (first, second) {
+            (NIL, other) | (other, NIL) => other,
+            _ if self.levels.get(first).key <= self.levels.get(second).key => first,
+            _ => second,
+        }
+    }
+
     fn remove_level(&mut self, side: Side, level_slot: u32) {
         let key = self.levels.get(level_slot).key;
-        self.level_by_key.remove(&key);
-        let root = self.book_side(side).root;
-        let new_root = self.tree_remove(root, key);
-        self.book_side_mut(side).root = new_root;
+        let window = self.book_side_mut(side).window.as_mut().filter(|window| window.covers(key));
+        match window {
+            Some(window) => window.remove(key),
+            None => {
+                let root = self.book_side(side).root;
+                let new_root = self.tree_remove(root, key);
+                self.book_side_mut(side).root = new_root;
+            }
+        }
         if self.book_side(side).best == level_slot {
-            let best = self.leftmost(new_root);
+            let best = self.next_level(side, key);
             self.book_side_mut(side).best = best;
         }
+        self.level_by_key.remove(&key);
         self.levels.remove(level_slot);
     }
 
@@ -571,8 +612,20 @@ impl OrderBook {
         }
     }
 
-    /// The level after the one with `key` in priority order (the smallest larger key).
+    /// The level after `key` in priority order (the smallest larger key), or `NIL`.
     fn next_level(&self, side: Side, key: i64) -> u32 {
+        let book_side = self.book_side(side);
+        let in_window = book_side
+            .window
+            .as_ref()
+            .zip(key.checked_add(1))
+            .and_then(|(window, next_key)| window.first_at_or_after(next_key))
+            .map_or(NIL, |next_key| self.level_at(next_key));
+        self.better_level(in_window, self.tree_successor(side, key))
+    }
+
+    /// The treap's smallest key larger than `key`.
+    fn tree_successor(&self, side: Side, key: i64) -> u32 {
         let mut node = self.book_side(side).root;
         let mut successor = NIL;
         while node != NIL {
@@ -675,5 +728,122 @@ impl OrderBook {
             self.levels.get_mut(larger).left = merged;
             larger
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    struct NoMoney;
+
+    impl MatchHandler for NoMoney {
+        fn on_trade(&mut self, _maker: &RestingOrder, _price: Price, _qty: Qty) {}
+        fn on_maker_done(&mut self, _maker: &RestingOrder, _reason: DoneReason) {}
+    }
+
+    /// xorshift64: deterministic test randomness.
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// Prices near 1,000,000 ticks (inside the window) and far from it (in the treap).
+    fn random_price(state: &mut u64, side: Side) -> Price {
+        let spread = match next(state) % 4 {
+            0 => next(state) % 1_000_000_000,
+            1 => next(state) % 200_000,
+            _ => next(state) % 2_000,
+        } as i64;
+        Price(match side {
+            Side::Buy => (1_000_000 - 1 - spread).max(1),
+            Side::Sell => 1_000_000 + spread,
+        })
+    }
+
+    fn model_levels(model: &BTreeMap<u32, (Side, Price, Qty)>, side: Side) -> Vec<(i64, i64, u32)> {
+        let mut levels: BTreeMap<i64, (i64, u32)> = BTreeMap::new();
+        for (order_side, price, qty) in model.values() {
+            if *order_side == side {
+                let level = levels.entry(side_key(side, *price)).or_default();
+                level.0 += qty.0;
+                level.1 += 1;
+            }
+        }
+        levels.into_iter().map(|(key, (qty, count))| (key.abs(), qty, count)).collect()
+    }
+
+    #[test]
+    fn levels_inside_and_outside_the_window_stay_ordered_and_consistent() {
+        let mut book = OrderBook::new(BookCapacity { orders: 16, levels: 16 });
+        let mut model: BTreeMap<u32, (Side, Price, Qty)> = BTreeMap::new();
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for step in 0..20_000u32 {
+            let side = if next(&mut state) % 2 == 0 { Side::Buy } else { Side::Sell };
+            if model.is_empty() || next(&mut state) % 3 != 0 {
+                let price = random_price(&mut state, side);
+                let remaining = Qty(1 + (next(&mut state) % 9) as i64);
+                let slot = book.insert(NewRestingOrder {
+                    account: AccountId(0),
+                    id: ClientOrderId::new(step.to_string()),
+                    side,
+                    price,
+                    remaining,
+                    filled: Qty::ZERO,
+                    stp: StpMode::None,
+                    post_only: false,
+                });
+                model.insert(slot, (side, price, remaining));
+            } else {
+                let index = (next(&mut state) % model.len() as u64) as usize;
+                let slot = *model.keys().nth(index).unwrap();
+                book.remove(slot);
+                model.remove(&slot);
+            }
+            if step % 97 == 0 {
+                book.check_consistency().unwrap();
+                for side in [Side::Buy, Side::Sell] {
+                    let actual: Vec<_> = book
+                        .levels(side)
+                        .iter()
+                        .map(|level| (level.price.0, level.total_qty.0, level.order_count))
+                        .collect();
+                    assert_eq!(actual, model_levels(&model, side), "step {step}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_sweep_crosses_from_the_window_into_the_treap() {
+        let mut book = OrderBook::new(BookCapacity::default());
+        for (index, price) in [100_000i64, 100_001, 5_000_000, 90_000_000].into_iter().enumerate() {
+            book.insert(NewRestingOrder {
+                account: AccountId(1),
+                id: ClientOrderId::new(index.to_string()),
+                side: Side::Sell,
+                price: Price(price),
+                remaining: Qty(1),
+                filled: Qty::ZERO,
+                stp: StpMode::None,
+                post_only: false,
+            });
+        }
+        let mut taker = Taker {
+            account: AccountId(2),
+            side: Side::Buy,
+            limit: Price(6_000_000),
+            remaining: Qty(10),
+            stp: StpMode::CancelTaker,
+        };
+        assert!(book.can_fill_completely(&Taker { remaining: Qty(3), ..taker.clone() }));
+        assert!(!book.can_fill_completely(&Taker { remaining: Qty(4), ..taker.clone() }));
+        assert_eq!(book.match_taker(&mut taker, &mut NoMoney), MatchEnd::NoMoreCrossing);
+        assert_eq!(taker.remaining, Qty(7));
+        assert_eq!(book.best_price(Side::Sell), Some(Price(90_000_000)));
+        book.check_consistency().unwrap();
     }
 }

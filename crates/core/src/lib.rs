@@ -20,6 +20,7 @@ pub mod format;
 pub mod ids;
 pub mod ledger;
 pub mod num;
+pub mod price_window;
 pub mod replay;
 pub mod slab;
 pub mod spot;

@@ -9,7 +9,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use bourse_core::{Event, Exchange, ExchangeConfig};
+use bourse_core::format::{parse_line, write_command};
+use bourse_core::{Command, Event, Exchange, ExchangeConfig};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 
@@ -125,14 +126,31 @@ fn prepared_engine(workload: &Workload, events: &mut Vec<Event>) -> Exchange {
     exchange
 }
 
+/// The measured commands re-parsed from one contiguous text, so that their strings lie
+/// in input order the way they do in a gateway's receive buffer, rather than scattered
+/// over the heap one allocation each.
+fn contiguous_commands<'text>(
+    commands: &[Command<'_>],
+    text: &'text mut String,
+) -> Result<Vec<Command<'text>>, String> {
+    for command in commands {
+        write_command(text, command, None);
+    }
+    text.lines()
+        .map(|line| parse_line(line).map(|parsed| parsed.command).map_err(|error| error.0))
+        .collect()
+}
+
 pub fn measure(workload: &Workload) -> Result<EngineResult, String> {
     let mut events = Vec::with_capacity(1024);
     let first_seq = workload.setup.len() as u64 + 1;
+    let mut text = String::new();
+    let measured = contiguous_commands(&workload.measured, &mut text)?;
 
     let mut exchange = prepared_engine(workload, &mut events);
     let mut rejected = 0usize;
     let started = Instant::now();
-    for (offset, command) in workload.measured.iter().enumerate() {
+    for (offset, command) in measured.iter().enumerate() {
         exchange.apply(first_seq + offset as u64, None, command, &mut events);
         // Counting rejections is a cheap look at the first event, and keeps the events
         // observed so the work cannot be optimised away.
@@ -145,7 +163,7 @@ pub fn measure(workload: &Workload) -> Result<EngineResult, String> {
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|error| format!("histogram: {error}"))?;
     let mut exchange = prepared_engine(workload, &mut events);
-    for (offset, command) in workload.measured.iter().enumerate() {
+    for (offset, command) in measured.iter().enumerate() {
         let started = Instant::now();
         exchange.apply(first_seq + offset as u64, None, command, &mut events);
         let nanos = started.elapsed().as_nanos() as u64;
