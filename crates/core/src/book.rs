@@ -782,8 +782,8 @@ mod tests {
         let mut model: BTreeMap<u32, (Side, Price, Qty)> = BTreeMap::new();
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         for step in 0..20_000u32 {
-            let side = if next(&mut state) % 2 == 0 { Side::Buy } else { Side::Sell };
-            if model.is_empty() || next(&mut state) % 3 != 0 {
+            let side = if next(&mut state).is_multiple_of(2) { Side::Buy } else { Side::Sell };
+            if model.is_empty() || !next(&mut state).is_multiple_of(3) {
                 let price = random_price(&mut state, side);
                 let remaining = Qty(1 + (next(&mut state) % 9) as i64);
                 let slot = book.insert(NewRestingOrder {
