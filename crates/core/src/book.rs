@@ -139,9 +139,9 @@ pub struct LevelSummary {
 pub struct OrderBook {
     orders: Slab<RestingOrder>,
     levels: Slab<Level>,
-    /// Every level by its side key (bid keys are negative, ask keys positive, so one
-    /// map serves both sides): finding an existing level is O(1); the treaps are only
-    /// walked to create or drop a level.
+    /// The levels beyond the windows, by side key (bid keys are negative, ask keys
+    /// positive, so one map serves both sides): finding one is O(1); the treaps are only
+    /// walked to create or drop one.
     level_by_key: FxHashMap<i64, u32>,
     bids: BookSide,
     asks: BookSide,
@@ -502,17 +502,15 @@ impl OrderBook {
             let window_first =
                 book_side.window.as_ref().and_then(|window| window.first_at_or_after(i64::MIN));
             let tree_first = self.leftmost(book_side.root);
-            let first = self.better_level(
-                window_first.map(|key| self.level_at(key)).unwrap_or(NIL),
-                tree_first,
-            );
+            let window_first = window_first.map_or(NIL, |key| self.level_at(side, key));
+            let first = self.better_level(window_first, tree_first);
             if first != book_side.best {
                 return Err("cached best level is not the best".to_string());
             }
         }
         if orders_seen != self.orders.len()
             || levels_seen != self.levels.len()
-            || levels_seen != self.level_by_key.len()
+            || levels_seen != self.level_by_key.len() + self.window_levels()
         {
             return Err("slab counts disagree with the book".to_string());
         }
@@ -523,7 +521,7 @@ impl OrderBook {
 
     fn level_for_insert(&mut self, side: Side, price: Price) -> u32 {
         let key = side_key(side, price);
-        if let Some(&level_slot) = self.level_by_key.get(&key) {
+        if let Some(level_slot) = self.find_level(side, key) {
             return level_slot;
         }
         let level_slot = self.levels.insert(Level {
@@ -537,8 +535,8 @@ impl OrderBook {
             total_qty: Qty::ZERO,
             order_count: 0,
         });
-        self.level_by_key.insert(key, level_slot);
-        if !self.window_insert(side, key) {
+        if !self.window_insert(side, key, level_slot) {
+            self.level_by_key.insert(key, level_slot);
             let root = self.book_side(side).root;
             let new_root = self.tree_insert(root, level_slot);
             self.book_side_mut(side).root = new_root;
@@ -550,9 +548,27 @@ impl OrderBook {
         level_slot
     }
 
-    /// Records a new level's key in the side's window if the window covers it (placing
+    /// Levels recorded in the two windows.
+    fn window_levels(&self) -> usize {
+        [&self.bids, &self.asks]
+            .iter()
+            .filter_map(|book_side| book_side.window.as_ref())
+            .map(|window| window.len())
+            .sum()
+    }
+
+    /// The existing level at `key`: in the window if it covers `key`, else in the map.
+    #[inline]
+    fn find_level(&self, side: Side, key: i64) -> Option<u32> {
+        match &self.book_side(side).window {
+            Some(window) if window.covers(key) => window.get(key),
+            _ => self.level_by_key.get(&key).copied(),
+        }
+    }
+
+    /// Records a new level in the side's window if the window covers its key (placing
     /// the window around it if the side has no levels); `false` if it does not.
-    fn window_insert(&mut self, side: Side, key: i64) -> bool {
+    fn window_insert(&mut self, side: Side, key: i64, level_slot: u32) -> bool {
         let book_side = self.book_side_mut(side);
         let side_is_empty = book_side.best == NIL;
         let window = book_side.window.get_or_insert_with(|| PriceWindow::centered_on(key));
@@ -562,13 +578,13 @@ impl OrderBook {
         if !window.covers(key) {
             return false;
         }
-        window.insert(key);
+        window.insert(key, level_slot);
         true
     }
 
     /// The level slot of an existing key.
-    fn level_at(&self, key: i64) -> u32 {
-        *self.level_by_key.get(&key).expect("every level is indexed by its key")
+    fn level_at(&self, side: Side, key: i64) -> u32 {
+        self.find_level(side, key).expect("every level is indexed by its key")
     }
 
     /// Of two level slots (either may be `NIL`), the one with the better (smaller) key.
@@ -586,6 +602,7 @@ impl OrderBook {
         match window {
             Some(window) => window.remove(key),
             None => {
+                self.level_by_key.remove(&key);
                 let root = self.book_side(side).root;
                 let new_root = self.tree_remove(root, key);
                 self.book_side_mut(side).root = new_root;
@@ -595,7 +612,6 @@ impl OrderBook {
             let best = self.next_level(side, key);
             self.book_side_mut(side).best = best;
         }
-        self.level_by_key.remove(&key);
         self.levels.remove(level_slot);
     }
 
@@ -620,7 +636,7 @@ impl OrderBook {
             .as_ref()
             .zip(key.checked_add(1))
             .and_then(|(window, next_key)| window.first_at_or_after(next_key))
-            .map_or(NIL, |next_key| self.level_at(next_key));
+            .map_or(NIL, |next_key| self.level_at(side, next_key));
         self.better_level(in_window, self.tree_successor(side, key))
     }
 

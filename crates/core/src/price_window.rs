@@ -1,8 +1,12 @@
-//! The set of occupied price levels of one book side near the market, as a two-level
-//! bitmap over a fixed window of 65,536 consecutive side keys (ticks).
+//! The price levels of one book side near the market: a direct array from side key
+//! (tick) to level slot over a fixed window of 65,536 consecutive keys, and a two-level
+//! bitmap of the occupied keys.
 //!
-//! Adding or removing a level flips a bit; finding the next occupied level at or after a
-//! key reads at most one word and the 16-word summary, whatever the depth of the book.
+//! Finding a level is one indexed load, and neighbouring prices sit side by side in
+//! memory; the array is allocated zeroed, so the operating system backs only the pages
+//! actually touched. Adding or removing a level flips a bit; finding the next occupied
+//! level at or after a key reads at most one word and the 16-word summary, whatever the
+//! depth of the book.
 //! Keys outside the window are the caller's business (the book keeps them in a treap),
 //! so the window never limits which prices can rest. Pure bookkeeping: no I/O.
 
@@ -14,6 +18,8 @@ const SUMMARY_WORDS: usize = WORDS / 64;
 pub struct PriceWindow {
     /// The key of offset 0.
     base: i64,
+    /// Level slot + 1 per offset; 0 for none.
+    slots: Box<[u32]>,
     /// Bit `offset` set when a level with key `base + offset` exists.
     words: Box<[u64; WORDS]>,
     /// Bit `w` set when `words[w]` is not zero.
@@ -26,6 +32,7 @@ impl PriceWindow {
     pub fn centered_on(key: i64) -> PriceWindow {
         PriceWindow {
             base: key.saturating_sub(WINDOW_KEYS as i64 / 2),
+            slots: vec![0; WINDOW_KEYS].into_boxed_slice(),
             words: Box::new([0; WORDS]),
             summary: [0; SUMMARY_WORDS],
             occupied: 0,
@@ -34,6 +41,11 @@ impl PriceWindow {
 
     pub fn is_empty(&self) -> bool {
         self.occupied == 0
+    }
+
+    /// Occupied keys.
+    pub fn len(&self) -> usize {
+        self.occupied as usize
     }
 
     /// Moves an empty window so that `key` is in its middle.
@@ -54,9 +66,17 @@ impl PriceWindow {
         self.offset(key).is_some()
     }
 
-    /// Marks `key` occupied; it must be covered and not yet occupied.
-    pub fn insert(&mut self, key: i64) {
+    /// The level slot at `key`, if the window covers it and it is occupied.
+    #[inline]
+    pub fn get(&self, key: i64) -> Option<u32> {
+        let slot_plus_one = self.slots[self.offset(key)?];
+        slot_plus_one.checked_sub(1)
+    }
+
+    /// Records level `slot` at `key`; `key` must be covered and not yet occupied.
+    pub fn insert(&mut self, key: i64, slot: u32) {
         let offset = self.offset(key).expect("insert of a key the window covers");
+        self.slots[offset] = slot.checked_add(1).expect("level slots stay below u32::MAX");
         let word = offset / 64;
         debug_assert!(self.words[word] & (1 << (offset % 64)) == 0);
         self.words[word] |= 1 << (offset % 64);
@@ -67,6 +87,7 @@ impl PriceWindow {
     /// Marks `key` free; it must be occupied.
     pub fn remove(&mut self, key: i64) {
         let offset = self.offset(key).expect("remove of a key the window covers");
+        self.slots[offset] = 0;
         let word = offset / 64;
         debug_assert!(self.words[word] & (1 << (offset % 64)) != 0);
         self.words[word] &= !(1 << (offset % 64));
@@ -126,7 +147,7 @@ mod tests {
         let keys = [67_233, 70_000, 70_063, 70_064, 99_999, 100_000, 132_767];
         for key in keys {
             assert!(window.covers(key));
-            window.insert(key);
+            window.insert(key, key as u32);
         }
         assert!(!window.covers(67_231) && !window.covers(132_768));
         let expected: BTreeSet<i64> = keys.into_iter().collect();
@@ -149,8 +170,10 @@ mod tests {
                 "{probe}"
             );
         }
+        assert_eq!(window.get(70_063), Some(70_063));
         window.remove(70_063);
         window.remove(70_064);
+        assert_eq!(window.get(70_063), None);
         assert_eq!(window.first_at_or_after(70_001), Some(99_999));
     }
 
@@ -168,7 +191,7 @@ mod tests {
                 window.remove(key);
             } else {
                 model.insert(key);
-                window.insert(key);
+                window.insert(key, 7);
             }
             let probe = ((state >> 20) % WINDOW_KEYS as u64) as i64 - WINDOW_KEYS as i64 / 2;
             assert_eq!(window.first_at_or_after(probe), model.range(probe..).next().copied());
@@ -178,15 +201,15 @@ mod tests {
     #[test]
     fn windows_at_the_ends_of_the_key_range_do_not_overflow() {
         let mut low = PriceWindow::centered_on(-i64::MAX);
-        low.insert(-i64::MAX);
+        low.insert(-i64::MAX, 0);
         assert_eq!(low.first_at_or_after(i64::MIN), Some(-i64::MAX));
         let mut high = PriceWindow::centered_on(i64::MAX);
         assert!(high.covers(i64::MAX) && !high.covers(i64::MAX - 40_000));
-        high.insert(i64::MAX - 1);
+        high.insert(i64::MAX - 1, 1);
         assert_eq!(high.first_at_or_after(0), Some(i64::MAX - 1));
         assert_eq!(high.first_at_or_after(i64::MAX), None);
         assert_eq!(high.first_at_or_after(i64::MAX - 40_000), Some(i64::MAX - 1));
-        high.insert(i64::MAX);
+        high.insert(i64::MAX, 2);
         assert_eq!(high.first_at_or_after(i64::MAX), Some(i64::MAX));
     }
 }
