@@ -34,10 +34,21 @@ pub const FEE_BPS_MAX: i64 = 1_000;
 pub const MARKET_BAND_BPS_MAX: i64 = 10_000;
 const BPS_PER_UNIT: i128 = 10_000;
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ExchangeConfig {
     /// Initial pool sizes of every new book.
     pub book_capacity: BookCapacity,
+    /// Open orders (all books) the order index holds before it must grow. Growing
+    /// doubles the table and rehashes it inside one command, so a venue sizes this to
+    /// its expected peak; oversizing it costs cache misses (the live entries spread over
+    /// a larger table), so the default is small.
+    pub open_orders_capacity: usize,
+}
+
+impl Default for ExchangeConfig {
+    fn default() -> Self {
+        ExchangeConfig { book_capacity: BookCapacity::default(), open_orders_capacity: 4096 }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -193,7 +204,10 @@ impl Exchange {
             instrument_by_symbol: FxHashMap::default(),
             books: Vec::new(),
             ledger: Ledger::default(),
-            open_orders: OpenOrderIndex::default(),
+            open_orders: OpenOrderIndex::with_capacity_and_hasher(
+                config.open_orders_capacity,
+                FxBuildHasher,
+            ),
             time_ns: 0,
         }
     }

@@ -30,6 +30,9 @@ pub enum WorkloadName {
 pub struct EngineArgs {
     #[command(flatten)]
     pub source: WorkloadArgs,
+    /// Timed throughput passes (each on a fresh engine); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
@@ -58,7 +61,11 @@ const EXCHANGE_CORE_SETUP_LINES: usize = 3_003;
 pub struct EngineResult {
     pub workload: String,
     pub commands: usize,
+    /// The median of the throughput passes, and their range.
     pub commands_per_sec: f64,
+    pub commands_per_sec_min: f64,
+    pub commands_per_sec_max: f64,
+    pub passes: usize,
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub p999_ns: u64,
@@ -68,7 +75,7 @@ pub struct EngineResult {
 
 pub fn run(args: &EngineArgs) -> Result<(), String> {
     let workload = load(&args.source)?;
-    let result = measure(&workload)?;
+    let result = measure(&workload, args.repeat)?;
     if args.json {
         println!(
             "{}",
@@ -76,6 +83,9 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
                 "workload": result.workload,
                 "commands": result.commands,
                 "commands_per_sec": result.commands_per_sec.round(),
+                "commands_per_sec_min": result.commands_per_sec_min.round(),
+                "commands_per_sec_max": result.commands_per_sec_max.round(),
+                "passes": result.passes,
                 "p50_ns": result.p50_ns,
                 "p99_ns": result.p99_ns,
                 "p999_ns": result.p999_ns,
@@ -85,10 +95,13 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "{}: {} commands, {:.2} M commands/s; latency p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; {} rejected",
+            "{}: {} commands, {:.2} M commands/s (median of {} passes, range {:.2}-{:.2}); latency p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; {} rejected",
             result.workload,
             result.commands,
             result.commands_per_sec / 1e6,
+            result.passes,
+            result.commands_per_sec_min / 1e6,
+            result.commands_per_sec_max / 1e6,
             result.p50_ns,
             result.p99_ns,
             result.p999_ns,
@@ -141,44 +154,72 @@ fn contiguous_commands<'text>(
         .collect()
 }
 
-pub fn measure(workload: &Workload) -> Result<EngineResult, String> {
+pub fn measure(workload: &Workload, repeat: usize) -> Result<EngineResult, String> {
     let mut events = Vec::with_capacity(1024);
-    let first_seq = workload.setup.len() as u64 + 1;
     let mut text = String::new();
     let measured = contiguous_commands(&workload.measured, &mut text)?;
 
-    let mut exchange = prepared_engine(workload, &mut events);
-    let mut rejected = 0usize;
-    let started = Instant::now();
-    for (offset, command) in measured.iter().enumerate() {
-        exchange.apply(first_seq + offset as u64, None, command, &mut events);
-        // Counting rejections is a cheap look at the first event, and keeps the events
-        // observed so the work cannot be optimised away.
-        rejected += usize::from(matches!(events.first(), Some(Event::Rejected { .. })));
-        events.clear();
+    let mut rates = Vec::with_capacity(repeat);
+    let mut rejected = 0;
+    for _ in 0..repeat.max(1) {
+        let (rate, rejected_in_pass) = throughput_pass(workload, &measured, &mut events);
+        rates.push(rate);
+        rejected = rejected_in_pass;
     }
-    let elapsed = started.elapsed();
-    drop(exchange);
-
-    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-        .map_err(|error| format!("histogram: {error}"))?;
-    let mut exchange = prepared_engine(workload, &mut events);
-    for (offset, command) in measured.iter().enumerate() {
-        let started = Instant::now();
-        exchange.apply(first_seq + offset as u64, None, command, &mut events);
-        let nanos = started.elapsed().as_nanos() as u64;
-        events.clear();
-        histogram.saturating_record(nanos.max(1));
-    }
+    rates.sort_by(f64::total_cmp);
+    let histogram = latency_pass(workload, &measured, &mut events)?;
 
     Ok(EngineResult {
         workload: workload.name.clone(),
         commands: workload.measured.len(),
-        commands_per_sec: workload.measured.len() as f64 / elapsed.as_secs_f64(),
+        commands_per_sec: rates[rates.len() / 2],
+        commands_per_sec_min: rates[0],
+        commands_per_sec_max: rates[rates.len() - 1],
+        passes: rates.len(),
         p50_ns: histogram.value_at_quantile(0.50),
         p99_ns: histogram.value_at_quantile(0.99),
         p999_ns: histogram.value_at_quantile(0.999),
         max_ns: histogram.max(),
         rejected,
     })
+}
+
+/// One timed pass over a fresh engine: commands per second and rejections.
+fn throughput_pass(
+    workload: &Workload,
+    measured: &[Command<'_>],
+    events: &mut Vec<Event>,
+) -> (f64, usize) {
+    let first_seq = workload.setup.len() as u64 + 1;
+    let mut exchange = prepared_engine(workload, events);
+    let mut rejected = 0usize;
+    let started = Instant::now();
+    for (offset, command) in measured.iter().enumerate() {
+        exchange.apply(first_seq + offset as u64, None, command, events);
+        // Counting rejections is a cheap look at the first event, and keeps the events
+        // observed so the work cannot be optimised away.
+        rejected += usize::from(matches!(events.first(), Some(Event::Rejected { .. })));
+        events.clear();
+    }
+    (measured.len() as f64 / started.elapsed().as_secs_f64(), rejected)
+}
+
+/// One pass over a fresh engine timing every command.
+fn latency_pass(
+    workload: &Workload,
+    measured: &[Command<'_>],
+    events: &mut Vec<Event>,
+) -> Result<Histogram<u64>, String> {
+    let first_seq = workload.setup.len() as u64 + 1;
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|error| format!("histogram: {error}"))?;
+    let mut exchange = prepared_engine(workload, events);
+    for (offset, command) in measured.iter().enumerate() {
+        let started = Instant::now();
+        exchange.apply(first_seq + offset as u64, None, command, events);
+        let nanos = started.elapsed().as_nanos() as u64;
+        events.clear();
+        histogram.saturating_record(nanos.max(1));
+    }
+    Ok(histogram)
 }

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use bourse_core::book::BookCapacity;
 use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
 use bourse_core::ids::InstrumentId;
 use bourse_core::{Command, Decimal, Event, Exchange, ExchangeConfig, Side, StpMode, TimeInForce};
@@ -67,6 +68,7 @@ fn status_field_kb(status: &str, field: &str) -> Option<u64> {
     (words.next() == Some("kB")).then_some(value)
 }
 
+/// `/proc`'s kB (units of 1,024 bytes) as MB of 2^20 bytes.
 fn megabytes(kb: Option<u64>) -> Option<f64> {
     kb.map(|kb| kb as f64 / 1024.0)
 }
@@ -160,7 +162,11 @@ pub fn run(args: &MemoryArgs) -> Result<(), String> {
     if levels_per_side == 0 || levels_per_side as i64 >= MID_PRICE_TICKS {
         return Err(format!("--levels must be in 2..{}", 2 * MID_PRICE_TICKS));
     }
-    let mut exchange = Exchange::new(ExchangeConfig::default());
+    // Sized up front, as a venue would configure it: no pool or index grows mid-run.
+    let mut exchange = Exchange::new(ExchangeConfig {
+        book_capacity: BookCapacity { orders: args.orders, levels: args.levels },
+        open_orders_capacity: args.orders,
+    });
     let mut events = Vec::with_capacity(16);
     let mut seq = 0u64;
     for command in &definitions() {
