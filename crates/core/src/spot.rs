@@ -81,8 +81,16 @@ impl SpotRules {
 
     /// The hold of a resting order, which fitted when it was taken.
     pub fn resting_hold(&self, side: Side, price: Price, qty: Qty) -> Amount {
-        self.hold_amount(side, i128::from(price.0), i128::from(qty.0))
-            .expect("a resting order's hold fitted when it was taken")
+        // The same products as `hold_amount`, in 64 bits: they fitted when the hold was
+        // taken, and the quantity has only fallen since.
+        let units = match side {
+            Side::Buy => price
+                .0
+                .checked_mul(qty.0)
+                .and_then(|units| units.checked_mul(self.quote_units_per_notional_unit as i64)),
+            Side::Sell => qty.0.checked_mul(self.base_units_per_qty_unit as i64),
+        };
+        Amount(units.expect("a resting order's hold fitted when it was taken"))
     }
 
     /// `ceil(received * bps / 10000)`, in 64-bit arithmetic when it fits.
