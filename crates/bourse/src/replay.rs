@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use bourse_core::Replay;
 use clap::Args;
 
-use crate::input;
+use crate::input::{self, Line};
 
 /// Flush printed events to standard output in chunks of about this size.
 const OUTPUT_CHUNK_BYTES: usize = 1 << 16;
@@ -33,7 +33,10 @@ pub fn run(args: &ReplayArgs) -> Result<(), String> {
     let mut events = String::with_capacity(OUTPUT_CHUNK_BYTES * 2);
     let print_events = !args.digest;
     input::for_each_line(&mut reader, |line| {
-        replay.feed_bytes(line, &mut events);
+        match line {
+            Line::Complete(bytes) => replay.feed_bytes(bytes, &mut events),
+            Line::TooLong => replay.feed_unreadable_line(&mut events),
+        }
         if events.len() >= OUTPUT_CHUNK_BYTES {
             if print_events {
                 write_out(&mut stdout, events.as_bytes())?;

@@ -49,12 +49,16 @@ impl Replay {
     pub fn feed_bytes(&mut self, line: &[u8], out: &mut String) {
         match std::str::from_utf8(line) {
             Ok(line) => self.feed_line(line, out),
-            Err(_) => {
-                self.lines_fed += 1;
-                self.reject_malformed(self.lines_fed);
-                self.print_events(out);
-            }
+            Err(_) => self.feed_unreadable_line(out),
         }
+    }
+
+    /// Counts a line that could not be read as text (not UTF-8, or longer than the
+    /// reader accepts) and rejects it `malformed`.
+    pub fn feed_unreadable_line(&mut self, out: &mut String) {
+        self.lines_fed += 1;
+        self.reject_malformed(self.lines_fed);
+        self.print_events(out);
     }
 
     fn reject_malformed(&mut self, seq: u64) {

@@ -19,7 +19,7 @@ use bourse_core::command::{
 use bourse_core::format::parse_line;
 use bourse_core::{Command, Decimal, Exchange, ExchangeConfig, Side, StpMode, TimeInForce};
 
-use crate::input;
+use crate::input::{self, Line, LINE_BYTES_MAX};
 
 /// Commands to apply before timing (definitions, deposits, prefill) and the timed ones.
 pub struct Workload {
@@ -36,6 +36,9 @@ pub fn from_file(name: &str, path: &Path, setup_lines: usize) -> Result<Workload
     let mut line_number = 0usize;
     input::for_each_line(&mut *reader, |line| {
         line_number += 1;
+        let Line::Complete(line) = line else {
+            return Err(format!("line {line_number}: longer than {LINE_BYTES_MAX} bytes"));
+        };
         let text =
             std::str::from_utf8(line).map_err(|_| format!("line {line_number}: not UTF-8"))?;
         if text.trim_ascii().is_empty() {
