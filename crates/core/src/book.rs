@@ -98,7 +98,7 @@ impl BookSide {
 }
 
 /// The incoming order while it matches.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Taker {
     pub account: AccountId,
     pub side: Side,
@@ -855,8 +855,8 @@ mod tests {
             remaining: Qty(10),
             stp: StpMode::CancelTaker,
         };
-        assert!(book.can_fill_completely(&Taker { remaining: Qty(3), ..taker.clone() }));
-        assert!(!book.can_fill_completely(&Taker { remaining: Qty(4), ..taker.clone() }));
+        assert!(book.can_fill_completely(&Taker { remaining: Qty(3), ..taker }));
+        assert!(!book.can_fill_completely(&Taker { remaining: Qty(4), ..taker }));
         assert_eq!(book.match_taker(&mut taker, &mut NoMoney), MatchEnd::NoMoreCrossing);
         assert_eq!(taker.remaining, Qty(7));
         assert_eq!(book.best_price(Side::Sell), Some(Price(90_000_000)));

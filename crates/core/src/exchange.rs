@@ -552,10 +552,13 @@ impl Exchange {
         let rules = &instruments[instrument.index()].spot;
         let book = &mut books[instrument.index()];
         let qty = taker.remaining;
-        let end = if time_in_force == TimeInForce::FillOrKill && !book.can_fill_completely(&taker) {
+        let end = if !book.would_cross(taker.side, taker.limit)
+            || (time_in_force == TimeInForce::FillOrKill && !book.can_fill_completely(&taker))
+        {
+            // Most orders rest without touching the other side: no matching to set up.
             MatchEnd::NoMoreCrossing
         } else {
-            let mut matching = taker.clone();
+            let mut matching = taker;
             let mut fills = SpotFills {
                 rules,
                 ledger,
