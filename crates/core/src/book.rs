@@ -54,6 +54,25 @@ pub struct RestingOrder {
     level: u32,
 }
 
+impl RestingOrder {
+    /// What fills a slot that holds no order.
+    fn vacant() -> RestingOrder {
+        RestingOrder {
+            account: AccountId(0),
+            id: ClientOrderId::default(),
+            side: Side::Buy,
+            price: Price::ZERO,
+            remaining: Qty::ZERO,
+            filled: Qty::ZERO,
+            stp: StpMode::None,
+            post_only: false,
+            previous: NIL,
+            next: NIL,
+            level: NIL,
+        }
+    }
+}
+
 /// What the caller supplies to rest an order.
 #[derive(Clone, Debug)]
 pub struct NewRestingOrder {
@@ -80,6 +99,23 @@ struct Level {
     tail: u32,
     total_qty: Qty,
     order_count: u32,
+}
+
+impl Level {
+    /// What fills a slot that holds no level.
+    fn vacant() -> Level {
+        Level {
+            key: 0,
+            price: Price::ZERO,
+            tree_priority: 0,
+            left: NIL,
+            right: NIL,
+            head: NIL,
+            tail: NIL,
+            total_qty: Qty::ZERO,
+            order_count: 0,
+        }
+    }
 }
 
 /// One side's levels: those near the market in a bitmap window (created around the
@@ -176,8 +212,8 @@ fn tree_priority(key: i64) -> u64 {
 impl OrderBook {
     pub fn new(capacity: BookCapacity) -> OrderBook {
         OrderBook {
-            orders: Slab::with_capacity(capacity.orders),
-            levels: Slab::with_capacity(capacity.levels),
+            orders: Slab::with_capacity(capacity.orders, RestingOrder::vacant()),
+            levels: Slab::with_capacity(capacity.levels, Level::vacant()),
             level_by_key: FxHashMap::with_capacity_and_hasher(capacity.levels, Default::default()),
             bids: BookSide::empty(),
             asks: BookSide::empty(),
@@ -248,7 +284,18 @@ impl OrderBook {
         debug_assert!(remaining.0 > 0 && price.0 > 0);
         debug_assert!(!self.would_cross(side, price));
         let level_slot = self.level_for_insert(side, price);
-        let previous_tail = self.levels.get(level_slot).tail;
+        // Each record is looked up once: the level, the previous tail, the order.
+        let level = self.levels.get_mut(level_slot);
+        let previous_tail = level.tail;
+        level.tail = slot;
+        if previous_tail == NIL {
+            level.head = slot;
+        }
+        level.total_qty += remaining;
+        level.order_count += 1;
+        if previous_tail != NIL {
+            self.orders.get_mut(previous_tail).next = slot;
+        }
         let order = self.orders.get_mut(slot);
         debug_assert!(order.level == NIL, "attach of an order already on the book");
         order.price = price;
@@ -257,15 +304,6 @@ impl OrderBook {
         order.previous = previous_tail;
         order.next = NIL;
         order.level = level_slot;
-        if previous_tail == NIL {
-            self.levels.get_mut(level_slot).head = slot;
-        } else {
-            self.orders.get_mut(previous_tail).next = slot;
-        }
-        let level = self.levels.get_mut(level_slot);
-        level.tail = slot;
-        level.total_qty += remaining;
-        level.order_count += 1;
     }
 
     /// Takes an order off the book and frees its slot. The returned view stays valid
@@ -279,28 +317,31 @@ impl OrderBook {
     /// Takes an order off its level but keeps its slot, so that it can be attached
     /// again (an amend that loses priority) without a new slot or a new index entry.
     pub fn detach(&mut self, slot: u32) -> &RestingOrder {
-        let order = self.orders.get(slot);
+        // Each record is looked up once: the order, its neighbours, its level.
+        let order = self.orders.get_mut(slot);
         let (previous, next, level_slot, remaining, side) =
             (order.previous, order.next, order.level, order.remaining, order.side);
         debug_assert!(level_slot != NIL, "detach of an order not on the book");
-        if previous == NIL {
-            self.levels.get_mut(level_slot).head = next;
-        } else {
+        order.level = NIL;
+        if previous != NIL {
             self.orders.get_mut(previous).next = next;
         }
-        if next == NIL {
-            self.levels.get_mut(level_slot).tail = previous;
-        } else {
+        if next != NIL {
             self.orders.get_mut(next).previous = previous;
         }
         let level = self.levels.get_mut(level_slot);
+        if previous == NIL {
+            level.head = next;
+        }
+        if next == NIL {
+            level.tail = previous;
+        }
         level.total_qty -= remaining;
         level.order_count -= 1;
         if level.order_count == 0 {
             debug_assert!(level.total_qty.is_zero());
             self.remove_level(side, level_slot);
         }
-        self.orders.get_mut(slot).level = NIL;
         self.orders.get(slot)
     }
 

@@ -3,53 +3,71 @@
 //! Slots never move once handed out (chunks are separate allocations), so growth never
 //! copies existing entries and never stalls the hot path for a big reallocation. Freed
 //! slots go on a free list that is reserved in step with the chunks, so insert and
-//! remove never allocate except when a whole new chunk is added.
+//! remove never allocate except when a whole new chunk is added. Chunks are fixed-size
+//! arrays filled with a vacant value when added, so finding a slot is a shift, a mask
+//! and one bounds check (the offset is in range by construction).
 
 /// Slots per chunk. A power of two, so that a slot splits into chunk and offset with a
 /// shift and a mask.
-pub const CHUNK_SLOTS: usize = 4096;
+pub const CHUNK_SLOTS: usize = 1024;
 const CHUNK_SHIFT: u32 = CHUNK_SLOTS.trailing_zeros();
 
 pub struct Slab<T> {
-    chunks: Vec<Vec<T>>,
+    chunks: Vec<Box<[T; CHUNK_SLOTS]>>,
     free_slots: Vec<u32>,
+    /// Slots handed out at least once; the ones above are untouched.
+    slots_used: usize,
     live_count: usize,
+    /// What fills the slots of a new chunk.
+    vacant: T,
 }
 
-impl<T> Slab<T> {
-    /// A slab with room for at least `capacity` entries before it grows.
-    pub fn with_capacity(capacity: usize) -> Slab<T> {
-        let mut slab = Slab { chunks: Vec::new(), free_slots: Vec::new(), live_count: 0 };
-        while slab.chunks.len() * CHUNK_SLOTS < capacity.max(1) {
+impl<T: Clone> Slab<T> {
+    /// A slab with room for at least `capacity` entries before it grows; new chunks are
+    /// filled with `vacant`.
+    pub fn with_capacity(capacity: usize, vacant: T) -> Slab<T> {
+        let mut slab = Slab {
+            chunks: Vec::new(),
+            free_slots: Vec::new(),
+            slots_used: 0,
+            live_count: 0,
+            vacant,
+        };
+        while slab.capacity() < capacity.max(1) {
             slab.add_chunk();
         }
         slab
     }
 
     fn add_chunk(&mut self) {
-        self.chunks.push(Vec::with_capacity(CHUNK_SLOTS));
+        let chunk: Box<[T]> = vec![self.vacant.clone(); CHUNK_SLOTS].into_boxed_slice();
+        match chunk.try_into() {
+            Ok(chunk) => self.chunks.push(chunk),
+            Err(_) => unreachable!("a chunk has CHUNK_SLOTS slots"),
+        }
         // Room for every slot on the free list, so `remove` never allocates.
-        let slots_total = self.chunks.len() * CHUNK_SLOTS;
-        self.free_slots.reserve(slots_total.saturating_sub(self.free_slots.len()));
+        self.free_slots.reserve(self.capacity().saturating_sub(self.free_slots.len()));
     }
 
     /// Stores `value` and returns its slot.
     pub fn insert(&mut self, value: T) -> u32 {
         self.live_count += 1;
-        if let Some(slot) = self.free_slots.pop() {
-            *self.get_mut(slot) = value;
-            return slot;
-        }
-        if self.chunks.last().is_none_or(|chunk| chunk.len() == CHUNK_SLOTS) {
-            self.add_chunk();
-        }
-        let chunk_index = self.chunks.len() - 1;
-        let chunk = &mut self.chunks[chunk_index];
-        let slot = (chunk_index << CHUNK_SHIFT) | chunk.len();
-        chunk.push(value);
-        u32::try_from(slot).expect("a slab holds fewer than 2^32 slots")
+        let slot = match self.free_slots.pop() {
+            Some(slot) => slot,
+            None => {
+                if self.slots_used == self.capacity() {
+                    self.add_chunk();
+                }
+                self.slots_used += 1;
+                u32::try_from(self.slots_used - 1).expect("a slab holds fewer than 2^32 slots")
+            }
+        };
+        *self.get_mut(slot) = value;
+        slot
     }
+}
 
+impl<T> Slab<T> {
     /// Returns `slot` to the pool. The value stays in place (and readable through
     /// `get`) until the slot is reused; callers must not keep the slot.
     pub fn remove(&mut self, slot: u32) {
@@ -88,7 +106,7 @@ mod tests {
 
     #[test]
     fn reuses_freed_slots_before_growing() {
-        let mut slab = Slab::with_capacity(1);
+        let mut slab = Slab::with_capacity(1, 0);
         let first = slab.insert(10);
         let second = slab.insert(20);
         slab.remove(first);
@@ -100,7 +118,7 @@ mod tests {
 
     #[test]
     fn grows_by_whole_chunks_without_moving_entries() {
-        let mut slab = Slab::with_capacity(1);
+        let mut slab = Slab::with_capacity(1, 0u64);
         let first = slab.insert(7u64);
         let address = slab.get(first) as *const u64;
         for value in 0..(CHUNK_SLOTS as u64 * 2) {
