@@ -514,7 +514,8 @@ impl Exchange {
         events.push(Event::Accepted {
             seq,
             order: Some(CommandOrderKey {
-                account: CompactString::new(&order.account),
+                // The stored name (equal to the command's) is a fixed-size copy.
+                account: self.ledger.account(account).name.clone(),
                 id: id.clone(),
             }),
         });
@@ -632,13 +633,14 @@ impl Exchange {
             .open_orders
             .remove(&OrderKeyRef { account, id })
             .ok_or(RejectReason::UnknownOrder)?;
-        let id = ClientOrderId::new(id);
-        events.push(Event::Accepted {
-            seq,
-            order: Some(CommandOrderKey { account: CompactString::new(account), id: id.clone() }),
-        });
         let rules = &self.instruments[handle.instrument.index()].spot;
         let order = self.books[handle.instrument.index()].remove(handle.slot);
+        let name = &self.ledger.account(order.account).name;
+        events.push(Event::Accepted {
+            seq,
+            order: Some(CommandOrderKey { account: name.clone(), id: order.id.clone() }),
+        });
+        let id = order.id.clone();
         let hold = rules.resting_hold(order.side, order.price, order.remaining);
         self.ledger.release(order.account, rules.hold_asset(order.side), hold);
         events.push(Event::Done {
@@ -692,7 +694,7 @@ impl Exchange {
         events.push(Event::Accepted {
             seq,
             order: Some(CommandOrderKey {
-                account: CompactString::new(&amend.account),
+                account: self.ledger.account(account).name.clone(),
                 id: id.clone(),
             }),
         });
