@@ -412,10 +412,11 @@ impl Exchange {
             spot: SpotRules {
                 base,
                 quote,
+                // Decimals are at most 18, so these powers fit in i64.
                 quote_units_per_notional_unit: pow10_saturating(
                     quote_decimals - price_decimals - qty_decimals,
-                ),
-                base_units_per_qty_unit: pow10_saturating(base_decimals - qty_decimals),
+                ) as i64,
+                base_units_per_qty_unit: pow10_saturating(base_decimals - qty_decimals) as i64,
                 maker_fee_bps: definition.maker_fee_bps,
                 taker_fee_bps: definition.taker_fee_bps,
             },

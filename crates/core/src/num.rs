@@ -123,13 +123,6 @@ pub fn pow10_saturating(exponent: u32) -> i128 {
     POWERS.get(exponent as usize).copied().unwrap_or(i128::MAX)
 }
 
-/// `a * b` when it fits in `i64`, computed with 64-bit instructions (a 128-bit
-/// multiplication with an overflow check is a library call).
-#[inline]
-pub fn checked_mul_i64(a: i128, b: i128) -> Option<i64> {
-    i64::try_from(a).ok()?.checked_mul(i64::try_from(b).ok()?)
-}
-
 macro_rules! unit_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*

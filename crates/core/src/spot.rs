@@ -11,20 +11,21 @@
 use crate::command::Side;
 use crate::ids::{AccountId, AssetId};
 use crate::ledger::Ledger;
-use crate::num::{checked_mul_i64, Amount, Price, Qty};
+use crate::num::{Amount, Price, Qty};
 
 /// Basis points in one whole.
-const BPS_PER_UNIT: i128 = 10_000;
+const BPS_PER_UNIT: i64 = 10_000;
 
 /// An instrument's money rules, with the unit conversions precomputed.
 #[derive(Clone, Debug)]
 pub struct SpotRules {
     pub base: AssetId,
     pub quote: AssetId,
-    /// Quote units per (price unit x quantity unit): `10^(dq - dtick - dlot)`.
-    pub quote_units_per_notional_unit: i128,
-    /// Base units per quantity unit: `10^(db - dlot)`.
-    pub base_units_per_qty_unit: i128,
+    /// Quote units per (price unit x quantity unit): `10^(dq - dtick - dlot)`, at most
+    /// `10^18`.
+    pub quote_units_per_notional_unit: i64,
+    /// Base units per quantity unit: `10^(db - dlot)`, at most `10^18`.
+    pub base_units_per_qty_unit: i64,
     pub maker_fee_bps: i64,
     pub taker_fee_bps: i64,
 }
@@ -39,23 +40,18 @@ pub struct FillParty {
 }
 
 impl SpotRules {
-    /// Quote units for `price * qty`, in 128 bits; prices and quantities up to the
-    /// engine's limits may overflow even that, which reads as "beyond any balance".
-    pub fn notional(&self, price: i128, qty: i128) -> Option<i128> {
-        let fast = checked_mul_i64(price, qty).and_then(|product| {
-            checked_mul_i64(i128::from(product), self.quote_units_per_notional_unit)
-        });
-        match fast {
-            Some(notional) => Some(i128::from(notional)),
-            None => price.checked_mul(qty)?.checked_mul(self.quote_units_per_notional_unit),
-        }
+    // Every factor below is at least 1, so a product beyond `i64` is beyond any balance
+    // (the spec's Range rule): checked 64-bit multiplication is exact, and `None` means
+    // "more than anyone has".
+
+    /// Quote units for `price * qty`.
+    pub fn notional(&self, price: Price, qty: Qty) -> Option<i64> {
+        price.0.checked_mul(qty.0)?.checked_mul(self.quote_units_per_notional_unit)
     }
 
-    pub fn base_amount(&self, qty: i128) -> Option<i128> {
-        match checked_mul_i64(qty, self.base_units_per_qty_unit) {
-            Some(amount) => Some(i128::from(amount)),
-            None => qty.checked_mul(self.base_units_per_qty_unit),
-        }
+    /// Base units for `qty`.
+    pub fn base_amount(&self, qty: Qty) -> Option<i64> {
+        qty.0.checked_mul(self.base_units_per_qty_unit)
     }
 
     /// The asset an order on `side` holds.
@@ -66,29 +62,26 @@ impl SpotRules {
         }
     }
 
-    /// What an order on `side` at `price` for `qty` holds, or `None` when it is beyond
-    /// the `i64` range (more than any account can have). A buy whose quantity in base
-    /// units is beyond that range is refused the same way: it could never be delivered,
-    /// and every amount must fit in `i64`.
+    /// What an order on `side` at `price` for `qty` (validated, so positive) holds, or
+    /// `None` when it is beyond the `i64` range (more than any account can have). A buy
+    /// whose quantity in base units is beyond that range is refused the same way: it
+    /// could never be delivered, and every amount must fit in `i64`.
     pub fn hold_amount(&self, side: Side, price: i128, qty: i128) -> Option<Amount> {
-        let base_units = i64::try_from(self.base_amount(qty)?).ok()?;
+        let qty = Qty(i64::try_from(qty).ok()?);
+        let base_units = self.base_amount(qty)?;
         let units = match side {
-            Side::Buy => i64::try_from(self.notional(price, qty)?).ok()?,
+            Side::Buy => self.notional(Price(i64::try_from(price).ok()?), qty)?,
             Side::Sell => base_units,
         };
         Some(Amount(units))
     }
 
-    /// The hold of a resting order, which fitted when it was taken.
+    /// The hold of a resting order, which fitted when it was taken (and its quantity has
+    /// only fallen since).
     pub fn resting_hold(&self, side: Side, price: Price, qty: Qty) -> Amount {
-        // The same products as `hold_amount`, in 64 bits: they fitted when the hold was
-        // taken, and the quantity has only fallen since.
         let units = match side {
-            Side::Buy => price
-                .0
-                .checked_mul(qty.0)
-                .and_then(|units| units.checked_mul(self.quote_units_per_notional_unit as i64)),
-            Side::Sell => qty.0.checked_mul(self.base_units_per_qty_unit as i64),
+            Side::Buy => self.notional(price, qty),
+            Side::Sell => self.base_amount(qty),
         };
         Amount(units.expect("a resting order's hold fitted when it was taken"))
     }
@@ -100,10 +93,11 @@ impl SpotRules {
             return Amount::ZERO;
         }
         let fee = match received.checked_mul(bps) {
-            Some(scaled) => (scaled + BPS_PER_UNIT as i64 - 1) / BPS_PER_UNIT as i64,
+            Some(scaled) => (scaled + BPS_PER_UNIT - 1) / BPS_PER_UNIT,
             None => {
+                let per_unit = i128::from(BPS_PER_UNIT);
                 let scaled = i128::from(received) * i128::from(bps);
-                let fee = (scaled + BPS_PER_UNIT - 1) / BPS_PER_UNIT;
+                let fee = (scaled + per_unit - 1) / per_unit;
                 i64::try_from(fee).expect("a fee is at most the amount received")
             }
         };
@@ -120,10 +114,9 @@ impl SpotRules {
         price: Price,
         qty: Qty,
     ) -> (Amount, Amount) {
-        let qty_units = i128::from(qty.0);
-        let paid = self.amount(self.notional(i128::from(price.0), qty_units));
-        let buyer_hold_used = self.amount(self.notional(i128::from(buyer.limit.0), qty_units));
-        let base_delivered = self.amount(self.base_amount(qty_units));
+        let paid = fill_amount(self.notional(price, qty));
+        let buyer_hold_used = fill_amount(self.notional(buyer.limit, qty));
+        let base_delivered = fill_amount(self.base_amount(qty));
         debug_assert!(paid <= buyer_hold_used);
         let buyer_fee = self.fee(base_delivered.0, buyer.is_taker);
         let seller_fee = self.fee(paid.0, seller.is_taker);
@@ -132,13 +125,9 @@ impl SpotRules {
         ledger.pay_from_held(seller.account, buyer.account, self.base, base_delivered, buyer_fee);
         (buyer_fee, seller_fee)
     }
+}
 
-    fn amount(&self, units: Option<i128>) -> Amount {
-        // Every fill is within the hold of the buy order involved, which fitted in i64.
-        Amount(
-            units
-                .and_then(|units| i64::try_from(units).ok())
-                .expect("a fill is within a hold that fitted"),
-        )
-    }
+/// A fill's amount: within the hold of the buy order involved, which fitted in `i64`.
+fn fill_amount(units: Option<i64>) -> Amount {
+    Amount(units.expect("a fill is within a hold that fitted"))
 }
