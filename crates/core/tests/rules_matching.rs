@@ -10,12 +10,7 @@ use support::*;
 
 /// bob and carol each have 10 BTC and 10000 USD, alice has 10000 USD and 10 BTC.
 fn funded() -> Exchange {
-    let mut exchange = Exchange::standard();
-    for account in ["alice", "bob", "carol"] {
-        exchange.ok(deposit(account, "BTC", "10"));
-        exchange.ok(deposit(account, "USD", "10000"));
-    }
-    exchange
+    Exchange::funded("10000")
 }
 
 #[test]

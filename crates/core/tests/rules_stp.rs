@@ -11,12 +11,7 @@ use support::*;
 
 /// alice, bob and carol each have 10 BTC and 1000 USD.
 fn funded() -> Exchange {
-    let mut exchange = Exchange::standard();
-    for account in ["alice", "bob", "carol"] {
-        exchange.ok(deposit(account, "BTC", "10"));
-        exchange.ok(deposit(account, "USD", "1000"));
-    }
-    exchange
+    Exchange::funded("1000")
 }
 
 #[test]

@@ -75,6 +75,16 @@ impl Exchange {
         exchange
     }
 
+    /// The standard exchange with alice, bob and carol each holding 10 BTC and `usd` USD.
+    pub fn funded(usd: &str) -> Self {
+        let mut exchange = Exchange::standard();
+        for account in ["alice", "bob", "carol"] {
+            exchange.ok(deposit(account, "BTC", "10"));
+            exchange.ok(deposit(account, "USD", usd));
+        }
+        exchange
+    }
+
     /// Feeds one line; checks invariants and conservation afterwards.
     pub fn feed(&mut self, line: impl fmt::Display) -> Fed {
         let line = line.to_string();
