@@ -105,7 +105,7 @@ fn definitions() -> Vec<Command<'static>> {
     let mut commands = vec![
         Command::Asset { asset: text(BASE), decimals: 0 },
         Command::Asset { asset: text(QUOTE), decimals: 0 },
-        Command::Instrument(InstrumentCommand {
+        Command::Instrument(Box::new(InstrumentCommand {
             symbol: text(SYMBOL),
             base: text(BASE),
             quote: text(QUOTE),
@@ -116,7 +116,7 @@ fn definitions() -> Vec<Command<'static>> {
             maker_fee_bps: 0,
             taker_fee_bps: 0,
             market_band_bps: 1_000,
-        }),
+        })),
     ];
     let deposit = |account: &str, asset: &str, amount: i64| {
         Command::Deposit(TransferCommand {

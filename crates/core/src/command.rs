@@ -108,12 +108,20 @@ pub struct AmendCommand<'a> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command<'a> {
-    Asset { asset: Cow<'a, str>, decimals: i64 },
-    Instrument(InstrumentCommand<'a>),
+    Asset {
+        asset: Cow<'a, str>,
+        decimals: i64,
+    },
+    /// Boxed: four decimals make it the largest command by far, and it is rare, so the
+    /// box keeps every other command smaller.
+    Instrument(Box<InstrumentCommand<'a>>),
     Deposit(TransferCommand<'a>),
     Withdraw(TransferCommand<'a>),
     Order(OrderCommand<'a>),
-    Cancel { account: Cow<'a, str>, id: Cow<'a, str> },
+    Cancel {
+        account: Cow<'a, str>,
+        id: Cow<'a, str>,
+    },
     Amend(AmendCommand<'a>),
 }
 
@@ -139,7 +147,7 @@ impl Command<'_> {
     pub fn into_owned(self) -> Command<'static> {
         match self {
             Command::Asset { asset, decimals } => Command::Asset { asset: owned(asset), decimals },
-            Command::Instrument(instrument) => Command::Instrument(InstrumentCommand {
+            Command::Instrument(instrument) => Command::Instrument(Box::new(InstrumentCommand {
                 symbol: owned(instrument.symbol),
                 base: owned(instrument.base),
                 quote: owned(instrument.quote),
@@ -150,7 +158,7 @@ impl Command<'_> {
                 maker_fee_bps: instrument.maker_fee_bps,
                 taker_fee_bps: instrument.taker_fee_bps,
                 market_band_bps: instrument.market_band_bps,
-            }),
+            })),
             Command::Deposit(transfer) => Command::Deposit(transfer.into_owned()),
             Command::Withdraw(transfer) => Command::Withdraw(transfer.into_owned()),
             Command::Order(order) => Command::Order(OrderCommand {

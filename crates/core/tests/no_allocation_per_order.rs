@@ -40,7 +40,7 @@ fn definitions() -> Vec<Command<'static>> {
     let mut commands = vec![
         Command::Asset { asset: Cow::Borrowed("BTC"), decimals: 0 },
         Command::Asset { asset: Cow::Borrowed("USD"), decimals: 0 },
-        Command::Instrument(bourse_core::command::InstrumentCommand {
+        Command::Instrument(Box::new(bourse_core::command::InstrumentCommand {
             symbol: Cow::Borrowed("BTC-USD"),
             base: Cow::Borrowed("BTC"),
             quote: Cow::Borrowed("USD"),
@@ -51,7 +51,7 @@ fn definitions() -> Vec<Command<'static>> {
             maker_fee_bps: 10,
             taker_fee_bps: 20,
             market_band_bps: 500,
-        }),
+        })),
     ];
     for account in ["a", "b", "c", "d"] {
         for asset in ["BTC", "USD"] {

@@ -89,7 +89,7 @@ fn definitions() -> Vec<Command<'static>> {
     let mut commands = vec![
         Command::Asset { asset: text("BTC"), decimals: 0 },
         Command::Asset { asset: text("USD"), decimals: 0 },
-        Command::Instrument(InstrumentCommand {
+        Command::Instrument(Box::new(InstrumentCommand {
             symbol: text(SYMBOL),
             base: text("BTC"),
             quote: text("USD"),
@@ -100,7 +100,7 @@ fn definitions() -> Vec<Command<'static>> {
             maker_fee_bps: 0,
             taker_fee_bps: 0,
             market_band_bps: 1_000,
-        }),
+        })),
     ];
     for account in 0..ACCOUNTS {
         for asset in ["BTC", "USD"] {

@@ -170,7 +170,7 @@ impl Generator {
         let mut commands = vec![Command::Asset { asset: text("USD"), decimals: 0 }];
         for symbol in 0..self.spec.symbols {
             commands.push(Command::Asset { asset: text(format!("S{symbol}")), decimals: 0 });
-            commands.push(Command::Instrument(InstrumentCommand {
+            commands.push(Command::Instrument(Box::new(InstrumentCommand {
                 symbol: text(&self.symbol_names[symbol]),
                 base: text(format!("S{symbol}")),
                 quote: text("USD"),
@@ -181,7 +181,7 @@ impl Generator {
                 maker_fee_bps: 0,
                 taker_fee_bps: 0,
                 market_band_bps: 1_000,
-            }));
+            })));
         }
         for account in 0..self.spec.accounts {
             let assets = std::iter::once("USD".to_string())

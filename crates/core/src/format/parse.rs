@@ -260,7 +260,7 @@ pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
             asset: fields.name(Field::Asset)?,
             decimals: fields.integer(Field::Decimals)?,
         },
-        "instrument" => Command::Instrument(InstrumentCommand {
+        "instrument" => Command::Instrument(Box::new(InstrumentCommand {
             symbol: fields.name(Field::Symbol)?,
             base: fields.name(Field::Base)?,
             quote: fields.name(Field::Quote)?,
@@ -271,7 +271,7 @@ pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
             maker_fee_bps: fields.integer(Field::MakerFeeBps)?,
             taker_fee_bps: fields.integer(Field::TakerFeeBps)?,
             market_band_bps: fields.integer(Field::MarketBandBps)?,
-        }),
+        })),
         "deposit" => Command::Deposit(parse_transfer(&fields)?),
         "withdraw" => Command::Withdraw(parse_transfer(&fields)?),
         "order" => Command::Order(parse_order(&fields)?),
