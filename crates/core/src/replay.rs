@@ -76,10 +76,6 @@ impl Replay {
         &self.exchange
     }
 
-    pub fn lines_fed(&self) -> u64 {
-        self.lines_fed
-    }
-
     /// The final state document (pretty-printed JSON).
     pub fn state_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(&state_document(&self.exchange))
