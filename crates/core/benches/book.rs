@@ -67,7 +67,7 @@ fn limit_order(
     time_in_force: TimeInForce,
 ) -> Command<'static> {
     Command::Order(OrderCommand {
-        account: text(account),
+        account: text(account).into(),
         id: text(id),
         symbol: text(SYMBOL),
         side,
@@ -84,7 +84,7 @@ fn gtc(account: &str, id: &str, side: Side, price_ticks: i64) -> Command<'static
 }
 
 fn cancel(account: &str, id: &str) -> Command<'static> {
-    Command::Cancel { account: text(account), id: text(id) }
+    Command::Cancel { account: text(account).into(), id: text(id) }
 }
 
 fn amend(
@@ -94,7 +94,7 @@ fn amend(
     qty_lots: Option<i64>,
 ) -> Command<'static> {
     Command::Amend(AmendCommand {
-        account: text(account),
+        account: text(account).into(),
         id: text(id),
         price: price_ticks.map(units),
         qty: qty_lots.map(units),

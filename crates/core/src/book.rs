@@ -160,8 +160,9 @@ pub trait MatchHandler {
     /// A trade of `qty` at `price`; `maker` already shows its reduced remaining
     /// quantity and increased filled quantity.
     fn on_trade(&mut self, maker: &RestingOrder, price: Price, qty: Qty);
-    /// `maker` has left the book (filled, or cancelled by self-trade prevention).
-    fn on_maker_done(&mut self, maker: &RestingOrder, reason: DoneReason);
+    /// `maker` has left the book (filled, or cancelled by self-trade prevention); `slot`
+    /// was its place, already free.
+    fn on_maker_done(&mut self, slot: u32, maker: &RestingOrder, reason: DoneReason);
 }
 
 /// Aggregated depth at one price.
@@ -420,12 +421,12 @@ impl OrderBook {
                     StpMode::CancelTaker => return MatchEnd::SelfTradePrevented,
                     StpMode::CancelMaker => {
                         let maker = self.remove(maker_slot);
-                        handler.on_maker_done(maker, DoneReason::SelfTradePrevented);
+                        handler.on_maker_done(maker_slot, maker, DoneReason::SelfTradePrevented);
                         continue;
                     }
                     StpMode::CancelBoth => {
                         let maker = self.remove(maker_slot);
-                        handler.on_maker_done(maker, DoneReason::SelfTradePrevented);
+                        handler.on_maker_done(maker_slot, maker, DoneReason::SelfTradePrevented);
                         return MatchEnd::SelfTradePrevented;
                     }
                 }
@@ -439,7 +440,7 @@ impl OrderBook {
             handler.on_trade(maker, price, qty);
             if maker.remaining.is_zero() {
                 let maker = self.remove(maker_slot);
-                handler.on_maker_done(maker, DoneReason::Filled);
+                handler.on_maker_done(maker_slot, maker, DoneReason::Filled);
             }
         }
     }
@@ -797,7 +798,7 @@ mod tests {
 
     impl MatchHandler for NoMoney {
         fn on_trade(&mut self, _maker: &RestingOrder, _price: Price, _qty: Qty) {}
-        fn on_maker_done(&mut self, _maker: &RestingOrder, _reason: DoneReason) {}
+        fn on_maker_done(&mut self, _slot: u32, _maker: &RestingOrder, _reason: DoneReason) {}
     }
 
     /// xorshift64: deterministic test randomness.

@@ -4,8 +4,51 @@
 //! engine's job, because only the engine knows the instruments.
 
 use std::borrow::Cow;
+use std::fmt;
 
+use crate::ids::AccountId;
 use crate::num::Decimal;
+
+/// Whom an order, cancel or amend acts for. The replay format names accounts; a gateway
+/// that resolved the account once, when its client logged in, passes the account's id
+/// instead and so spares the engine a name lookup per command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AccountRef<'a> {
+    Name(Cow<'a, str>),
+    Id(AccountId),
+}
+
+impl AccountRef<'_> {
+    pub fn into_owned(self) -> AccountRef<'static> {
+        match self {
+            AccountRef::Name(name) => AccountRef::Name(owned(name)),
+            AccountRef::Id(account) => AccountRef::Id(account),
+        }
+    }
+}
+
+impl<'a> From<Cow<'a, str>> for AccountRef<'a> {
+    fn from(name: Cow<'a, str>) -> Self {
+        AccountRef::Name(name)
+    }
+}
+
+impl<'a> From<&'a str> for AccountRef<'a> {
+    fn from(name: &'a str) -> Self {
+        AccountRef::Name(Cow::Borrowed(name))
+    }
+}
+
+/// A name as itself; an id as `#` and its number (a form no replay file uses: a
+/// command that holds an id means something only to the engine that issued the id).
+impl fmt::Display for AccountRef<'_> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccountRef::Name(name) => formatter.write_str(name),
+            AccountRef::Id(account) => write!(formatter, "#{}", account.0),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Side {
@@ -86,7 +129,7 @@ pub struct TransferCommand<'a> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OrderCommand<'a> {
-    pub account: Cow<'a, str>,
+    pub account: AccountRef<'a>,
     pub id: Cow<'a, str>,
     pub symbol: Cow<'a, str>,
     pub side: Side,
@@ -99,7 +142,7 @@ pub struct OrderCommand<'a> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AmendCommand<'a> {
-    pub account: Cow<'a, str>,
+    pub account: AccountRef<'a>,
     pub id: Cow<'a, str>,
     pub price: Option<Decimal>,
     /// The new *remaining* quantity.
@@ -119,7 +162,7 @@ pub enum Command<'a> {
     Withdraw(TransferCommand<'a>),
     Order(OrderCommand<'a>),
     Cancel {
-        account: Cow<'a, str>,
+        account: AccountRef<'a>,
         id: Cow<'a, str>,
     },
     Amend(AmendCommand<'a>),
@@ -128,7 +171,7 @@ pub enum Command<'a> {
 impl Command<'_> {
     /// The account and client order id an order, cancel or amend refers to; echoed in
     /// its `accepted` or `rejected` event.
-    pub fn order_key(&self) -> Option<(&str, &str)> {
+    pub fn order_key(&self) -> Option<(&AccountRef<'_>, &str)> {
         match self {
             Command::Order(order) => Some((&order.account, &order.id)),
             Command::Cancel { account, id } => Some((account, id)),
@@ -162,16 +205,16 @@ impl Command<'_> {
             Command::Deposit(transfer) => Command::Deposit(transfer.into_owned()),
             Command::Withdraw(transfer) => Command::Withdraw(transfer.into_owned()),
             Command::Order(order) => Command::Order(OrderCommand {
-                account: owned(order.account),
+                account: order.account.into_owned(),
                 id: owned(order.id),
                 symbol: owned(order.symbol),
                 ..order
             }),
             Command::Cancel { account, id } => {
-                Command::Cancel { account: owned(account), id: owned(id) }
+                Command::Cancel { account: account.into_owned(), id: owned(id) }
             }
             Command::Amend(amend) => Command::Amend(AmendCommand {
-                account: owned(amend.account),
+                account: amend.account.into_owned(),
                 id: owned(amend.id),
                 ..amend
             }),

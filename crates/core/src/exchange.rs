@@ -7,23 +7,21 @@
 //! and acts; acting cannot fail. No I/O, clock or randomness: the same commands give
 //! the same events and state everywhere.
 
-use std::hash::{Hash, Hasher};
-
 use compact_str::CompactString;
-use hashbrown::Equivalent;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::FxHashMap;
 
 use crate::book::{
     BookCapacity, MatchEnd, MatchHandler, NewRestingOrder, OrderBook, RestingOrder, Taker,
 };
 use crate::command::{
-    AmendCommand, Command, InstrumentCommand, OrderCommand, OrderType, Side, TimeInForce,
-    TransferCommand,
+    AccountRef, AmendCommand, Command, InstrumentCommand, OrderCommand, OrderType, Side,
+    TimeInForce, TransferCommand,
 };
 use crate::event::{CommandOrderKey, DoneReason, Event, RejectReason, TradeEvent};
 use crate::ids::{AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle};
 use crate::ledger::Ledger;
 use crate::num::{pow10_saturating, Amount, Decimal, Price, Qty};
+use crate::order_index::OrderIndex;
 use crate::spot::{FillParty, SpotRules};
 
 /// Largest number of decimals an asset may have.
@@ -120,69 +118,6 @@ impl Instrument {
     }
 }
 
-/// An open order's identity: the account's name and the client order id. Keyed by
-/// name, so that a cancel or an amend finds its order with a single lookup.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct OrderKey {
-    account: CompactString,
-    id: ClientOrderId,
-}
-
-/// The borrowed form of `OrderKey`, for lookups without building one.
-struct OrderKeyRef<'a> {
-    account: &'a str,
-    id: &'a str,
-}
-
-impl Hash for OrderKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        OrderKeyRef { account: &self.account, id: &self.id }.hash(state);
-    }
-}
-
-impl Hash for OrderKeyRef<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.account.hash(state);
-        self.id.hash(state);
-    }
-}
-
-impl Equivalent<OrderKey> for OrderKeyRef<'_> {
-    fn equivalent(&self, key: &OrderKey) -> bool {
-        short_bytes_equal(key.account.as_bytes(), self.account.as_bytes())
-            && short_bytes_equal(key.id.as_bytes(), self.id.as_bytes())
-    }
-}
-
-/// Byte equality that compares names of up to 16 bytes with two (overlapping) word
-/// loads instead of a call to `memcmp`: account names and client ids are short, and
-/// this comparison runs on every order lookup.
-#[inline]
-fn short_bytes_equal(left: &[u8], right: &[u8]) -> bool {
-    let length = left.len();
-    if length != right.len() {
-        return false;
-    }
-    let word = |bytes: &[u8], from: usize| -> u64 {
-        u64::from_ne_bytes(bytes[from..from + 8].try_into().expect("eight bytes"))
-    };
-    let half = |bytes: &[u8], from: usize| -> u32 {
-        u32::from_ne_bytes(bytes[from..from + 4].try_into().expect("four bytes"))
-    };
-    match length {
-        0..=3 => left == right,
-        4..=7 => {
-            half(left, 0) == half(right, 0) && half(left, length - 4) == half(right, length - 4)
-        }
-        8..=16 => {
-            word(left, 0) == word(right, 0) && word(left, length - 8) == word(right, length - 8)
-        }
-        _ => left == right,
-    }
-}
-
-type OpenOrderIndex = hashbrown::HashMap<OrderKey, OrderHandle, FxBuildHasher>;
-
 /// Where an order being executed comes from, which decides how it rests or leaves.
 #[derive(Clone, Copy)]
 enum Placement {
@@ -212,7 +147,7 @@ pub struct Exchange {
     instrument_by_symbol: FxHashMap<CompactString, InstrumentId>,
     books: Vec<OrderBook>,
     ledger: Ledger,
-    open_orders: OpenOrderIndex,
+    open_orders: OrderIndex,
     time_ns: u64,
 }
 
@@ -232,10 +167,7 @@ impl Exchange {
             instrument_by_symbol: FxHashMap::default(),
             books: Vec::new(),
             ledger: Ledger::default(),
-            open_orders: OpenOrderIndex::with_capacity_and_hasher(
-                config.open_orders_capacity,
-                FxBuildHasher,
-            ),
+            open_orders: OrderIndex::with_capacity(config.open_orders_capacity),
             time_ns: 0,
         }
     }
@@ -288,8 +220,7 @@ impl Exchange {
         account: AccountId,
         id: &str,
     ) -> Option<(InstrumentId, &RestingOrder)> {
-        let key = OrderKeyRef { account: self.account_name(account), id };
-        let handle = self.open_orders.get(&key)?;
+        let handle = self.open_orders.find(&self.books, account, id)?;
         Some((handle.instrument, self.books[handle.instrument.index()].order(handle.slot)))
     }
 
@@ -323,7 +254,7 @@ impl Exchange {
         };
         let order_key = || {
             command.order_key().map(|(account, id)| CommandOrderKey {
-                account: CompactString::new(account),
+                account: self.echoed_name(account),
                 id: ClientOrderId::new(id),
             })
         };
@@ -331,6 +262,26 @@ impl Exchange {
             Ok(Accepted::Emitted) => {}
             Ok(Accepted::Silently) => events.push(Event::Accepted { seq, order: order_key() }),
             Err(reason) => events.push(Event::Rejected { seq, reason, order: order_key() }),
+        }
+    }
+
+    /// The account a command names, if it exists.
+    #[inline]
+    fn resolve(&self, account: &AccountRef<'_>) -> Option<AccountId> {
+        match account {
+            AccountRef::Name(name) => self.ledger.find_account(name),
+            AccountRef::Id(account) => {
+                (account.index() < self.ledger.accounts().len()).then_some(*account)
+            }
+        }
+    }
+
+    /// The account name an `accepted` or `rejected` event echoes.
+    fn echoed_name(&self, account: &AccountRef<'_>) -> CompactString {
+        match (account, self.resolve(account)) {
+            (AccountRef::Name(name), _) => CompactString::new(name),
+            (AccountRef::Id(_), Some(account)) => self.ledger.account(account).name.clone(),
+            (AccountRef::Id(_), None) => CompactString::new(account.to_string()),
         }
     }
 
@@ -470,7 +421,11 @@ impl Exchange {
     ) -> Result<Accepted, RejectReason> {
         let instrument_id =
             self.find_instrument(&order.symbol).ok_or(RejectReason::UnknownSymbol)?;
-        if self.open_orders.contains_key(&OrderKeyRef { account: &order.account, id: &order.id }) {
+        let account = self.resolve(&order.account);
+        // An account that does not exist yet has no open orders.
+        if account
+            .is_some_and(|account| self.open_orders.find(&self.books, account, &order.id).is_some())
+        {
             return Err(RejectReason::DuplicateId);
         }
         let instrument = &self.instruments[instrument_id.index()];
@@ -500,8 +455,7 @@ impl Exchange {
                 instrument.protection_price(side, best)
             }
         };
-        let account =
-            self.ledger.find_account(&order.account).ok_or(RejectReason::InsufficientFunds)?;
+        let account = account.ok_or(RejectReason::InsufficientFunds)?;
         let hold_asset = instrument.spot.hold_asset(side);
         let hold = instrument
             .spot
@@ -592,9 +546,7 @@ impl Exchange {
                             stp: taker.stp,
                             post_only: execution.post_only,
                         });
-                        let key =
-                            OrderKey { account: ledger.account(taker.account).name.clone(), id };
-                        open_orders.insert(key, OrderHandle { instrument, slot });
+                        open_orders.insert(books, OrderHandle { instrument, slot });
                     }
                     Placement::Detached { slot } => {
                         book.attach(slot, taker.limit, taker.remaining, filled)
@@ -606,8 +558,7 @@ impl Exchange {
         };
         if let Placement::Detached { slot } = execution.placement {
             book.free_detached(slot);
-            let account = &ledger.account(taker.account).name;
-            open_orders.remove(&OrderKeyRef { account, id: &id });
+            open_orders.remove(taker.account, &id, OrderHandle { instrument, slot });
         }
         if !taker.remaining.is_zero() {
             let unused = rules.resting_hold(taker.side, taker.limit, taker.remaining);
@@ -626,14 +577,13 @@ impl Exchange {
     fn cancel(
         &mut self,
         seq: u64,
-        account: &str,
+        account: &AccountRef<'_>,
         id: &str,
         events: &mut Vec<Event>,
     ) -> Result<Accepted, RejectReason> {
-        let handle = self
-            .open_orders
-            .remove(&OrderKeyRef { account, id })
-            .ok_or(RejectReason::UnknownOrder)?;
+        let account = self.resolve(account).ok_or(RejectReason::UnknownOrder)?;
+        let handle =
+            self.open_orders.take(&self.books, account, id).ok_or(RejectReason::UnknownOrder)?;
         let rules = &self.instruments[handle.instrument.index()].spot;
         let order = self.books[handle.instrument.index()].remove(handle.slot);
         let name = &self.ledger.account(order.account).name;
@@ -661,14 +611,14 @@ impl Exchange {
         amend: &AmendCommand<'_>,
         events: &mut Vec<Event>,
     ) -> Result<Accepted, RejectReason> {
-        let handle = *self
+        let account = self.resolve(&amend.account).ok_or(RejectReason::UnknownOrder)?;
+        let handle = self
             .open_orders
-            .get(&OrderKeyRef { account: &amend.account, id: &amend.id })
+            .find(&self.books, account, &amend.id)
             .ok_or(RejectReason::UnknownOrder)?;
         let instrument = &self.instruments[handle.instrument.index()];
         let book = &self.books[handle.instrument.index()];
         let order = book.order(handle.slot);
-        let account = order.account;
         let new_price = match amend.price {
             Some(price) => instrument.validate_price(price)?,
             None => order.price,
@@ -802,9 +752,8 @@ impl Exchange {
                     *expected_held
                         .entry((order.account, instrument.spot.hold_asset(order.side)))
                         .or_default() += i128::from(hold.0);
-                    let key =
-                        OrderKeyRef { account: self.account_name(order.account), id: &order.id };
-                    let indexed_here = self.open_orders.get(&key).is_some_and(|handle| {
+                    let found = self.open_orders.find(&self.books, order.account, &order.id);
+                    let indexed_here = found.is_some_and(|handle| {
                         handle.instrument.index() == index
                             && std::ptr::eq(book.order(handle.slot), order)
                     });
@@ -839,7 +788,7 @@ enum Accepted {
 struct SpotFills<'a> {
     rules: &'a SpotRules,
     ledger: &'a mut Ledger,
-    open_orders: &'a mut OpenOrderIndex,
+    open_orders: &'a mut OrderIndex,
     events: &'a mut Vec<Event>,
     seq: u64,
     instrument: InstrumentId,
@@ -875,13 +824,13 @@ impl MatchHandler for SpotFills<'_> {
         }));
     }
 
-    fn on_maker_done(&mut self, maker: &RestingOrder, reason: DoneReason) {
+    fn on_maker_done(&mut self, slot: u32, maker: &RestingOrder, reason: DoneReason) {
         if !maker.remaining.is_zero() {
             let hold = self.rules.resting_hold(maker.side, maker.price, maker.remaining);
             self.ledger.release(maker.account, self.rules.hold_asset(maker.side), hold);
         }
-        let account = &self.ledger.account(maker.account).name;
-        self.open_orders.remove(&OrderKeyRef { account, id: &maker.id });
+        let handle = OrderHandle { instrument: self.instrument, slot };
+        self.open_orders.remove(maker.account, &maker.id, handle);
         self.events.push(Event::Done {
             seq: self.seq,
             instrument: self.instrument,
@@ -890,47 +839,5 @@ impl MatchHandler for SpotFills<'_> {
             reason,
             filled: maker.filled,
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::hash::BuildHasher;
-
-    #[test]
-    fn short_byte_equality_agrees_with_slice_equality() {
-        let samples: Vec<String> = (0..40)
-            .flat_map(|length| {
-                let base = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"[..length].to_string();
-                let mut variants = vec![base.clone()];
-                for position in 0..length {
-                    let mut bytes = base.clone().into_bytes();
-                    bytes[position] = b'#';
-                    variants.push(String::from_utf8(bytes).unwrap());
-                }
-                variants
-            })
-            .collect();
-        for left in &samples {
-            for right in &samples {
-                assert_eq!(
-                    short_bytes_equal(left.as_bytes(), right.as_bytes()),
-                    left == right,
-                    "{left:?} {right:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_borrowed_order_key_hashes_like_the_owned_one() {
-        let owned =
-            OrderKey { account: CompactString::new("alice"), id: ClientOrderId::new("o-1") };
-        let borrowed = OrderKeyRef { account: "alice", id: "o-1" };
-        let hasher = FxBuildHasher;
-        assert_eq!(hasher.hash_one(&owned), hasher.hash_one(&borrowed));
-        assert!(borrowed.equivalent(&owned));
-        assert!(!OrderKeyRef { account: "alice", id: "o-2" }.equivalent(&owned));
     }
 }

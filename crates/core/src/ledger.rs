@@ -7,9 +7,9 @@
 //! the caller before it moves anything; the ledger asserts it.
 
 use compact_str::CompactString;
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
 
-use crate::ids::{AccountId, AssetId};
+use crate::ids::{name_hash, short_bytes_equal, AccountId, AssetId};
 use crate::num::Amount;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,7 +30,8 @@ pub struct Account {
 #[derive(Default)]
 pub struct Ledger {
     accounts: Vec<Account>,
-    account_by_name: FxHashMap<CompactString, AccountId>,
+    /// Accounts by name; the names themselves are in `accounts`.
+    account_by_name: HashTable<AccountId>,
     /// `balance_columns[asset][account]`.
     balance_columns: Vec<Vec<Balance>>,
     fees: Vec<Amount>,
@@ -46,11 +47,15 @@ impl Ledger {
     }
 
     pub fn find_account(&self, name: &str) -> Option<AccountId> {
-        self.account_by_name.get(name).copied()
+        let accounts = &self.accounts;
+        let is_named = |account: &AccountId| {
+            short_bytes_equal(accounts[account.index()].name.as_bytes(), name.as_bytes())
+        };
+        self.account_by_name.find(name_hash(name), is_named).copied()
     }
 
     fn find_or_create_account(&mut self, name: &str) -> AccountId {
-        if let Some(&account) = self.account_by_name.get(name) {
+        if let Some(account) = self.find_account(name) {
             return account;
         }
         let account =
@@ -60,7 +65,10 @@ impl Ledger {
         for column in &mut self.balance_columns {
             column.push(Balance::default());
         }
-        self.account_by_name.insert(name, account);
+        let accounts = &self.accounts;
+        self.account_by_name.insert_unique(name_hash(&name), account, |account| {
+            name_hash(&accounts[account.index()].name)
+        });
         account
     }
 

@@ -20,12 +20,13 @@ pub mod format;
 pub mod ids;
 pub mod ledger;
 pub mod num;
+pub mod order_index;
 pub mod price_window;
 pub mod replay;
 pub mod slab;
 pub mod spot;
 
-pub use command::{Command, Side, StpMode, TimeInForce};
+pub use command::{AccountRef, Command, Side, StpMode, TimeInForce};
 pub use event::{DoneReason, Event, RejectReason};
 pub use exchange::{Exchange, ExchangeConfig};
 pub use num::{Amount, Decimal, Price, Qty};

@@ -56,7 +56,7 @@ fn definitions() -> Vec<Command<'static>> {
     for account in ["a", "b", "c", "d"] {
         for asset in ["BTC", "USD"] {
             commands.push(Command::Deposit(TransferCommand {
-                account: Cow::Borrowed(account),
+                account: account.into(),
                 asset: Cow::Borrowed(asset),
                 amount: number(1_000_000_000_000),
             }));
@@ -84,7 +84,7 @@ fn stream(rounds: usize) -> Vec<Command<'static>> {
             let order =
                 |id: &'static str, side, price, qty, time_in_force, account: &'static str| {
                     Command::Order(OrderCommand {
-                        account: Cow::Borrowed(account),
+                        account: account.into(),
                         id: Cow::Borrowed(id),
                         symbol: Cow::Borrowed("BTC-USD"),
                         side,
@@ -97,7 +97,7 @@ fn stream(rounds: usize) -> Vec<Command<'static>> {
                 };
             commands.push(order(id, side, price, 50, TimeInForce::GoodTillCancel, account));
             commands.push(Command::Amend(AmendCommand {
-                account: Cow::Borrowed(account),
+                account: account.into(),
                 id: Cow::Borrowed(id),
                 price: None,
                 qty: Some(number(40)),
@@ -107,7 +107,7 @@ fn stream(rounds: usize) -> Vec<Command<'static>> {
                 Side::Sell => 990,
             };
             commands.push(Command::Amend(AmendCommand {
-                account: Cow::Borrowed(account),
+                account: account.into(),
                 id: Cow::Borrowed(id),
                 price: Some(number(if round % 3 == 0 { crossing_price } else { price - 1 })),
                 qty: None,
@@ -129,8 +129,7 @@ fn stream(rounds: usize) -> Vec<Command<'static>> {
                 TimeInForce::FillOrKill,
                 taker,
             ));
-            commands
-                .push(Command::Cancel { account: Cow::Borrowed(account), id: Cow::Borrowed(id) });
+            commands.push(Command::Cancel { account: account.into(), id: Cow::Borrowed(id) });
         }
     }
     commands

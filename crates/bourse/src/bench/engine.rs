@@ -2,6 +2,10 @@
 //! generated or read and parsed before timing; the timed part is `Exchange::apply`
 //! (events included, printing excluded).
 //!
+//! Orders, cancels and amends name their account by id by default, as a gateway submits
+//! them once it has resolved its client's account at login; `--accounts by-name` keeps
+//! the names of the replay format, so the engine looks each one up.
+//!
 //! Two passes over a fresh engine each: one timed as a whole for throughput, one timing
 //! every command into an HDR histogram for the latency percentiles (reading the clock
 //! per command costs tens of nanoseconds, which would distort the throughput figure).
@@ -10,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use bourse_core::format::{parse_line, write_command};
-use bourse_core::{Command, Event, Exchange, ExchangeConfig};
+use bourse_core::{AccountRef, Command, Event, Exchange, ExchangeConfig};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 
@@ -26,10 +30,21 @@ pub enum WorkloadName {
     EcMix100,
 }
 
+/// How the measured commands name their accounts.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccountNaming {
+    /// By the id resolved at login, as the gateways submit commands.
+    ById,
+    /// By name, as the replay format does.
+    ByName,
+}
+
 #[derive(Args)]
 pub struct EngineArgs {
     #[command(flatten)]
     pub source: WorkloadArgs,
+    #[arg(long, value_enum, default_value = "by-id")]
+    accounts: AccountNaming,
     /// Timed throughput passes (each on a fresh engine); the median is reported.
     #[arg(long, default_value_t = 5)]
     repeat: usize,
@@ -60,6 +75,8 @@ const EXCHANGE_CORE_SETUP_LINES: usize = 3_003;
 
 pub struct EngineResult {
     pub workload: String,
+    /// `by-id` or `by-name`.
+    pub accounts: &'static str,
     pub commands: usize,
     /// The median of the throughput passes, and their range.
     pub commands_per_sec: f64,
@@ -75,12 +92,13 @@ pub struct EngineResult {
 
 pub fn run(args: &EngineArgs) -> Result<(), String> {
     let workload = load(&args.source)?;
-    let result = measure(&workload, args.repeat)?;
+    let result = measure(&workload, args.accounts, args.repeat)?;
     if args.json {
         println!(
             "{}",
             serde_json::json!({
                 "workload": result.workload,
+                "accounts": result.accounts,
                 "commands": result.commands,
                 "commands_per_sec": result.commands_per_sec.round(),
                 "commands_per_sec_min": result.commands_per_sec_min.round(),
@@ -95,8 +113,9 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "{}: {} commands, {:.2} M commands/s (median of {} passes, range {:.2}-{:.2}); latency p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; {} rejected",
+            "{} (accounts {}): {} commands, {:.2} M commands/s (median of {} passes, range {:.2}-{:.2}); latency p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; {} rejected",
             result.workload,
+            result.accounts,
             result.commands,
             result.commands_per_sec / 1e6,
             result.passes,
@@ -154,10 +173,36 @@ fn contiguous_commands<'text>(
         .collect()
 }
 
-pub fn measure(workload: &Workload, repeat: usize) -> Result<EngineResult, String> {
+/// Names the accounts of orders, cancels and amends by id, as a gateway does once its
+/// client has logged in. The ids are those the setup gave the accounts, the same in
+/// every fresh engine; accounts the setup did not create keep their names.
+fn resolve_accounts(commands: &mut [Command<'_>], exchange: &Exchange) {
+    for command in commands {
+        let account = match command {
+            Command::Order(order) => &mut order.account,
+            Command::Cancel { account, .. } => account,
+            Command::Amend(amend) => &mut amend.account,
+            _ => continue,
+        };
+        if let AccountRef::Name(name) = account {
+            if let Some(id) = exchange.ledger().find_account(name) {
+                *account = AccountRef::Id(id);
+            }
+        }
+    }
+}
+
+pub fn measure(
+    workload: &Workload,
+    accounts: AccountNaming,
+    repeat: usize,
+) -> Result<EngineResult, String> {
     let mut events = Vec::with_capacity(1024);
     let mut text = String::new();
-    let measured = contiguous_commands(&workload.measured, &mut text)?;
+    let mut measured = contiguous_commands(&workload.measured, &mut text)?;
+    if accounts == AccountNaming::ById {
+        resolve_accounts(&mut measured, &prepared_engine(workload, &mut events));
+    }
 
     let mut rates = Vec::with_capacity(repeat);
     let mut rejected = 0;
@@ -171,6 +216,10 @@ pub fn measure(workload: &Workload, repeat: usize) -> Result<EngineResult, Strin
 
     Ok(EngineResult {
         workload: workload.name.clone(),
+        accounts: match accounts {
+            AccountNaming::ById => "by-id",
+            AccountNaming::ByName => "by-name",
+        },
         commands: workload.measured.len(),
         commands_per_sec: rates[rates.len() / 2],
         commands_per_sec_min: rates[0],
@@ -184,7 +233,10 @@ pub fn measure(workload: &Workload, repeat: usize) -> Result<EngineResult, Strin
     })
 }
 
-/// One timed pass over a fresh engine: commands per second and rejections.
+/// One timed pass over a fresh engine: commands per second and rejections. Never
+/// inlined, so that profilers can single it out (`valgrind --tool=callgrind
+/// --toggle-collect=bourse::bench::engine::throughput_pass`).
+#[inline(never)]
 fn throughput_pass(
     workload: &Workload,
     measured: &[Command<'_>],

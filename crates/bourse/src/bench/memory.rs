@@ -129,7 +129,7 @@ fn resting_order(
         Side::Sell => MID_PRICE_TICKS + behind,
     };
     Command::Order(OrderCommand {
-        account: text(format!("a{account}")),
+        account: text(format!("a{account}")).into(),
         id: text(format!("o{number}")),
         symbol: text(SYMBOL),
         side,

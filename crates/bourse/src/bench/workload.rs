@@ -17,7 +17,9 @@ use bourse_core::command::{
     AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
 };
 use bourse_core::format::parse_line;
-use bourse_core::{Command, Decimal, Exchange, ExchangeConfig, Side, StpMode, TimeInForce};
+use bourse_core::{
+    AccountRef, Command, Decimal, Exchange, ExchangeConfig, Side, StpMode, TimeInForce,
+};
 
 use crate::input::{self, Line, LINE_BYTES_MAX};
 
@@ -262,7 +264,7 @@ impl Generator {
             self.candidates.push((account, order_number, symbol));
         }
         Command::Order(OrderCommand {
-            account: text(&self.account_names[account]),
+            account: text(&self.account_names[account]).into(),
             id: text(order_number),
             symbol: text(&self.symbol_names[symbol]),
             side,
@@ -293,7 +295,7 @@ impl Generator {
                 continue;
             };
             let (side, price, remaining) = (order.side, order.price.0, order.remaining.0);
-            let account = text(account_name);
+            let account: AccountRef = text(account_name).into();
             let command = match action {
                 Action::Cancel => Command::Cancel { account, id: text(id) },
                 Action::Reduce if remaining > 1 => Command::Amend(AmendCommand {

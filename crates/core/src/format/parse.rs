@@ -276,11 +276,12 @@ pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
         "withdraw" => Command::Withdraw(parse_transfer(&fields)?),
         "order" => Command::Order(parse_order(&fields)?),
         "cancel" => {
-            Command::Cancel { account: fields.name(Field::Account)?, id: fields.name(Field::Id)? }
+            let account = fields.name(Field::Account)?.into();
+            Command::Cancel { account, id: fields.name(Field::Id)? }
         }
         "amend" => {
             let amend = AmendCommand {
-                account: fields.name(Field::Account)?,
+                account: fields.name(Field::Account)?.into(),
                 id: fields.name(Field::Id)?,
                 price: fields.optional_decimal(Field::Price)?,
                 qty: fields.optional_decimal(Field::Qty)?,
@@ -304,7 +305,7 @@ fn parse_transfer<'a>(fields: &RawFields<'a>) -> Result<TransferCommand<'a>, Mal
 }
 
 fn parse_order<'a>(fields: &RawFields<'a>) -> Result<OrderCommand<'a>, Malformed> {
-    let account = fields.name(Field::Account)?;
+    let account = fields.name(Field::Account)?.into();
     let id = fields.name(Field::Id)?;
     let symbol = fields.name(Field::Symbol)?;
     let side = fields.choice(Field::Side, &SIDES, None)?;
@@ -358,7 +359,7 @@ mod tests {
         let line = r#"{"cmd":"cancel","account":"\u0061b","id":"x\"y"}"#;
         match parse(line) {
             Ok(Command::Cancel { account, id }) => {
-                assert_eq!(account, "ab");
+                assert_eq!(account, "ab".into());
                 assert_eq!(id, "x\"y");
             }
             other => panic!("unexpected {other:?}"),

@@ -194,7 +194,7 @@ pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<u64>) {
         }
         Command::Order(order) => {
             line.string("cmd", "order");
-            line.string("account", &order.account);
+            line.string("account", &order.account.to_string());
             line.string("id", &order.id);
             line.string("symbol", &order.symbol);
             line.string("side", order.side.as_str());
@@ -219,12 +219,12 @@ pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<u64>) {
         }
         Command::Cancel { account, id } => {
             line.string("cmd", "cancel");
-            line.string("account", account);
+            line.string("account", &account.to_string());
             line.string("id", id);
         }
         Command::Amend(amend) => {
             line.string("cmd", "amend");
-            line.string("account", &amend.account);
+            line.string("account", &amend.account.to_string());
             line.string("id", &amend.id);
             if let Some(price) = amend.price {
                 line.decimal("price", price);
