@@ -9,8 +9,9 @@
 //!
 //! The layers, bottom up: `num` (fixed-point units) and `ids`; `book` (price-time
 //! priority matcher, money-blind) on `slab` pools; `ledger` (balances) and `spot` (what
-//! spot orders hold and fills move); `exchange` (the state machine); `format` (the
-//! replay format's text) and `replay` (batch mode).
+//! spot orders hold and fills move); `order_index` (open orders by account and client
+//! id); `exchange` (the state machine); `format` (the replay format's text) and
+//! `replay` (batch mode).
 
 pub mod book;
 pub mod command;
