@@ -801,13 +801,7 @@ mod tests {
         fn on_maker_done(&mut self, _slot: u32, _maker: &RestingOrder, _reason: DoneReason) {}
     }
 
-    /// xorshift64: deterministic test randomness.
-    fn next(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
-    }
+    use crate::test_random::xorshift64 as next;
 
     /// Prices near 1,000,000 ticks (inside the window) and far from it (in the treap).
     fn random_price(state: &mut u64, side: Side) -> Price {

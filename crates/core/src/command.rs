@@ -181,6 +181,18 @@ impl Command<'_> {
     }
 }
 
+impl<'a> Command<'a> {
+    /// The account an order, cancel or amend acts for, to resolve or rewrite it.
+    pub fn account_mut(&mut self) -> Option<&mut AccountRef<'a>> {
+        match self {
+            Command::Order(order) => Some(&mut order.account),
+            Command::Cancel { account, .. } => Some(account),
+            Command::Amend(amend) => Some(&mut amend.account),
+            _ => None,
+        }
+    }
+}
+
 fn owned(text: Cow<'_, str>) -> Cow<'static, str> {
     Cow::Owned(text.into_owned())
 }

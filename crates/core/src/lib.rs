@@ -26,6 +26,8 @@ pub mod price_window;
 pub mod replay;
 pub mod slab;
 pub mod spot;
+#[cfg(test)]
+mod test_random;
 
 pub use command::{AccountRef, Command, Side, StpMode, TimeInForce};
 pub use event::{DoneReason, Event, RejectReason};

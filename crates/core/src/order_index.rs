@@ -210,6 +210,7 @@ mod tests {
     use crate::command::{Side, StpMode};
     use crate::ids::{ClientOrderId, InstrumentId};
     use crate::num::{Price, Qty};
+    use crate::test_random::xorshift64;
 
     fn rest(books: &mut [OrderBook], instrument: u32, account: u32, id: &str) -> OrderHandle {
         let slot = books[instrument as usize].insert(NewRestingOrder {
@@ -264,12 +265,7 @@ mod tests {
         let mut index = OrderIndex::with_capacity(0);
         let mut model = std::collections::HashMap::new();
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut random = |bound: u64| xorshift64(&mut state) % bound;
         for step in 0..60_000 {
             let account = AccountId(random(7) as u32);
             let id = format!("c{}", random(400));

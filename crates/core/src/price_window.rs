@@ -139,6 +139,7 @@ impl PriceWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_random::xorshift64;
     use std::collections::BTreeSet;
 
     #[test]
@@ -183,9 +184,7 @@ mod tests {
         let mut model = BTreeSet::new();
         let mut state = 0x1234_5678_9abc_def0u64;
         for _ in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            xorshift64(&mut state);
             let key = (state % WINDOW_KEYS as u64) as i64 - WINDOW_KEYS as i64 / 2;
             if model.remove(&key) {
                 window.remove(key);

@@ -70,15 +70,6 @@ fn random_stream(seed: u64, commands: usize) -> Vec<String> {
     lines
 }
 
-fn account_of<'c, 'a>(command: &'c mut Command<'a>) -> Option<&'c mut AccountRef<'a>> {
-    match command {
-        Command::Order(order) => Some(&mut order.account),
-        Command::Cancel { account, .. } => Some(account),
-        Command::Amend(amend) => Some(&mut amend.account),
-        _ => None,
-    }
-}
-
 /// Replays `lines`, naming accounts by id when `by_id` and the account exists (the way
 /// a gateway resolves its client's account at login); returns the printed events and
 /// the final state's digest.
@@ -89,7 +80,7 @@ fn run(lines: &[String], by_id: bool) -> (Vec<String>, String) {
     for (index, line) in lines.iter().enumerate() {
         let mut command = parse_line(line).expect("a well-formed line").command;
         if by_id {
-            if let Some(account) = account_of(&mut command) {
+            if let Some(account) = command.account_mut() {
                 let known = match account {
                     AccountRef::Name(name) => exchange.ledger().find_account(name),
                     AccountRef::Id(id) => Some(*id),
@@ -139,8 +130,8 @@ fn an_id_that_names_no_account_is_treated_like_an_unknown_name() {
     let cancel = Command::Cancel { account: unknown.clone(), id: Cow::Borrowed("o1") };
     let amend_line = r#"{"cmd":"amend","account":"x","id":"o1","qty":"0.01"}"#;
     let mut amend = parse_line(amend_line).expect("a well-formed line").command;
-    *account_of(&mut order).expect("an order names an account") = unknown.clone();
-    *account_of(&mut amend).expect("an amend names an account") = unknown.clone();
+    *order.account_mut().expect("an order names an account") = unknown.clone();
+    *amend.account_mut().expect("an amend names an account") = unknown.clone();
 
     let expected_name = format!("#{}", exchange.ledger().accounts().len() + 7);
     for (command, reason) in [

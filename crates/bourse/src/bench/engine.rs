@@ -177,13 +177,7 @@ fn contiguous_commands<'text>(
 /// client has logged in. The ids are those the setup gave the accounts, the same in
 /// every fresh engine; accounts the setup did not create keep their names.
 fn resolve_accounts(commands: &mut [Command<'_>], exchange: &Exchange) {
-    for command in commands {
-        let account = match command {
-            Command::Order(order) => &mut order.account,
-            Command::Cancel { account, .. } => account,
-            Command::Amend(amend) => &mut amend.account,
-            _ => continue,
-        };
+    for account in commands.iter_mut().filter_map(Command::account_mut) {
         if let AccountRef::Name(name) = account {
             if let Some(id) = exchange.ledger().find_account(name) {
                 *account = AccountRef::Id(id);
