@@ -18,6 +18,7 @@ use crate::ids::{AccountId, ClientOrderId};
 use crate::num::{Price, Qty};
 use rustc_hash::FxHashMap;
 
+use crate::prefetch::prefetch;
 use crate::price_window::PriceWindow;
 use crate::slab::Slab;
 
@@ -102,6 +103,13 @@ struct Level {
 }
 
 impl Level {
+    /// Hint: the fields that queueing or dequeuing an order changes.
+    #[inline]
+    fn prefetch_queue(&self) {
+        prefetch(&self.head);
+        prefetch(&self.order_count);
+    }
+
     /// What fills a slot that holds no level.
     fn vacant() -> Level {
         Level {
@@ -255,9 +263,113 @@ impl OrderBook {
         self.best_price(side.opposite()).is_some_and(|best| crosses(side, limit, best))
     }
 
+    /// The record at `slot`, live or not, or `None` beyond the pool.
+    #[inline]
+    pub(crate) fn try_order(&self, slot: u32) -> Option<&RestingOrder> {
+        self.orders.try_get(slot)
+    }
+
     #[inline]
     pub fn order(&self, slot: u32) -> &RestingOrder {
         self.orders.get(slot)
+    }
+
+    // ----- cache hints for `lookahead`: read-only, and no panic on a stale slot -----
+
+    /// Hint: the record of the order at `slot`.
+    #[inline]
+    pub(crate) fn prefetch_order(&self, slot: u32) {
+        if let Some(order) = self.orders.try_get(slot) {
+            prefetch(order);
+        }
+    }
+
+    /// Hint: what taking the order at `slot` off its level changes: its level and the
+    /// links of its neighbours. Reads the order; returns its side.
+    #[inline]
+    pub(crate) fn prefetch_order_surroundings(&self, slot: u32) -> Option<Side> {
+        let order = self.orders.try_get(slot)?;
+        if let Some(previous) = self.orders.try_get(order.previous) {
+            prefetch(&previous.next);
+        }
+        if let Some(next) = self.orders.try_get(order.next) {
+            prefetch(&next.previous);
+        }
+        if let Some(level) = self.levels.try_get(order.level) {
+            level.prefetch_queue();
+        }
+        Some(order.side)
+    }
+
+    /// Hint: the window entry that locates the level for `price` on `side`, and the
+    /// best level of the other side, which an order at `price` is checked against.
+    #[inline]
+    pub(crate) fn prefetch_level_lookup(&self, side: Side, price: Option<Price>) {
+        let window = self.book_side(side).window.as_ref();
+        let entry =
+            window.zip(price).and_then(|(window, price)| window.entry(side_key(side, price)));
+        if let Some(entry) = entry {
+            prefetch(entry);
+        }
+        if let Some(best) = self.levels.try_get(self.book_side(side.opposite()).best) {
+            prefetch(best);
+        }
+    }
+
+    /// Hint: the level for `price` on `side`, or the slot a new level would take.
+    /// Reads the window entry; returns the level's slot if it exists.
+    #[inline]
+    pub(crate) fn prefetch_level(&self, side: Side, price: Price) -> Option<u32> {
+        let found = self.find_level(side, side_key(side, price));
+        match found.and_then(|slot| self.levels.try_get(slot)) {
+            Some(level) => level.prefetch_queue(),
+            None => {
+                let vacant = self.levels.next_slot().and_then(|slot| self.levels.try_get(slot));
+                if let Some(vacant) = vacant {
+                    prefetch(vacant);
+                }
+            }
+        }
+        found
+    }
+
+    /// Hint: the link of the last order of level `level_slot`, which a new order there
+    /// is linked behind. Reads the level.
+    #[inline]
+    pub(crate) fn prefetch_tail_link(&self, level_slot: u32) {
+        let tail =
+            self.levels.try_get(level_slot).and_then(|level| self.orders.try_get(level.tail));
+        if let Some(tail) = tail {
+            prefetch(&tail.next);
+        }
+    }
+
+    /// Hint: the slot the next new order will take.
+    #[inline]
+    pub(crate) fn prefetch_new_order_slot(&self) {
+        if let Some(slot) = self.orders.next_slot() {
+            self.prefetch_order(slot);
+        }
+    }
+
+    /// The first order an order on `taker_side` limited at `limit` would trade with, if
+    /// any. Reads the other side's best level.
+    #[inline]
+    pub(crate) fn first_maker(&self, taker_side: Side, limit: Price) -> Option<u32> {
+        let level = self.levels.try_get(self.book_side(taker_side.opposite()).best)?;
+        crosses(taker_side, limit, level.price).then_some(level.head)
+    }
+
+    /// The order such a taker would trade with after the one at `maker`, if any. Reads
+    /// that maker, and the next level when it is the last of its own.
+    pub(crate) fn next_maker(&self, maker: u32, taker_side: Side, limit: Price) -> Option<u32> {
+        let maker = self.orders.try_get(maker)?;
+        if maker.next != NIL {
+            return Some(maker.next);
+        }
+        let level = self.levels.try_get(maker.level)?;
+        let next_level = self.levels.try_get(self.next_level(taker_side.opposite(), level.key))?;
+        crosses(taker_side, limit, next_level.price).then_some(next_level.head)
     }
 
     /// Rests an order at the back of its price level and returns its slot.
@@ -866,6 +978,61 @@ mod tests {
                     assert_eq!(actual, model_levels(&model, side), "step {step}");
                 }
             }
+        }
+    }
+
+    /// Records the slots of the makers that leave the book, in order.
+    struct MakersDone(Vec<u32>);
+
+    impl MatchHandler for MakersDone {
+        fn on_trade(&mut self, _maker: &RestingOrder, _price: Price, _qty: Qty) {}
+        fn on_maker_done(&mut self, slot: u32, _maker: &RestingOrder, _reason: DoneReason) {
+            self.0.push(slot);
+        }
+    }
+
+    #[test]
+    fn the_hint_walks_find_the_makers_a_taker_meets_and_the_level_of_a_price() {
+        let mut state = 0x5851_f42d_4c95_7f2du64;
+        for round in 0..200 {
+            let mut book = OrderBook::new(BookCapacity { orders: 16, levels: 16 });
+            let mut level_of_price = BTreeMap::new();
+            for number in 0..(1 + next(&mut state) % 60) {
+                let price = random_price(&mut state, Side::Sell);
+                let slot = book.insert(NewRestingOrder {
+                    account: AccountId(1),
+                    id: ClientOrderId::new(number.to_string()),
+                    side: Side::Sell,
+                    price,
+                    remaining: Qty(1),
+                    filled: Qty::ZERO,
+                    stp: StpMode::None,
+                    post_only: false,
+                });
+                level_of_price.insert(price, book.order(slot).level);
+            }
+            for (price, level) in &level_of_price {
+                assert_eq!(book.prefetch_level(Side::Sell, *price), Some(*level));
+            }
+            assert_eq!(book.prefetch_level(Side::Sell, Price(999_999)), None);
+
+            let limit = random_price(&mut state, Side::Sell);
+            let mut walked = Vec::new();
+            let mut maker = book.first_maker(Side::Buy, limit);
+            while let Some(slot) = maker {
+                walked.push(slot);
+                maker = book.next_maker(slot, Side::Buy, limit);
+            }
+            let mut taker = Taker {
+                account: AccountId(2),
+                side: Side::Buy,
+                limit,
+                remaining: Qty(1_000),
+                stp: StpMode::None,
+            };
+            let mut met = MakersDone(Vec::new());
+            book.match_taker(&mut taker, &mut met);
+            assert_eq!(walked, met.0, "round {round}");
         }
     }
 

@@ -74,7 +74,7 @@ pub struct Instrument {
 
 impl Instrument {
     /// A limit price in price units: positive, a multiple of the tick, within `i64`.
-    fn validate_price(&self, price: Decimal) -> Result<Price, RejectReason> {
+    pub(crate) fn validate_price(&self, price: Decimal) -> Result<Price, RejectReason> {
         let units = price.to_units(self.price_decimals).ok_or(RejectReason::InvalidPrice)?;
         // Within i64 the tick check is a 64-bit division, much cheaper than a 128-bit one.
         let units = i64::try_from(units).map_err(|_| RejectReason::InvalidPrice)?;
@@ -202,6 +202,14 @@ impl Exchange {
         &self.books[instrument.index()]
     }
 
+    pub(crate) fn books(&self) -> &[OrderBook] {
+        &self.books
+    }
+
+    pub(crate) fn open_orders(&self) -> &OrderIndex {
+        &self.open_orders
+    }
+
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
     }
@@ -267,7 +275,7 @@ impl Exchange {
 
     /// The account a command names, if it exists.
     #[inline]
-    fn resolve(&self, account: &AccountRef<'_>) -> Option<AccountId> {
+    pub(crate) fn resolve(&self, account: &AccountRef<'_>) -> Option<AccountId> {
         match account {
             AccountRef::Name(name) => self.ledger.find_account(name),
             AccountRef::Id(account) => {

@@ -85,6 +85,16 @@ impl Ledger {
         self.balance_columns[asset.index()][account.index()]
     }
 
+    /// Hint: the balance of `account` in `asset`.
+    #[inline]
+    pub(crate) fn prefetch_balance(&self, account: AccountId, asset: AssetId) {
+        if let Some(balance) =
+            self.balance_columns.get(asset.index()).and_then(|column| column.get(account.index()))
+        {
+            crate::prefetch::prefetch(balance);
+        }
+    }
+
     /// Every non-zero balance of `account`, by asset.
     pub fn balances_of(&self, account: AccountId) -> impl Iterator<Item = (AssetId, Balance)> + '_ {
         self.balance_columns

@@ -10,8 +10,9 @@
 //! The layers, bottom up: `num` (fixed-point units) and `ids`; `book` (price-time
 //! priority matcher, money-blind) on `slab` pools; `ledger` (balances) and `spot` (what
 //! spot orders hold and fills move); `order_index` (open orders by account and client
-//! id); `exchange` (the state machine); `format` (the replay format's text) and
-//! `replay` (batch mode).
+//! id); `exchange` (the state machine); `lookahead` (cache hints for the commands
+//! about to be applied, which change no result); `format` (the replay format's text)
+//! and `replay` (batch mode).
 
 pub mod book;
 pub mod command;
@@ -20,8 +21,10 @@ pub mod exchange;
 pub mod format;
 pub mod ids;
 pub mod ledger;
+pub mod lookahead;
 pub mod num;
 pub mod order_index;
+mod prefetch;
 pub mod price_window;
 pub mod replay;
 pub mod slab;
@@ -32,5 +35,6 @@ mod test_random;
 pub use command::{AccountRef, Command, Side, StpMode, TimeInForce};
 pub use event::{DoneReason, Event, RejectReason};
 pub use exchange::{Exchange, ExchangeConfig};
+pub use lookahead::Lookahead;
 pub use num::{Amount, Decimal, Price, Qty};
 pub use replay::Replay;

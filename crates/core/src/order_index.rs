@@ -16,6 +16,7 @@ use rustc_hash::FxHasher;
 
 use crate::book::{OrderBook, RestingOrder};
 use crate::ids::{short_bytes_equal, AccountId, InstrumentId, OrderHandle};
+use crate::prefetch::prefetch;
 
 /// A slot of the table; `tag == 0` marks it empty.
 #[derive(Clone, Copy, Default)]
@@ -156,6 +157,35 @@ impl OrderIndex {
         }
     }
 
+    /// Hint: starts loading the entry where a probe for (`account`, `id`) begins, and
+    /// returns the key's tag for `likely_handle`.
+    #[inline]
+    pub(crate) fn prefetch_home(&self, account: AccountId, id: &str) -> u32 {
+        let tag = key_tag(account, id);
+        if let Some(entry) = self.entries.get(tag as usize & self.mask()) {
+            prefetch(entry);
+        }
+        tag
+    }
+
+    /// The handle of the first entry with `tag`, without confirming the key: where the
+    /// order most likely is, for cache hints.
+    #[inline]
+    pub(crate) fn likely_handle(&self, tag: u32) -> Option<OrderHandle> {
+        let mask = self.mask();
+        let mut position = tag as usize & mask;
+        loop {
+            let entry = *self.entries.get(position)?;
+            if entry.tag == tag {
+                return Some(entry.handle());
+            }
+            if entry.tag == 0 {
+                return None;
+            }
+            position = (position + 1) & mask;
+        }
+    }
+
     /// Puts `entry` in the first empty slot from its home on.
     #[inline]
     fn place(&mut self, entry: Entry) {
@@ -243,7 +273,11 @@ mod tests {
         assert_eq!(index.len(), 3_000);
         for (account, id, handle) in &handles {
             assert_eq!(index.find(&books, *account, id), Some(*handle));
+            // The hint's guess, from the tag alone, is right but for tag collisions.
+            let tag = index.prefetch_home(*account, id);
+            assert_eq!(index.likely_handle(tag), Some(*handle));
         }
+        assert_eq!(index.likely_handle(index.prefetch_home(AccountId(3), "order-0")), None);
         assert_eq!(index.find(&books, AccountId(3), "order-0"), None);
         assert_eq!(index.find(&books, AccountId(0), "order-1000"), None);
 

@@ -73,6 +73,12 @@ impl PriceWindow {
         slot_plus_one.checked_sub(1)
     }
 
+    /// The entry for `key`, if covered: for cache hints.
+    #[inline]
+    pub(crate) fn entry(&self, key: i64) -> Option<&u32> {
+        self.slots.get(self.offset(key)?)
+    }
+
     /// Records level `slot` at `key`; `key` must be covered and not yet occupied.
     pub fn insert(&mut self, key: i64, slot: u32) {
         let offset = self.offset(key).expect("insert of a key the window covers");

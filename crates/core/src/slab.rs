@@ -81,6 +81,24 @@ impl<T> Slab<T> {
         &self.chunks[(slot >> CHUNK_SHIFT) as usize][slot as usize & (CHUNK_SLOTS - 1)]
     }
 
+    /// The entry at `slot`, or `None` for a slot beyond the slab (for cache hints, which
+    /// may hold stale slots).
+    #[inline]
+    pub fn try_get(&self, slot: u32) -> Option<&T> {
+        self.chunks
+            .get((slot >> CHUNK_SHIFT) as usize)
+            .map(|chunk| &chunk[slot as usize & (CHUNK_SLOTS - 1)])
+    }
+
+    /// The slot the next `insert` will use, if it needs no new chunk.
+    #[inline]
+    pub fn next_slot(&self) -> Option<u32> {
+        match self.free_slots.last() {
+            Some(&slot) => Some(slot),
+            None => (self.slots_used < self.capacity()).then_some(self.slots_used as u32),
+        }
+    }
+
     #[inline]
     pub fn get_mut(&mut self, slot: u32) -> &mut T {
         &mut self.chunks[(slot >> CHUNK_SHIFT) as usize][slot as usize & (CHUNK_SLOTS - 1)]

@@ -6,6 +6,10 @@
 //! them once it has resolved its client's account at login; `--accounts by-name` keeps
 //! the names of the replay format, so the engine looks each one up.
 //!
+//! Before each command the bench gives the cache hints of `bourse_core::Lookahead` for
+//! the commands after it, as the engine's batch loop does; they are timed with the
+//! command they precede. `--lookahead off` applies every command cold.
+//!
 //! Two passes over a fresh engine each: one timed as a whole for throughput, one timing
 //! every command into an HDR histogram for the latency percentiles (reading the clock
 //! per command costs tens of nanoseconds, which would distort the throughput figure).
@@ -14,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use bourse_core::format::{parse_line, write_command};
-use bourse_core::{AccountRef, Command, Event, Exchange, ExchangeConfig};
+use bourse_core::{AccountRef, Command, Event, Exchange, ExchangeConfig, Lookahead};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 
@@ -45,12 +49,22 @@ pub struct EngineArgs {
     pub source: WorkloadArgs,
     #[arg(long, value_enum, default_value = "by-id")]
     accounts: AccountNaming,
+    /// Cache hints for the commands ahead (`bourse_core::Lookahead`), as the engine
+    /// gives them while it applies a batch; `off` applies each command cold.
+    #[arg(long, value_enum, default_value = "on")]
+    lookahead: Switch,
     /// Timed throughput passes (each on a fresh engine); the median is reported.
     #[arg(long, default_value_t = 5)]
     repeat: usize,
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
 }
 
 /// Which workload, and its size.
@@ -77,6 +91,7 @@ pub struct EngineResult {
     pub workload: String,
     /// `by-id` or `by-name`.
     pub accounts: &'static str,
+    pub lookahead: bool,
     pub commands: usize,
     /// The median of the throughput passes, and their range.
     pub commands_per_sec: f64,
@@ -92,13 +107,14 @@ pub struct EngineResult {
 
 pub fn run(args: &EngineArgs) -> Result<(), String> {
     let workload = load(&args.source)?;
-    let result = measure(&workload, args.accounts, args.repeat)?;
+    let result = measure(&workload, args.accounts, args.lookahead == Switch::On, args.repeat)?;
     if args.json {
         println!(
             "{}",
             serde_json::json!({
                 "workload": result.workload,
                 "accounts": result.accounts,
+                "lookahead": result.lookahead,
                 "commands": result.commands,
                 "commands_per_sec": result.commands_per_sec.round(),
                 "commands_per_sec_min": result.commands_per_sec_min.round(),
@@ -113,9 +129,10 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "{} (accounts {}): {} commands, {:.2} M commands/s (median of {} passes, range {:.2}-{:.2}); latency p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; {} rejected",
+            "{} (accounts {}, lookahead {}): {} commands, {:.2} M commands/s (median of {} passes, range {:.2}-{:.2}); latency p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; {} rejected",
             result.workload,
             result.accounts,
+            if result.lookahead { "on" } else { "off" },
             result.commands,
             result.commands_per_sec / 1e6,
             result.passes,
@@ -189,6 +206,7 @@ fn resolve_accounts(commands: &mut [Command<'_>], exchange: &Exchange) {
 pub fn measure(
     workload: &Workload,
     accounts: AccountNaming,
+    lookahead: bool,
     repeat: usize,
 ) -> Result<EngineResult, String> {
     let mut events = Vec::with_capacity(1024);
@@ -201,12 +219,12 @@ pub fn measure(
     let mut rates = Vec::with_capacity(repeat);
     let mut rejected = 0;
     for _ in 0..repeat.max(1) {
-        let (rate, rejected_in_pass) = throughput_pass(workload, &measured, &mut events);
+        let (rate, rejected_in_pass) = throughput_pass(workload, &measured, lookahead, &mut events);
         rates.push(rate);
         rejected = rejected_in_pass;
     }
     rates.sort_by(f64::total_cmp);
-    let histogram = latency_pass(workload, &measured, &mut events)?;
+    let histogram = latency_pass(workload, &measured, lookahead, &mut events)?;
 
     Ok(EngineResult {
         workload: workload.name.clone(),
@@ -214,6 +232,7 @@ pub fn measure(
             AccountNaming::ById => "by-id",
             AccountNaming::ByName => "by-name",
         },
+        lookahead,
         commands: workload.measured.len(),
         commands_per_sec: rates[rates.len() / 2],
         commands_per_sec_min: rates[0],
@@ -234,13 +253,18 @@ pub fn measure(
 fn throughput_pass(
     workload: &Workload,
     measured: &[Command<'_>],
+    lookahead: bool,
     events: &mut Vec<Event>,
 ) -> (f64, usize) {
     let first_seq = workload.setup.len() as u64 + 1;
     let mut exchange = prepared_engine(workload, events);
+    let mut hints = Lookahead::new();
     let mut rejected = 0usize;
     let started = Instant::now();
     for (offset, command) in measured.iter().enumerate() {
+        if lookahead {
+            hints.hint(&exchange, &measured[offset + 1..]);
+        }
         exchange.apply(first_seq + offset as u64, None, command, events);
         // Counting rejections is a cheap look at the first event, and keeps the events
         // observed so the work cannot be optimised away.
@@ -250,18 +274,24 @@ fn throughput_pass(
     (measured.len() as f64 / started.elapsed().as_secs_f64(), rejected)
 }
 
-/// One pass over a fresh engine timing every command.
+/// One pass over a fresh engine timing every command, its share of the cache hints
+/// included.
 fn latency_pass(
     workload: &Workload,
     measured: &[Command<'_>],
+    lookahead: bool,
     events: &mut Vec<Event>,
 ) -> Result<Histogram<u64>, String> {
     let first_seq = workload.setup.len() as u64 + 1;
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|error| format!("histogram: {error}"))?;
     let mut exchange = prepared_engine(workload, events);
+    let mut hints = Lookahead::new();
     for (offset, command) in measured.iter().enumerate() {
         let started = Instant::now();
+        if lookahead {
+            hints.hint(&exchange, &measured[offset + 1..]);
+        }
         exchange.apply(first_seq + offset as u64, None, command, events);
         let nanos = started.elapsed().as_nanos() as u64;
         events.clear();
