@@ -9,21 +9,9 @@ use bourse_core::format::{parse_line, state_digest, write_event};
 use bourse_core::ids::AccountId;
 use bourse_core::{AccountRef, Command, Event, Exchange, RejectReason};
 
-/// xorshift64: deterministic test randomness.
-struct Random(u64);
+mod random;
 
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
-
-    fn pick<'a>(&mut self, choices: &[&'a str]) -> &'a str {
-        choices[self.below(choices.len() as u64) as usize]
-    }
-}
+use random::Random;
 
 /// A stream that exercises every way an account is named: accounts that exist, one
 /// that never does (`zed`), reused and duplicate ids, crossing prices, self-trades.

@@ -6,21 +6,9 @@
 use bourse_core::format::{parse_line, state_digest, write_event};
 use bourse_core::{AccountRef, Command, Exchange, Lookahead};
 
-/// xorshift64: deterministic test randomness.
-struct Random(u64);
+mod random;
 
-impl Random {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % bound
-    }
-
-    fn pick<'a>(&mut self, choices: &[&'a str]) -> &'a str {
-        choices[self.below(choices.len() as u64) as usize]
-    }
-}
+use random::Random;
 
 /// Three books of many resting orders (so that trails find real orders, levels and
 /// makers), with cancels and amends of orders that the previous commands may just have
