@@ -3,6 +3,7 @@
 
 mod bench;
 mod input;
+mod journal;
 mod replay;
 
 use std::path::Path;
@@ -21,6 +22,11 @@ struct Cli {
 enum CliCommand {
     /// Replay a file of commands (the replay format) and print the events as JSON lines.
     Replay(replay::ReplayArgs),
+    /// The journal tools: verify, inspect, export, repair.
+    Journal {
+        #[command(subcommand)]
+        journal: journal::JournalCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -32,6 +38,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         CliCommand::Replay(args) => replay::run(&args),
+        CliCommand::Journal { journal } => journal::run(journal),
         CliCommand::Bench { bench } => bench::run(bench),
     };
     match result {

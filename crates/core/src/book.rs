@@ -181,6 +181,29 @@ pub struct LevelSummary {
     pub order_count: u32,
 }
 
+/// The orders of one level in arrival order (see `OrderBook::for_each_level`).
+pub struct LevelOrders<'book> {
+    book: &'book OrderBook,
+    next: u32,
+}
+
+impl<'book> Iterator for LevelOrders<'book> {
+    type Item = &'book RestingOrder;
+
+    #[inline]
+    fn next(&mut self) -> Option<&'book RestingOrder> {
+        if self.next == NIL {
+            return None;
+        }
+        let order = self.book.orders.get(self.next);
+        self.next = order.next;
+        // Hint: the order after this one, which the caller will ask for next (a
+        // caller walking several levels in turn has that load in flight meanwhile).
+        self.book.prefetch_order(self.next);
+        Some(order)
+    }
+}
+
 pub struct OrderBook {
     orders: Slab<RestingOrder>,
     levels: Slab<Level>,
@@ -571,6 +594,25 @@ impl OrderBook {
                 visit(order);
                 order_slot = order.next;
             }
+        });
+    }
+
+    /// Calls `visit` for every level of `side` in priority order with its summary and
+    /// its orders in arrival order: the book as levels, which is how a snapshot stores
+    /// it (one price per level, not per order).
+    pub fn for_each_level<'book>(
+        &'book self,
+        side: Side,
+        mut visit: impl FnMut(LevelSummary, LevelOrders<'book>),
+    ) {
+        self.for_each_level_slot(side, |book, level_slot| {
+            let level = book.levels.get(level_slot);
+            let summary = LevelSummary {
+                price: level.price,
+                total_qty: level.total_qty,
+                order_count: level.order_count,
+            };
+            visit(summary, LevelOrders { book, next: level.head });
         });
     }
 

@@ -95,6 +95,12 @@ impl Ledger {
         }
     }
 
+    /// Every account's balance of `asset`, by account id: one column of the ledger, for
+    /// whoever reads all balances at once (a snapshot).
+    pub fn balance_column(&self, asset: AssetId) -> &[Balance] {
+        &self.balance_columns[asset.index()]
+    }
+
     /// Every non-zero balance of `account`, by asset.
     pub fn balances_of(&self, account: AccountId) -> impl Iterator<Item = (AssetId, Balance)> + '_ {
         self.balance_columns
@@ -123,6 +129,35 @@ impl Ledger {
     /// Would a deposit of `amount` keep the asset's net deposits within `i64`?
     pub fn deposit_fits(&self, asset: AssetId, amount: Amount) -> bool {
         self.net_deposits(asset).checked_add(amount).is_some()
+    }
+
+    // ----- rebuilding from a snapshot (`snapshot`) -----
+    // These set state outright instead of moving money, so they do not keep
+    // conservation by themselves: the snapshot decoder checks it once everything is set.
+
+    /// Adds an account named `name` with zero balances, numbered after the existing
+    /// ones; `None` (nothing changed) if the name is taken.
+    pub(crate) fn restore_account(&mut self, name: &str) -> Option<AccountId> {
+        if self.find_account(name).is_some() || u32::try_from(self.accounts.len()).is_err() {
+            return None;
+        }
+        Some(self.find_or_create_account(name))
+    }
+
+    /// Sets the balance of `account` in `asset`.
+    pub(crate) fn restore_balance(&mut self, account: AccountId, asset: AssetId, balance: Balance) {
+        *self.balance_mut(account, asset) = balance;
+    }
+
+    /// Sets the fee balance and the net deposits of `asset`.
+    pub(crate) fn restore_asset_totals(
+        &mut self,
+        asset: AssetId,
+        fees: Amount,
+        net_deposits: Amount,
+    ) {
+        self.fees[asset.index()] = fees;
+        self.net_deposits[asset.index()] = net_deposits;
     }
 
     /// Outside money in: available += amount, net deposits += amount.

@@ -12,7 +12,8 @@
 //! spot orders hold and fills move); `order_index` (open orders by account and client
 //! id); `exchange` (the state machine); `lookahead` (cache hints for the commands
 //! about to be applied, which change no result); `format` (the replay format's text)
-//! and `replay` (batch mode).
+//! and `replay` (batch mode); `snapshot` (the whole state as bytes and back, for the
+//! journal and recovery).
 
 pub mod book;
 pub mod command;
@@ -28,6 +29,7 @@ mod prefetch;
 pub mod price_window;
 pub mod replay;
 pub mod slab;
+pub mod snapshot;
 pub mod spot;
 #[cfg(test)]
 mod test_random;

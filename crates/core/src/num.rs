@@ -69,6 +69,11 @@ impl Decimal {
         decimal
     }
 
+    /// The integer `m` of `m * 10^-scale` (normalised: no trailing zeros in the fraction).
+    pub fn mantissa(self) -> i128 {
+        self.mantissa
+    }
+
     /// Number of significant decimal places (`"0.050"` has 2).
     pub fn scale(self) -> u32 {
         self.scale

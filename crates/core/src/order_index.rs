@@ -136,6 +136,48 @@ impl OrderIndex {
         self.len += 1;
     }
 
+    /// Indexes the order resting at `handle` unless its key is indexed already (then
+    /// `false`, and no entry is added). One probe does both, which is what rebuilding
+    /// the index from untrusted snapshot bytes needs: a duplicate key is an error
+    /// there, not a bug.
+    pub fn insert_if_absent(&mut self, books: &[OrderBook], handle: OrderHandle) -> bool {
+        if (self.len + 1) * 2 > self.entries.len() {
+            self.grow();
+        }
+        let order = order_at(books, handle);
+        let tag = key_tag(order.account, &order.id);
+        let mask = self.mask();
+        let mut position = tag as usize & mask;
+        loop {
+            let entry = self.entries[position];
+            if entry.tag == 0 {
+                break;
+            }
+            if entry.tag == tag
+                && has_key(order_at(books, entry.handle()), order.account, &order.id)
+            {
+                return false;
+            }
+            position = (position + 1) & mask;
+        }
+        self.entries[position] = Entry { tag, instrument: handle.instrument.0, slot: handle.slot };
+        self.len += 1;
+        true
+    }
+
+    /// Makes room for `orders` open orders in all, so that adding them rehashes nothing
+    /// (a restored exchange knows its order count up front).
+    pub fn reserve(&mut self, orders: usize) {
+        let entries = orders.saturating_mul(2).max(MIN_ENTRIES).checked_next_power_of_two();
+        let Some(entries) = entries.filter(|&entries| entries > self.entries.len()) else {
+            return;
+        };
+        let old = std::mem::replace(&mut self.entries, vec![Entry::default(); entries]);
+        for entry in old.into_iter().filter(|entry| entry.tag != 0) {
+            self.place(entry);
+        }
+    }
+
     /// Forgets the order at `handle`, whose key is (`account`, `id`). Compares handles
     /// only, so the order's record may already be gone from its book.
     #[inline]

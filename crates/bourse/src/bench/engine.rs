@@ -190,6 +190,12 @@ fn contiguous_commands<'text>(
         .collect()
 }
 
+/// `resolve_accounts` with the ids a fresh engine gives the workload's accounts.
+pub fn resolve_accounts_after_setup(commands: &mut [Command<'_>], workload: &Workload) {
+    let mut events = Vec::new();
+    resolve_accounts(commands, &prepared_engine(workload, &mut events));
+}
+
 /// Names the accounts of orders, cancels and amends by id, as a gateway does once its
 /// client has logged in. The ids are those the setup gave the accounts, the same in
 /// every fresh engine; accounts the setup did not create keep their names.

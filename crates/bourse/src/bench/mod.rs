@@ -2,6 +2,8 @@
 //! benches, never in timed unit tests; figures go to `docs/benchmarks.md` with the
 //! command that produced them.
 
+mod crash;
+mod durable;
 mod engine;
 mod generate;
 mod memory;
@@ -13,6 +15,15 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// The in-process core: pre-generated commands, timing only their processing.
     Engine(engine::EngineArgs),
+    /// Kill -9 the durable engine under load again and again; check nothing released
+    /// was lost (exit 0 only then).
+    Crash(crash::CrashArgs),
+    /// The child process of `bench crash` (not for direct use).
+    #[command(hide = true)]
+    CrashChild(crash::CrashChildArgs),
+    /// The whole pipeline: producers, journal with group commit, core, released
+    /// outcomes; throughput and open-loop release latency per durability mode.
+    Durable(durable::DurableArgs),
     /// Resident memory of the core with many orders at rest (default 1,000,000).
     Memory(memory::MemoryArgs),
     /// Write a generated workload as replay-format lines (input for `bourse replay`).
@@ -22,6 +33,9 @@ pub enum BenchCommand {
 pub fn run(bench: BenchCommand) -> Result<(), String> {
     match bench {
         BenchCommand::Engine(args) => engine::run(&args),
+        BenchCommand::Crash(args) => crash::run(&args),
+        BenchCommand::CrashChild(args) => crash::run_child(&args),
+        BenchCommand::Durable(args) => durable::run(&args),
         BenchCommand::Memory(args) => memory::run(&args),
         BenchCommand::Generate(args) => generate::run(&args),
     }

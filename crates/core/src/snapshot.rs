@@ -1,0 +1,919 @@
+//! Snapshots: the complete state of an `Exchange` as bytes (`encode_state`), and the
+//! exchange rebuilt from them (`decode_state`), so that a journal can write a snapshot
+//! and recovery can resume from it: the rebuilt exchange gives the same events for the
+//! same commands, and the same state document and digest, as the one that was saved.
+//!
+//! This module owns the snapshot format and its validation. It must never do I/O, and
+//! it must never trust its input: decoding hostile bytes may fail, but never panics,
+//! never loops without consuming input, and allocates only in proportion to what the
+//! bytes describe: every count is checked against the bytes left before anything is
+//! made for it, so memory stays within a small multiple of the input, plus the book
+//! pools `ExchangeConfig` asks for per instrument defined (what the live engine holds
+//! per instrument). Checksums and framing are the journal's business; this module
+//! checks structure and meaning: every index in range, every amount one the engine
+//! could hold, books in priority order and never crossed, no order key twice, each
+//! account's `held` equal to what its orders hold, each asset conserved. Then it runs
+//! `Exchange::check_invariants` on the result.
+//!
+//! What is stored is everything that can decide a future event or the state document:
+//! the time, assets, instruments, accounts in id order (ids come back identical:
+//! gateways address accounts by id), every balance, fee balances, net deposits, and
+//! every resting order with all its fields, each book side in priority order. Derived
+//! structures (the open-order index, price windows, level slabs, name tables) are
+//! rebuilt, and orders get new slab slots: no event, document or digest depends on a
+//! slot, a window's position or a table's size.
+//!
+//! # Format, version 1
+//!
+//! Eight bytes of magic (`BOURSNAP`), the version as a little-endian `u32`, then
+//! unsigned LEB128 varints (7 bits a byte, least significant first; only the shortest
+//! form is accepted, so a state has exactly one encoding) and strings (a varint length,
+//! then UTF-8). Signed fields are never negative in a valid state, so all are unsigned.
+//!
+//! ```text
+//! time_ns
+//! asset count;      per asset: name, decimals
+//! instrument count; per instrument: symbol, base asset, quote asset (asset indexes),
+//!                   price decimals, qty decimals, tick, lot, min qty, max qty (both up
+//!                   to 128 bits), maker fee bps, taker fee bps, market band bps
+//! account count;    per account, in id order: name
+//! per asset:        fee balance, net deposits; per account: available, held
+//! open order count  (all books)
+//! per instrument, per side (bids, then asks):
+//!                   per level, best first: price (never 0), order count;
+//!                     per order, in arrival order: account, id, remaining, filled,
+//!                     flags (one byte: stp mode in bits 0-1, post_only in bit 2)
+//!                   then 0 (ends the side)
+//! ```
+//!
+//! Nothing may follow. Decoding one resting order reads about five varints and
+//! re-inserts it in its book and the index, with no allocation of its own.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use compact_str::CompactString;
+
+use crate::book::{LevelOrders, LevelSummary, NewRestingOrder, RestingOrder};
+use crate::command::{Side, StpMode};
+use crate::exchange::{
+    AssetSpec, Exchange, ExchangeConfig, Instrument, ASSET_DECIMALS_MAX, FEE_BPS_MAX,
+    MARKET_BAND_BPS_MAX,
+};
+use crate::ids::{AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle};
+use crate::ledger::Balance;
+use crate::num::{pow10_saturating, Amount, Price, Qty};
+use crate::spot::SpotRules;
+
+/// The first bytes of every snapshot.
+pub const MAGIC: [u8; 8] = *b"BOURSNAP";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+const HEADER_BYTES: usize = MAGIC.len() + 4;
+/// The fewest bytes an item can take, which bounds what a count may claim.
+const MIN_ASSET_BYTES: usize = 2;
+/// Twelve one-byte fields, plus the two side terminators of its book.
+const MIN_INSTRUMENT_BYTES: usize = 14;
+const MIN_ORDER_BYTES: usize = 5;
+/// Ends a book side where a level's price would be (no level has price 0).
+const END_OF_SIDE: u64 = 0;
+
+/// Orders read between resting an order and indexing it: enough to hide the index's
+/// cache miss behind the reading of the next orders.
+const INDEX_LAG: usize = 16;
+
+const STP_BITS: u8 = 0b11;
+const POST_ONLY_BIT: u8 = 0b100;
+
+/// Why bytes are not a snapshot this build can restore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// The bytes end (or a length or count points) beyond their end; `offset` is where
+    /// more was needed.
+    Truncated { offset: usize },
+    /// The bytes do not start with `MAGIC`.
+    BadMagic,
+    /// A version this build cannot read.
+    UnsupportedVersion(u32),
+    /// A value that no exchange state can have, starting at byte `offset`.
+    Invalid { offset: usize, what: Cow<'static, str> },
+}
+
+impl SnapshotError {
+    /// A stable code for logs and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SnapshotError::Truncated { .. } => "truncated",
+            SnapshotError::BadMagic => "bad_magic",
+            SnapshotError::UnsupportedVersion(_) => "unsupported_version",
+            SnapshotError::Invalid { .. } => "invalid",
+        }
+    }
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::Truncated { offset } => {
+                write!(formatter, "snapshot truncated: more bytes needed at offset {offset}")
+            }
+            SnapshotError::BadMagic => formatter.write_str("not a Bourse snapshot (bad magic)"),
+            SnapshotError::UnsupportedVersion(version) => write!(
+                formatter,
+                "snapshot format version {version} is not supported (this build reads \
+                 {FORMAT_VERSION})"
+            ),
+            SnapshotError::Invalid { offset, what } => {
+                write!(formatter, "invalid snapshot at offset {offset}: {what}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+fn invalid(offset: usize, what: &'static str) -> SnapshotError {
+    SnapshotError::Invalid { offset, what: Cow::Borrowed(what) }
+}
+
+// ----------------------------------------------------------------------------------
+// Encoding
+
+/// Appends the full state of `exchange` to `out` (format version `FORMAT_VERSION`).
+pub fn encode_state(exchange: &Exchange, out: &mut Vec<u8>) {
+    out.reserve(estimated_size(exchange));
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    put_varint(out, exchange.time_ns());
+    encode_definitions(exchange, out);
+    encode_accounts(exchange, out);
+    put_varint(out, exchange.open_order_count() as u64);
+    let mut lanes = Lanes::default();
+    for index in 0..exchange.instruments().len() {
+        let book = exchange.book(InstrumentId(index as u32));
+        for side in [Side::Buy, Side::Sell] {
+            book.for_each_level(side, |level, orders| {
+                lanes.push(level, orders, out);
+            });
+            lanes.flush(out);
+            put_varint(out, END_OF_SIDE);
+        }
+    }
+}
+
+/// Levels whose orders are encoded side by side.
+const LANES: usize = 8;
+
+/// Encodes `LANES` consecutive levels of a side at a time, one order of each in turn.
+///
+/// Walking a level is a chain of dependent loads (each order names the next), and in a
+/// book built by live trading the orders of one level lie anywhere in memory: one
+/// level at a time, every order is a cache miss waited for alone. Taking one step in
+/// each of eight levels in turn keeps eight misses in flight. Each level goes to its own
+/// buffer, appended to the output in priority order once the group is done; the
+/// buffers are reused, so nothing is allocated per order.
+#[derive(Default)]
+struct Lanes<'book> {
+    levels: Vec<LevelOrders<'book>>,
+    buffers: [Vec<u8>; LANES],
+}
+
+impl<'book> Lanes<'book> {
+    fn push(&mut self, level: LevelSummary, orders: LevelOrders<'book>, out: &mut Vec<u8>) {
+        let buffer = &mut self.buffers[self.levels.len()];
+        put_varint(buffer, level.price.0 as u64);
+        put_varint(buffer, u64::from(level.order_count));
+        self.levels.push(orders);
+        if self.levels.len() == LANES {
+            self.flush(out);
+        }
+    }
+
+    /// Encodes the orders of the levels pushed so far and appends them.
+    fn flush(&mut self, out: &mut Vec<u8>) {
+        let mut active = self.levels.len();
+        while active > 0 {
+            active = 0;
+            for (orders, buffer) in self.levels.iter_mut().zip(&mut self.buffers) {
+                if let Some(order) = orders.next() {
+                    put_order(buffer, order);
+                    active += 1;
+                }
+            }
+        }
+        for buffer in &mut self.buffers[..self.levels.len()] {
+            out.extend_from_slice(buffer);
+            buffer.clear();
+        }
+        self.levels.clear();
+    }
+}
+
+#[inline]
+fn put_order(out: &mut Vec<u8>, order: &RestingOrder) {
+    put_varint(out, u64::from(order.account.0));
+    put_str(out, &order.id);
+    put_varint(out, order.remaining.0 as u64);
+    put_varint(out, order.filled.0 as u64);
+    out.push(order_flags(order.stp, order.post_only));
+}
+
+/// A rough upper estimate of the encoding's size, so that `out` usually grows once:
+/// short ids, small balances and accounts and quantities below 2^21 are the common
+/// case (beyond it, `out` just grows again).
+fn estimated_size(exchange: &Exchange) -> usize {
+    let assets = exchange.assets().len();
+    let accounts = exchange.ledger().accounts().len();
+    HEADER_BYTES
+        + 10
+        + assets * 32
+        + exchange.instruments().len() * 96
+        + accounts * (24 + assets * 6)
+        + 10
+        + exchange.open_order_count() * 30
+}
+
+fn encode_definitions(exchange: &Exchange, out: &mut Vec<u8>) {
+    put_varint(out, exchange.assets().len() as u64);
+    for asset in exchange.assets() {
+        put_str(out, &asset.name);
+        put_varint(out, u64::from(asset.decimals));
+    }
+    put_varint(out, exchange.instruments().len() as u64);
+    for instrument in exchange.instruments() {
+        put_str(out, &instrument.symbol);
+        put_varint(out, u64::from(instrument.spot.base.0));
+        put_varint(out, u64::from(instrument.spot.quote.0));
+        put_varint(out, u64::from(instrument.price_decimals));
+        put_varint(out, u64::from(instrument.qty_decimals));
+        put_varint(out, instrument.tick.0 as u64);
+        put_varint(out, instrument.lot.0 as u64);
+        put_varint_u128(out, instrument.min_qty as u128);
+        put_varint_u128(out, instrument.max_qty as u128);
+        put_varint(out, instrument.spot.maker_fee_bps as u64);
+        put_varint(out, instrument.spot.taker_fee_bps as u64);
+        put_varint(out, instrument.market_band_bps as u64);
+    }
+}
+
+/// Account names, then the ledger column by column (its own layout).
+fn encode_accounts(exchange: &Exchange, out: &mut Vec<u8>) {
+    let ledger = exchange.ledger();
+    put_varint(out, ledger.accounts().len() as u64);
+    for account in ledger.accounts() {
+        put_str(out, &account.name);
+    }
+    for index in 0..exchange.assets().len() {
+        let asset = AssetId(index as u32);
+        put_varint(out, ledger.fee_balance(asset).0 as u64);
+        put_varint(out, ledger.net_deposits(asset).0 as u64);
+        for balance in ledger.balance_column(asset) {
+            put_varint(out, balance.available.0 as u64);
+            put_varint(out, balance.held.0 as u64);
+        }
+    }
+}
+
+fn stp_code(stp: StpMode) -> u8 {
+    match stp {
+        StpMode::CancelTaker => 0,
+        StpMode::CancelMaker => 1,
+        StpMode::CancelBoth => 2,
+        StpMode::None => 3,
+    }
+}
+
+fn order_flags(stp: StpMode, post_only: bool) -> u8 {
+    stp_code(stp) | if post_only { POST_ONLY_BIT } else { 0 }
+}
+
+/// LEB128: 7 bits a byte, least significant first, the high bit set on every byte
+/// but the last; small values (most counts, ids, quantities) take one or two bytes.
+#[inline]
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    let mut buffer = [0u8; 10];
+    let mut length = 0;
+    while value >= 0x80 {
+        buffer[length] = value as u8 | 0x80;
+        value >>= 7;
+        length += 1;
+    }
+    buffer[length] = value as u8;
+    out.extend_from_slice(&buffer[..=length]);
+}
+
+fn put_varint_u128(out: &mut Vec<u8>, mut value: u128) {
+    while value >= 0x80 {
+        out.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+#[inline]
+fn put_str(out: &mut Vec<u8>, text: &str) {
+    put_varint(out, text.len() as u64);
+    out.extend_from_slice(text.as_bytes());
+}
+
+// ----------------------------------------------------------------------------------
+// Decoding
+
+/// Rebuilds an exchange from `encode_state`'s bytes, with `config` for its pools (as
+/// `Exchange::new` would). Any bytes that are not exactly one valid snapshot give an
+/// error, never a panic.
+pub fn decode_state(bytes: &[u8], config: ExchangeConfig) -> Result<Exchange, SnapshotError> {
+    let mut reader = Reader { bytes, offset: 0 };
+    read_header(&mut reader)?;
+    let mut exchange = Exchange::new(config);
+    exchange.restore_time(reader.varint()?);
+    read_assets(&mut reader, &mut exchange)?;
+    read_instruments(&mut reader, &mut exchange)?;
+    read_accounts(&mut reader, &mut exchange)?;
+    let unheld = read_balances(&mut reader, &mut exchange)?;
+    let mut books = BookReader {
+        reader,
+        exchange,
+        unheld,
+        orders_left: 0,
+        rested: 0,
+        unindexed: [(OrderHandle { instrument: InstrumentId(0), slot: 0 }, 0); INDEX_LAG],
+    };
+    books.read_books()?;
+    let BookReader { reader, exchange, unheld, .. } = books;
+    if reader.offset != bytes.len() {
+        return Err(invalid(reader.offset, "bytes after the end of the snapshot"));
+    }
+    if unheld.iter().flatten().any(|&held| held != 0) {
+        return Err(invalid(bytes.len(), "an account holds more than its open orders hold"));
+    }
+    exchange
+        .check_invariants()
+        .map_err(|problem| SnapshotError::Invalid { offset: bytes.len(), what: problem.into() })?;
+    Ok(exchange)
+}
+
+/// A cursor over the input; every read checks the bytes left.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.offset
+    }
+
+    fn truncated(&self) -> SnapshotError {
+        SnapshotError::Truncated { offset: self.bytes.len() }
+    }
+
+    #[inline]
+    fn byte(&mut self) -> Result<u8, SnapshotError> {
+        let byte = *self.bytes.get(self.offset).ok_or_else(|| self.truncated())?;
+        self.offset += 1;
+        Ok(byte)
+    }
+
+    fn take(&mut self, length: usize) -> Result<&'a [u8], SnapshotError> {
+        if length > self.remaining() {
+            return Err(self.truncated());
+        }
+        let taken = &self.bytes[self.offset..self.offset + length];
+        self.offset += length;
+        Ok(taken)
+    }
+
+    /// A LEB128 varint of at most 64 bits, in its shortest form.
+    #[inline]
+    fn varint(&mut self) -> Result<u64, SnapshotError> {
+        let start = self.offset;
+        let first = self.byte()?;
+        if first < 0x80 {
+            return Ok(u64::from(first));
+        }
+        let mut value = u64::from(first & 0x7f);
+        let mut shift = 7;
+        loop {
+            let byte = self.byte()?;
+            if shift == 63 && byte > 1 {
+                return Err(invalid(start, "varint beyond 64 bits"));
+            }
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                if byte == 0 {
+                    return Err(invalid(start, "varint not in its shortest form"));
+                }
+                return Ok(value);
+            }
+            shift += 7;
+        }
+    }
+
+    /// A LEB128 varint of at most 128 bits, in its shortest form.
+    fn varint_u128(&mut self) -> Result<u128, SnapshotError> {
+        let start = self.offset;
+        let mut value = 0u128;
+        let mut shift = 0;
+        loop {
+            let byte = self.byte()?;
+            if shift == 126 && byte > 3 {
+                return Err(invalid(start, "varint beyond 128 bits"));
+            }
+            value |= u128::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                if byte == 0 && shift > 0 {
+                    return Err(invalid(start, "varint not in its shortest form"));
+                }
+                return Ok(value);
+            }
+            shift += 7;
+        }
+    }
+
+    /// A varint that must fit in `i64` (amounts, prices, quantities).
+    #[inline]
+    fn units(&mut self, what: &'static str) -> Result<i64, SnapshotError> {
+        let start = self.offset;
+        i64::try_from(self.varint()?).map_err(|_| invalid(start, what))
+    }
+
+    /// A small varint (decimals, fee rates, indexes) as `u32`.
+    fn small(&mut self, what: &'static str) -> Result<u32, SnapshotError> {
+        let start = self.offset;
+        u32::try_from(self.varint()?).map_err(|_| invalid(start, what))
+    }
+
+    #[inline]
+    fn str(&mut self) -> Result<&'a str, SnapshotError> {
+        let length = self.varint()?;
+        let start = self.offset;
+        let length = usize::try_from(length).map_err(|_| self.truncated())?;
+        std::str::from_utf8(self.take(length)?).map_err(|_| invalid(start, "text is not UTF-8"))
+    }
+
+    /// A count of items that take at least `min_bytes_each` bytes each: more than the
+    /// bytes left can hold is a truncation, caught before anything is made for them.
+    fn count(&mut self, min_bytes_each: usize) -> Result<usize, SnapshotError> {
+        let count = self.varint()?;
+        let fits = self.remaining() / min_bytes_each.max(1);
+        match usize::try_from(count) {
+            Ok(count) if count <= fits => Ok(count),
+            _ => Err(self.truncated()),
+        }
+    }
+}
+
+fn read_header(reader: &mut Reader<'_>) -> Result<(), SnapshotError> {
+    let available = &reader.bytes[..reader.remaining().min(MAGIC.len())];
+    if available != &MAGIC[..available.len()] {
+        return Err(SnapshotError::BadMagic);
+    }
+    reader.take(MAGIC.len())?;
+    let version = reader.take(4)?;
+    let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
+    if version != FORMAT_VERSION {
+        return Err(SnapshotError::UnsupportedVersion(version));
+    }
+    Ok(())
+}
+
+fn read_assets(reader: &mut Reader<'_>, exchange: &mut Exchange) -> Result<(), SnapshotError> {
+    for _ in 0..reader.count(MIN_ASSET_BYTES)? {
+        let at = reader.offset;
+        let name = CompactString::new(reader.str()?);
+        let decimals = reader.small("asset decimals out of range")?;
+        if i64::from(decimals) > ASSET_DECIMALS_MAX {
+            return Err(invalid(at, "asset decimals out of range"));
+        }
+        if !exchange.restore_asset(AssetSpec { name, decimals }) {
+            return Err(invalid(at, "asset name declared twice"));
+        }
+    }
+    Ok(())
+}
+
+fn read_instruments(reader: &mut Reader<'_>, exchange: &mut Exchange) -> Result<(), SnapshotError> {
+    for _ in 0..reader.count(MIN_INSTRUMENT_BYTES)? {
+        let at = reader.offset;
+        let instrument = read_instrument(reader, exchange)?;
+        if !exchange.restore_instrument(instrument) {
+            return Err(invalid(at, "instrument symbol declared twice"));
+        }
+    }
+    Ok(())
+}
+
+/// One instrument, checked as `Exchange` checks a definition (the replay format's
+/// `invalid_instrument` rules), in engine units.
+fn read_instrument(
+    reader: &mut Reader<'_>,
+    exchange: &Exchange,
+) -> Result<Instrument, SnapshotError> {
+    let symbol = CompactString::new(reader.str()?);
+    let at = reader.offset;
+    let base = read_asset_index(reader, exchange)?;
+    let quote = read_asset_index(reader, exchange)?;
+    if base == quote {
+        return Err(invalid(at, "instrument base equals its quote"));
+    }
+    let at = reader.offset;
+    let price_decimals = reader.small("price decimals out of range")?;
+    let qty_decimals = reader.small("qty decimals out of range")?;
+    let base_decimals = exchange.asset(base).decimals;
+    let quote_decimals = exchange.asset(quote).decimals;
+    if qty_decimals > base_decimals
+        || u64::from(price_decimals) + u64::from(qty_decimals) > u64::from(quote_decimals)
+    {
+        return Err(invalid(at, "instrument decimals break the decimals constraint"));
+    }
+    let tick = read_step(reader, price_decimals, "tick")?;
+    let lot = read_step(reader, qty_decimals, "lot")?;
+    let at = reader.offset;
+    let min_qty = read_qty_bound(reader, lot)?;
+    let max_qty = read_qty_bound(reader, lot)?;
+    if min_qty > max_qty {
+        return Err(invalid(at, "min qty above max qty"));
+    }
+    let maker_fee_bps = read_rate(reader, FEE_BPS_MAX, "maker fee out of range")?;
+    let taker_fee_bps = read_rate(reader, FEE_BPS_MAX, "taker fee out of range")?;
+    let market_band_bps = read_rate(reader, MARKET_BAND_BPS_MAX, "market band out of range")?;
+    Ok(Instrument {
+        symbol,
+        price_decimals,
+        qty_decimals,
+        tick: Price(tick),
+        lot: Qty(lot),
+        min_qty,
+        max_qty,
+        market_band_bps,
+        spot: SpotRules {
+            base,
+            quote,
+            // Decimals are at most 18 and checked above, so these powers fit in i64.
+            quote_units_per_notional_unit: pow10_saturating(
+                quote_decimals - price_decimals - qty_decimals,
+            ) as i64,
+            base_units_per_qty_unit: pow10_saturating(base_decimals - qty_decimals) as i64,
+            maker_fee_bps,
+            taker_fee_bps,
+        },
+    })
+}
+
+fn read_asset_index(
+    reader: &mut Reader<'_>,
+    exchange: &Exchange,
+) -> Result<AssetId, SnapshotError> {
+    let at = reader.offset;
+    let index = reader.small("unknown asset")?;
+    if index as usize >= exchange.assets().len() {
+        return Err(invalid(at, "unknown asset"));
+    }
+    Ok(AssetId(index))
+}
+
+/// A tick or lot: positive, and in its own decimals (which are those of the decimal
+/// literal it came from, trailing zeros removed: so it ends in a non-zero digit when it
+/// has decimals at all).
+fn read_step(
+    reader: &mut Reader<'_>,
+    decimals: u32,
+    what: &'static str,
+) -> Result<i64, SnapshotError> {
+    let at = reader.offset;
+    let step = reader.units(what)?;
+    if step <= 0 || (decimals > 0 && step % 10 == 0) {
+        return Err(invalid(at, what));
+    }
+    Ok(step)
+}
+
+fn read_qty_bound(reader: &mut Reader<'_>, lot: i64) -> Result<i128, SnapshotError> {
+    let at = reader.offset;
+    let bound = i128::try_from(reader.varint_u128()?).map_err(|_| invalid(at, "qty bound"))?;
+    if bound <= 0 || bound % i128::from(lot) != 0 {
+        return Err(invalid(at, "qty bound not a positive multiple of the lot"));
+    }
+    Ok(bound)
+}
+
+fn read_rate(reader: &mut Reader<'_>, max: i64, what: &'static str) -> Result<i64, SnapshotError> {
+    let at = reader.offset;
+    let rate = i64::from(reader.small(what)?);
+    if rate > max {
+        return Err(invalid(at, what));
+    }
+    Ok(rate)
+}
+
+fn read_accounts(reader: &mut Reader<'_>, exchange: &mut Exchange) -> Result<(), SnapshotError> {
+    // An account takes a name length and its two balances of every asset.
+    let per_account = 1 + 2 * exchange.assets().len();
+    for _ in 0..reader.count(per_account)? {
+        let at = reader.offset;
+        let name = reader.str()?;
+        if exchange.ledger_mut().restore_account(name).is_none() {
+            return Err(invalid(at, "account name taken twice"));
+        }
+    }
+    Ok(())
+}
+
+/// Reads every balance, checks each asset is conserved, and returns what every
+/// account holds per asset (`[asset][account]`), for the orders to account for.
+fn read_balances(
+    reader: &mut Reader<'_>,
+    exchange: &mut Exchange,
+) -> Result<Vec<Vec<i64>>, SnapshotError> {
+    let accounts = exchange.ledger().accounts().len();
+    let mut unheld = Vec::with_capacity(exchange.assets().len());
+    for index in 0..exchange.assets().len() {
+        let asset = AssetId(index as u32);
+        let at = reader.offset;
+        let fees = reader.units("fee balance out of range")?;
+        let net_deposits = reader.units("net deposits out of range")?;
+        exchange.ledger_mut().restore_asset_totals(asset, Amount(fees), Amount(net_deposits));
+        let mut held_column = Vec::with_capacity(accounts);
+        let mut total = i128::from(fees);
+        for account in 0..accounts {
+            let available = reader.units("balance out of range")?;
+            let held = reader.units("balance out of range")?;
+            total += i128::from(available) + i128::from(held);
+            held_column.push(held);
+            let balance = Balance { available: Amount(available), held: Amount(held) };
+            exchange.ledger_mut().restore_balance(AccountId(account as u32), asset, balance);
+        }
+        if total != i128::from(net_deposits) {
+            return Err(invalid(at, "asset not conserved: balances and fees != net deposits"));
+        }
+        unheld.push(held_column);
+    }
+    Ok(unheld)
+}
+
+/// Reads the books section into the exchange being rebuilt.
+struct BookReader<'a> {
+    reader: Reader<'a>,
+    exchange: Exchange,
+    /// `[asset][account]`: held balance that no order read so far accounts for.
+    unheld: Vec<Vec<i64>>,
+    /// Orders the snapshot announced and has not yet given.
+    orders_left: usize,
+    /// Orders rested so far.
+    rested: usize,
+    /// The last `INDEX_LAG` orders rested but not yet indexed, with their offsets, by
+    /// `rested % INDEX_LAG`.
+    unindexed: [(OrderHandle, usize); INDEX_LAG],
+}
+
+/// What reading one book side needs to know about its instrument.
+struct SideContext {
+    instrument: InstrumentId,
+    side: Side,
+    rules: SpotRules,
+    hold_asset: usize,
+    tick: i64,
+    lot: i64,
+    max_qty: i128,
+}
+
+impl BookReader<'_> {
+    fn read_books(&mut self) -> Result<(), SnapshotError> {
+        self.orders_left = self.reader.count(MIN_ORDER_BYTES)?;
+        self.exchange.reserve_open_orders(self.orders_left);
+        for index in 0..self.exchange.instruments().len() {
+            let instrument = InstrumentId(index as u32);
+            let best_bid = self.read_side(self.side_context(instrument, Side::Buy), None)?;
+            self.read_side(self.side_context(instrument, Side::Sell), best_bid)?;
+        }
+        self.index_the_rest()?;
+        if self.orders_left != 0 {
+            return Err(invalid(self.reader.offset, "fewer orders than announced"));
+        }
+        Ok(())
+    }
+
+    fn side_context(&self, instrument: InstrumentId, side: Side) -> SideContext {
+        let definition = self.exchange.instrument(instrument);
+        SideContext {
+            instrument,
+            side,
+            rules: definition.spot.clone(),
+            hold_asset: definition.spot.hold_asset(side).index(),
+            tick: definition.tick.0,
+            lot: definition.lot.0,
+            max_qty: definition.max_qty,
+        }
+    }
+
+    /// Reads one side's levels, best first, and returns the best price. Asks must all
+    /// be above `best_bid`, so that the book is not crossed.
+    fn read_side(
+        &mut self,
+        context: SideContext,
+        best_bid: Option<i64>,
+    ) -> Result<Option<i64>, SnapshotError> {
+        let mut best = None;
+        let mut previous: Option<i64> = best_bid;
+        loop {
+            let at = self.reader.offset;
+            let price = self.reader.units("price out of range")?;
+            if price == END_OF_SIDE as i64 {
+                return Ok(best);
+            }
+            if context.tick != 1 && price % context.tick != 0 {
+                return Err(invalid(at, "price not a multiple of the tick"));
+            }
+            let in_order = match (context.side, previous) {
+                (_, None) => true,
+                (Side::Buy, Some(previous)) => price < previous,
+                (Side::Sell, Some(previous)) => price > previous,
+            };
+            if !in_order {
+                return Err(invalid(at, "levels out of priority order, or the book crossed"));
+            }
+            previous = Some(price);
+            best = best.or(Some(price));
+            self.read_level(&context, Price(price))?;
+        }
+    }
+
+    fn read_level(&mut self, context: &SideContext, price: Price) -> Result<(), SnapshotError> {
+        let at = self.reader.offset;
+        let count = self.reader.count(MIN_ORDER_BYTES)?;
+        if count == 0 {
+            return Err(invalid(at, "empty price level"));
+        }
+        if count > self.orders_left {
+            return Err(invalid(at, "more orders than announced"));
+        }
+        self.orders_left -= count;
+        for _ in 0..count {
+            self.read_order(context, price)?;
+        }
+        Ok(())
+    }
+
+    /// Reads one resting order, checks it against its instrument and its account's
+    /// held balance, and rests it at the back of its level.
+    #[inline]
+    fn read_order(&mut self, context: &SideContext, price: Price) -> Result<(), SnapshotError> {
+        let at = self.reader.offset;
+        let account = self.reader.small("unknown account")?;
+        if account as usize >= self.exchange.ledger().accounts().len() {
+            return Err(invalid(at, "unknown account"));
+        }
+        let id = ClientOrderId::new(self.reader.str()?);
+        let remaining = self.read_order_qty(context, "remaining qty")?;
+        if remaining == 0 || i128::from(remaining) > context.max_qty {
+            return Err(invalid(at, "remaining qty out of range"));
+        }
+        let filled = self.read_order_qty(context, "filled qty")?;
+        let flags_at = self.reader.offset;
+        let flags = self.reader.byte()?;
+        let stp = match flags & STP_BITS {
+            0 => StpMode::CancelTaker,
+            1 => StpMode::CancelMaker,
+            2 => StpMode::CancelBoth,
+            _ => StpMode::None,
+        };
+        if flags & !(STP_BITS | POST_ONLY_BIT) != 0 {
+            return Err(invalid(flags_at, "unknown order flags"));
+        }
+        self.account_for_hold(context, account as usize, price, Qty(remaining), at)?;
+        let order = NewRestingOrder {
+            account: AccountId(account),
+            id,
+            side: context.side,
+            price,
+            remaining: Qty(remaining),
+            filled: Qty(filled),
+            stp,
+            post_only: flags & POST_ONLY_BIT != 0,
+        };
+        let handle = self.exchange.rest_restored_order(context.instrument, order);
+        self.index_later(handle, at)
+    }
+
+    /// Indexes the order rested `INDEX_LAG` orders ago and queues `handle`: the index
+    /// entry of an order (a cache miss in a table of millions) is loaded while the next
+    /// orders are read, instead of stalling the read.
+    #[inline]
+    fn index_later(&mut self, handle: OrderHandle, at: usize) -> Result<(), SnapshotError> {
+        let lane = self.rested % INDEX_LAG;
+        if self.rested >= INDEX_LAG {
+            let (due, due_at) = self.unindexed[lane];
+            self.index(due, due_at)?;
+        }
+        self.unindexed[lane] = (handle, at);
+        self.rested += 1;
+        Ok(())
+    }
+
+    /// Indexes the orders still queued, oldest first.
+    fn index_the_rest(&mut self) -> Result<(), SnapshotError> {
+        for number in self.rested.saturating_sub(INDEX_LAG)..self.rested {
+            let (handle, at) = self.unindexed[number % INDEX_LAG];
+            self.index(handle, at)?;
+        }
+        Ok(())
+    }
+
+    fn index(&mut self, handle: OrderHandle, at: usize) -> Result<(), SnapshotError> {
+        if !self.exchange.index_restored_order(handle) {
+            return Err(invalid(at, "an account has two open orders with one id"));
+        }
+        Ok(())
+    }
+
+    /// A quantity of an order: within `i64` and a multiple of the lot (every fill and
+    /// every accepted quantity is).
+    #[inline]
+    fn read_order_qty(
+        &mut self,
+        context: &SideContext,
+        what: &'static str,
+    ) -> Result<i64, SnapshotError> {
+        let at = self.reader.offset;
+        let qty = self.reader.units(what)?;
+        if context.lot != 1 && qty % context.lot != 0 {
+            return Err(invalid(at, "order qty not a multiple of the lot"));
+        }
+        Ok(qty)
+    }
+
+    /// Takes what the order holds off its account's held balance still unexplained:
+    /// an order may not hold more than the account holds.
+    #[inline]
+    fn account_for_hold(
+        &mut self,
+        context: &SideContext,
+        account: usize,
+        price: Price,
+        remaining: Qty,
+        at: usize,
+    ) -> Result<(), SnapshotError> {
+        let hold = context
+            .rules
+            .hold_amount(context.side, i128::from(price.0), i128::from(remaining.0))
+            .ok_or_else(|| invalid(at, "order holds more than any balance can"))?;
+        let unheld = &mut self.unheld[context.hold_asset][account];
+        *unheld -= hold.0;
+        if *unheld < 0 {
+            return Err(invalid(at, "orders hold more than their account's held balance"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(bytes: &[u8]) -> Reader<'_> {
+        Reader { bytes, offset: 0 }
+    }
+
+    #[test]
+    fn varints_round_trip_at_every_length_and_the_extremes() {
+        let mut values: Vec<u64> = (0..64).flat_map(|bit| [1u64 << bit, (1 << bit) - 1]).collect();
+        values.push(u64::MAX);
+        for value in values {
+            let mut bytes = Vec::new();
+            put_varint(&mut bytes, value);
+            let mut reader = reader(&bytes);
+            assert_eq!(reader.varint(), Ok(value));
+            assert_eq!(reader.offset, bytes.len());
+            let mut wide = Vec::new();
+            put_varint_u128(&mut wide, u128::from(value));
+            assert_eq!(wide, bytes, "both widths encode alike");
+        }
+        for value in [u128::MAX, u128::MAX >> 1, 1 << 64, i128::MAX as u128 + 1] {
+            let mut bytes = Vec::new();
+            put_varint_u128(&mut bytes, value);
+            assert_eq!(reader(&bytes).varint_u128(), Ok(value));
+        }
+    }
+
+    #[test]
+    fn varints_that_are_too_long_or_not_shortest_are_invalid() {
+        let invalid_codes = [
+            &[0x80, 0x00][..],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x81, 0x01],
+        ];
+        for bytes in invalid_codes {
+            assert_eq!(reader(bytes).varint().map_err(|error| error.code()), Err("invalid"));
+        }
+        assert_eq!(reader(&[0x80, 0x80]).varint(), Err(SnapshotError::Truncated { offset: 2 }));
+        let mut too_wide = vec![0xff; 18];
+        too_wide.push(0x04);
+        assert_eq!(reader(&too_wide).varint_u128().map_err(|error| error.code()), Err("invalid"));
+        assert_eq!(
+            reader(&[0x80, 0x00]).varint_u128().map_err(|error| error.code()),
+            Err("invalid")
+        );
+    }
+}

@@ -1,0 +1,104 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bourse_core::ExchangeConfig;
+use bourse_journal::writer::SEGMENT_BYTES_DEFAULT;
+use bourse_journal::FaultSwitch;
+
+/// When a command's result may leave the process, against when its record is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Results are released only after the batch holding their commands is synced
+    /// (`fdatasync`). Nothing released is ever lost. The default.
+    Sync,
+    /// Results are released once the batch is written; the journal is synced every
+    /// `interval` or every `commands` commands, whichever comes first. A crash of the
+    /// machine (not of the process: written data is in the page cache) can lose the
+    /// commands of the last `interval` whose results were already released.
+    Async { interval: Duration, commands: u64 },
+    /// No journal: simulations and backtests. A crash loses everything.
+    None,
+}
+
+impl Durability {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Durability::Sync => "sync",
+            Durability::Async { .. } => "async",
+            Durability::None => "none",
+        }
+    }
+
+    /// `sync`, `async` (10 ms or 10,000 commands) or `none`.
+    pub fn parse(text: &str) -> Option<Durability> {
+        match text {
+            "sync" => Some(Durability::Sync),
+            "async" => Some(Durability::Async {
+                interval: Duration::from_millis(10),
+                commands: 10_000,
+            }),
+            "none" => Some(Durability::None),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// The journal goes to `data_dir/journal`, snapshots to `data_dir/snapshots`.
+    pub data_dir: PathBuf,
+    pub durability: Durability,
+    /// Commands waiting to be sequenced, at most; a submission beyond it is refused
+    /// `busy`.
+    pub queue_capacity: usize,
+    /// Commands per batch, at most (a batch is one write and one sync).
+    pub batch_commands_max: usize,
+    pub segment_bytes: u64,
+    /// Take a snapshot whenever this many commands were journaled since the last one
+    /// (0: never, except on shutdown).
+    pub snapshot_every_commands: u64,
+    /// Snapshots kept; journal segments that only the deleted ones needed are deleted.
+    pub snapshots_retained: usize,
+    /// Keep every journal segment, even those the retained snapshots cover (for audit,
+    /// `bourse journal export` of the whole history, and the crash harness).
+    pub keep_journal: bool,
+    pub snapshot_on_shutdown: bool,
+    pub exchange: ExchangeConfig,
+    /// Also print each result's events in the replay format (for tools and tests).
+    pub render_events: bool,
+    /// Fault injection for tests: makes journal writes or syncs fail on demand.
+    pub faults: Option<Arc<FaultSwitch>>,
+}
+
+impl EngineConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> EngineConfig {
+        EngineConfig {
+            data_dir: data_dir.into(),
+            durability: Durability::Sync,
+            queue_capacity: 65_536,
+            batch_commands_max: 16_384,
+            segment_bytes: SEGMENT_BYTES_DEFAULT,
+            snapshot_every_commands: 10_000_000,
+            snapshots_retained: 2,
+            keep_journal: false,
+            snapshot_on_shutdown: true,
+            exchange: ExchangeConfig::default(),
+            render_events: false,
+            faults: None,
+        }
+    }
+
+    pub fn journal_dir(&self) -> PathBuf {
+        self.data_dir.join("journal")
+    }
+
+    pub fn snapshot_dir(&self) -> PathBuf {
+        self.data_dir.join("snapshots")
+    }
+
+    /// The journal directory when its covered segments may be deleted.
+    pub(crate) fn prunable_journal_dir(&self) -> Option<PathBuf> {
+        (!self.keep_journal).then(|| self.journal_dir())
+    }
+}

@@ -1,0 +1,19 @@
+//! Bourse's engine: the running pipeline around the deterministic core.
+//!
+//! It owns the bounded intake queue, the sequencer (sequence numbers, timestamps, group
+//! commit to the journal), the applier thread that runs `bourse_core::Exchange`, the
+//! release of outcomes only once their commands are durable, recovery at start, and
+//! snapshots. It holds no business rule (the core does) and no protocol (the gateways
+//! do); on a storage failure it stops rather than release anything not durable.
+
+pub mod config;
+pub mod intake;
+pub mod pipeline;
+pub mod recovery;
+pub mod retention;
+mod snapshotter;
+
+pub use config::{Durability, EngineConfig};
+pub use intake::{CommandResult, Outcome, Released, ResultSink, SubmitError};
+pub use pipeline::{Engine, Session, StartError, StartReport, StatsSnapshot};
+pub use recovery::{recover, Recovered, RecoveryError};

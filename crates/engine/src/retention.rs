@@ -1,0 +1,65 @@
+//! Taking snapshots and letting go of what they make unnecessary: older snapshots beyond
+//! the number retained, and journal segments that only those needed.
+
+use std::fs;
+use std::path::Path;
+
+use bourse_core::snapshot::encode_state;
+use bourse_core::Exchange;
+use bourse_journal::segment::{list_segments, sync_dir};
+use bourse_journal::{list_snapshots, write_snapshot, JournalError, SnapshotMeta};
+
+/// Encodes `exchange` and writes it as the snapshot `meta` describes (atomically).
+pub fn take_snapshot(
+    exchange: &Exchange,
+    meta: SnapshotMeta,
+    snapshot_dir: &Path,
+) -> Result<u64, JournalError> {
+    let mut body = Vec::new();
+    encode_state(exchange, &mut body);
+    write_snapshot(snapshot_dir, meta, &body)?;
+    Ok(body.len() as u64)
+}
+
+/// What `prune` deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub snapshots: usize,
+    pub segments: usize,
+}
+
+/// Keeps the `retained` newest snapshots and, given the journal, deletes its segments
+/// whose every record the oldest of them covers, so that each retained snapshot can
+/// still be brought up to date from the journal. The last segment is never deleted.
+pub fn prune(
+    snapshot_dir: &Path,
+    journal_dir: Option<&Path>,
+    retained: usize,
+) -> Result<Pruned, JournalError> {
+    let mut pruned = Pruned::default();
+    let snapshots = list_snapshots(snapshot_dir)?;
+    let retained = retained.max(1);
+    for old in snapshots.iter().skip(retained) {
+        fs::remove_file(&old.path).map_err(|error| JournalError::io(&old.path, error))?;
+        pruned.snapshots += 1;
+    }
+    let Some(oldest_kept) = snapshots.iter().take(retained).last() else { return Ok(pruned) };
+    let Some(journal_dir) = journal_dir else { return Ok(pruned) };
+    let segments = list_segments(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
+    for pair in segments.windows(2) {
+        let (_, path) = &pair[0];
+        let (next_first_seq, _) = pair[1];
+        if next_first_seq.saturating_sub(1) > oldest_kept.seq {
+            break;
+        }
+        fs::remove_file(path).map_err(|error| JournalError::io(path, error))?;
+        pruned.segments += 1;
+    }
+    if pruned.segments > 0 {
+        sync_dir(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
+    }
+    if pruned.snapshots > 0 {
+        sync_dir(snapshot_dir).map_err(|error| JournalError::io(snapshot_dir, error))?;
+    }
+    Ok(pruned)
+}

@@ -1,0 +1,116 @@
+//! Periodic snapshots without pausing intake: a second copy of the state, kept a little
+//! behind the engine by reading the durable journal, is what gets written.
+//!
+//! Because the core is deterministic, applying the journaled commands to a copy of the
+//! state gives exactly the engine's state at the same sequence number. So the engine's
+//! thread never stops to serialise a million orders; the snapshotter thread catches up
+//! from the journal every `POLL` and, every `snapshot_every_commands` commands, writes
+//! its state, then prunes old snapshots and the journal segments they alone needed.
+//! The cost is a second copy of the state in memory and the CPU to apply every command
+//! twice.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bourse_core::{Event, Exchange};
+use bourse_journal::tail::JournalTail;
+use bourse_journal::{decode_command, JournalError, SnapshotMeta};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use crate::config::EngineConfig;
+use crate::pipeline::Shared;
+use crate::retention::{prune, take_snapshot};
+
+/// How often the copy catches up with the journal.
+const POLL: Duration = Duration::from_millis(50);
+
+pub(crate) struct Snapshotter {
+    pub(crate) config: EngineConfig,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) exchange: Exchange,
+    pub(crate) tail: JournalTail,
+    pub(crate) journal_id: u64,
+    /// The last command the copy includes, its crc and its timestamp.
+    pub(crate) last_seq: u64,
+    pub(crate) last_crc: u32,
+    pub(crate) last_ts: u64,
+    pub(crate) last_snapshot_seq: u64,
+    pub(crate) stop: Receiver<()>,
+}
+
+impl Snapshotter {
+    pub(crate) fn run(mut self) {
+        loop {
+            match self.stop.recv_timeout(POLL) {
+                Err(RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if let Err(error) = self.catch_up().and_then(|()| self.snapshot_if_due()) {
+                // A snapshot that cannot be taken is not a reason to stop trading: the
+                // journal still holds everything. It is reported and tried again.
+                eprintln!("bourse: snapshot failed (the journal is intact): {error}");
+                self.shared.stats.snapshot_failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn catch_up(&mut self) -> Result<(), JournalError> {
+        let durable_until = self.shared.stats.durable_below.load(Ordering::SeqCst) - 1;
+        if durable_until <= self.last_seq {
+            return Ok(());
+        }
+        let mut events: Vec<Event> = Vec::with_capacity(64);
+        let mut decode_error = None;
+        let exchange = &mut self.exchange;
+        let (last_seq, last_crc, last_ts) = (&mut self.last_seq, &mut self.last_crc, &mut self.last_ts);
+        self.tail.read_until(durable_until, |header, payload| {
+            if decode_error.is_some() {
+                return;
+            }
+            match decode_command(payload) {
+                Ok(command) => {
+                    exchange.apply(header.seq, Some(header.ts), &command, &mut events);
+                    events.clear();
+                    (*last_seq, *last_crc, *last_ts) = (header.seq, header.crc, header.ts);
+                }
+                Err(source) => {
+                    decode_error = Some(JournalError::BadPayload {
+                        path: Default::default(),
+                        offset: 0,
+                        seq: header.seq,
+                        source,
+                    })
+                }
+            }
+        })?;
+        decode_error.map_or(Ok(()), Err)
+    }
+
+    fn snapshot_if_due(&mut self) -> Result<(), JournalError> {
+        let every = self.config.snapshot_every_commands;
+        if every == 0 || self.last_seq < self.last_snapshot_seq + every {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let meta = SnapshotMeta {
+            journal_id: self.journal_id,
+            seq: self.last_seq,
+            chain_crc: self.last_crc,
+            ts: self.last_ts,
+        };
+        let bytes = take_snapshot(&self.exchange, meta, &self.config.snapshot_dir())?;
+        prune(
+            &self.config.snapshot_dir(),
+            self.config.prunable_journal_dir().as_deref(),
+            self.config.snapshots_retained,
+        )?;
+        self.last_snapshot_seq = self.last_seq;
+        let stats = &self.shared.stats;
+        stats.snapshots.fetch_add(1, Ordering::Relaxed);
+        stats.last_snapshot_seq.store(self.last_seq, Ordering::SeqCst);
+        stats.last_snapshot_bytes.store(bytes, Ordering::Relaxed);
+        stats.last_snapshot_ns.store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}

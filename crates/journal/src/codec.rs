@@ -1,0 +1,533 @@
+//! The journal's payload: one command in a compact binary form.
+//!
+//! A record's payload is a tag byte and the command's fields: strings as a varint
+//! length and UTF-8 bytes, integers as zigzag varints, decimals as mantissa and scale.
+//! Decoding borrows the strings from the record (no allocation) and never panics: a
+//! payload that is not exactly one well-formed command is a `CodecError`. Encoding
+//! refuses what the replay format could not express (an empty name), so every journaled
+//! command exports to a replay line that parses back to the same command.
+
+use std::borrow::Cow;
+
+use bourse_core::command::{
+    AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+};
+use bourse_core::ids::AccountId;
+use bourse_core::{AccountRef, Command, Decimal, Side, StpMode, TimeInForce};
+
+const TAG_ASSET: u8 = 1;
+const TAG_INSTRUMENT: u8 = 2;
+const TAG_DEPOSIT: u8 = 3;
+const TAG_WITHDRAW: u8 = 4;
+const TAG_ORDER: u8 = 5;
+const TAG_CANCEL: u8 = 6;
+const TAG_AMEND: u8 = 7;
+
+const ACCOUNT_BY_NAME: u8 = 0;
+const ACCOUNT_BY_ID: u8 = 1;
+
+// Order flag bits.
+const FLAG_SELL: u8 = 1;
+const FLAG_MARKET: u8 = 1 << 1;
+const FLAG_POST_ONLY: u8 = 1 << 2;
+const TIF_SHIFT: u32 = 3; // two bits
+const STP_SHIFT: u32 = 5; // two bits
+
+// Amend flag bits.
+const AMEND_PRICE: u8 = 1;
+const AMEND_QTY: u8 = 1 << 1;
+
+/// Longest name (account, asset, symbol, client order id) a command may carry, in bytes.
+pub const NAME_LEN_MAX: usize = 256;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CodecError {
+    #[error("payload ends inside a field at byte {offset}")]
+    Truncated { offset: usize },
+    #[error("unknown command tag {tag}")]
+    UnknownTag { tag: u8 },
+    #[error("invalid {field} at byte {offset}")]
+    Invalid { field: &'static str, offset: usize },
+    #[error("{extra} bytes after the command")]
+    TrailingBytes { extra: usize },
+    #[error("{field} is empty or longer than {NAME_LEN_MAX} bytes")]
+    BadName { field: &'static str },
+}
+
+impl CodecError {
+    /// A stable code for logs and tools.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CodecError::Truncated { .. } => "payload_truncated",
+            CodecError::UnknownTag { .. } => "unknown_command_tag",
+            CodecError::Invalid { .. } => "invalid_field",
+            CodecError::TrailingBytes { .. } => "trailing_bytes",
+            CodecError::BadName { .. } => "bad_name",
+        }
+    }
+}
+
+/// Appends `command`'s payload to `out`. Fails (leaving `out` as it was) only for a
+/// name the replay format cannot carry: empty or longer than `NAME_LEN_MAX`.
+pub fn encode_command(command: &Command<'_>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let start = out.len();
+    let result = encode_fields(command, out);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+fn encode_fields(command: &Command<'_>, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let mut writer = Writer { out };
+    match command {
+        Command::Asset { asset, decimals } => {
+            writer.byte(TAG_ASSET);
+            writer.name("asset", asset)?;
+            writer.signed(i128::from(*decimals));
+        }
+        Command::Instrument(instrument) => {
+            writer.byte(TAG_INSTRUMENT);
+            writer.name("symbol", &instrument.symbol)?;
+            writer.name("base", &instrument.base)?;
+            writer.name("quote", &instrument.quote)?;
+            for decimal in [instrument.tick, instrument.lot, instrument.min_qty, instrument.max_qty]
+            {
+                writer.decimal(decimal);
+            }
+            for integer in
+                [instrument.maker_fee_bps, instrument.taker_fee_bps, instrument.market_band_bps]
+            {
+                writer.signed(i128::from(integer));
+            }
+        }
+        Command::Deposit(transfer) | Command::Withdraw(transfer) => {
+            let is_deposit = matches!(command, Command::Deposit(_));
+            writer.byte(if is_deposit { TAG_DEPOSIT } else { TAG_WITHDRAW });
+            writer.name("account", &transfer.account)?;
+            writer.name("asset", &transfer.asset)?;
+            writer.decimal(transfer.amount);
+        }
+        Command::Order(order) => encode_order(&mut writer, order)?,
+        Command::Cancel { account, id } => {
+            writer.byte(TAG_CANCEL);
+            writer.account(account)?;
+            writer.name("id", id)?;
+        }
+        Command::Amend(amend) => {
+            writer.byte(TAG_AMEND);
+            writer.account(&amend.account)?;
+            writer.name("id", &amend.id)?;
+            let flags = if amend.price.is_some() { AMEND_PRICE } else { 0 }
+                | if amend.qty.is_some() { AMEND_QTY } else { 0 };
+            writer.byte(flags);
+            for decimal in [amend.price, amend.qty].into_iter().flatten() {
+                writer.decimal(decimal);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn encode_order(writer: &mut Writer<'_>, order: &OrderCommand<'_>) -> Result<(), CodecError> {
+    writer.byte(TAG_ORDER);
+    writer.account(&order.account)?;
+    writer.name("id", &order.id)?;
+    writer.name("symbol", &order.symbol)?;
+    let tif = match order.time_in_force {
+        TimeInForce::GoodTillCancel => 0u8,
+        TimeInForce::ImmediateOrCancel => 1,
+        TimeInForce::FillOrKill => 2,
+    };
+    let stp = match order.stp {
+        StpMode::CancelTaker => 0u8,
+        StpMode::CancelMaker => 1,
+        StpMode::CancelBoth => 2,
+        StpMode::None => 3,
+    };
+    let flags = if order.side == Side::Sell { FLAG_SELL } else { 0 }
+        | if order.order_type == OrderType::Market { FLAG_MARKET } else { 0 }
+        | if order.post_only { FLAG_POST_ONLY } else { 0 }
+        | tif << TIF_SHIFT
+        | stp << STP_SHIFT;
+    writer.byte(flags);
+    if let OrderType::Limit { price } = order.order_type {
+        writer.decimal(price);
+    }
+    writer.decimal(order.qty);
+    Ok(())
+}
+
+/// Decodes one payload. Strings borrow from `payload`.
+pub fn decode_command(payload: &[u8]) -> Result<Command<'_>, CodecError> {
+    let mut reader = Reader { bytes: payload, offset: 0 };
+    let command = match reader.byte("tag")? {
+        TAG_ASSET => {
+            let asset = reader.name("asset")?;
+            Command::Asset { asset, decimals: reader.i64("decimals")? }
+        }
+        TAG_INSTRUMENT => decode_instrument(&mut reader)?,
+        tag @ (TAG_DEPOSIT | TAG_WITHDRAW) => {
+            let transfer = TransferCommand {
+                account: reader.name("account")?,
+                asset: reader.name("asset")?,
+                amount: reader.decimal("amount")?,
+            };
+            if tag == TAG_DEPOSIT {
+                Command::Deposit(transfer)
+            } else {
+                Command::Withdraw(transfer)
+            }
+        }
+        TAG_ORDER => decode_order(&mut reader)?,
+        TAG_CANCEL => Command::Cancel { account: reader.account()?, id: reader.name("id")? },
+        TAG_AMEND => decode_amend(&mut reader)?,
+        tag => return Err(CodecError::UnknownTag { tag }),
+    };
+    let extra = payload.len() - reader.offset;
+    if extra != 0 {
+        return Err(CodecError::TrailingBytes { extra });
+    }
+    Ok(command)
+}
+
+fn decode_instrument<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> {
+    Ok(Command::Instrument(Box::new(InstrumentCommand {
+        symbol: reader.name("symbol")?,
+        base: reader.name("base")?,
+        quote: reader.name("quote")?,
+        tick: reader.decimal("tick")?,
+        lot: reader.decimal("lot")?,
+        min_qty: reader.decimal("min_qty")?,
+        max_qty: reader.decimal("max_qty")?,
+        maker_fee_bps: reader.i64("maker_fee_bps")?,
+        taker_fee_bps: reader.i64("taker_fee_bps")?,
+        market_band_bps: reader.i64("market_band_bps")?,
+    })))
+}
+
+fn decode_order<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> {
+    let account = reader.account()?;
+    let id = reader.name("id")?;
+    let symbol = reader.name("symbol")?;
+    let flags_offset = reader.offset;
+    let flags = reader.byte("order flags")?;
+    let time_in_force = match (flags >> TIF_SHIFT) & 0b11 {
+        0 => TimeInForce::GoodTillCancel,
+        1 => TimeInForce::ImmediateOrCancel,
+        2 => TimeInForce::FillOrKill,
+        _ => return Err(CodecError::Invalid { field: "tif", offset: flags_offset }),
+    };
+    let stp = match (flags >> STP_SHIFT) & 0b11 {
+        0 => StpMode::CancelTaker,
+        1 => StpMode::CancelMaker,
+        2 => StpMode::CancelBoth,
+        _ => StpMode::None,
+    };
+    if flags >> (STP_SHIFT + 2) != 0 {
+        return Err(CodecError::Invalid { field: "order flags", offset: flags_offset });
+    }
+    let order_type = if flags & FLAG_MARKET != 0 {
+        OrderType::Market
+    } else {
+        OrderType::Limit { price: reader.decimal("price")? }
+    };
+    Ok(Command::Order(OrderCommand {
+        account,
+        id,
+        symbol,
+        side: if flags & FLAG_SELL != 0 { Side::Sell } else { Side::Buy },
+        order_type,
+        qty: reader.decimal("qty")?,
+        time_in_force,
+        post_only: flags & FLAG_POST_ONLY != 0,
+        stp,
+    }))
+}
+
+fn decode_amend<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> {
+    let account = reader.account()?;
+    let id = reader.name("id")?;
+    let flags_offset = reader.offset;
+    let flags = reader.byte("amend flags")?;
+    if flags == 0 || flags & !(AMEND_PRICE | AMEND_QTY) != 0 {
+        return Err(CodecError::Invalid { field: "amend flags", offset: flags_offset });
+    }
+    let price = if flags & AMEND_PRICE != 0 { Some(reader.decimal("price")?) } else { None };
+    let qty = if flags & AMEND_QTY != 0 { Some(reader.decimal("qty")?) } else { None };
+    Ok(Command::Amend(AmendCommand { account, id, price, qty }))
+}
+
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl Writer<'_> {
+    fn byte(&mut self, byte: u8) {
+        self.out.push(byte);
+    }
+
+    fn unsigned(&mut self, mut value: u128) {
+        while value >= 0x80 {
+            self.out.push((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.out.push(value as u8);
+    }
+
+    fn signed(&mut self, value: i128) {
+        self.unsigned(((value << 1) ^ (value >> 127)) as u128);
+    }
+
+    fn decimal(&mut self, decimal: Decimal) {
+        self.signed(decimal.mantissa());
+        self.unsigned(u128::from(decimal.scale()));
+    }
+
+    fn name(&mut self, field: &'static str, name: &str) -> Result<(), CodecError> {
+        if name.is_empty() || name.len() > NAME_LEN_MAX {
+            return Err(CodecError::BadName { field });
+        }
+        self.unsigned(name.len() as u128);
+        self.out.extend_from_slice(name.as_bytes());
+        Ok(())
+    }
+
+    fn account(&mut self, account: &AccountRef<'_>) -> Result<(), CodecError> {
+        match account {
+            AccountRef::Name(name) => {
+                self.byte(ACCOUNT_BY_NAME);
+                self.name("account", name)
+            }
+            AccountRef::Id(id) => {
+                self.byte(ACCOUNT_BY_ID);
+                self.unsigned(u128::from(id.0));
+                Ok(())
+            }
+        }
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self, _field: &'static str) -> Result<u8, CodecError> {
+        let byte =
+            *self.bytes.get(self.offset).ok_or(CodecError::Truncated { offset: self.offset })?;
+        self.offset += 1;
+        Ok(byte)
+    }
+
+    /// A varint of at most 19 bytes (enough for 128 bits), minimal or not.
+    fn unsigned(&mut self, field: &'static str) -> Result<u128, CodecError> {
+        let start = self.offset;
+        let mut value: u128 = 0;
+        for shift in (0..133).step_by(7) {
+            let byte = self.byte(field)?;
+            let bits = u128::from(byte & 0x7f);
+            if shift > 0 && (shift >= 128 || bits >> (128 - shift) != 0) {
+                return Err(CodecError::Invalid { field, offset: start });
+            }
+            value |= bits << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(CodecError::Invalid { field, offset: start })
+    }
+
+    fn signed(&mut self, field: &'static str) -> Result<i128, CodecError> {
+        let zigzag = self.unsigned(field)?;
+        Ok(((zigzag >> 1) as i128) ^ -((zigzag & 1) as i128))
+    }
+
+    fn i64(&mut self, field: &'static str) -> Result<i64, CodecError> {
+        let offset = self.offset;
+        i64::try_from(self.signed(field)?).map_err(|_| CodecError::Invalid { field, offset })
+    }
+
+    fn decimal(&mut self, field: &'static str) -> Result<Decimal, CodecError> {
+        let offset = self.offset;
+        let mantissa = self.signed(field)?;
+        let scale = u32::try_from(self.unsigned(field)?)
+            .ok()
+            .filter(|&scale| scale <= 38)
+            .ok_or(CodecError::Invalid { field, offset })?;
+        let decimal = Decimal::from_units(mantissa, scale);
+        // Only the normalised form is ever written, so anything else is damage.
+        if decimal.mantissa() != mantissa || decimal.scale() != scale {
+            return Err(CodecError::Invalid { field, offset });
+        }
+        Ok(decimal)
+    }
+
+    fn name(&mut self, field: &'static str) -> Result<Cow<'a, str>, CodecError> {
+        let offset = self.offset;
+        let length = usize::try_from(self.unsigned(field)?).unwrap_or(usize::MAX);
+        if length == 0 || length > NAME_LEN_MAX {
+            return Err(CodecError::BadName { field });
+        }
+        let end = self.offset.checked_add(length).filter(|&end| end <= self.bytes.len());
+        let end = end.ok_or(CodecError::Truncated { offset: self.offset })?;
+        let text = std::str::from_utf8(&self.bytes[self.offset..end])
+            .map_err(|_| CodecError::Invalid { field, offset })?;
+        self.offset = end;
+        Ok(Cow::Borrowed(text))
+    }
+
+    fn account(&mut self) -> Result<AccountRef<'a>, CodecError> {
+        let offset = self.offset;
+        match self.byte("account kind")? {
+            ACCOUNT_BY_NAME => Ok(AccountRef::Name(self.name("account")?)),
+            ACCOUNT_BY_ID => {
+                let id = u32::try_from(self.unsigned("account id")?)
+                    .map_err(|_| CodecError::Invalid { field: "account id", offset })?;
+                Ok(AccountRef::Id(AccountId(id)))
+            }
+            _ => Err(CodecError::Invalid { field: "account kind", offset }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decimal(text: &str) -> Decimal {
+        Decimal::parse(text).unwrap()
+    }
+
+    fn samples() -> Vec<Command<'static>> {
+        vec![
+            Command::Asset { asset: "BTC".into(), decimals: 8 },
+            Command::Instrument(Box::new(InstrumentCommand {
+                symbol: "BTC-USD".into(),
+                base: "BTC".into(),
+                quote: "USD".into(),
+                tick: decimal("0.05"),
+                lot: decimal("0.001"),
+                min_qty: decimal("0.001"),
+                max_qty: decimal("1000"),
+                maker_fee_bps: -0,
+                taker_fee_bps: 10,
+                market_band_bps: 500,
+            })),
+            Command::Deposit(TransferCommand {
+                account: "alice".into(),
+                asset: "USD".into(),
+                amount: decimal("-12345678901234567890123.5"),
+            }),
+            Command::Withdraw(TransferCommand {
+                account: "bob".into(),
+                asset: "USD".into(),
+                amount: decimal("0"),
+            }),
+            Command::Order(OrderCommand {
+                account: AccountRef::Id(AccountId(u32::MAX)),
+                id: "c-1".into(),
+                symbol: "BTC-USD".into(),
+                side: Side::Sell,
+                order_type: OrderType::Limit { price: decimal("50000.25") },
+                qty: decimal("0.5"),
+                time_in_force: TimeInForce::FillOrKill,
+                post_only: true,
+                stp: StpMode::None,
+            }),
+            Command::Order(OrderCommand {
+                account: "ünïcode".into(),
+                id: "x".into(),
+                symbol: "S".into(),
+                side: Side::Buy,
+                order_type: OrderType::Market,
+                qty: decimal("3"),
+                time_in_force: TimeInForce::ImmediateOrCancel,
+                post_only: false,
+                stp: StpMode::CancelBoth,
+            }),
+            Command::Cancel { account: "alice".into(), id: "c-1".into() },
+            Command::Amend(AmendCommand {
+                account: AccountRef::Id(AccountId(7)),
+                id: "c-1".into(),
+                price: None,
+                qty: Some(decimal("1.25")),
+            }),
+            Command::Amend(AmendCommand {
+                account: "alice".into(),
+                id: "c-1".into(),
+                price: Some(decimal("1")),
+                qty: Some(decimal("2")),
+            }),
+        ]
+    }
+
+    #[test]
+    fn every_kind_of_command_decodes_to_itself() {
+        for command in samples() {
+            let mut payload = Vec::new();
+            encode_command(&command, &mut payload).unwrap();
+            assert_eq!(decode_command(&payload).unwrap(), command);
+        }
+    }
+
+    #[test]
+    fn extreme_decimals_round_trip() {
+        for mantissa in [i128::MIN, i128::MAX, 0, -1, 1] {
+            let amount = Decimal::from_units(mantissa, 0);
+            let command = Command::Deposit(TransferCommand {
+                account: "a".into(),
+                asset: "b".into(),
+                amount,
+            });
+            let mut payload = Vec::new();
+            encode_command(&command, &mut payload).unwrap();
+            assert_eq!(decode_command(&payload).unwrap(), command);
+        }
+    }
+
+    #[test]
+    fn an_empty_name_is_refused_and_leaves_the_buffer_alone() {
+        let command = Command::Cancel { account: "alice".into(), id: "".into() };
+        let mut payload = vec![9];
+        let error = encode_command(&command, &mut payload).unwrap_err();
+        assert_eq!(error, CodecError::BadName { field: "id" });
+        assert_eq!(payload, vec![9]);
+    }
+
+    #[test]
+    fn every_truncation_and_extension_is_an_error() {
+        for command in samples() {
+            let mut payload = Vec::new();
+            encode_command(&command, &mut payload).unwrap();
+            for length in 0..payload.len() {
+                assert!(decode_command(&payload[..length]).is_err(), "{command:?} at {length}");
+            }
+            payload.push(0);
+            assert_eq!(decode_command(&payload), Err(CodecError::TrailingBytes { extra: 1 }));
+        }
+    }
+
+    #[test]
+    fn flipped_bits_never_panic() {
+        for command in samples() {
+            let mut payload = Vec::new();
+            encode_command(&command, &mut payload).unwrap();
+            for index in 0..payload.len() {
+                for bit in 0..8 {
+                    let mut damaged = payload.clone();
+                    damaged[index] ^= 1 << bit;
+                    let _ = decode_command(&damaged);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_overlong_varint_is_invalid() {
+        let mut payload = vec![TAG_ASSET, 1, b'A'];
+        payload.extend([0xff; 20]);
+        assert!(matches!(decode_command(&payload), Err(CodecError::Invalid { .. })));
+    }
+}

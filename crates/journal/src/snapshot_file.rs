@@ -1,0 +1,215 @@
+//! Snapshot files: the core's state at a sequence number, written atomically.
+//!
+//! A snapshot is written to a temporary file, synced, renamed to its final name
+//! (`00000000000000012345.snapshot`, the last sequence number it covers) and the
+//! directory synced, so a crash leaves either the whole new snapshot or none. Its
+//! 64-byte header:
+//!
+//! ```text
+//!  0  8  magic "BOURSESN"
+//!  8  4  format version (1)
+//! 12  4  crc32c of bytes 16..64
+//! 16  8  journal id
+//! 24  8  seq: the last command the state includes
+//! 32  4  chain crc: the crc of record `seq` (the first record after it must carry it)
+//! 36  4  crc32c of the body
+//! 40  8  body length
+//! 48  8  ts of record `seq`
+//! 56  8  zeros
+//! ```
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::JournalError;
+use crate::segment::sync_dir;
+
+const MAGIC: &[u8; 8] = b"BOURSESN";
+const VERSION: u32 = 1;
+const HEADER_LEN: usize = 64;
+const EXTENSION: &str = "snapshot";
+
+/// What a snapshot covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotMeta {
+    pub journal_id: u64,
+    /// The last command the state includes (0: none).
+    pub seq: u64,
+    /// The crc of record `seq`, the chain value of the record after it.
+    pub chain_crc: u32,
+    pub ts: u64,
+}
+
+/// A snapshot file that was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotEntry {
+    pub seq: u64,
+    pub path: PathBuf,
+}
+
+pub fn snapshot_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq:020}.{EXTENSION}"))
+}
+
+/// Writes `body` as the snapshot `meta` describes, atomically.
+pub fn write_snapshot(
+    dir: &Path,
+    meta: SnapshotMeta,
+    body: &[u8],
+) -> Result<PathBuf, JournalError> {
+    fs::create_dir_all(dir).map_err(|error| JournalError::io(dir, error))?;
+    let final_path = snapshot_path(dir, meta.seq);
+    let temp_path = dir.join(format!("{:020}.{EXTENSION}.tmp", meta.seq));
+    let header = header_bytes(meta, body);
+    let written = File::create(&temp_path).and_then(|mut file| {
+        file.write_all(&header)?;
+        file.write_all(body)?;
+        file.sync_all()
+    });
+    if let Err(error) = written {
+        let _ = fs::remove_file(&temp_path);
+        return Err(JournalError::io(&temp_path, error));
+    }
+    fs::rename(&temp_path, &final_path).map_err(|error| JournalError::io(&final_path, error))?;
+    sync_dir(dir).map_err(|error| JournalError::io(dir, error))?;
+    Ok(final_path)
+}
+
+fn header_bytes(meta: SnapshotMeta, body: &[u8]) -> [u8; HEADER_LEN] {
+    let mut header = [0u8; HEADER_LEN];
+    header[0..8].copy_from_slice(MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header[16..24].copy_from_slice(&meta.journal_id.to_le_bytes());
+    header[24..32].copy_from_slice(&meta.seq.to_le_bytes());
+    header[32..36].copy_from_slice(&meta.chain_crc.to_le_bytes());
+    header[36..40].copy_from_slice(&crc32c::crc32c(body).to_le_bytes());
+    header[40..48].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    header[48..56].copy_from_slice(&meta.ts.to_le_bytes());
+    let crc = crc32c::crc32c(&header[16..]);
+    header[12..16].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// Reads and checks a snapshot file: its header, its name and its body's checksum.
+pub fn read_snapshot(path: &Path) -> Result<(SnapshotMeta, Vec<u8>), JournalError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut file| file.read_to_end(&mut bytes))
+        .map_err(|error| JournalError::io(path, error))?;
+    let bad = |reason: &str| JournalError::Damaged {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason: format!("snapshot: {reason}"),
+    };
+    let header = bytes.get(..HEADER_LEN).ok_or_else(|| bad("shorter than its header"))?;
+    let word = |start: usize, len: usize| {
+        let mut value = [0u8; 8];
+        value[..len].copy_from_slice(&header[start..start + len]);
+        u64::from_le_bytes(value)
+    };
+    if &header[0..8] != MAGIC || word(8, 4) != u64::from(VERSION) {
+        return Err(bad("not a Bourse snapshot of format version 1"));
+    }
+    if word(12, 4) != u64::from(crc32c::crc32c(&header[16..])) {
+        return Err(bad("the header's checksum does not match"));
+    }
+    let meta = SnapshotMeta {
+        journal_id: word(16, 8),
+        seq: word(24, 8),
+        chain_crc: word(32, 4) as u32,
+        ts: word(48, 8),
+    };
+    let body = &bytes[HEADER_LEN..];
+    if word(40, 8) != body.len() as u64 {
+        return Err(bad("the body is not as long as the header says"));
+    }
+    if word(36, 4) != u64::from(crc32c::crc32c(body)) {
+        return Err(bad("the body's checksum does not match"));
+    }
+    if snapshot_path(path.parent().unwrap_or(Path::new("")), meta.seq).file_name()
+        != path.file_name()
+    {
+        return Err(bad("its name does not match the sequence number it covers"));
+    }
+    bytes.drain(..HEADER_LEN);
+    Ok((meta, bytes))
+}
+
+/// The snapshots of `dir`, newest (highest seq) first. Leftover temporary files are
+/// not snapshots.
+pub fn list_snapshots(dir: &Path) -> Result<Vec<SnapshotEntry>, JournalError> {
+    let mut entries = Vec::new();
+    let listing = match fs::read_dir(dir) {
+        Ok(listing) => listing,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(entries),
+        Err(error) => return Err(JournalError::io(dir, error)),
+    };
+    for entry in listing {
+        let path = entry.map_err(|error| JournalError::io(dir, error))?.path();
+        if path.extension().and_then(|extension| extension.to_str()) != Some(EXTENSION) {
+            continue;
+        }
+        let seq = path
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .and_then(|stem| (stem.len() == 20).then(|| stem.parse::<u64>().ok()).flatten());
+        if let Some(seq) = seq {
+            entries.push(SnapshotEntry { seq, path });
+        }
+    }
+    entries.sort_by_key(|entry| std::cmp::Reverse(entry.seq));
+    Ok(entries)
+}
+
+/// Removes leftover temporary files of snapshots whose writing was cut short.
+pub fn remove_temporary_snapshots(dir: &Path) -> Result<usize, JournalError> {
+    let mut removed = 0;
+    let Ok(listing) = fs::read_dir(dir) else { return Ok(0) };
+    for entry in listing {
+        let path = entry.map_err(|error| JournalError::io(dir, error))?.path();
+        if path.to_str().is_some_and(|name| name.ends_with(".snapshot.tmp")) {
+            fs::remove_file(&path).map_err(|error| JournalError::io(&path, error))?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(seq: u64) -> SnapshotMeta {
+        SnapshotMeta { journal_id: 5, seq, chain_crc: 99, ts: 1_700_000_000 }
+    }
+
+    #[test]
+    fn a_snapshot_reads_back_and_lists_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        write_snapshot(dir.path(), meta(10), b"ten").unwrap();
+        let path = write_snapshot(dir.path(), meta(200), b"two hundred").unwrap();
+        let (read_meta, body) = read_snapshot(&path).unwrap();
+        assert_eq!((read_meta, body.as_slice()), (meta(200), &b"two hundred"[..]));
+        let seqs: Vec<u64> = list_snapshots(dir.path()).unwrap().iter().map(|s| s.seq).collect();
+        assert_eq!(seqs, vec![200, 10]);
+    }
+
+    #[test]
+    fn any_damaged_byte_or_a_renamed_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_snapshot(dir.path(), meta(7), b"state bytes").unwrap();
+        let good = fs::read(&path).unwrap();
+        for index in 0..good.len() {
+            let mut damaged = good.clone();
+            damaged[index] ^= 0x01;
+            fs::write(&path, &damaged).unwrap();
+            assert!(read_snapshot(&path).is_err(), "flip at byte {index} went unnoticed");
+        }
+        fs::write(&path, &good[..good.len() - 1]).unwrap();
+        assert!(read_snapshot(&path).is_err());
+        let renamed = snapshot_path(dir.path(), 8);
+        fs::write(&renamed, &good).unwrap();
+        assert!(read_snapshot(&renamed).is_err());
+    }
+}
