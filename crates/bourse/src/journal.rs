@@ -74,7 +74,9 @@ fn verify(args: &DirArgs) -> Result<(), String> {
         println!("snapshot {} unusable, would fall back: {reason}", path.display());
     }
     match &recovered.snapshot {
-        Some((path, meta)) => println!("snapshot {} covers records 1..={}", path.display(), meta.seq),
+        Some((path, meta)) => {
+            println!("snapshot {} covers records 1..={}", path.display(), meta.seq)
+        }
         None => println!("no snapshot: recovery replays the whole journal"),
     }
     println!(
@@ -244,7 +246,10 @@ fn repair(args: &DirArgs) -> Result<(), String> {
     cut_journal_at(&journal_dir, &path, offset, false)?;
     match recover_read_only() {
         Ok(recovered) => {
-            println!("repaired: recovery now rebuilds the state after record {}", recovered.last_seq);
+            println!(
+                "repaired: recovery now rebuilds the state after record {}",
+                recovered.last_seq
+            );
             Ok(())
         }
         // The snapshot holds the state beyond the cut: the journal before it is no
@@ -272,7 +277,11 @@ fn cut_journal_at(journal_dir: &Path, path: &Path, offset: u64, all: bool) -> Re
     let mut later = all;
     for (_, segment) in segments {
         let backup = PathBuf::from(format!("{}.bak", segment.display()));
-        let backup = if backup.exists() { PathBuf::from(format!("{}.bak2", segment.display())) } else { backup };
+        let backup = if backup.exists() {
+            PathBuf::from(format!("{}.bak2", segment.display()))
+        } else {
+            backup
+        };
         if segment == path && !all {
             later = true;
             if offset == 0 {
@@ -294,5 +303,6 @@ fn cut_journal_at(journal_dir: &Path, path: &Path, offset: u64, all: bool) -> Re
             println!("moved {} to {}", segment.display(), backup.display());
         }
     }
-    bourse_journal::segment::sync_dir(journal_dir).map_err(|e| format!("{}: {e}", journal_dir.display()))
+    bourse_journal::segment::sync_dir(journal_dir)
+        .map_err(|e| format!("{}: {e}", journal_dir.display()))
 }

@@ -53,7 +53,12 @@ fn export_replays_to_the_live_digest() {
     let exported = String::from_utf8(export.stdout).unwrap();
     assert_eq!(exported.lines().count(), lines.len());
     assert!(exported.lines().all(|line| line.contains("\"ts\":")), "timestamps are exported");
-    let mut replay = bourse().args(["replay", "-", "--digest"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut replay = bourse()
+        .args(["replay", "-", "--digest"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     replay.stdin.take().unwrap().write_all(exported.as_bytes()).unwrap();
     let output = replay.wait_with_output().unwrap();
     assert!(output.status.success());
@@ -80,7 +85,8 @@ fn verify_names_the_damage_and_repair_cuts_there_with_a_backup() {
     let mut bytes = std::fs::read(&segment).unwrap();
     let mut offset = 64;
     for _ in 0..4 {
-        let length = u32::from_le_bytes(bytes[offset + 4..offset + 8].try_into().unwrap()) & 0x3fff_ffff;
+        let length =
+            u32::from_le_bytes(bytes[offset + 4..offset + 8].try_into().unwrap()) & 0x3fff_ffff;
         offset += (32 + length as usize).div_ceil(8) * 8;
     }
     bytes[offset + 33] ^= 0xff;

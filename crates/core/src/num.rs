@@ -69,6 +69,17 @@ impl Decimal {
         decimal
     }
 
+    /// `mantissa * 10^-scale` if that is already the normalised form (no trailing zero
+    /// in the fraction, scale at most 38), as every decimal this crate produces is;
+    /// `None` otherwise. For decoders of stored decimals: one cheap check, no loop.
+    pub fn from_normalised(mantissa: i128, scale: u32) -> Option<Decimal> {
+        let trailing_zero = match i64::try_from(mantissa) {
+            Ok(small) => small % 10 == 0,
+            Err(_) => mantissa % 10 == 0,
+        };
+        (scale <= 38 && (scale == 0 || !trailing_zero)).then_some(Decimal { mantissa, scale })
+    }
+
     /// The integer `m` of `m * 10^-scale` (normalised: no trailing zeros in the fraction).
     pub fn mantissa(self) -> i128 {
         self.mantissa

@@ -34,10 +34,9 @@ impl Durability {
     pub fn parse(text: &str) -> Option<Durability> {
         match text {
             "sync" => Some(Durability::Sync),
-            "async" => Some(Durability::Async {
-                interval: Duration::from_millis(10),
-                commands: 10_000,
-            }),
+            "async" => {
+                Some(Durability::Async { interval: Duration::from_millis(10), commands: 10_000 })
+            }
             "none" => Some(Durability::None),
             _ => None,
         }

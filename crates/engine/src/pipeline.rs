@@ -13,7 +13,7 @@
 //! sync runs and the next batch is larger. The applier works on batch k while the
 //! sequencer syncs batch k + 1.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -21,17 +21,17 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use bourse_core::format::write_event;
 use bourse_core::snapshot::{decode_state, encode_state};
 use bourse_core::{Command, Exchange, Lookahead};
+use bourse_journal::tail::JournalTail;
 use bourse_journal::{
     decode_command, JournalError, JournalWriter, RecordBatch, SnapshotMeta, TailPolicy,
     WriterOptions,
 };
-use bourse_journal::tail::JournalTail;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 
 use crate::config::{Durability, EngineConfig};
 use crate::intake::{
-    CommandResult, Intake, Outcome, Payload, Query, Released, ResultSink, SharedSink,
-    SubmitError, Submission,
+    CommandResult, Intake, Outcome, Payload, Query, Released, ResultSink, SharedSink, Submission,
+    SubmitError,
 };
 use crate::recovery::{recover, RecoveryError};
 use crate::retention::{prune, take_snapshot};
@@ -113,6 +113,12 @@ pub struct StartReport {
 pub(crate) struct Shared {
     sessions: RwLock<Vec<Option<SharedSink>>>,
     stopped: AtomicBool,
+    /// Set when shutdown begins: no new submission is taken.
+    closing: AtomicBool,
+    /// Submissions between their check of `closing` and their send. Shutdown waits for
+    /// this to reach zero before it queues its own message, so that every submission
+    /// taken is sequenced (or answered) before the engine stops.
+    submitting: AtomicUsize,
     failure: Mutex<Option<String>>,
     queue_capacity: usize,
     pub(crate) stats: Stats,
@@ -157,6 +163,8 @@ impl Engine {
         let shared = Arc::new(Shared {
             sessions: RwLock::new(Vec::new()),
             stopped: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            submitting: AtomicUsize::new(0),
             failure: Mutex::new(None),
             queue_capacity: config.queue_capacity,
             stats: Stats::default(),
@@ -278,6 +286,10 @@ impl Engine {
             let _ = stop.send(());
             let _ = thread.join();
         }
+        self.shared.closing.store(true, Ordering::SeqCst);
+        while self.shared.submitting.load(Ordering::SeqCst) > 0 {
+            std::thread::yield_now();
+        }
         let _ = self.intake.send(Intake::Shutdown);
         for thread in self.threads.drain(..) {
             let _ = thread.join();
@@ -296,12 +308,18 @@ impl Session {
     /// `correlation`. Refused at once when the queue is full (`busy`) or the engine has
     /// stopped.
     pub fn submit(&self, command: &Command<'_>, correlation: u64) -> Result<(), SubmitError> {
-        if self.shared.stopped.load(Ordering::Relaxed) {
-            return Err(self.stopped_error());
-        }
         let payload = Payload::encode(command)?;
         let submission = Submission { session: self.id, correlation, payload };
-        match self.intake.try_send(Intake::Command(submission)) {
+        let shared = &self.shared;
+        shared.submitting.fetch_add(1, Ordering::SeqCst);
+        let sent = if shared.closing.load(Ordering::SeqCst) || shared.stopped.load(Ordering::SeqCst)
+        {
+            Err(TrySendError::Disconnected(Intake::Shutdown))
+        } else {
+            self.intake.try_send(Intake::Command(submission))
+        };
+        shared.submitting.fetch_sub(1, Ordering::SeqCst);
+        match sent {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => {
                 Err(SubmitError::Busy { capacity: self.shared.queue_capacity })
@@ -331,8 +349,12 @@ fn spawn(name: &str, run: impl FnOnce() + Send + 'static) -> Result<JoinHandle<(
 type Opened = (Exchange, Option<JournalWriter>, StartReport, u32);
 
 fn open_durable(config: &EngineConfig) -> Result<Opened, StartError> {
-    let recovered =
-        recover(&config.journal_dir(), &config.snapshot_dir(), config.exchange, TailPolicy::Repair)?;
+    let recovered = recover(
+        &config.journal_dir(),
+        &config.snapshot_dir(),
+        config.exchange,
+        TailPolicy::Repair,
+    )?;
     let options =
         WriterOptions { segment_bytes: config.segment_bytes, faults: config.faults.clone() };
     let writer = JournalWriter::open_with_id(
@@ -353,7 +375,13 @@ fn open_durable(config: &EngineConfig) -> Result<Opened, StartError> {
         replayed: recovered.replayed,
         last_seq: recovered.last_seq,
         torn_tail: recovered.journal.torn_tail.as_ref().map(|torn| {
-            format!("{} at byte {}: {} ({} bytes removed)", torn.path.display(), torn.offset, torn.reason, torn.bytes)
+            format!(
+                "{} at byte {}: {} ({} bytes removed)",
+                torn.path.display(),
+                torn.offset,
+                torn.reason,
+                torn.bytes
+            )
         }),
     };
     Ok((recovered.exchange, Some(writer), report, recovered.last_crc))
@@ -412,9 +440,15 @@ enum ToApplier {
     Batch(SequencedBatch),
     /// Commands that will never be released: the engine stopped before they were
     /// durable.
-    Fail { origins: Vec<Origin>, reason: String },
+    Fail {
+        origins: Vec<Origin>,
+        reason: String,
+    },
     Query(Query),
-    Shutdown { last_crc: u32, journal_id: u64 },
+    Shutdown {
+        last_crc: u32,
+        journal_id: u64,
+    },
 }
 
 struct Sequencer {
@@ -457,9 +491,16 @@ impl Sequencer {
             }
         }
         let synced = self.writer.as_mut().map_or(Ok(()), JournalWriter::sync);
-        if let Err(error) = synced {
-            self.fail_stop(Vec::new(), &error.to_string());
-            return;
+        match synced {
+            Ok(()) => {}
+            // The writer failed earlier (the timed sync of `next_intake`): `fail_stop`
+            // has already answered every producer, taken the shutdown and stopped the
+            // applier. Running it again would wait for a shutdown that never comes.
+            Err(JournalError::Stopped(_)) => return,
+            Err(error) => {
+                self.fail_stop(Vec::new(), &error.to_string());
+                return;
+            }
         }
         let last_crc = self.writer.as_ref().map_or(0, JournalWriter::last_crc);
         let journal_id = self.writer.as_ref().map_or(0, JournalWriter::journal_id);
@@ -514,11 +555,17 @@ impl Sequencer {
         // Payloads were encoded by `Payload::encode`, which never yields an empty or
         // oversized one; a failure here is a bug, and the command must not be lost.
         debug_assert!(pushed.is_ok(), "payload refused by the batch");
-        batch.origins.push(Origin { session: submission.session, correlation: submission.correlation });
+        batch
+            .origins
+            .push(Origin { session: submission.session, correlation: submission.correlation });
     }
 
     /// Writes (and in `sync` mode syncs) the batch, then hands it to the applier.
-    fn commit(&mut self, batch: &mut SequencedBatch, last_sync: &mut Instant) -> Result<(), JournalError> {
+    fn commit(
+        &mut self,
+        batch: &mut SequencedBatch,
+        last_sync: &mut Instant,
+    ) -> Result<(), JournalError> {
         let stats = &self.shared.stats;
         match &mut self.writer {
             Some(writer) => writer.write(&mut batch.records)?,
@@ -591,7 +638,9 @@ impl Sequencer {
             }
             let failed = std::mem::take(&mut origins);
             if !failed.is_empty() {
-                let _ = self.to_applier.send(ToApplier::Fail { origins: failed, reason: reason.clone() });
+                let _ = self
+                    .to_applier
+                    .send(ToApplier::Fail { origins: failed, reason: reason.clone() });
             }
             // Keep answering producers that raced the stop flag until shutdown.
             match self.intake.recv() {
@@ -603,7 +652,8 @@ impl Sequencer {
                     let _ = self.to_applier.send(ToApplier::Query(query));
                 }
                 Ok(Intake::Shutdown) | Err(_) => {
-                    let _ = self.to_applier.send(ToApplier::Shutdown { last_crc: 0, journal_id: 0 });
+                    let _ =
+                        self.to_applier.send(ToApplier::Shutdown { last_crc: 0, journal_id: 0 });
                     return;
                 }
             }
@@ -637,7 +687,10 @@ impl Applier {
                 }
                 ToApplier::Fail { origins, reason } => {
                     for origin in origins {
-                        let outcome = Outcome::Failed { correlation: origin.correlation, reason: reason.clone() };
+                        let outcome = Outcome::Failed {
+                            correlation: origin.correlation,
+                            reason: reason.clone(),
+                        };
                         pending(&mut self.per_session, &mut self.touched, origin.session)
                             .outcomes
                             .push(outcome);
@@ -657,8 +710,9 @@ impl Applier {
         let mut commands = Vec::with_capacity(batch.records.len());
         let mut stamps = Vec::with_capacity(batch.records.len());
         for (seq, ts, payload) in batch.records.records() {
-            let command = decode_command(payload)
-                .map_err(|error| format!("record {seq} does not decode ({error}); a bug: stopping"))?;
+            let command = decode_command(payload).map_err(|error| {
+                format!("record {seq} does not decode ({error}); a bug: stopping")
+            })?;
             commands.push(command);
             stamps.push((seq, ts));
         }
@@ -694,8 +748,6 @@ impl Applier {
         Ok(())
     }
 
-
-
     /// Hands each session its outcomes of the batch.
     fn release(&mut self) {
         let sessions = self.shared.sessions.read().unwrap_or_else(|p| p.into_inner());
@@ -720,7 +772,8 @@ impl Applier {
         if seq == 0 {
             return;
         }
-        let meta = SnapshotMeta { journal_id, seq, chain_crc: last_crc, ts: self.exchange.time_ns() };
+        let meta =
+            SnapshotMeta { journal_id, seq, chain_crc: last_crc, ts: self.exchange.time_ns() };
         let snapshot_dir = self.config.snapshot_dir();
         let taken = take_snapshot(&self.exchange, meta, &snapshot_dir).and_then(|_| {
             prune(

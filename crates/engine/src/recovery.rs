@@ -5,12 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use bourse_core::snapshot::decode_state;
-use bourse_core::{Event, Exchange, ExchangeConfig};
+use bourse_core::{Event, Exchange, ExchangeConfig, Lookahead};
 use bourse_journal::snapshot_file::remove_temporary_snapshots;
 use bourse_journal::{
-    decode_command, list_snapshots, read_snapshot, remove_torn_tail, scan_journal, JournalError,
-    ScanReport,
-    SnapshotMeta, TailPolicy,
+    decode_command, list_snapshots, read_snapshot, remove_torn_tail, scan_journal_placed,
+    JournalError, ScanReport, SnapshotMeta, TailPolicy,
 };
 
 /// Why the state could not be rebuilt. The exchange must not start.
@@ -77,36 +76,11 @@ pub fn recover(
         None => (Exchange::new(exchange_config), None),
     };
     let base_seq = snapshot.as_ref().map_or(0, |(_, meta)| meta.seq);
-    let mut replayed = 0u64;
-    let mut events: Vec<Event> = Vec::with_capacity(64);
-    let mut chain_error = None;
+    let snapshot_chain = snapshot.as_ref().map(|(path, meta)| (path.as_path(), meta));
     // Read-only first: a "torn tail" that a snapshot covers was durable once, and must
     // be refused as damage, not zeroed.
-    let mut journal = scan_journal(journal_dir, TailPolicy::ReadOnly, |header, payload| {
-        if let Some((path, meta)) = &snapshot {
-            let chains = (header.seq != meta.seq || header.crc == meta.chain_crc)
-                && (header.seq != meta.seq + 1 || header.prev_crc == meta.chain_crc);
-            if !chains && chain_error.is_none() {
-                chain_error = Some(RecoveryError::SnapshotChainBreak {
-                    snapshot: path.display().to_string(),
-                    seq: header.seq,
-                });
-            }
-        }
-        if header.seq <= base_seq || chain_error.is_some() {
-            return Ok(());
-        }
-        let command = decode_command(payload).map_err(|source| JournalError::BadPayload {
-            path: journal_dir.to_path_buf(),
-            offset: 0,
-            seq: header.seq,
-            source,
-        })?;
-        exchange.apply(header.seq, Some(header.ts), &command, &mut events);
-        events.clear();
-        replayed += 1;
-        Ok(())
-    })?;
+    let (mut journal, replayed, chain_error) =
+        replay_journal(journal_dir, base_seq, snapshot_chain, &mut exchange)?;
     if let Some(error) = chain_error {
         return Err(error);
     }
@@ -128,7 +102,9 @@ pub fn recover(
     }
     check_journal_meets_snapshot(&journal, snapshot.as_ref())?;
     let (last_seq, last_crc, last_ts) = match (&snapshot, journal.records) {
-        (Some((_, meta)), _) if journal.next_seq <= meta.seq + 1 => (meta.seq, meta.chain_crc, meta.ts),
+        (Some((_, meta)), _) if journal.next_seq <= meta.seq + 1 => {
+            (meta.seq, meta.chain_crc, meta.ts)
+        }
         _ => (journal.next_seq - 1, journal.last_crc, journal.last_ts),
     };
     Ok(Recovered {
@@ -144,13 +120,132 @@ pub fn recover(
     })
 }
 
+/// Records per chunk handed from the reading thread to the applying one.
+const CHUNK_RECORDS: usize = 4_096;
+
+/// Records read and checked but not yet applied, copied out of one segment.
+#[derive(Default)]
+struct Chunk {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    /// (seq, ts, payload range in `bytes`, offset in the segment)
+    records: Vec<(u64, u64, std::ops::Range<usize>, u64)>,
+}
+
+type Replayed = (ScanReport, u64, Option<RecoveryError>);
+
+/// Reads the journal (checking every record) on one thread while applying the records
+/// after `base_seq` to `exchange` on another, so the checksums and the reading overlap
+/// with the core's work. Returns the scan, the records applied and a snapshot chain
+/// break, if any.
+fn replay_journal(
+    journal_dir: &Path,
+    base_seq: u64,
+    snapshot: Option<(&Path, &SnapshotMeta)>,
+    exchange: &mut Exchange,
+) -> Result<Replayed, RecoveryError> {
+    let (full, filled) = crossbeam_channel::bounded::<Chunk>(4);
+    let (recycle, recycled) = crossbeam_channel::bounded::<Chunk>(6);
+    std::thread::scope(|scope| {
+        let applier = scope.spawn(move || apply_chunks(exchange, &filled, &recycle));
+        let mut chain_error = None;
+        let mut chunk = Chunk::default();
+        let scanned =
+            scan_journal_placed(journal_dir, TailPolicy::ReadOnly, |header, payload, place| {
+                if let Some((path, meta)) = snapshot {
+                    let chains = (header.seq != meta.seq || header.crc == meta.chain_crc)
+                        && (header.seq != meta.seq + 1 || header.prev_crc == meta.chain_crc);
+                    if !chains && chain_error.is_none() {
+                        chain_error = Some(RecoveryError::SnapshotChainBreak {
+                            snapshot: path.display().to_string(),
+                            seq: header.seq,
+                        });
+                    }
+                }
+                if header.seq <= base_seq || chain_error.is_some() {
+                    return Ok(());
+                }
+                if chunk.records.len() == CHUNK_RECORDS || chunk.path != place.path {
+                    let next = recycled.try_recv().unwrap_or_default();
+                    let ready = std::mem::replace(&mut chunk, next);
+                    send_chunk(&full, ready)?;
+                    chunk.path.clear();
+                    chunk.path.push(place.path);
+                    chunk.bytes.clear();
+                    chunk.records.clear();
+                }
+                let start = chunk.bytes.len();
+                chunk.bytes.extend_from_slice(payload);
+                chunk.records.push((header.seq, header.ts, start..chunk.bytes.len(), place.offset));
+                Ok(())
+            });
+        let sent = scanned.is_ok().then(|| send_chunk(&full, chunk));
+        drop(full);
+        let applied = applier.join().unwrap_or_else(|_| {
+            Err(JournalError::Stopped("the replay thread panicked".to_string()))
+        });
+        // An error of the applying side explains a failed send on the reading side.
+        let replayed = applied?;
+        let report = scanned?;
+        if let Some(Err(error)) = sent {
+            return Err(error.into());
+        }
+        Ok((report, replayed, chain_error))
+    })
+}
+
+fn send_chunk(full: &crossbeam_channel::Sender<Chunk>, chunk: Chunk) -> Result<(), JournalError> {
+    if chunk.records.is_empty() {
+        return Ok(());
+    }
+    full.send(chunk).map_err(|_| JournalError::Stopped("the replay stopped".to_string()))
+}
+
+/// The applying side of `replay_journal`: decodes each chunk and applies it, with the
+/// cache hints of the commands ahead.
+fn apply_chunks(
+    exchange: &mut Exchange,
+    filled: &crossbeam_channel::Receiver<Chunk>,
+    recycle: &crossbeam_channel::Sender<Chunk>,
+) -> Result<u64, JournalError> {
+    let mut events: Vec<Event> = Vec::with_capacity(64);
+    let mut lookahead = Lookahead::new();
+    let mut replayed = 0u64;
+    for chunk in filled {
+        let mut commands = Vec::with_capacity(chunk.records.len());
+        for (seq, _, range, offset) in &chunk.records {
+            let command = decode_command(&chunk.bytes[range.clone()]).map_err(|source| {
+                JournalError::BadPayload {
+                    path: chunk.path.clone(),
+                    offset: *offset,
+                    seq: *seq,
+                    source,
+                }
+            })?;
+            commands.push(command);
+        }
+        for (index, command) in commands.iter().enumerate() {
+            lookahead.hint(exchange, &commands[index + 1..]);
+            let (seq, ts, _, _) = chunk.records[index];
+            exchange.apply(seq, Some(ts), command, &mut events);
+            events.clear();
+        }
+        replayed += commands.len() as u64;
+        drop(commands);
+        let _ = recycle.try_send(chunk);
+    }
+    Ok(replayed)
+}
+
 type LoadedSnapshot = (Exchange, PathBuf, SnapshotMeta);
+/// Snapshots that did not read back: (path, reason).
+type SkippedSnapshots = Vec<(PathBuf, String)>;
 
 /// The newest snapshot whose file and state both read back; the ones that did not.
 fn newest_valid_snapshot(
     snapshot_dir: &Path,
     exchange_config: ExchangeConfig,
-) -> Result<(Option<LoadedSnapshot>, Vec<(PathBuf, String)>), RecoveryError> {
+) -> Result<(Option<LoadedSnapshot>, SkippedSnapshots), RecoveryError> {
     let mut skipped = Vec::new();
     for entry in list_snapshots(snapshot_dir)? {
         let loaded = read_snapshot(&entry.path).map_err(|error| error.to_string()).and_then(
@@ -189,7 +284,11 @@ fn check_journal_meets_snapshot(
     };
     let Some(journal_first) = journal.first_seq else { return Ok(()) };
     if journal_first > base_seq + 1 {
-        return Err(RecoveryError::JournalGap { snapshot: name, snapshot_seq: base_seq, journal_first });
+        return Err(RecoveryError::JournalGap {
+            snapshot: name,
+            snapshot_seq: base_seq,
+            journal_first,
+        });
     }
     let journal_last = journal.next_seq - 1;
     if journal_last < base_seq {

@@ -43,9 +43,10 @@ pub fn prune(
         fs::remove_file(&old.path).map_err(|error| JournalError::io(&old.path, error))?;
         pruned.snapshots += 1;
     }
-    let Some(oldest_kept) = snapshots.iter().take(retained).last() else { return Ok(pruned) };
+    let Some(oldest_kept) = snapshots.iter().take(retained).next_back() else { return Ok(pruned) };
     let Some(journal_dir) = journal_dir else { return Ok(pruned) };
-    let segments = list_segments(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
+    let segments =
+        list_segments(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
     for pair in segments.windows(2) {
         let (_, path) = &pair[0];
         let (next_first_seq, _) = pair[1];

@@ -63,7 +63,8 @@ impl Snapshotter {
         let mut events: Vec<Event> = Vec::with_capacity(64);
         let mut decode_error = None;
         let exchange = &mut self.exchange;
-        let (last_seq, last_crc, last_ts) = (&mut self.last_seq, &mut self.last_crc, &mut self.last_ts);
+        let (last_seq, last_crc, last_ts) =
+            (&mut self.last_seq, &mut self.last_crc, &mut self.last_ts);
         self.tail.read_until(durable_until, |header, payload| {
             if decode_error.is_some() {
                 return;

@@ -16,15 +16,21 @@ fn lines() -> Vec<String> {
     ];
     for account in ["alice", "bob"] {
         for asset in ["USD", "BTC"] {
-            lines.push(format!(r#"{{"cmd":"deposit","account":"{account}","asset":"{asset}","amount":"1000000"}}"#));
+            lines.push(format!(
+                r#"{{"cmd":"deposit","account":"{account}","asset":"{asset}","amount":"1000000"}}"#
+            ));
         }
     }
     for index in 0..200 {
-        let (account, side, price) =
-            if index % 2 == 0 { ("alice", "buy", 100 + index % 7) } else { ("bob", "sell", 98 + index % 9) };
+        let (account, side, price) = if index % 2 == 0 {
+            ("alice", "buy", 100 + index % 7)
+        } else {
+            ("bob", "sell", 98 + index % 9)
+        };
         lines.push(format!(r#"{{"cmd":"order","account":"{account}","id":"o{index}","symbol":"BTC-USD","side":"{side}","type":"limit","price":"{price}","qty":"1.5"}}"#));
         if index % 5 == 0 {
-            lines.push(format!(r#"{{"cmd":"cancel","account":"{account}","id":"o{}"}}"#, index / 2));
+            lines
+                .push(format!(r#"{{"cmd":"cancel","account":"{account}","id":"o{}"}}"#, index / 2));
         }
     }
     lines

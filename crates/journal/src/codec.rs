@@ -322,7 +322,26 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint of at most 19 bytes (enough for 128 bits), minimal or not.
+    #[inline]
     fn unsigned(&mut self, field: &'static str) -> Result<u128, CodecError> {
+        // Most values (lengths, scales, prices and quantities in units) take one or two
+        // bytes: decode those without the 128-bit loop.
+        if let Some(&first) = self.bytes.get(self.offset) {
+            if first < 0x80 {
+                self.offset += 1;
+                return Ok(u128::from(first));
+            }
+            if let Some(&second) = self.bytes.get(self.offset + 1) {
+                if second < 0x80 {
+                    self.offset += 2;
+                    return Ok(u128::from(first & 0x7f) | (u128::from(second) << 7));
+                }
+            }
+        }
+        self.unsigned_long(field)
+    }
+
+    fn unsigned_long(&mut self, field: &'static str) -> Result<u128, CodecError> {
         let start = self.offset;
         let mut value: u128 = 0;
         for shift in (0..133).step_by(7) {
@@ -352,16 +371,9 @@ impl<'a> Reader<'a> {
     fn decimal(&mut self, field: &'static str) -> Result<Decimal, CodecError> {
         let offset = self.offset;
         let mantissa = self.signed(field)?;
-        let scale = u32::try_from(self.unsigned(field)?)
-            .ok()
-            .filter(|&scale| scale <= 38)
-            .ok_or(CodecError::Invalid { field, offset })?;
-        let decimal = Decimal::from_units(mantissa, scale);
+        let scale = u32::try_from(self.unsigned(field)?).unwrap_or(u32::MAX);
         // Only the normalised form is ever written, so anything else is damage.
-        if decimal.mantissa() != mantissa || decimal.scale() != scale {
-            return Err(CodecError::Invalid { field, offset });
-        }
-        Ok(decimal)
+        Decimal::from_normalised(mantissa, scale).ok_or(CodecError::Invalid { field, offset })
     }
 
     fn name(&mut self, field: &'static str) -> Result<Cow<'a, str>, CodecError> {

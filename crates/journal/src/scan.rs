@@ -75,6 +75,22 @@ pub fn scan_journal(
     policy: TailPolicy,
     mut visit: impl FnMut(&RecordHeader, &[u8]) -> Result<(), JournalError>,
 ) -> Result<ScanReport, JournalError> {
+    scan_journal_placed(dir, policy, |header, payload, _| visit(header, payload))
+}
+
+/// Where a record lies: its segment file and byte offset.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordPlace<'a> {
+    pub path: &'a Path,
+    pub offset: u64,
+}
+
+/// `scan_journal`, telling `visit` where each record lies.
+pub fn scan_journal_placed(
+    dir: &Path,
+    policy: TailPolicy,
+    mut visit: impl FnMut(&RecordHeader, &[u8], RecordPlace<'_>) -> Result<(), JournalError>,
+) -> Result<ScanReport, JournalError> {
     let segments = list_segments(dir).map_err(|error| JournalError::io(dir, error))?;
     let mut scan = Scan { report: ScanReport { next_seq: 1, ..ScanReport::default() }, last: None };
     let mut bytes = Vec::new();
@@ -154,7 +170,7 @@ impl Scan {
         bytes: &[u8],
         is_last: bool,
         policy: TailPolicy,
-        visit: &mut impl FnMut(&RecordHeader, &[u8]) -> Result<(), JournalError>,
+        visit: &mut impl FnMut(&RecordHeader, &[u8], RecordPlace<'_>) -> Result<(), JournalError>,
     ) -> Result<SegmentSummary, JournalError> {
         let first_seq = self.report.next_seq;
         let mut offset = SEGMENT_HEADER_LEN;
@@ -163,7 +179,8 @@ impl Scan {
             match read_slot(bytes.get(offset..).unwrap_or_default()) {
                 Slot::Record { header, payload } => {
                     self.accept(path, offset, &header)?;
-                    visit(&header, payload).map_err(|error| error.located(path, offset))?;
+                    let place = RecordPlace { path, offset: offset as u64 };
+                    visit(&header, payload, place).map_err(|error| error.located(path, offset))?;
                     offset += header.framed_len();
                 }
                 Slot::Empty => break "a hole of zeros",

@@ -152,7 +152,7 @@ pub fn prepare_spare(dir: &Path, bytes: u64, paced: bool) -> io::Result<(PathBuf
         file.write_all_at(&zeros[..length], offset)?;
         offset += length as u64;
         if paced {
-            if offset % (8 * CHUNK as u64) == 0 {
+            if offset.is_multiple_of(8 * CHUNK as u64) {
                 file.sync_data()?;
             }
             std::thread::sleep(std::time::Duration::from_millis(4));

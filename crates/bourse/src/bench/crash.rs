@@ -146,7 +146,8 @@ pub fn run(args: &CrashArgs) -> Result<(), String> {
         std::env::temp_dir().join(format!("bourse-crash-{}", std::process::id()))
     });
     let _ = std::fs::remove_dir_all(&data_dir);
-    std::fs::create_dir_all(&data_dir).map_err(|error| format!("{}: {error}", data_dir.display()))?;
+    std::fs::create_dir_all(&data_dir)
+        .map_err(|error| format!("{}: {error}", data_dir.display()))?;
     let len = stream_len(args.cycles, args.max_life_ms);
     let commands = stream(args.seed, len);
     let mut random = SplitMix64::new(args.seed ^ 0x5eed);
@@ -157,7 +158,8 @@ pub fn run(args: &CrashArgs) -> Result<(), String> {
         // One cycle in five dies at a random moment from its start (often while it
         // recovers); the others a random time after they are ready.
         let life = Duration::from_millis(20 + random.below(args.max_life_ms.max(21) - 20));
-        let kill = if random.below(5) == 0 { Kill::AfterStart(life / 4) } else { Kill::AfterReady(life) };
+        let kill =
+            if random.below(5) == 0 { Kill::AfterStart(life / 4) } else { Kill::AfterReady(life) };
         let printed = run_cycle(&data_dir, args.seed, len, kill, &mut seen)?;
         let check = verify(&data_dir, &commands, &seen)
             .map_err(|failure| format!("cycle {cycle}: LOST OR WRONG: {failure}"))?;
@@ -192,10 +194,23 @@ enum Kill {
 }
 
 /// Starts a child, kills it as `kill` says; records what it released.
-fn run_cycle(data_dir: &Path, seed: u64, len: usize, kill: Kill, seen: &mut Seen) -> Result<u64, String> {
+fn run_cycle(
+    data_dir: &Path,
+    seed: u64,
+    len: usize,
+    kill: Kill,
+    seen: &mut Seen,
+) -> Result<u64, String> {
     let exe = std::env::current_exe().map_err(|error| error.to_string())?;
     let mut child = Process::new(exe)
-        .args(["bench", "crash-child", "--seed", &seed.to_string(), "--stream-len", &len.to_string()])
+        .args([
+            "bench",
+            "crash-child",
+            "--seed",
+            &seed.to_string(),
+            "--stream-len",
+            &len.to_string(),
+        ])
         .arg("--data-dir")
         .arg(data_dir)
         .stdout(Stdio::piped())
@@ -251,7 +266,8 @@ fn read_outcomes(
             let _ = ready.try_send(());
             continue;
         }
-        let fields: Vec<u64> = line.split_whitespace().filter_map(|field| field.parse().ok()).collect();
+        let fields: Vec<u64> =
+            line.split_whitespace().filter_map(|field| field.parse().ok()).collect();
         let [seq, index, hash] = fields[..] else {
             return Err(format!("unreadable line from the child: {line:?}"));
         };
@@ -297,9 +313,12 @@ fn verify(data_dir: &Path, commands: &[Command<'static>], seen: &Seen) -> Result
         events.clear();
         if let Some(&(index, hash)) = seen.get(&seq) {
             if index + 1 != seq {
-                mismatch.get_or_insert(format!("record {seq} was released for stream index {index}"));
+                mismatch
+                    .get_or_insert(format!("record {seq} was released for stream index {index}"));
             } else if hash != events_hash(&rendered) {
-                mismatch.get_or_insert(format!("record {seq}: replayed events differ from the released ones"));
+                mismatch.get_or_insert(format!(
+                    "record {seq}: replayed events differ from the released ones"
+                ));
             } else {
                 verified += 1;
             }
@@ -312,7 +331,9 @@ fn verify(data_dir: &Path, commands: &[Command<'static>], seen: &Seen) -> Result
     }
     let records = report.next_seq - 1;
     if let Some((&seq, _)) = seen.range(records + 1..).next() {
-        return Err(format!("record {seq} was released but is not in the journal (it ends at {records})"));
+        return Err(format!(
+            "record {seq} was released but is not in the journal (it ends at {records})"
+        ));
     }
     let recovered = bourse_engine::recover(
         &config.journal_dir(),
@@ -325,7 +346,9 @@ fn verify(data_dir: &Path, commands: &[Command<'static>], seen: &Seen) -> Result
     let digest = state_digest(&recovered.exchange);
     let expected = state_digest(&reference);
     if digest != expected {
-        return Err(format!("recovered digest {digest} differs from the journal's replay {expected}"));
+        return Err(format!(
+            "recovered digest {digest} differs from the journal's replay {expected}"
+        ));
     }
     Ok(Verified { verified, records, digest })
 }

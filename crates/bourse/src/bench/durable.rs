@@ -70,8 +70,14 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
     });
 
     let segment_bytes = args.segment_mib << 20;
-    let throughput =
-        pass(&base_dir.join("throughput"), durability, segment_bytes, &workload.setup, &measured, None)?;
+    let throughput = pass(
+        &base_dir.join("throughput"),
+        durability,
+        segment_bytes,
+        &workload.setup,
+        &measured,
+        None,
+    )?;
     let max_rate = throughput.commands as f64 / throughput.seconds;
     let rate = args.rate.unwrap_or((max_rate / 2.0) as u64).max(1);
     let open_loop = pass(
@@ -157,7 +163,8 @@ fn pass(
 
     let (sink, outcomes) = unbounded();
     let session = engine.open_session(Arc::new(sink));
-    let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..measured.len()).map(|_| AtomicU64::new(0)).collect());
+    let sent_at: Arc<Vec<AtomicU64>> =
+        Arc::new((0..measured.len()).map(|_| AtomicU64::new(0)).collect());
     if rate.is_some() {
         fine_timer_slack();
     }
@@ -209,7 +216,11 @@ fn run_setup(engine: &Engine, setup: &[Command<'static>]) -> Result<(), String> 
     Ok(())
 }
 
-fn submit_retrying(session: &bourse_engine::Session, command: &Command<'_>, correlation: u64) -> Result<(), String> {
+fn submit_retrying(
+    session: &bourse_engine::Session,
+    command: &Command<'_>,
+    correlation: u64,
+) -> Result<(), String> {
     loop {
         match session.submit(command, correlation) {
             Ok(()) => return Ok(()),
@@ -251,12 +262,13 @@ fn receive(
     sent_at: &[AtomicU64],
     clock: Instant,
 ) -> Result<(Histogram<u64>, u64), String> {
-    let mut histogram =
-        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|error| error.to_string())?;
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|error| error.to_string())?;
     let mut received = 0;
     let mut last_ns = 0;
     while received < expected {
-        let released = outcomes.recv().map_err(|_| "the engine stopped before every outcome came")?;
+        let released =
+            outcomes.recv().map_err(|_| "the engine stopped before every outcome came")?;
         last_ns = clock.elapsed().as_nanos() as u64;
         for outcome in released.outcomes {
             let Outcome::Applied(result) = outcome else {

@@ -7,6 +7,7 @@ mod durable;
 mod engine;
 mod generate;
 mod memory;
+mod recovery;
 mod workload;
 
 use clap::Subcommand;
@@ -24,6 +25,9 @@ pub enum BenchCommand {
     /// The whole pipeline: producers, journal with group commit, core, released
     /// outcomes; throughput and open-loop release latency per durability mode.
     Durable(durable::DurableArgs),
+    /// How fast the state comes back: a journal of the workload recovered alone and
+    /// from a snapshot at its middle.
+    Recovery(recovery::RecoveryArgs),
     /// Resident memory of the core with many orders at rest (default 1,000,000).
     Memory(memory::MemoryArgs),
     /// Write a generated workload as replay-format lines (input for `bourse replay`).
@@ -37,6 +41,7 @@ pub fn run(bench: BenchCommand) -> Result<(), String> {
         BenchCommand::CrashChild(args) => crash::run_child(&args),
         BenchCommand::Durable(args) => durable::run(&args),
         BenchCommand::Memory(args) => memory::run(&args),
+        BenchCommand::Recovery(args) => recovery::run(&args),
         BenchCommand::Generate(args) => generate::run(&args),
     }
 }
