@@ -126,3 +126,30 @@ fn crash_harness_loses_nothing_over_a_few_kill_cycles() {
     assert!(summary.starts_with("crash: 4 cycles"), "{summary}");
     assert!(summary.contains("nothing lost"), "{summary}");
 }
+
+#[test]
+fn inspect_prints_each_record_with_its_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = example_lines();
+    run_engine(dir.path(), &lines);
+    let output = bourse()
+        .args(["journal", "inspect", "--from", "2", "--count", "3"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        records.iter().map(|record| record["seq"].as_u64().unwrap()).collect::<Vec<_>>(),
+        vec![2, 3, 4]
+    );
+    let second = parse_line(&lines[1]).unwrap().command;
+    let printed_line = records[0]["command"].to_string();
+    assert_eq!(parse_line(&printed_line).unwrap().command, second);
+    assert!(text.contains(&format!("journal: {} records", lines.len())), "{text}");
+}

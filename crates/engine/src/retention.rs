@@ -7,7 +7,7 @@ use std::path::Path;
 use bourse_core::snapshot::encode_state;
 use bourse_core::Exchange;
 use bourse_journal::segment::{list_segments, sync_dir};
-use bourse_journal::{list_snapshots, write_snapshot, JournalError, SnapshotMeta};
+use bourse_journal::{list_snapshots, write_snapshot_paced, JournalError, SnapshotMeta};
 
 /// Encodes `exchange` and writes it as the snapshot `meta` describes (atomically).
 pub fn take_snapshot(
@@ -15,9 +15,30 @@ pub fn take_snapshot(
     meta: SnapshotMeta,
     snapshot_dir: &Path,
 ) -> Result<u64, JournalError> {
+    write_state(exchange, meta, snapshot_dir, None)
+}
+
+/// Bytes a periodic snapshot writes between two syncs (see `write_snapshot_paced`).
+pub const SNAPSHOT_PACE_BYTES: usize = 256 << 10;
+
+/// `take_snapshot` beside a live journal: written in synced steps.
+pub fn take_snapshot_paced(
+    exchange: &Exchange,
+    meta: SnapshotMeta,
+    snapshot_dir: &Path,
+) -> Result<u64, JournalError> {
+    write_state(exchange, meta, snapshot_dir, Some(SNAPSHOT_PACE_BYTES))
+}
+
+fn write_state(
+    exchange: &Exchange,
+    meta: SnapshotMeta,
+    snapshot_dir: &Path,
+    pace: Option<usize>,
+) -> Result<u64, JournalError> {
     let mut body = Vec::new();
     encode_state(exchange, &mut body);
-    write_snapshot(snapshot_dir, meta, &body)?;
+    write_snapshot_paced(snapshot_dir, meta, &body, pace)?;
     Ok(body.len() as u64)
 }
 

@@ -20,7 +20,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::config::EngineConfig;
 use crate::pipeline::Shared;
-use crate::retention::{prune, take_snapshot};
+use crate::retention::{prune, take_snapshot_paced};
 
 /// How often the copy catches up with the journal.
 const POLL: Duration = Duration::from_millis(50);
@@ -41,6 +41,7 @@ pub(crate) struct Snapshotter {
 
 impl Snapshotter {
     pub(crate) fn run(mut self) {
+        lower_priority();
         loop {
             match self.stop.recv_timeout(POLL) {
                 Err(RecvTimeoutError::Timeout) => {}
@@ -100,7 +101,7 @@ impl Snapshotter {
             chain_crc: self.last_crc,
             ts: self.last_ts,
         };
-        let bytes = take_snapshot(&self.exchange, meta, &self.config.snapshot_dir())?;
+        let bytes = take_snapshot_paced(&self.exchange, meta, &self.config.snapshot_dir())?;
         prune(
             &self.config.snapshot_dir(),
             self.config.prunable_journal_dir().as_deref(),
@@ -113,5 +114,16 @@ impl Snapshotter {
         stats.last_snapshot_bytes.store(bytes, Ordering::Relaxed);
         stats.last_snapshot_ns.store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// Gives this thread a lower scheduling priority (nice 10), so that on a machine with
+/// few cores the engine's threads get the CPU first. Failing to is harmless.
+fn lower_priority() {
+    // SAFETY: gettid and setpriority take and return plain integers; PRIO_PROCESS with a
+    // thread id changes only that thread's nice value on Linux.
+    unsafe {
+        let thread_id = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, thread_id as libc::id_t, 10);
     }
 }

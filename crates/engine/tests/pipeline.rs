@@ -118,3 +118,40 @@ fn every_durability_mode_gives_the_same_outcomes() {
         engine.shutdown().unwrap();
     }
 }
+
+#[test]
+fn a_full_queue_says_busy_and_every_accepted_command_still_gets_its_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.queue_capacity = 4;
+    config.batch_commands_max = 2;
+    config.segment_bytes = 1 << 16;
+    let engine = Engine::start(config).unwrap();
+    let all = lines();
+    let (gate_open, gate) = crossbeam_channel::bounded::<()>(0);
+    std::thread::scope(|scope| {
+        // A read that holds the applier: batches pile up behind it, then the sequencer
+        // waits, then the queue fills.
+        scope.spawn(|| engine.query(move |_| gate.recv().ok()));
+        let (sink, receiver): (_, Receiver<Released>) = unbounded();
+        let session = engine.open_session(Arc::new(sink));
+        let mut accepted = 0;
+        let busy = loop {
+            let parsed = parse_line(&all[accepted % all.len()]).unwrap();
+            match session.submit(&parsed.command, accepted as u64) {
+                Ok(()) => accepted += 1,
+                Err(error) => break error,
+            }
+            assert!(accepted < 1_000, "the queue never filled");
+        };
+        assert_eq!(busy.code(), "busy", "{busy}");
+        assert!(busy.to_string().contains("4 commands"), "{busy}");
+        drop(gate_open);
+        let mut outcomes = 0;
+        while outcomes < accepted {
+            outcomes += receiver.recv().unwrap().outcomes.len();
+        }
+        assert_eq!(outcomes, accepted);
+    });
+    engine.shutdown().unwrap();
+}

@@ -24,6 +24,7 @@ pub use scan::{
     TornTail,
 };
 pub use snapshot_file::{
-    list_snapshots, read_snapshot, write_snapshot, SnapshotEntry, SnapshotMeta,
+    list_snapshots, read_snapshot, write_snapshot, write_snapshot_paced, SnapshotEntry,
+    SnapshotMeta,
 };
 pub use writer::{FaultSwitch, JournalWriter, WriterOptions};

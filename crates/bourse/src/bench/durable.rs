@@ -163,31 +163,15 @@ fn pass(
 
     let (sink, outcomes) = unbounded();
     let session = engine.open_session(Arc::new(sink));
-    let sent_at: Arc<Vec<AtomicU64>> =
-        Arc::new((0..measured.len()).map(|_| AtomicU64::new(0)).collect());
     if rate.is_some() {
         fine_timer_slack();
     }
     let clock = Instant::now();
     let before = engine.stats();
-    let receiver = {
-        let sent_at = Arc::clone(&sent_at);
-        let expected = measured.len();
-        std::thread::spawn(move || receive(outcomes, expected, &sent_at, clock))
+    let (latency, finished_ns) = match rate {
+        Some(rate) => open_loop(&session, &outcomes, measured, rate, clock)?,
+        None => closed_loop(&session, outcomes, measured, clock)?,
     };
-    for (index, command) in measured.iter().enumerate() {
-        let send_ns = match rate {
-            Some(rate) => {
-                let scheduled = index as u64 * 1_000_000_000 / rate;
-                wait_until(clock, scheduled);
-                scheduled
-            }
-            None => clock.elapsed().as_nanos() as u64,
-        };
-        sent_at[index].store(send_ns, Ordering::Relaxed);
-        submit_retrying(&session, command, index as u64)?;
-    }
-    let (latency, finished_ns) = receiver.join().map_err(|_| "the receiver thread panicked")??;
     let after = engine.stats();
     drop(session);
     engine.shutdown()?;
@@ -200,6 +184,74 @@ fn pass(
         sync_ns_max: after.sync_ns_max,
         latency,
     })
+}
+
+/// As fast as the queue takes commands; a receiver thread times the outcomes.
+fn closed_loop(
+    session: &bourse_engine::Session,
+    outcomes: Receiver<Released>,
+    measured: &[Command<'static>],
+    clock: Instant,
+) -> Result<(Histogram<u64>, u64), String> {
+    let sent_at: Arc<Vec<AtomicU64>> =
+        Arc::new((0..measured.len()).map(|_| AtomicU64::new(0)).collect());
+    let receiver = {
+        let sent_at = Arc::clone(&sent_at);
+        let expected = measured.len();
+        std::thread::spawn(move || receive(outcomes, expected, &sent_at, clock))
+    };
+    for (index, command) in measured.iter().enumerate() {
+        sent_at[index].store(clock.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        submit_retrying(session, command, index as u64)?;
+    }
+    receiver.join().map_err(|_| "the receiver thread panicked")?
+}
+
+/// The open loop on one thread (on two cores a separate receiver would compete with
+/// the engine's threads): commands go out when due; between sends the thread waits for
+/// outcomes, so their release is timed when it happens. Latency counts from each
+/// command's scheduled time.
+fn open_loop(
+    session: &bourse_engine::Session,
+    outcomes: &Receiver<Released>,
+    measured: &[Command<'static>],
+    rate: u64,
+    clock: Instant,
+) -> Result<(Histogram<u64>, u64), String> {
+    let scheduled = |index: usize| index as u64 * 1_000_000_000 / rate;
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|error| error.to_string())?;
+    let (mut next, mut received, mut last_ns) = (0usize, 0usize, 0u64);
+    while received < measured.len() {
+        let now = clock.elapsed().as_nanos() as u64;
+        while next < measured.len() && scheduled(next) <= now {
+            submit_retrying(session, &measured[next], next as u64)?;
+            next += 1;
+        }
+        let until_next = match next < measured.len() {
+            true => scheduled(next).saturating_sub(now),
+            false => 100_000_000,
+        };
+        let wait = Duration::from_nanos(until_next).max(Duration::from_micros(20));
+        match outcomes.recv_timeout(wait) {
+            Ok(released) => {
+                last_ns = clock.elapsed().as_nanos() as u64;
+                for outcome in released.outcomes {
+                    let Outcome::Applied(result) = outcome else {
+                        return Err(format!("a command failed: {outcome:?}"));
+                    };
+                    let sent = scheduled(result.correlation as usize);
+                    histogram.saturating_record(last_ns.saturating_sub(sent).max(1));
+                    received += 1;
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err("the engine stopped before every outcome came".to_string())
+            }
+        }
+    }
+    Ok((histogram, last_ns))
 }
 
 fn run_setup(engine: &Engine, setup: &[Command<'static>]) -> Result<(), String> {
@@ -237,20 +289,6 @@ fn fine_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes one integer and only changes this thread's slack.
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
-    }
-}
-
-/// Waits until `clock + at_ns` by sleeping, never spinning: on two cores a spinning
-/// producer would take a core from the engine. Sleeps last at least ~60 us, so at high
-/// rates commands go out in small bursts; their latency still counts from their own
-/// scheduled time, so the burst delay is measured, not hidden.
-fn wait_until(clock: Instant, at_ns: u64) {
-    let target = Duration::from_nanos(at_ns);
-    while let Some(left) = target.checked_sub(clock.elapsed()) {
-        if left.is_zero() {
-            return;
-        }
-        std::thread::sleep(left.max(Duration::from_micros(50)));
     }
 }
 

@@ -8,6 +8,7 @@ mod engine;
 mod generate;
 mod memory;
 mod recovery;
+mod snapshot;
 mod workload;
 
 use clap::Subcommand;
@@ -28,6 +29,9 @@ pub enum BenchCommand {
     /// How fast the state comes back: a journal of the workload recovered alone and
     /// from a snapshot at its middle.
     Recovery(recovery::RecoveryArgs),
+    /// Whether a periodic snapshot of a big book pauses intake: release latency while it
+    /// is written against the rest.
+    Snapshot(snapshot::SnapshotArgs),
     /// Resident memory of the core with many orders at rest (default 1,000,000).
     Memory(memory::MemoryArgs),
     /// Write a generated workload as replay-format lines (input for `bourse replay`).
@@ -42,6 +46,7 @@ pub fn run(bench: BenchCommand) -> Result<(), String> {
         BenchCommand::Durable(args) => durable::run(&args),
         BenchCommand::Memory(args) => memory::run(&args),
         BenchCommand::Recovery(args) => recovery::run(&args),
+        BenchCommand::Snapshot(args) => snapshot::run(&args),
         BenchCommand::Generate(args) => generate::run(&args),
     }
 }
