@@ -68,7 +68,7 @@ fn setup() -> Vec<Command<'static>> {
 /// Resting order number `number`: buys below the middle, sells above, spread over
 /// `LEVELS_PER_SIDE` prices a side.
 fn resting_order(number: usize, variant: usize) -> Command<'static> {
-    let side = if number % 2 == 0 { Side::Buy } else { Side::Sell };
+    let side = if number.is_multiple_of(2) { Side::Buy } else { Side::Sell };
     let offset = 1 + (number / 2 + variant * 7) % LEVELS_PER_SIDE;
     let price = match side {
         Side::Buy => MID - offset,
