@@ -72,6 +72,8 @@ pub struct Stats {
     /// Time spent in `fdatasync`, in total and at most once.
     pub sync_ns_total: AtomicU64,
     pub sync_ns_max: AtomicU64,
+    /// Syncs by duration: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns.
+    pub sync_ns_buckets: [AtomicU64; 32],
     /// Records below this are durable (in `sync` and `async` modes).
     pub durable_below: AtomicU64,
     /// The last command applied.
@@ -92,12 +94,31 @@ pub struct StatsSnapshot {
     pub syncs: u64,
     pub sync_ns_total: u64,
     pub sync_ns_max: u64,
+    /// Syncs by duration: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns.
+    pub sync_ns_buckets: [u64; 32],
     pub applied_seq: u64,
     pub snapshots: u64,
     pub snapshot_failures: u64,
     pub last_snapshot_seq: u64,
     pub last_snapshot_bytes: u64,
     pub last_snapshot_ns: u64,
+}
+
+impl StatsSnapshot {
+    /// The sync duration below which `quantile` of the syncs fell (an upper bound: the
+    /// top of its power-of-two bucket), in ns.
+    pub fn sync_ns_quantile(&self, quantile: f64) -> u64 {
+        let total: u64 = self.sync_ns_buckets.iter().sum();
+        let wanted = (total as f64 * quantile).ceil() as u64;
+        let mut seen = 0;
+        for (bucket, count) in self.sync_ns_buckets.iter().enumerate() {
+            seen += count;
+            if seen >= wanted && *count > 0 {
+                return 1u64 << bucket;
+            }
+        }
+        0
+    }
 }
 
 /// What start-up found on disk.
@@ -254,6 +275,9 @@ impl Engine {
             syncs: stats.syncs.load(Ordering::Relaxed),
             sync_ns_total: stats.sync_ns_total.load(Ordering::Relaxed),
             sync_ns_max: stats.sync_ns_max.load(Ordering::Relaxed),
+            sync_ns_buckets: std::array::from_fn(|index| {
+                stats.sync_ns_buckets[index].load(Ordering::Relaxed)
+            }),
             applied_seq: stats.applied_seq.load(Ordering::SeqCst),
             snapshots: stats.snapshots.load(Ordering::Relaxed),
             snapshot_failures: stats.snapshot_failures.load(Ordering::Relaxed),
@@ -602,6 +626,8 @@ impl Sequencer {
                 stats.syncs.fetch_add(1, Ordering::Relaxed);
                 stats.sync_ns_total.fetch_add(took_ns, Ordering::Relaxed);
                 stats.sync_ns_max.fetch_max(took_ns, Ordering::Relaxed);
+                let bucket = (64 - took_ns.leading_zeros() as usize).min(31);
+                stats.sync_ns_buckets[bucket].fetch_add(1, Ordering::Relaxed);
             }
             self.shared.stats.durable_below.store(writer.next_seq(), Ordering::SeqCst);
         }

@@ -254,7 +254,14 @@ impl JournalWriter {
         };
         // The spare is normally ready long before the segment fills; if it is not, or
         // preparing it failed, the segment is made now (with fallocate, which is quick).
-        let spare = self.spare.take().and_then(|thread| thread.join().ok()).and_then(Result::ok);
+        let spare = match self.spare.take() {
+            Some(thread) if thread.is_finished() => thread.join().ok().and_then(Result::ok),
+            // Still being written: this roll does not wait for it; the next one may use it.
+            unfinished => {
+                self.spare = unfinished;
+                None
+            }
+        };
         let created = self.fault(FAULT_WRITE).and_then(|()| match spare {
             Some(spare) => install_spare(&self.dir, spare, header),
             None => create_segment(&self.dir, header, self.options.segment_bytes),
@@ -266,7 +273,9 @@ impl JournalWriter {
         self.path = path;
         self.file = file;
         self.write_offset = SEGMENT_HEADER_LEN as u64;
-        self.prepare_spare();
+        if self.spare.is_none() {
+            self.prepare_spare();
+        }
         Ok(())
     }
 

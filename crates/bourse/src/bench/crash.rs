@@ -178,10 +178,10 @@ pub fn run(args: &CrashArgs) -> Result<(), String> {
     }
     let _ = std::fs::remove_dir_all(&data_dir);
     println!(
-        "crash: {} cycles, {} released outcomes verified ({} distinct), {} journal records, nothing lost",
+        "crash: {} cycles, {} commands verified (every released outcome, re-checked after each later kill: {} checks), {} journal records, nothing lost",
         args.cycles,
-        verified_total,
         seen.len(),
+        verified_total,
         records
     );
     Ok(())

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bourse_core::Command;
-use bourse_engine::{Durability, Engine, EngineConfig, Outcome, Released, SubmitError};
+use bourse_engine::{
+    Durability, Engine, EngineConfig, Outcome, Released, StatsSnapshot, SubmitError,
+};
 use clap::Args;
 use crossbeam_channel::{unbounded, Receiver};
 use hdrhistogram::Histogram;
@@ -56,6 +58,12 @@ struct PassResult {
     batches: u64,
     sync_ns_total: u64,
     sync_ns_max: u64,
+    /// Upper bounds (power-of-two buckets) of the sync durations' p50 and p99.
+    sync_ns_p50: u64,
+    sync_ns_p99: u64,
+    /// Syncs that took more than about 1 ms (2^20 ns).
+    sync_ns_over_1ms: u64,
+    split: Option<Split>,
     latency: Histogram<u64>,
 }
 
@@ -92,6 +100,7 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
 
     let mean_batch = throughput.commands as f64 / throughput.batches.max(1) as f64;
     let latency = &open_loop.latency;
+    let split = open_loop.split.as_ref();
     let open_loop_batch =
         (open_loop.commands as f64 / open_loop.batches.max(1) as f64 * 10.0).round() / 10.0;
     if args.json {
@@ -110,6 +119,11 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
                 "open_loop_mean_batch": open_loop_batch,
                 "open_loop_mean_sync_ns": open_loop.sync_ns_total / open_loop.syncs.max(1),
                 "open_loop_max_sync_ns": open_loop.sync_ns_max,
+                "open_loop_sync_p50_ns_below": open_loop.sync_ns_p50,
+                "open_loop_sync_p99_ns_below": open_loop.sync_ns_p99,
+                "open_loop_syncs_over_1ms": open_loop.sync_ns_over_1ms,
+                "open_loop_late_p99_ns": split.map(|split| split.late.value_at_quantile(0.99)),
+                "open_loop_to_sequenced_p99_ns": split.map(|split| split.to_sequenced.value_at_quantile(0.99)),
                 "p50_ns": latency.value_at_quantile(0.50),
                 "p90_ns": latency.value_at_quantile(0.90),
                 "p99_ns": latency.value_at_quantile(0.99),
@@ -121,7 +135,7 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "{} mode {}: {} commands, {:.3} M commands/s, {} syncs, mean batch {:.1}; open loop at {} commands/s (mean batch {}, sync mean {} us max {} us): release latency p50 {} us, p90 {} us, p99 {} us, p99.9 {} us, max {} us",
+            "{} mode {}: {} commands, {:.3} M commands/s, {} syncs, mean batch {:.1}; open loop at {} commands/s (mean batch {}, sync mean {} us, p99 < {} us, max {} us, {} over 1 ms; producer late p99 {} us; to the sequencer p99 {} us): release latency p50 {} us, p90 {} us, p99 {} us, p99.9 {} us, max {} us",
             workload.name,
             durability.name(),
             throughput.commands,
@@ -131,7 +145,11 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
             rate,
             open_loop_batch,
             open_loop.sync_ns_total / open_loop.syncs.max(1) / 1000,
+            open_loop.sync_ns_p99 / 1000,
             open_loop.sync_ns_max / 1000,
+            open_loop.sync_ns_over_1ms,
+            split.map_or(0, |split| split.late.value_at_quantile(0.99) / 1000),
+            split.map_or(0, |split| split.to_sequenced.value_at_quantile(0.99) / 1000),
             latency.value_at_quantile(0.50) / 1000,
             latency.value_at_quantile(0.90) / 1000,
             latency.value_at_quantile(0.99) / 1000,
@@ -168,7 +186,7 @@ fn pass(
     }
     let clock = Instant::now();
     let before = engine.stats();
-    let (latency, finished_ns) = match rate {
+    let timed = match rate {
         Some(rate) => open_loop(&session, &outcomes, measured, rate, clock)?,
         None => closed_loop(&session, outcomes, measured, clock)?,
     };
@@ -177,12 +195,16 @@ fn pass(
     engine.shutdown()?;
     Ok(PassResult {
         commands: measured.len(),
-        seconds: finished_ns as f64 / 1e9,
+        seconds: timed.last_ns as f64 / 1e9,
         syncs: after.syncs - before.syncs,
         batches: after.batches - before.batches,
         sync_ns_total: after.sync_ns_total - before.sync_ns_total,
         sync_ns_max: after.sync_ns_max,
-        latency,
+        sync_ns_p50: sync_quantile(&before, &after, 0.5),
+        sync_ns_p99: sync_quantile(&before, &after, 0.99),
+        sync_ns_over_1ms: sync_count_over(&before, &after, 1 << 20),
+        latency: timed.latency,
+        split: timed.split,
     })
 }
 
@@ -192,7 +214,7 @@ fn closed_loop(
     outcomes: Receiver<Released>,
     measured: &[Command<'static>],
     clock: Instant,
-) -> Result<(Histogram<u64>, u64), String> {
+) -> Result<Timed, String> {
     let sent_at: Arc<Vec<AtomicU64>> =
         Arc::new((0..measured.len()).map(|_| AtomicU64::new(0)).collect());
     let receiver = {
@@ -204,7 +226,23 @@ fn closed_loop(
         sent_at[index].store(clock.elapsed().as_nanos() as u64, Ordering::Relaxed);
         submit_retrying(session, command, index as u64)?;
     }
-    receiver.join().map_err(|_| "the receiver thread panicked")?
+    let (latency, last_ns) = receiver.join().map_err(|_| "the receiver thread panicked")??;
+    Ok(Timed { latency, last_ns, split: None })
+}
+
+/// Release latencies of a pass, when the last outcome came, and (open loop) where the
+/// time went.
+struct Timed {
+    latency: Histogram<u64>,
+    last_ns: u64,
+    split: Option<Split>,
+}
+
+/// Open loop: how late the producer submitted (its own lag, which counts in the
+/// latency), and scheduled time to the sequencer's stamp (queueing and the sync before).
+struct Split {
+    late: Histogram<u64>,
+    to_sequenced: Histogram<u64>,
 }
 
 /// The open loop on one thread (on two cores a separate receiver would compete with
@@ -217,15 +255,23 @@ fn open_loop(
     measured: &[Command<'static>],
     rate: u64,
     clock: Instant,
-) -> Result<(Histogram<u64>, u64), String> {
+) -> Result<Timed, String> {
     let scheduled = |index: usize| index as u64 * 1_000_000_000 / rate;
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|error| error.to_string())?;
+    // Where the time goes: scheduled -> stamped by the sequencer (queueing, the sync
+    // before) and stamped -> released (own write and sync, apply, release).
+    let mut to_sequenced = histogram.clone();
+    let mut late = histogram.clone();
+    let wall_at_clock = wall_ns().saturating_sub(clock.elapsed().as_nanos() as u64);
     let (mut next, mut received, mut last_ns) = (0usize, 0usize, 0u64);
     while received < measured.len() {
         let now = clock.elapsed().as_nanos() as u64;
         while next < measured.len() && scheduled(next) <= now {
             submit_retrying(session, &measured[next], next as u64)?;
+            late.saturating_record(
+                (clock.elapsed().as_nanos() as u64).saturating_sub(scheduled(next)).max(1),
+            );
             next += 1;
         }
         let until_next = match next < measured.len() {
@@ -242,6 +288,8 @@ fn open_loop(
                     };
                     let sent = scheduled(result.correlation as usize);
                     histogram.saturating_record(last_ns.saturating_sub(sent).max(1));
+                    let sequenced = result.ts.saturating_sub(wall_at_clock);
+                    to_sequenced.saturating_record(sequenced.saturating_sub(sent).max(1));
                     received += 1;
                 }
             }
@@ -251,7 +299,30 @@ fn open_loop(
             }
         }
     }
-    Ok((histogram, last_ns))
+    Ok(Timed { latency: histogram, last_ns, split: Some(Split { late, to_sequenced }) })
+}
+
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
+}
+
+/// Syncs longer than `ns` (rounded to a power of two) between two readings.
+fn sync_count_over(before: &StatsSnapshot, after: &StatsSnapshot, ns: u64) -> u64 {
+    let first_bucket = 64 - ns.leading_zeros() as usize + 1;
+    (first_bucket..after.sync_ns_buckets.len())
+        .map(|bucket| after.sync_ns_buckets[bucket] - before.sync_ns_buckets[bucket])
+        .sum()
+}
+
+/// A quantile of the sync durations between two readings of the engine's counters.
+fn sync_quantile(before: &StatsSnapshot, after: &StatsSnapshot, quantile: f64) -> u64 {
+    let mut between = *after;
+    for (bucket, earlier) in between.sync_ns_buckets.iter_mut().zip(before.sync_ns_buckets) {
+        *bucket -= earlier;
+    }
+    between.sync_ns_quantile(quantile)
 }
 
 fn run_setup(engine: &Engine, setup: &[Command<'static>]) -> Result<(), String> {
