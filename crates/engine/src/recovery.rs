@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use bourse_core::snapshot::decode_state;
-use bourse_core::{Event, Exchange, ExchangeConfig, Lookahead};
+use bourse_core::{Command, Event, Exchange, ExchangeConfig, Lookahead};
 use bourse_journal::snapshot_file::remove_temporary_snapshots;
 use bourse_journal::{
-    decode_command, list_snapshots, read_snapshot, remove_torn_tail, scan_journal_placed,
-    JournalError, ScanReport, SnapshotMeta, TailPolicy,
+    decode_command, list_snapshots, read_snapshot, remove_torn_tail, JournalError, MappedSegments,
+    ScanReport, SnapshotMeta, TailPolicy,
 };
 
 /// Why the state could not be rebuilt. The exchange must not start.
@@ -123,62 +123,58 @@ pub fn recover(
 /// Records per chunk handed from the reading thread to the applying one.
 const CHUNK_RECORDS: usize = 4_096;
 
-/// Records read and checked but not yet applied, copied out of one segment.
-#[derive(Default)]
-struct Chunk {
-    path: PathBuf,
-    bytes: Vec<u8>,
-    /// (seq, ts, payload range in `bytes`, offset in the segment)
-    records: Vec<(u64, u64, std::ops::Range<usize>, u64)>,
-}
+/// Decoded commands on their way to the applying thread: (seq, ts, command), the
+/// command borrowing the mapped journal.
+type Chunk<'m> = Vec<(u64, u64, Command<'m>)>;
 
 type Replayed = (ScanReport, u64, Option<RecoveryError>);
 
-/// Reads the journal (checking every record) on one thread while applying the records
-/// after `base_seq` to `exchange` on another, so the checksums and the reading overlap
-/// with the core's work. Returns the scan, the records applied and a snapshot chain
-/// break, if any.
+/// Reads the journal (mapped; every record checked) and decodes its commands on one
+/// thread while applying the records after `base_seq` to `exchange` on another, so the
+/// checksums, the reading and the decoding overlap with the core's work. Returns the
+/// scan, the records applied and a snapshot chain break, if any.
 fn replay_journal(
     journal_dir: &Path,
     base_seq: u64,
     snapshot: Option<(&Path, &SnapshotMeta)>,
     exchange: &mut Exchange,
 ) -> Result<Replayed, RecoveryError> {
-    let (full, filled) = crossbeam_channel::bounded::<Chunk>(4);
-    let (recycle, recycled) = crossbeam_channel::bounded::<Chunk>(6);
+    let mapped = MappedSegments::map(journal_dir)?;
+    let (full, filled) = crossbeam_channel::bounded::<Chunk<'_>>(4);
+    let (recycle, recycled) = crossbeam_channel::bounded::<Chunk<'_>>(6);
     std::thread::scope(|scope| {
         let applier = scope.spawn(move || apply_chunks(exchange, &filled, &recycle));
         let mut chain_error = None;
-        let mut chunk = Chunk::default();
-        let scanned =
-            scan_journal_placed(journal_dir, TailPolicy::ReadOnly, |header, payload, place| {
-                if let Some((path, meta)) = snapshot {
-                    let chains = (header.seq != meta.seq || header.crc == meta.chain_crc)
-                        && (header.seq != meta.seq + 1 || header.prev_crc == meta.chain_crc);
-                    if !chains && chain_error.is_none() {
-                        chain_error = Some(RecoveryError::SnapshotChainBreak {
-                            snapshot: path.display().to_string(),
-                            seq: header.seq,
-                        });
-                    }
+        let mut chunk: Chunk<'_> = Vec::with_capacity(CHUNK_RECORDS);
+        let scanned = mapped.scan(|header, payload, _| {
+            if let Some((path, meta)) = snapshot {
+                let chains = (header.seq != meta.seq || header.crc == meta.chain_crc)
+                    && (header.seq != meta.seq + 1 || header.prev_crc == meta.chain_crc);
+                if !chains && chain_error.is_none() {
+                    chain_error = Some(RecoveryError::SnapshotChainBreak {
+                        snapshot: path.display().to_string(),
+                        seq: header.seq,
+                    });
                 }
-                if header.seq <= base_seq || chain_error.is_some() {
-                    return Ok(());
-                }
-                if chunk.records.len() == CHUNK_RECORDS || chunk.path != place.path {
-                    let next = recycled.try_recv().unwrap_or_default();
-                    let ready = std::mem::replace(&mut chunk, next);
-                    send_chunk(&full, ready)?;
-                    chunk.path.clear();
-                    chunk.path.push(place.path);
-                    chunk.bytes.clear();
-                    chunk.records.clear();
-                }
-                let start = chunk.bytes.len();
-                chunk.bytes.extend_from_slice(payload);
-                chunk.records.push((header.seq, header.ts, start..chunk.bytes.len(), place.offset));
-                Ok(())
-            });
+            }
+            if header.seq <= base_seq || chain_error.is_some() {
+                return Ok(());
+            }
+            // The scan fills in the file and offset of a record that does not decode.
+            let command = decode_command(payload).map_err(|source| JournalError::BadPayload {
+                path: PathBuf::new(),
+                offset: 0,
+                seq: header.seq,
+                source,
+            })?;
+            chunk.push((header.seq, header.ts, command));
+            if chunk.len() == CHUNK_RECORDS {
+                let next =
+                    recycled.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK_RECORDS));
+                send_chunk(&full, std::mem::replace(&mut chunk, next))?;
+            }
+            Ok(())
+        });
         let sent = scanned.is_ok().then(|| send_chunk(&full, chunk));
         drop(full);
         let applied = applier.join().unwrap_or_else(|_| {
@@ -194,44 +190,37 @@ fn replay_journal(
     })
 }
 
-fn send_chunk(full: &crossbeam_channel::Sender<Chunk>, chunk: Chunk) -> Result<(), JournalError> {
-    if chunk.records.is_empty() {
+fn send_chunk<'m>(
+    full: &crossbeam_channel::Sender<Chunk<'m>>,
+    chunk: Chunk<'m>,
+) -> Result<(), JournalError> {
+    if chunk.is_empty() {
         return Ok(());
     }
     full.send(chunk).map_err(|_| JournalError::Stopped("the replay stopped".to_string()))
 }
 
-/// The applying side of `replay_journal`: decodes each chunk and applies it, with the
-/// cache hints of the commands ahead.
-fn apply_chunks(
+/// The applying side of `replay_journal`, with the cache hints of the commands ahead.
+fn apply_chunks<'m>(
     exchange: &mut Exchange,
-    filled: &crossbeam_channel::Receiver<Chunk>,
-    recycle: &crossbeam_channel::Sender<Chunk>,
+    filled: &crossbeam_channel::Receiver<Chunk<'m>>,
+    recycle: &crossbeam_channel::Sender<Chunk<'m>>,
 ) -> Result<u64, JournalError> {
     let mut events: Vec<Event> = Vec::with_capacity(64);
     let mut lookahead = Lookahead::new();
+    let mut upcoming: Vec<Command<'m>> = Vec::with_capacity(CHUNK_RECORDS);
     let mut replayed = 0u64;
-    for chunk in filled {
-        let mut commands = Vec::with_capacity(chunk.records.len());
-        for (seq, _, range, offset) in &chunk.records {
-            let command = decode_command(&chunk.bytes[range.clone()]).map_err(|source| {
-                JournalError::BadPayload {
-                    path: chunk.path.clone(),
-                    offset: *offset,
-                    seq: *seq,
-                    source,
-                }
-            })?;
-            commands.push(command);
-        }
-        for (index, command) in commands.iter().enumerate() {
-            lookahead.hint(exchange, &commands[index + 1..]);
-            let (seq, ts, _, _) = chunk.records[index];
+    for mut chunk in filled {
+        let stamps: Vec<(u64, u64)> = chunk.iter().map(|&(seq, ts, _)| (seq, ts)).collect();
+        upcoming.extend(chunk.drain(..).map(|(_, _, command)| command));
+        for (index, command) in upcoming.iter().enumerate() {
+            lookahead.hint(exchange, &upcoming[index + 1..]);
+            let (seq, ts) = stamps[index];
             exchange.apply(seq, Some(ts), command, &mut events);
             events.clear();
         }
-        replayed += commands.len() as u64;
-        drop(commands);
+        replayed += upcoming.len() as u64;
+        upcoming.clear();
         let _ = recycle.try_send(chunk);
     }
     Ok(replayed)

@@ -20,8 +20,8 @@ pub use codec::{decode_command, encode_command, CodecError};
 pub use error::JournalError;
 pub use record::{RecordBatch, RecordHeader};
 pub use scan::{
-    remove_torn_tail, scan_journal, scan_journal_placed, RecordPlace, ScanReport, TailPolicy,
-    TornTail,
+    remove_torn_tail, scan_journal, scan_journal_placed, MappedSegments, RecordPlace, ScanReport,
+    TailPolicy, TornTail,
 };
 pub use snapshot_file::{
     list_snapshots, read_snapshot, write_snapshot, write_snapshot_paced, SnapshotEntry,

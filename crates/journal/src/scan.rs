@@ -95,21 +95,67 @@ pub fn scan_journal_placed(
     let mut scan = Scan { report: ScanReport { next_seq: 1, ..ScanReport::default() }, last: None };
     let mut bytes = Vec::new();
     for (index, (name_seq, path)) in segments.iter().enumerate() {
-        let is_last = index + 1 == segments.len();
         read_whole(path, &mut bytes)?;
-        let header = match SegmentHeader::parse(&bytes) {
-            Ok(header) => header,
-            Err(reason) if is_last && bytes.get(SEGMENT_HEADER_LEN..).is_none_or(all_zero) => {
-                scan.torn_creation(dir, path, reason, &bytes, policy)?;
-                break;
-            }
-            Err(reason) => return Err(damaged(path, 0, reason)),
-        };
-        scan.check_segment_header(path, *name_seq, header, index == 0)?;
-        let summary = scan.read_records(path, &bytes, is_last, policy, &mut visit)?;
-        scan.report.segments.push(summary);
+        let place = SegmentPlace { dir, path, name_seq: *name_seq, index, count: segments.len() };
+        if !scan.segment(place, &bytes, policy, &mut visit)? {
+            break;
+        }
     }
     Ok(scan.report)
+}
+
+/// The segments of a journal mapped into memory (read-only), so that a scan can hand
+/// out records that stay valid as long as the mapping: a reader thread can decode them
+/// and another apply them without copying.
+pub struct MappedSegments {
+    dir: PathBuf,
+    segments: Vec<(u64, PathBuf, memmap2::Mmap)>,
+}
+
+impl MappedSegments {
+    /// Maps every segment of `dir`. Nothing may write to them while they are mapped
+    /// (recovery maps before anything is appended, and repairs only after).
+    pub fn map(dir: &Path) -> Result<MappedSegments, JournalError> {
+        let mut segments = Vec::new();
+        for (name_seq, path) in list_segments(dir).map_err(|error| JournalError::io(dir, error))? {
+            let file = File::open(&path).map_err(|error| JournalError::io(&path, error))?;
+            // SAFETY: the mapping is read-only and the files are not written while it
+            // lives (see above); a file changed underneath by another process could
+            // only make the scan see damage, which every record's checksum catches.
+            let map = unsafe { memmap2::Mmap::map(&file) }
+                .map_err(|error| JournalError::io(&path, error))?;
+            segments.push((name_seq, path, map));
+        }
+        Ok(MappedSegments { dir: dir.to_path_buf(), segments })
+    }
+
+    /// `scan_journal_placed` (read-only) over the mapped segments; payloads borrow the
+    /// mapping.
+    pub fn scan<'m>(
+        &'m self,
+        mut visit: impl FnMut(&RecordHeader, &'m [u8], RecordPlace<'_>) -> Result<(), JournalError>,
+    ) -> Result<ScanReport, JournalError> {
+        let mut scan =
+            Scan { report: ScanReport { next_seq: 1, ..ScanReport::default() }, last: None };
+        let count = self.segments.len();
+        for (index, (name_seq, path, map)) in self.segments.iter().enumerate() {
+            let place = SegmentPlace { dir: &self.dir, path, name_seq: *name_seq, index, count };
+            if !scan.segment(place, map, TailPolicy::ReadOnly, &mut visit)? {
+                break;
+            }
+        }
+        Ok(scan.report)
+    }
+}
+
+/// Which segment of how many a scan is at.
+#[derive(Clone, Copy)]
+struct SegmentPlace<'a> {
+    dir: &'a Path,
+    path: &'a Path,
+    name_seq: u64,
+    index: usize,
+    count: usize,
 }
 
 struct Scan {
@@ -119,6 +165,31 @@ struct Scan {
 }
 
 impl Scan {
+    /// Checks one segment's header and reads its records. False when the scan ends here
+    /// (a last segment whose creation was cut).
+    fn segment<'b>(
+        &mut self,
+        place: SegmentPlace<'_>,
+        bytes: &'b [u8],
+        policy: TailPolicy,
+        visit: &mut impl FnMut(&RecordHeader, &'b [u8], RecordPlace<'_>) -> Result<(), JournalError>,
+    ) -> Result<bool, JournalError> {
+        let is_last = place.index + 1 == place.count;
+        let path = place.path;
+        let header = match SegmentHeader::parse(bytes) {
+            Ok(header) => header,
+            Err(reason) if is_last && bytes.get(SEGMENT_HEADER_LEN..).is_none_or(all_zero) => {
+                self.torn_creation(place.dir, path, reason, bytes, policy)?;
+                return Ok(false);
+            }
+            Err(reason) => return Err(damaged(path, 0, reason)),
+        };
+        self.check_segment_header(path, place.name_seq, header, place.index == 0)?;
+        let summary = self.read_records(path, bytes, is_last, policy, visit)?;
+        self.report.segments.push(summary);
+        Ok(true)
+    }
+
     fn check_segment_header(
         &mut self,
         path: &Path,
@@ -164,13 +235,13 @@ impl Scan {
         Ok(())
     }
 
-    fn read_records(
+    fn read_records<'b>(
         &mut self,
         path: &Path,
-        bytes: &[u8],
+        bytes: &'b [u8],
         is_last: bool,
         policy: TailPolicy,
-        visit: &mut impl FnMut(&RecordHeader, &[u8], RecordPlace<'_>) -> Result<(), JournalError>,
+        visit: &mut impl FnMut(&RecordHeader, &'b [u8], RecordPlace<'_>) -> Result<(), JournalError>,
     ) -> Result<SegmentSummary, JournalError> {
         let first_seq = self.report.next_seq;
         let mut offset = SEGMENT_HEADER_LEN;
