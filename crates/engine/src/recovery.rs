@@ -123,9 +123,24 @@ pub fn recover(
 /// Records per chunk handed from the reading thread to the applying one.
 const CHUNK_RECORDS: usize = 4_096;
 
-/// Decoded commands on their way to the applying thread: (seq, ts, command), the
-/// command borrowing the mapped journal.
-type Chunk<'m> = Vec<(u64, u64, Command<'m>)>;
+/// Decoded commands on their way to the applying thread, borrowing the mapped journal,
+/// with their (seq, ts).
+#[derive(Default)]
+struct Chunk<'m> {
+    commands: Vec<Command<'m>>,
+    stamps: Vec<(u64, u64)>,
+}
+
+impl Chunk<'_> {
+    fn with_capacity(records: usize) -> Self {
+        Chunk { commands: Vec::with_capacity(records), stamps: Vec::with_capacity(records) }
+    }
+
+    fn clear(&mut self) {
+        self.commands.clear();
+        self.stamps.clear();
+    }
+}
 
 type Replayed = (ScanReport, u64, Option<RecoveryError>);
 
@@ -145,7 +160,7 @@ fn replay_journal(
     std::thread::scope(|scope| {
         let applier = scope.spawn(move || apply_chunks(exchange, &filled, &recycle));
         let mut chain_error = None;
-        let mut chunk: Chunk<'_> = Vec::with_capacity(CHUNK_RECORDS);
+        let mut chunk = Chunk::with_capacity(CHUNK_RECORDS);
         let scanned = mapped.scan(|header, payload, _| {
             if let Some((path, meta)) = snapshot {
                 let chains = (header.seq != meta.seq || header.crc == meta.chain_crc)
@@ -167,10 +182,11 @@ fn replay_journal(
                 seq: header.seq,
                 source,
             })?;
-            chunk.push((header.seq, header.ts, command));
-            if chunk.len() == CHUNK_RECORDS {
+            chunk.commands.push(command);
+            chunk.stamps.push((header.seq, header.ts));
+            if chunk.commands.len() == CHUNK_RECORDS {
                 let next =
-                    recycled.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK_RECORDS));
+                    recycled.try_recv().unwrap_or_else(|_| Chunk::with_capacity(CHUNK_RECORDS));
                 send_chunk(&full, std::mem::replace(&mut chunk, next))?;
             }
             Ok(())
@@ -194,7 +210,7 @@ fn send_chunk<'m>(
     full: &crossbeam_channel::Sender<Chunk<'m>>,
     chunk: Chunk<'m>,
 ) -> Result<(), JournalError> {
-    if chunk.is_empty() {
+    if chunk.commands.is_empty() {
         return Ok(());
     }
     full.send(chunk).map_err(|_| JournalError::Stopped("the replay stopped".to_string()))
@@ -208,19 +224,16 @@ fn apply_chunks<'m>(
 ) -> Result<u64, JournalError> {
     let mut events: Vec<Event> = Vec::with_capacity(64);
     let mut lookahead = Lookahead::new();
-    let mut upcoming: Vec<Command<'m>> = Vec::with_capacity(CHUNK_RECORDS);
     let mut replayed = 0u64;
     for mut chunk in filled {
-        let stamps: Vec<(u64, u64)> = chunk.iter().map(|&(seq, ts, _)| (seq, ts)).collect();
-        upcoming.extend(chunk.drain(..).map(|(_, _, command)| command));
-        for (index, command) in upcoming.iter().enumerate() {
-            lookahead.hint(exchange, &upcoming[index + 1..]);
-            let (seq, ts) = stamps[index];
+        for (index, command) in chunk.commands.iter().enumerate() {
+            lookahead.hint(exchange, &chunk.commands[index + 1..]);
+            let (seq, ts) = chunk.stamps[index];
             exchange.apply(seq, Some(ts), command, &mut events);
             events.clear();
         }
-        replayed += upcoming.len() as u64;
-        upcoming.clear();
+        replayed += chunk.commands.len() as u64;
+        chunk.clear();
         let _ = recycle.try_send(chunk);
     }
     Ok(replayed)
