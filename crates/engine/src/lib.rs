@@ -6,11 +6,13 @@
 //! snapshots. It holds no business rule (the core does) and no protocol (the gateways
 //! do); on a storage failure it stops rather than release anything not durable.
 
+mod applier;
 pub mod config;
 pub mod intake;
 pub mod pipeline;
 pub mod recovery;
 pub mod retention;
+mod sequencer;
 mod snapshotter;
 
 pub use config::{Durability, EngineConfig};

@@ -1,5 +1,7 @@
 //! The running engine: intake queue → sequencer (batches, journal, group commit) →
-//! applier (the core, on its own thread) → outcomes to each session's sink.
+//! applier (the core, on its own thread) → outcomes to each session's sink. This module
+//! starts and stops the threads and owns what producers hold (`Engine`, `Session`);
+//! `sequencer` and `applier` are the two stages.
 //!
 //! ```text
 //! sessions ──submit──▶ [bounded intake] ──▶ sequencer ──batch──▶ applier ──▶ sinks
@@ -7,38 +9,24 @@
 //!                                           fdatasync (sync)      release outcomes
 //! ```
 //!
-//! Group commit without a timer: the sequencer blocks for the first command, takes
-//! whatever else is already waiting (up to `batch_commands_max`), writes and syncs it
-//! as one batch. A lone command is synced at once; under load, commands pile up while a
-//! sync runs and the next batch is larger. The applier works on batch k while the
-//! sequencer syncs batch k + 1.
+//! The applier works on batch k while the sequencer syncs batch k + 1.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use bourse_core::format::write_event;
 use bourse_core::snapshot::{decode_state, encode_state};
 use bourse_core::{Command, Exchange, Lookahead};
 use bourse_journal::tail::JournalTail;
-use bourse_journal::{
-    decode_command, JournalError, JournalWriter, RecordBatch, SnapshotMeta, TailPolicy,
-    WriterOptions,
-};
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use bourse_journal::{JournalError, JournalWriter, TailPolicy, WriterOptions};
+use crossbeam_channel::{bounded, Sender, TrySendError};
 
+use crate::applier::Applier;
 use crate::config::{Durability, EngineConfig};
-use crate::intake::{
-    CommandResult, Intake, Outcome, Payload, Query, Released, ResultSink, SharedSink, Submission,
-    SubmitError,
-};
+use crate::intake::{Intake, Payload, Query, ResultSink, SharedSink, Submission, SubmitError};
 use crate::recovery::{recover, RecoveryError};
-use crate::retention::{prune, take_snapshot};
+use crate::sequencer::Sequencer;
 use crate::snapshotter::Snapshotter;
-
-/// Outcomes released at a time while the applier works through a batch.
-const RELEASE_CHUNK: usize = 256;
 
 /// Batches in flight between the sequencer and the applier.
 const BATCHES_IN_FLIGHT: usize = 4;
@@ -132,8 +120,8 @@ pub struct StartReport {
 }
 
 pub(crate) struct Shared {
-    sessions: RwLock<Vec<Option<SharedSink>>>,
-    stopped: AtomicBool,
+    pub(crate) sessions: RwLock<Vec<Option<SharedSink>>>,
+    pub(crate) stopped: AtomicBool,
     /// Set when shutdown begins: no new submission is taken.
     closing: AtomicBool,
     /// Submissions between their check of `closing` and their send. Shutdown waits for
@@ -146,7 +134,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn stop(&self, reason: &str) {
+    pub(crate) fn stop(&self, reason: &str) {
         let mut failure = self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         failure.get_or_insert_with(|| reason.to_string());
         self.stopped.store(true, Ordering::SeqCst);
@@ -440,392 +428,4 @@ fn start_snapshotter(
     };
     let thread = spawn("bourse-snapshotter", move || snapshotter.run())?;
     Ok((stop, thread))
-}
-
-/// Wall-clock nanoseconds since the Unix epoch (0 if the clock is before it).
-fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
-}
-
-#[derive(Clone, Copy)]
-struct Origin {
-    session: u32,
-    correlation: u64,
-}
-
-/// A batch on its way from the sequencer to the applier.
-#[derive(Default)]
-struct SequencedBatch {
-    records: RecordBatch,
-    origins: Vec<Origin>,
-}
-
-enum ToApplier {
-    Batch(SequencedBatch),
-    /// Commands that will never be released: the engine stopped before they were
-    /// durable.
-    Fail {
-        origins: Vec<Origin>,
-        reason: String,
-    },
-    Query(Query),
-    Shutdown {
-        last_crc: u32,
-        journal_id: u64,
-    },
-}
-
-struct Sequencer {
-    config: EngineConfig,
-    writer: Option<JournalWriter>,
-    next_seq: u64,
-    last_ts: u64,
-    intake: Receiver<Intake>,
-    to_applier: Sender<ToApplier>,
-    recycled: Receiver<SequencedBatch>,
-    shared: Arc<Shared>,
-}
-
-impl Sequencer {
-    fn run(mut self) {
-        let mut last_sync = Instant::now();
-        loop {
-            let first = match self.next_intake(last_sync) {
-                Some(Intake::Command(submission)) => submission,
-                Some(Intake::Query(query)) => {
-                    let _ = self.to_applier.send(ToApplier::Query(query));
-                    continue;
-                }
-                Some(Intake::Shutdown) | None => break,
-            };
-            let mut batch = self.recycled.try_recv().unwrap_or_default();
-            batch.records.clear();
-            batch.origins.clear();
-            let control = self.fill_batch(&mut batch, first);
-            if let Err(error) = self.commit(&mut batch, &mut last_sync) {
-                self.fail_stop(batch.origins, &error.to_string());
-                return;
-            }
-            match control {
-                Some(Intake::Shutdown) => break,
-                Some(Intake::Query(query)) => {
-                    let _ = self.to_applier.send(ToApplier::Query(query));
-                }
-                _ => {}
-            }
-        }
-        let synced = self.writer.as_mut().map_or(Ok(()), JournalWriter::sync);
-        match synced {
-            Ok(()) => {}
-            // The writer failed earlier (the timed sync of `next_intake`): `fail_stop`
-            // has already answered every producer, taken the shutdown and stopped the
-            // applier. Running it again would wait for a shutdown that never comes.
-            Err(JournalError::Stopped(_)) => return,
-            Err(error) => {
-                self.fail_stop(Vec::new(), &error.to_string());
-                return;
-            }
-        }
-        let last_crc = self.writer.as_ref().map_or(0, JournalWriter::last_crc);
-        let journal_id = self.writer.as_ref().map_or(0, JournalWriter::journal_id);
-        let _ = self.to_applier.send(ToApplier::Shutdown { last_crc, journal_id });
-    }
-
-    /// The next intake message. In `async` mode with unsynced records it waits no
-    /// longer than the sync interval, and syncs when that passes.
-    fn next_intake(&mut self, last_sync: Instant) -> Option<Intake> {
-        let Durability::Async { interval, .. } = self.config.durability else {
-            return self.intake.recv().ok();
-        };
-        loop {
-            let unsynced = self.writer.as_ref().is_some_and(JournalWriter::has_unsynced);
-            if !unsynced {
-                return self.intake.recv().ok();
-            }
-            match self.intake.recv_timeout(interval.saturating_sub(last_sync.elapsed())) {
-                Ok(intake) => return Some(intake),
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Err(error) = self.sync() {
-                        self.fail_stop(Vec::new(), &error.to_string());
-                        return None;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => return None,
-            }
-        }
-    }
-
-    /// Adds `first` and whatever commands are waiting. A query or a shutdown ends the
-    /// batch and is returned, to be handled once the batch is committed.
-    fn fill_batch(&mut self, batch: &mut SequencedBatch, first: Submission) -> Option<Intake> {
-        let ts = now_ns().max(self.last_ts);
-        self.last_ts = ts;
-        self.add(batch, ts, first);
-        while batch.origins.len() < self.config.batch_commands_max {
-            match self.intake.try_recv() {
-                Ok(Intake::Command(submission)) => self.add(batch, ts, submission),
-                Ok(control) => return Some(control),
-                Err(_) => break,
-            }
-        }
-        None
-    }
-
-    fn add(&self, batch: &mut SequencedBatch, ts: u64, submission: Submission) {
-        let pushed = batch.records.push(ts, |out| {
-            out.extend_from_slice(submission.payload.bytes());
-            Ok::<(), std::convert::Infallible>(())
-        });
-        // Payloads were encoded by `Payload::encode`, which never yields an empty or
-        // oversized one; a failure here is a bug, and the command must not be lost.
-        debug_assert!(pushed.is_ok(), "payload refused by the batch");
-        batch
-            .origins
-            .push(Origin { session: submission.session, correlation: submission.correlation });
-    }
-
-    /// Writes (and in `sync` mode syncs) the batch, then hands it to the applier.
-    fn commit(
-        &mut self,
-        batch: &mut SequencedBatch,
-        last_sync: &mut Instant,
-    ) -> Result<(), JournalError> {
-        let stats = &self.shared.stats;
-        match &mut self.writer {
-            Some(writer) => writer.write(&mut batch.records)?,
-            None => {
-                batch.records.seal(self.next_seq, 0);
-            }
-        }
-        self.next_seq += batch.records.len() as u64;
-        stats.commands.fetch_add(batch.records.len() as u64, Ordering::Relaxed);
-        stats.batches.fetch_add(1, Ordering::Relaxed);
-        match self.config.durability {
-            Durability::Sync => self.sync()?,
-            Durability::Async { interval, commands } => {
-                let unsynced = self.next_seq - stats.durable_below.load(Ordering::Relaxed);
-                if unsynced >= commands || last_sync.elapsed() >= interval {
-                    self.sync()?;
-                    *last_sync = Instant::now();
-                }
-            }
-            Durability::None => {}
-        }
-        let batch = std::mem::take(batch);
-        let _ = self.to_applier.send(ToApplier::Batch(batch));
-        Ok(())
-    }
-
-    fn sync(&mut self) -> Result<(), JournalError> {
-        if let Some(writer) = &mut self.writer {
-            if writer.has_unsynced() {
-                let started = Instant::now();
-                writer.sync()?;
-                let took_ns = started.elapsed().as_nanos() as u64;
-                let stats = &self.shared.stats;
-                stats.syncs.fetch_add(1, Ordering::Relaxed);
-                stats.sync_ns_total.fetch_add(took_ns, Ordering::Relaxed);
-                stats.sync_ns_max.fetch_max(took_ns, Ordering::Relaxed);
-                let bucket = (64 - took_ns.leading_zeros() as usize).min(31);
-                stats.sync_ns_buckets[bucket].fetch_add(1, Ordering::Relaxed);
-            }
-            self.shared.stats.durable_below.store(writer.next_seq(), Ordering::SeqCst);
-        }
-        Ok(())
-    }
-
-    /// Fail-stop: nothing more is sequenced or released. The commands of the failed
-    /// batch and every command still waiting get a `Failed` outcome; later submissions
-    /// are refused.
-    fn fail_stop(&mut self, mut origins: Vec<Origin>, reason: &str) {
-        let reason = format!("journal storage failed, intake stopped: {reason}");
-        eprintln!("bourse: {reason}");
-        self.shared.stop(&reason);
-        loop {
-            while let Ok(intake) = self.intake.try_recv() {
-                match intake {
-                    Intake::Command(submission) => origins.push(Origin {
-                        session: submission.session,
-                        correlation: submission.correlation,
-                    }),
-                    // The state is still there to read (it includes commands that were
-                    // never released; a reader after a failure should know that).
-                    Intake::Query(query) => {
-                        let _ = self.to_applier.send(ToApplier::Query(query));
-                    }
-                    Intake::Shutdown => {
-                        let _ = self.to_applier.send(ToApplier::Fail { origins, reason });
-                        let _ = self
-                            .to_applier
-                            .send(ToApplier::Shutdown { last_crc: 0, journal_id: 0 });
-                        return;
-                    }
-                }
-            }
-            let failed = std::mem::take(&mut origins);
-            if !failed.is_empty() {
-                let _ = self
-                    .to_applier
-                    .send(ToApplier::Fail { origins: failed, reason: reason.clone() });
-            }
-            // Keep answering producers that raced the stop flag until shutdown.
-            match self.intake.recv() {
-                Ok(Intake::Command(submission)) => origins.push(Origin {
-                    session: submission.session,
-                    correlation: submission.correlation,
-                }),
-                Ok(Intake::Query(query)) => {
-                    let _ = self.to_applier.send(ToApplier::Query(query));
-                }
-                Ok(Intake::Shutdown) | Err(_) => {
-                    let _ =
-                        self.to_applier.send(ToApplier::Shutdown { last_crc: 0, journal_id: 0 });
-                    return;
-                }
-            }
-        }
-    }
-}
-
-struct Applier {
-    config: EngineConfig,
-    exchange: Exchange,
-    lookahead: Lookahead,
-    batches: Receiver<ToApplier>,
-    recycle: Sender<SequencedBatch>,
-    shared: Arc<Shared>,
-    /// Outcomes of the current batch not yet released, by session id.
-    per_session: Vec<Released>,
-    touched: Vec<u32>,
-}
-
-impl Applier {
-    fn run(mut self) {
-        while let Ok(message) = self.batches.recv() {
-            match message {
-                ToApplier::Batch(batch) => {
-                    if let Err(reason) = self.apply_batch(&batch) {
-                        self.shared.stop(&reason);
-                        eprintln!("bourse: {reason}");
-                    }
-                    self.release();
-                    let _ = self.recycle.try_send(batch);
-                }
-                ToApplier::Fail { origins, reason } => {
-                    for origin in origins {
-                        let outcome = Outcome::Failed {
-                            correlation: origin.correlation,
-                            reason: reason.clone(),
-                        };
-                        pending(&mut self.per_session, &mut self.touched, origin.session)
-                            .outcomes
-                            .push(outcome);
-                    }
-                    self.release();
-                }
-                ToApplier::Query(query) => query(&self.exchange),
-                ToApplier::Shutdown { last_crc, journal_id } => {
-                    self.shutdown_snapshot(last_crc, journal_id);
-                    return;
-                }
-            }
-        }
-    }
-
-    fn apply_batch(&mut self, batch: &SequencedBatch) -> Result<(), String> {
-        let mut commands = Vec::with_capacity(batch.records.len());
-        let mut stamps = Vec::with_capacity(batch.records.len());
-        for (seq, ts, payload) in batch.records.records() {
-            let command = decode_command(payload).map_err(|error| {
-                format!("record {seq} does not decode ({error}); a bug: stopping")
-            })?;
-            commands.push(command);
-            stamps.push((seq, ts));
-        }
-        for (index, command) in commands.iter().enumerate() {
-            self.lookahead.hint(&self.exchange, &commands[index + 1..]);
-            let (seq, ts) = stamps[index];
-            let origin = batch.origins[index];
-            let released = pending(&mut self.per_session, &mut self.touched, origin.session);
-            let events_start = released.events.len();
-            self.exchange.apply(seq, Some(ts), command, &mut released.events);
-            let rendered_start = released.rendered.len();
-            if self.config.render_events {
-                for event in &released.events[events_start..] {
-                    write_event(&mut released.rendered, &self.exchange, event);
-                }
-            }
-            released.outcomes.push(Outcome::Applied(CommandResult {
-                correlation: origin.correlation,
-                seq,
-                ts,
-                events: events_start..released.events.len(),
-                rendered: rendered_start..released.rendered.len(),
-            }));
-            // The batch is durable already: releasing in chunks rather than at its end
-            // keeps a large batch from delaying its first outcomes.
-            if (index + 1) % RELEASE_CHUNK == 0 {
-                self.release();
-            }
-        }
-        if let Some(&(last_seq, _)) = stamps.last() {
-            self.shared.stats.applied_seq.store(last_seq, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-
-    /// Hands each session its outcomes of the batch.
-    fn release(&mut self) {
-        let sessions = self.shared.sessions.read().unwrap_or_else(|p| p.into_inner());
-        for session in self.touched.drain(..) {
-            let released = std::mem::take(&mut self.per_session[session as usize]);
-            if let Some(Some(sink)) = sessions.get(session as usize) {
-                sink.deliver(released);
-            }
-        }
-    }
-
-    /// On a clean shutdown (everything journaled is synced and applied), the state is
-    /// written as a snapshot so the next start replays nothing.
-    fn shutdown_snapshot(&mut self, last_crc: u32, journal_id: u64) {
-        if !self.config.snapshot_on_shutdown
-            || self.config.durability == Durability::None
-            || self.shared.stopped.load(Ordering::SeqCst)
-        {
-            return;
-        }
-        let seq = self.shared.stats.applied_seq.load(Ordering::SeqCst);
-        if seq == 0 {
-            return;
-        }
-        let meta =
-            SnapshotMeta { journal_id, seq, chain_crc: last_crc, ts: self.exchange.time_ns() };
-        let snapshot_dir = self.config.snapshot_dir();
-        let taken = take_snapshot(&self.exchange, meta, &snapshot_dir).and_then(|_| {
-            prune(
-                &snapshot_dir,
-                self.config.prunable_journal_dir().as_deref(),
-                self.config.snapshots_retained,
-            )
-        });
-        if let Err(error) = taken {
-            eprintln!("bourse: shutdown snapshot failed (the journal is intact): {error}");
-        }
-    }
-}
-
-/// The release being gathered for `session` (noted in `touched` when it starts).
-fn pending<'a>(
-    per_session: &'a mut Vec<Released>,
-    touched: &mut Vec<u32>,
-    session: u32,
-) -> &'a mut Released {
-    let index = session as usize;
-    if index >= per_session.len() {
-        per_session.resize_with(index + 1, Released::default);
-    }
-    if per_session[index].is_empty() {
-        touched.push(session);
-    }
-    &mut per_session[index]
 }

@@ -1,0 +1,165 @@
+//! The applier thread: the core (`Exchange`) and nothing else touches it. It decodes
+//! each durable batch straight from the journal's bytes, applies it with the cache hints
+//! of the commands ahead, and releases the outcomes to each session's sink in chunks.
+//! Queries run here too, between batches, so they see every command submitted before
+//! them. On a clean shutdown it writes the final snapshot.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bourse_core::format::write_event;
+use bourse_core::{Exchange, Lookahead};
+use bourse_journal::{decode_command, SnapshotMeta};
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::config::{Durability, EngineConfig};
+use crate::intake::{CommandResult, Outcome, Released};
+use crate::pipeline::Shared;
+use crate::retention::{prune, take_snapshot};
+use crate::sequencer::{SequencedBatch, ToApplier};
+
+/// Outcomes released at a time while the applier works through a batch.
+const RELEASE_CHUNK: usize = 256;
+
+pub(crate) struct Applier {
+    pub(crate) config: EngineConfig,
+    pub(crate) exchange: Exchange,
+    pub(crate) lookahead: Lookahead,
+    pub(crate) batches: Receiver<ToApplier>,
+    pub(crate) recycle: Sender<SequencedBatch>,
+    pub(crate) shared: Arc<Shared>,
+    /// Outcomes of the current batch not yet released, by session id.
+    pub(crate) per_session: Vec<Released>,
+    pub(crate) touched: Vec<u32>,
+}
+
+impl Applier {
+    pub(crate) fn run(mut self) {
+        while let Ok(message) = self.batches.recv() {
+            match message {
+                ToApplier::Batch(batch) => {
+                    if let Err(reason) = self.apply_batch(&batch) {
+                        self.shared.stop(&reason);
+                        eprintln!("bourse: {reason}");
+                    }
+                    self.release();
+                    let _ = self.recycle.try_send(batch);
+                }
+                ToApplier::Fail { origins, reason } => {
+                    for origin in origins {
+                        let outcome = Outcome::Failed {
+                            correlation: origin.correlation,
+                            reason: reason.clone(),
+                        };
+                        pending(&mut self.per_session, &mut self.touched, origin.session)
+                            .outcomes
+                            .push(outcome);
+                    }
+                    self.release();
+                }
+                ToApplier::Query(query) => query(&self.exchange),
+                ToApplier::Shutdown { last_crc, journal_id } => {
+                    self.shutdown_snapshot(last_crc, journal_id);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn apply_batch(&mut self, batch: &SequencedBatch) -> Result<(), String> {
+        let mut commands = Vec::with_capacity(batch.records.len());
+        let mut stamps = Vec::with_capacity(batch.records.len());
+        for (seq, ts, payload) in batch.records.records() {
+            let command = decode_command(payload).map_err(|error| {
+                format!("record {seq} does not decode ({error}); a bug: stopping")
+            })?;
+            commands.push(command);
+            stamps.push((seq, ts));
+        }
+        for (index, command) in commands.iter().enumerate() {
+            self.lookahead.hint(&self.exchange, &commands[index + 1..]);
+            let (seq, ts) = stamps[index];
+            let origin = batch.origins[index];
+            let released = pending(&mut self.per_session, &mut self.touched, origin.session);
+            let events_start = released.events.len();
+            self.exchange.apply(seq, Some(ts), command, &mut released.events);
+            let rendered_start = released.rendered.len();
+            if self.config.render_events {
+                for event in &released.events[events_start..] {
+                    write_event(&mut released.rendered, &self.exchange, event);
+                }
+            }
+            released.outcomes.push(Outcome::Applied(CommandResult {
+                correlation: origin.correlation,
+                seq,
+                ts,
+                events: events_start..released.events.len(),
+                rendered: rendered_start..released.rendered.len(),
+            }));
+            // The batch is durable already: releasing in chunks rather than at its end
+            // keeps a large batch from delaying its first outcomes.
+            if (index + 1) % RELEASE_CHUNK == 0 {
+                self.release();
+            }
+        }
+        if let Some(&(last_seq, _)) = stamps.last() {
+            self.shared.stats.applied_seq.store(last_seq, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Hands each session its outcomes of the batch.
+    fn release(&mut self) {
+        let sessions = self.shared.sessions.read().unwrap_or_else(|p| p.into_inner());
+        for session in self.touched.drain(..) {
+            let released = std::mem::take(&mut self.per_session[session as usize]);
+            if let Some(Some(sink)) = sessions.get(session as usize) {
+                sink.deliver(released);
+            }
+        }
+    }
+
+    /// On a clean shutdown (everything journaled is synced and applied), the state is
+    /// written as a snapshot so the next start replays nothing.
+    fn shutdown_snapshot(&mut self, last_crc: u32, journal_id: u64) {
+        if !self.config.snapshot_on_shutdown
+            || self.config.durability == Durability::None
+            || self.shared.stopped.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        let seq = self.shared.stats.applied_seq.load(Ordering::SeqCst);
+        if seq == 0 {
+            return;
+        }
+        let meta =
+            SnapshotMeta { journal_id, seq, chain_crc: last_crc, ts: self.exchange.time_ns() };
+        let snapshot_dir = self.config.snapshot_dir();
+        let taken = take_snapshot(&self.exchange, meta, &snapshot_dir).and_then(|_| {
+            prune(
+                &snapshot_dir,
+                self.config.prunable_journal_dir().as_deref(),
+                self.config.snapshots_retained,
+            )
+        });
+        if let Err(error) = taken {
+            eprintln!("bourse: shutdown snapshot failed (the journal is intact): {error}");
+        }
+    }
+}
+
+/// The release being gathered for `session` (noted in `touched` when it starts).
+fn pending<'a>(
+    per_session: &'a mut Vec<Released>,
+    touched: &mut Vec<u32>,
+    session: u32,
+) -> &'a mut Released {
+    let index = session as usize;
+    if index >= per_session.len() {
+        per_session.resize_with(index + 1, Released::default);
+    }
+    if per_session[index].is_empty() {
+        touched.push(session);
+    }
+    &mut per_session[index]
+}

@@ -1,0 +1,263 @@
+//! The sequencer thread: takes commands from the intake queue in batches (all that is
+//! waiting, up to `batch_commands_max`), stamps them with sequence numbers and the
+//! time, appends each batch to the journal and, in `sync` mode, syncs it before handing
+//! it to the applier. Group commit needs no timer: a lone command is synced at once,
+//! and under load commands pile up while a sync runs, so the next batch is larger. On a
+//! storage failure it stops (fail-stop): nothing more is sequenced, and every command
+//! it holds or still finds waiting is answered `Failed`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bourse_journal::{JournalError, JournalWriter, RecordBatch};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::config::{Durability, EngineConfig};
+use crate::intake::{Intake, Query, Submission};
+use crate::pipeline::Shared;
+
+/// Wall-clock nanoseconds since the Unix epoch (0 if the clock is before it).
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Origin {
+    pub(crate) session: u32,
+    pub(crate) correlation: u64,
+}
+
+/// A batch on its way from the sequencer to the applier.
+#[derive(Default)]
+pub(crate) struct SequencedBatch {
+    pub(crate) records: RecordBatch,
+    pub(crate) origins: Vec<Origin>,
+}
+
+pub(crate) enum ToApplier {
+    Batch(SequencedBatch),
+    /// Commands that will never be released: the engine stopped before they were
+    /// durable.
+    Fail {
+        origins: Vec<Origin>,
+        reason: String,
+    },
+    Query(Query),
+    Shutdown {
+        last_crc: u32,
+        journal_id: u64,
+    },
+}
+
+pub(crate) struct Sequencer {
+    pub(crate) config: EngineConfig,
+    pub(crate) writer: Option<JournalWriter>,
+    pub(crate) next_seq: u64,
+    pub(crate) last_ts: u64,
+    pub(crate) intake: Receiver<Intake>,
+    pub(crate) to_applier: Sender<ToApplier>,
+    pub(crate) recycled: Receiver<SequencedBatch>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Sequencer {
+    pub(crate) fn run(mut self) {
+        let mut last_sync = Instant::now();
+        loop {
+            let first = match self.next_intake(last_sync) {
+                Some(Intake::Command(submission)) => submission,
+                Some(Intake::Query(query)) => {
+                    let _ = self.to_applier.send(ToApplier::Query(query));
+                    continue;
+                }
+                Some(Intake::Shutdown) | None => break,
+            };
+            let mut batch = self.recycled.try_recv().unwrap_or_default();
+            batch.records.clear();
+            batch.origins.clear();
+            let control = self.fill_batch(&mut batch, first);
+            if let Err(error) = self.commit(&mut batch, &mut last_sync) {
+                self.fail_stop(batch.origins, &error.to_string());
+                return;
+            }
+            match control {
+                Some(Intake::Shutdown) => break,
+                Some(Intake::Query(query)) => {
+                    let _ = self.to_applier.send(ToApplier::Query(query));
+                }
+                _ => {}
+            }
+        }
+        let synced = self.writer.as_mut().map_or(Ok(()), JournalWriter::sync);
+        match synced {
+            Ok(()) => {}
+            // The writer failed earlier (the timed sync of `next_intake`): `fail_stop`
+            // has already answered every producer, taken the shutdown and stopped the
+            // applier. Running it again would wait for a shutdown that never comes.
+            Err(JournalError::Stopped(_)) => return,
+            Err(error) => {
+                self.fail_stop(Vec::new(), &error.to_string());
+                return;
+            }
+        }
+        let last_crc = self.writer.as_ref().map_or(0, JournalWriter::last_crc);
+        let journal_id = self.writer.as_ref().map_or(0, JournalWriter::journal_id);
+        let _ = self.to_applier.send(ToApplier::Shutdown { last_crc, journal_id });
+    }
+
+    /// The next intake message. In `async` mode with unsynced records it waits no
+    /// longer than the sync interval, and syncs when that passes.
+    fn next_intake(&mut self, last_sync: Instant) -> Option<Intake> {
+        let Durability::Async { interval, .. } = self.config.durability else {
+            return self.intake.recv().ok();
+        };
+        loop {
+            let unsynced = self.writer.as_ref().is_some_and(JournalWriter::has_unsynced);
+            if !unsynced {
+                return self.intake.recv().ok();
+            }
+            match self.intake.recv_timeout(interval.saturating_sub(last_sync.elapsed())) {
+                Ok(intake) => return Some(intake),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(error) = self.sync() {
+                        self.fail_stop(Vec::new(), &error.to_string());
+                        return None;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    /// Adds `first` and whatever commands are waiting. A query or a shutdown ends the
+    /// batch and is returned, to be handled once the batch is committed.
+    fn fill_batch(&mut self, batch: &mut SequencedBatch, first: Submission) -> Option<Intake> {
+        let ts = now_ns().max(self.last_ts);
+        self.last_ts = ts;
+        self.add(batch, ts, first);
+        while batch.origins.len() < self.config.batch_commands_max {
+            match self.intake.try_recv() {
+                Ok(Intake::Command(submission)) => self.add(batch, ts, submission),
+                Ok(control) => return Some(control),
+                Err(_) => break,
+            }
+        }
+        None
+    }
+
+    fn add(&self, batch: &mut SequencedBatch, ts: u64, submission: Submission) {
+        let pushed = batch.records.push(ts, |out| {
+            out.extend_from_slice(submission.payload.bytes());
+            Ok::<(), std::convert::Infallible>(())
+        });
+        // Payloads were encoded by `Payload::encode`, which never yields an empty or
+        // oversized one; a failure here is a bug, and the command must not be lost.
+        debug_assert!(pushed.is_ok(), "payload refused by the batch");
+        batch
+            .origins
+            .push(Origin { session: submission.session, correlation: submission.correlation });
+    }
+
+    /// Writes (and in `sync` mode syncs) the batch, then hands it to the applier.
+    fn commit(
+        &mut self,
+        batch: &mut SequencedBatch,
+        last_sync: &mut Instant,
+    ) -> Result<(), JournalError> {
+        let stats = &self.shared.stats;
+        match &mut self.writer {
+            Some(writer) => writer.write(&mut batch.records)?,
+            None => {
+                batch.records.seal(self.next_seq, 0);
+            }
+        }
+        self.next_seq += batch.records.len() as u64;
+        stats.commands.fetch_add(batch.records.len() as u64, Ordering::Relaxed);
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        match self.config.durability {
+            Durability::Sync => self.sync()?,
+            Durability::Async { interval, commands } => {
+                let unsynced = self.next_seq - stats.durable_below.load(Ordering::Relaxed);
+                if unsynced >= commands || last_sync.elapsed() >= interval {
+                    self.sync()?;
+                    *last_sync = Instant::now();
+                }
+            }
+            Durability::None => {}
+        }
+        let batch = std::mem::take(batch);
+        let _ = self.to_applier.send(ToApplier::Batch(batch));
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), JournalError> {
+        if let Some(writer) = &mut self.writer {
+            if writer.has_unsynced() {
+                let started = Instant::now();
+                writer.sync()?;
+                let took_ns = started.elapsed().as_nanos() as u64;
+                let stats = &self.shared.stats;
+                stats.syncs.fetch_add(1, Ordering::Relaxed);
+                stats.sync_ns_total.fetch_add(took_ns, Ordering::Relaxed);
+                stats.sync_ns_max.fetch_max(took_ns, Ordering::Relaxed);
+                let bucket = (64 - took_ns.leading_zeros() as usize).min(31);
+                stats.sync_ns_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+            }
+            self.shared.stats.durable_below.store(writer.next_seq(), Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Fail-stop: nothing more is sequenced or released. The commands of the failed
+    /// batch and every command still waiting get a `Failed` outcome; later submissions
+    /// are refused.
+    fn fail_stop(&mut self, mut origins: Vec<Origin>, reason: &str) {
+        let reason = format!("journal storage failed, intake stopped: {reason}");
+        eprintln!("bourse: {reason}");
+        self.shared.stop(&reason);
+        loop {
+            while let Ok(intake) = self.intake.try_recv() {
+                match intake {
+                    Intake::Command(submission) => origins.push(Origin {
+                        session: submission.session,
+                        correlation: submission.correlation,
+                    }),
+                    // The state is still there to read (it includes commands that were
+                    // never released; a reader after a failure should know that).
+                    Intake::Query(query) => {
+                        let _ = self.to_applier.send(ToApplier::Query(query));
+                    }
+                    Intake::Shutdown => {
+                        let _ = self.to_applier.send(ToApplier::Fail { origins, reason });
+                        let _ = self
+                            .to_applier
+                            .send(ToApplier::Shutdown { last_crc: 0, journal_id: 0 });
+                        return;
+                    }
+                }
+            }
+            let failed = std::mem::take(&mut origins);
+            if !failed.is_empty() {
+                let _ = self
+                    .to_applier
+                    .send(ToApplier::Fail { origins: failed, reason: reason.clone() });
+            }
+            // Keep answering producers that raced the stop flag until shutdown.
+            match self.intake.recv() {
+                Ok(Intake::Command(submission)) => origins.push(Origin {
+                    session: submission.session,
+                    correlation: submission.correlation,
+                }),
+                Ok(Intake::Query(query)) => {
+                    let _ = self.to_applier.send(ToApplier::Query(query));
+                }
+                Ok(Intake::Shutdown) | Err(_) => {
+                    let _ =
+                        self.to_applier.send(ToApplier::Shutdown { last_crc: 0, journal_id: 0 });
+                    return;
+                }
+            }
+        }
+    }
+}
