@@ -132,35 +132,67 @@ pub fn create_segment(
     }
 }
 
-/// The file name of the spare segment: a file already filled with zeros and synced,
+/// The file name of the spare segment: the next segment's file, made ahead of time and
 /// renamed into place when the journal rolls.
 pub const SPARE_NAME: &str = "spare-segment.prealloc";
 
-/// Prepares the spare segment: `bytes` of written zeros, synced, in the directory.
-/// Written zeros (rather than `fallocate`'s unwritten extents) spare every later
-/// `fdatasync` the conversion of extents, which measured about 40% of its median here.
-/// `paced` spreads the writing (small synced steps with pauses) so that a spare
-/// prepared beside a busy journal does not flood the disk under its syncs.
-pub fn prepare_spare(dir: &Path, bytes: u64, paced: bool) -> io::Result<(PathBuf, File)> {
-    // Paced: 128 KiB steps, each synced, then a pause. A journal sync that comes during
-    // a step waits for it (the disk's cache flush persists both), so the steps are kept
-    // small; 1 MiB steps measured syncs of 2-4 ms whenever they met.
-    let chunk: usize = if paced { 128 << 10 } else { 1 << 20 };
+/// What the spare's zero-filling does next (asked before each step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroStep {
+    /// Write the next step now.
+    Write,
+    /// Not now: ask again after a short pause.
+    Wait,
+    /// Stop: the file is used as it is.
+    Stop,
+}
+
+/// Zero-filling while the journal runs: 256 KiB steps, each synced, each written only
+/// when `gate` says so. A journal sync that meets a step waits for it (the disk's cache
+/// flush persists both), so steps are small and the gate lets one through only while
+/// the journal is quiet (`writer`).
+const PACED_STEP: usize = 256 << 10;
+const PACED_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
+/// Zero-filling with nothing else running (a new journal's first segment).
+const UNPACED_STEP: usize = 1 << 20;
+
+/// Makes the spare segment file: `bytes` reserved at once (`fallocate`, so it can be
+/// installed whenever the journal rolls, and a full disk shows here), then overwritten
+/// with zeros from the front. Written zeros (rather than `fallocate`'s unwritten
+/// extents) spare each later `fdatasync` the conversion of extents, which measured
+/// about 40% of its median here. `gate` paces the zeros (see `ZeroStep`); `None`
+/// writes them all at once, for a journal that is not running yet. The file is synced
+/// (data, size and directory entry) however far the zeros got.
+pub fn prepare_spare(
+    dir: &Path,
+    bytes: u64,
+    mut gate: Option<&mut dyn FnMut() -> ZeroStep>,
+) -> io::Result<(PathBuf, File)> {
     let path = dir.join(SPARE_NAME);
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
-    let zeros = vec![0u8; chunk];
-    let mut offset = 0u64;
-    while offset < bytes {
-        let length = (bytes - offset).min(chunk as u64) as usize;
-        file.write_all_at(&zeros[..length], offset)?;
-        offset += length as u64;
-        if paced {
-            file.sync_data()?;
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
+    preallocate(&file, bytes)?;
     file.sync_all()?;
     sync_dir(dir)?;
+    let step = if gate.is_some() { PACED_STEP } else { UNPACED_STEP };
+    let zeros = vec![0u8; step];
+    let mut offset = 0u64;
+    while offset < bytes {
+        match gate.as_mut().map_or(ZeroStep::Write, |gate| gate()) {
+            ZeroStep::Stop => break,
+            ZeroStep::Wait => {
+                std::thread::sleep(PACED_WAIT);
+                continue;
+            }
+            ZeroStep::Write => {}
+        }
+        let length = (bytes - offset).min(step as u64) as usize;
+        file.write_all_at(&zeros[..length], offset)?;
+        offset += length as u64;
+        if gate.is_some() {
+            file.sync_data()?;
+        }
+    }
+    file.sync_data()?;
     Ok((path, file))
 }
 
@@ -234,5 +266,29 @@ mod tests {
         let listed: Vec<u64> =
             list_segments(dir.path()).unwrap().into_iter().map(|(seq, _)| seq).collect();
         assert_eq!(listed, vec![2, 30, 100]);
+    }
+
+    #[test]
+    fn a_spare_is_reserved_whole_however_far_its_zeros_got() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = 3 * PACED_STEP as u64 + 4096;
+        let mut steps = 0;
+        let mut gate = || {
+            steps += 1;
+            match steps {
+                1 => ZeroStep::Wait,
+                2 => ZeroStep::Write,
+                _ => ZeroStep::Stop,
+            }
+        };
+        let (path, file) = prepare_spare(dir.path(), bytes, Some(&mut gate)).unwrap();
+        assert_eq!(path, dir.path().join(SPARE_NAME));
+        assert_eq!(file.metadata().unwrap().len(), bytes);
+        assert!(fs::read(&path).unwrap().iter().all(|&byte| byte == 0));
+        assert_eq!(steps, 3);
+
+        let (_, file) = prepare_spare(dir.path(), bytes, None).unwrap();
+        assert_eq!(file.metadata().unwrap().len(), bytes);
+        assert!(fs::read(&path).unwrap().iter().all(|&byte| byte == 0));
     }
 }
