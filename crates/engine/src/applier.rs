@@ -1,9 +1,14 @@
 //! The applier thread: the core (`Exchange`) and nothing else touches it. It decodes
-//! each durable batch straight from the journal's bytes, applies it with the cache hints
-//! of the commands ahead, and releases the outcomes to each session's sink in chunks.
-//! Queries run here too, between batches, so they see every command submitted before
-//! them. On a clean shutdown it writes the final snapshot.
+//! each batch straight from the journal's bytes, applies it with the cache hints of the
+//! commands ahead, and releases the outcomes to each session's sink in chunks. In `sync`
+//! mode a batch arrives as soon as it is written and is applied while the disk syncs it;
+//! its outcomes are held until the sequencer says the batch is durable (`Durable`), and
+//! fail if it never does. Queries run here too, between batches, so they see every
+//! command submitted before them (and, in `sync` mode, only durable ones: the sequencer
+//! passes a query on after the sync of the batch before it). On a clean shutdown it
+//! writes the final snapshot.
 
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -31,6 +36,17 @@ pub(crate) struct Applier {
     /// Outcomes of the current batch not yet released, by session id.
     pub(crate) per_session: Vec<Released>,
     pub(crate) touched: Vec<u32>,
+    /// `sync` mode: outcomes of applied batches whose records are not durable yet,
+    /// oldest first.
+    pub(crate) held: VecDeque<Held>,
+}
+
+/// Outcomes for one session that may leave once the records below `durable_below` are
+/// durable.
+pub(crate) struct Held {
+    durable_below: u64,
+    session: u32,
+    released: Released,
 }
 
 impl Applier {
@@ -42,10 +58,12 @@ impl Applier {
                         self.shared.stop(&reason);
                         eprintln!("bourse: {reason}");
                     }
-                    self.release();
+                    self.release_or_hold(&batch);
                     let _ = self.recycle.try_send(batch);
                 }
+                ToApplier::Durable { below } => self.release_durable(below),
                 ToApplier::Fail { origins, reason } => {
+                    self.fail_held(&reason);
                     for origin in origins {
                         let outcome = Outcome::Failed {
                             correlation: origin.correlation,
@@ -59,6 +77,10 @@ impl Applier {
                 }
                 ToApplier::Query(query) => query(&self.exchange),
                 ToApplier::Shutdown { last_crc, journal_id } => {
+                    // After a clean stop the last `Durable` came before this; anything
+                    // still held is from a batch whose sync never came back.
+                    let reason = self.shared.failure();
+                    self.fail_held(reason.as_deref().unwrap_or("the engine stopped"));
                     self.shutdown_snapshot(last_crc, journal_id);
                     return;
                 }
@@ -96,10 +118,10 @@ impl Applier {
                 events: events_start..released.events.len(),
                 rendered: rendered_start..released.rendered.len(),
             }));
-            // The batch is durable already: releasing in chunks rather than at its end
-            // keeps a large batch from delaying its first outcomes.
+            // Releasing (or holding) in chunks rather than at the batch's end keeps a
+            // large batch from delaying its first outcomes, and each release small.
             if (index + 1) % RELEASE_CHUNK == 0 {
-                self.release();
+                self.release_or_hold(batch);
             }
         }
         if let Some(&(last_seq, _)) = stamps.last() {
@@ -108,7 +130,44 @@ impl Applier {
         Ok(())
     }
 
-    /// Hands each session its outcomes of the batch.
+    /// Hands each session its outcomes so far, or in `sync` mode sets them aside until
+    /// the batch is durable.
+    fn release_or_hold(&mut self, batch: &SequencedBatch) {
+        if self.config.durability != Durability::Sync {
+            return self.release();
+        }
+        let durable_below = batch.records.first_seq() + batch.records.len() as u64;
+        for session in self.touched.drain(..) {
+            let released = std::mem::take(&mut self.per_session[session as usize]);
+            self.held.push_back(Held { durable_below, session, released });
+        }
+    }
+
+    /// Releases the held outcomes whose records are below `below`, now durable.
+    fn release_durable(&mut self, below: u64) {
+        let sessions = self.shared.sessions.read().unwrap_or_else(|p| p.into_inner());
+        while self.held.front().is_some_and(|held| held.durable_below <= below) {
+            let Some(held) = self.held.pop_front() else { break };
+            if let Some(Some(sink)) = sessions.get(held.session as usize) {
+                sink.deliver(held.released);
+            }
+        }
+    }
+
+    /// The engine stopped before the held outcomes' records were known to be durable:
+    /// each becomes `Failed` (its command may or may not be on disk; the client learns
+    /// which after the restart).
+    fn fail_held(&mut self, reason: &str) {
+        for held in std::mem::take(&mut self.held) {
+            let released = pending(&mut self.per_session, &mut self.touched, held.session);
+            released.outcomes.extend(held.released.outcomes.iter().map(|outcome| {
+                Outcome::Failed { correlation: outcome.correlation(), reason: reason.to_string() }
+            }));
+        }
+        self.release();
+    }
+
+    /// Hands each session its outcomes gathered so far.
     fn release(&mut self) {
         let sessions = self.shared.sessions.read().unwrap_or_else(|p| p.into_inner());
         for session in self.touched.drain(..) {

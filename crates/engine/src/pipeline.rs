@@ -7,9 +7,11 @@
 //! sessions ──submit──▶ [bounded intake] ──▶ sequencer ──batch──▶ applier ──▶ sinks
 //!                       full: `busy`        seq + ts, write,      Exchange::apply,
 //!                                           fdatasync (sync)      release outcomes
+//!                                                   └─durable──▶  (held until durable)
 //! ```
 //!
-//! The applier works on batch k while the sequencer syncs batch k + 1.
+//! In `sync` mode the applier applies batch k while the sequencer syncs it, and
+//! releases its outcomes when the sequencer says it is durable.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -140,7 +142,7 @@ impl Shared {
         self.stopped.store(true, Ordering::SeqCst);
     }
 
-    fn failure(&self) -> Option<String> {
+    pub(crate) fn failure(&self) -> Option<String> {
         self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 }
@@ -213,6 +215,7 @@ impl Engine {
             shared: Arc::clone(&shared),
             per_session: Vec::new(),
             touched: Vec::new(),
+            held: std::collections::VecDeque::new(),
         };
         let threads = vec![
             spawn("bourse-sequencer", move || sequencer.run())?,

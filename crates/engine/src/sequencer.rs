@@ -1,7 +1,8 @@
 //! The sequencer thread: takes commands from the intake queue in batches (all that is
 //! waiting, up to `batch_commands_max`), stamps them with sequence numbers and the
-//! time, appends each batch to the journal and, in `sync` mode, syncs it before handing
-//! it to the applier. Group commit needs no timer: a lone command is synced at once,
+//! time, appends each batch to the journal and hands it to the applier; in `sync` mode
+//! it then syncs the batch and tells the applier when it is durable (the applier holds
+//! its outcomes until then). Group commit needs no timer: a lone command is synced at once,
 //! and under load commands pile up while a sync runs, so the next batch is larger. On a
 //! storage failure it stops (fail-stop): nothing more is sequenced, and every command
 //! it holds or still finds waiting is answered `Failed`.
@@ -38,12 +39,17 @@ pub(crate) struct SequencedBatch {
 pub(crate) enum ToApplier {
     Batch(SequencedBatch),
     /// Commands that will never be released: the engine stopped before they were
-    /// durable.
+    /// durable. Outcomes the applier holds (`sync` mode) fail with them.
     Fail {
         origins: Vec<Origin>,
         reason: String,
     },
     Query(Query),
+    /// `sync` mode: the records below `below` are durable; the applier releases the
+    /// outcomes it holds for them.
+    Durable {
+        below: u64,
+    },
     Shutdown {
         last_crc: u32,
         journal_id: u64,
@@ -159,7 +165,10 @@ impl Sequencer {
             .push(Origin { session: submission.session, correlation: submission.correlation });
     }
 
-    /// Writes (and in `sync` mode syncs) the batch, then hands it to the applier.
+    /// Writes the batch and hands it to the applier. In `sync` mode the applier gets it
+    /// before the sync and applies it while the disk syncs, holding its outcomes until
+    /// `Durable` says the batch is on disk: the sync and the applying overlap, and
+    /// neither waits for the other.
     fn commit(
         &mut self,
         batch: &mut SequencedBatch,
@@ -176,7 +185,14 @@ impl Sequencer {
         stats.commands.fetch_add(batch.records.len() as u64, Ordering::Relaxed);
         stats.batches.fetch_add(1, Ordering::Relaxed);
         match self.config.durability {
-            Durability::Sync => self.sync()?,
+            Durability::Sync => {
+                let _ = self.to_applier.send(ToApplier::Batch(std::mem::take(batch)));
+                // A failed sync leaves the batch's origins with the applier, which
+                // fails its held outcomes when `fail_stop` tells it.
+                self.sync()?;
+                let _ = self.to_applier.send(ToApplier::Durable { below: self.next_seq });
+                return Ok(());
+            }
             Durability::Async { interval, commands } => {
                 let unsynced = self.next_seq - stats.durable_below.load(Ordering::Relaxed);
                 if unsynced >= commands || last_sync.elapsed() >= interval {
@@ -186,8 +202,7 @@ impl Sequencer {
             }
             Durability::None => {}
         }
-        let batch = std::mem::take(batch);
-        let _ = self.to_applier.send(ToApplier::Batch(batch));
+        let _ = self.to_applier.send(ToApplier::Batch(std::mem::take(batch)));
         Ok(())
     }
 
@@ -212,10 +227,14 @@ impl Sequencer {
     /// Fail-stop: nothing more is sequenced or released. The commands of the failed
     /// batch and every command still waiting get a `Failed` outcome; later submissions
     /// are refused.
-    fn fail_stop(&mut self, mut origins: Vec<Origin>, reason: &str) {
+    fn fail_stop(&mut self, origins: Vec<Origin>, reason: &str) {
         let reason = format!("journal storage failed, intake stopped: {reason}");
         eprintln!("bourse: {reason}");
         self.shared.stop(&reason);
+        // At once, even with no origins: the applier also fails the outcomes it holds
+        // for a batch whose sync never completed.
+        let _ = self.to_applier.send(ToApplier::Fail { origins, reason: reason.clone() });
+        let mut origins = Vec::new();
         loop {
             while let Ok(intake) = self.intake.try_recv() {
                 match intake {
