@@ -1,11 +1,11 @@
 //! Taking snapshots and letting go of what they make unnecessary: older snapshots beyond
 //! the number retained, and journal segments that only those needed.
 
-use std::fs;
 use std::path::Path;
 
 use bourse_core::snapshot::encode_state;
 use bourse_core::Exchange;
+use bourse_journal::retire::{remove_retired, retire};
 use bourse_journal::segment::{list_segments, sync_dir};
 use bourse_journal::{list_snapshots, write_snapshot_paced, JournalError, SnapshotMeta};
 
@@ -52,6 +52,8 @@ pub struct Pruned {
 /// Keeps the `retained` newest snapshots and, given the journal, deletes its segments
 /// whose every record the oldest of them covers, so that each retained snapshot can
 /// still be brought up to date from the journal. The last segment is never deleted.
+/// Files are retired (`bourse_journal::retire`): out of the listings at once, freed a
+/// step at a time afterwards, so that the discards do not stall the journal's syncs.
 pub fn prune(
     snapshot_dir: &Path,
     journal_dir: Option<&Path>,
@@ -61,27 +63,31 @@ pub fn prune(
     let snapshots = list_snapshots(snapshot_dir)?;
     let retained = retained.max(1);
     for old in snapshots.iter().skip(retained) {
-        fs::remove_file(&old.path).map_err(|error| JournalError::io(&old.path, error))?;
+        retire(&old.path).map_err(|error| JournalError::io(&old.path, error))?;
         pruned.snapshots += 1;
-    }
-    let Some(oldest_kept) = snapshots.iter().take(retained).next_back() else { return Ok(pruned) };
-    let Some(journal_dir) = journal_dir else { return Ok(pruned) };
-    let segments =
-        list_segments(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
-    for pair in segments.windows(2) {
-        let (_, path) = &pair[0];
-        let (next_first_seq, _) = pair[1];
-        if next_first_seq.saturating_sub(1) > oldest_kept.seq {
-            break;
-        }
-        fs::remove_file(path).map_err(|error| JournalError::io(path, error))?;
-        pruned.segments += 1;
-    }
-    if pruned.segments > 0 {
-        sync_dir(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
     }
     if pruned.snapshots > 0 {
         sync_dir(snapshot_dir).map_err(|error| JournalError::io(snapshot_dir, error))?;
     }
+    if let (Some(oldest_kept), Some(journal_dir)) =
+        (snapshots.iter().take(retained).next_back(), journal_dir)
+    {
+        let segments =
+            list_segments(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
+        for pair in segments.windows(2) {
+            let (_, path) = &pair[0];
+            let (next_first_seq, _) = pair[1];
+            if next_first_seq.saturating_sub(1) > oldest_kept.seq {
+                break;
+            }
+            retire(path).map_err(|error| JournalError::io(path, error))?;
+            pruned.segments += 1;
+        }
+        if pruned.segments > 0 {
+            sync_dir(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
+        }
+        remove_retired(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
+    }
+    remove_retired(snapshot_dir).map_err(|error| JournalError::io(snapshot_dir, error))?;
     Ok(pruned)
 }

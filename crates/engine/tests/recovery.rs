@@ -504,6 +504,15 @@ fn periodic_snapshots_are_taken_pruned_and_restarted_from() {
         if let Some(second) = segments.get(1) {
             assert!(second.0 - 1 > oldest, "segment covered by {oldest} kept: {segments:?}");
         }
+        // What was pruned is gone from the disk too, not only from the listings.
+        for pruned_dir in [&journal_dir, &snapshot_dir] {
+            let retired: Vec<_> = fs::read_dir(pruned_dir)
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .filter(|path| path.to_string_lossy().ends_with(".retired"))
+                .collect();
+            assert!(retired.is_empty(), "left behind: {retired:?}");
+        }
     }
     let segments = list_segments(&journal_dir).unwrap();
     assert!(segments[0].0 > 1, "no segment was ever deleted: {segments:?}");

@@ -5,11 +5,12 @@
 //! files), appending with explicit syncs, reading back with the recovery decisions of
 //! `docs/journal.md`, and the binary form of a command (`codec`). It never interprets
 //! commands (that is the core's job) and never decides when to sync (that is the
-//! sequencer's); its only thread fills the next segment's file with zeros ahead of time.
+//! sequencer's); its only thread makes the next segment's file ahead of time.
 
 pub mod codec;
 pub mod error;
 pub mod record;
+pub mod retire;
 pub mod scan;
 pub mod segment;
 pub mod snapshot_file;
