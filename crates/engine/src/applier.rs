@@ -21,7 +21,7 @@ use crate::config::{Durability, EngineConfig};
 use crate::intake::{CommandResult, Outcome, Released};
 use crate::pipeline::Shared;
 use crate::retention::{prune, take_snapshot};
-use crate::sequencer::{SequencedBatch, ToApplier};
+use crate::sequencer::{now_ns, SequencedBatch, ToApplier};
 
 /// Outcomes released at a time while the applier works through a batch.
 const RELEASE_CHUNK: usize = 256;
@@ -149,7 +149,9 @@ impl Applier {
         while self.held.front().is_some_and(|held| held.durable_below <= below) {
             let Some(held) = self.held.pop_front() else { break };
             if let Some(Some(sink)) = sessions.get(held.session as usize) {
-                sink.deliver(held.released);
+                let mut released = held.released;
+                released.released_ns = now_ns();
+                sink.deliver(released);
             }
         }
     }
@@ -171,8 +173,9 @@ impl Applier {
     fn release(&mut self) {
         let sessions = self.shared.sessions.read().unwrap_or_else(|p| p.into_inner());
         for session in self.touched.drain(..) {
-            let released = std::mem::take(&mut self.per_session[session as usize]);
+            let mut released = std::mem::take(&mut self.per_session[session as usize]);
             if let Some(Some(sink)) = sessions.get(session as usize) {
+                released.released_ns = now_ns();
                 sink.deliver(released);
             }
         }

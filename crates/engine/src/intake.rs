@@ -106,6 +106,9 @@ pub struct Released {
     pub outcomes: Vec<Outcome>,
     pub events: Vec<Event>,
     pub rendered: String,
+    /// When the engine handed these outcomes to the sink, in ns since the Unix epoch
+    /// (the clock of `CommandResult::ts`): the moment of their release.
+    pub released_ns: u64,
 }
 
 impl Released {

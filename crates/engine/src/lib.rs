@@ -17,5 +17,7 @@ mod snapshotter;
 
 pub use config::{Durability, EngineConfig};
 pub use intake::{CommandResult, Outcome, Released, ResultSink, SubmitError};
-pub use pipeline::{Engine, Session, StartError, StartReport, StatsSnapshot};
+pub use pipeline::{
+    Engine, Session, SlowSync, StartError, StartReport, StatsSnapshot, SLOW_SYNC_NS,
+};
 pub use recovery::{recover, Recovered, RecoveryError};

@@ -13,6 +13,7 @@
 //! In `sync` mode the applier applies batch k while the sequencer syncs it, and
 //! releases its outcomes when the sequencer says it is durable.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
@@ -75,6 +76,39 @@ pub struct Stats {
     /// How long the last periodic snapshot took to encode and write (on the
     /// snapshotter's thread; intake does not wait for it).
     pub last_snapshot_ns: AtomicU64,
+    /// The most recent syncs that took `SLOW_SYNC_NS` or more, oldest first.
+    slow_syncs: Mutex<VecDeque<SlowSync>>,
+}
+
+/// A journal sync that took `SLOW_SYNC_NS` or more: every command waiting for it waited
+/// that long. Kept so that latency outliers can be matched with the disk's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowSync {
+    /// When it returned, in ns since the Unix epoch (the clock of the commands' `ts`).
+    pub ended_ns: u64,
+    pub took_ns: u64,
+}
+
+/// Syncs at least this slow are kept in `Engine::slow_syncs`.
+pub const SLOW_SYNC_NS: u64 = 1_000_000;
+/// How many slow syncs are kept (the oldest go first).
+const SLOW_SYNCS_KEPT: usize = 4096;
+
+impl Stats {
+    pub(crate) fn record_sync(&self, took_ns: u64, ended_ns: u64) {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.sync_ns_total.fetch_add(took_ns, Ordering::Relaxed);
+        self.sync_ns_max.fetch_max(took_ns, Ordering::Relaxed);
+        let bucket = (64 - took_ns.leading_zeros() as usize).min(31);
+        self.sync_ns_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        if took_ns >= SLOW_SYNC_NS {
+            let mut slow = self.slow_syncs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if slow.len() == SLOW_SYNCS_KEPT {
+                slow.pop_front();
+            }
+            slow.push_back(SlowSync { ended_ns, took_ns });
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -258,6 +292,13 @@ impl Engine {
         &self.report
     }
 
+    /// The most recent journal syncs that took `SLOW_SYNC_NS` (1 ms) or more, up to
+    /// 4,096 of them, oldest first.
+    pub fn slow_syncs(&self) -> Vec<SlowSync> {
+        let slow = self.shared.stats.slow_syncs.lock().unwrap_or_else(|p| p.into_inner());
+        slow.iter().copied().collect()
+    }
+
     pub fn stats(&self) -> StatsSnapshot {
         let stats = &self.shared.stats;
         StatsSnapshot {
@@ -431,4 +472,27 @@ fn start_snapshotter(
     };
     let thread = spawn("bourse-snapshotter", move || snapshotter.run())?;
     Ok((stop, thread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_slow_syncs_are_kept_and_only_the_latest() {
+        let stats = Stats::default();
+        stats.record_sync(SLOW_SYNC_NS - 1, 10);
+        stats.record_sync(SLOW_SYNC_NS, 20);
+        let kept = |stats: &Stats| stats.slow_syncs.lock().unwrap().iter().copied().collect();
+        let slow: Vec<SlowSync> = kept(&stats);
+        assert_eq!(slow, vec![SlowSync { ended_ns: 20, took_ns: SLOW_SYNC_NS }]);
+        assert_eq!(stats.syncs.load(Ordering::Relaxed), 2);
+        for index in 0..SLOW_SYNCS_KEPT as u64 {
+            stats.record_sync(2 * SLOW_SYNC_NS, 100 + index);
+        }
+        let slow: Vec<SlowSync> = kept(&stats);
+        assert_eq!(slow.len(), SLOW_SYNCS_KEPT);
+        assert_eq!(slow[0].ended_ns, 100);
+        assert_eq!(slow[SLOW_SYNCS_KEPT - 1].ended_ns, 100 + SLOW_SYNCS_KEPT as u64 - 1);
+    }
 }

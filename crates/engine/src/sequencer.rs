@@ -19,7 +19,7 @@ use crate::intake::{Intake, Query, Submission};
 use crate::pipeline::Shared;
 
 /// Wall-clock nanoseconds since the Unix epoch (0 if the clock is before it).
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
 }
 
@@ -212,12 +212,7 @@ impl Sequencer {
                 let started = Instant::now();
                 writer.sync()?;
                 let took_ns = started.elapsed().as_nanos() as u64;
-                let stats = &self.shared.stats;
-                stats.syncs.fetch_add(1, Ordering::Relaxed);
-                stats.sync_ns_total.fetch_add(took_ns, Ordering::Relaxed);
-                stats.sync_ns_max.fetch_max(took_ns, Ordering::Relaxed);
-                let bucket = (64 - took_ns.leading_zeros() as usize).min(31);
-                stats.sync_ns_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+                self.shared.stats.record_sync(took_ns, now_ns());
             }
             self.shared.stats.durable_below.store(writer.next_seq(), Ordering::SeqCst);
         }

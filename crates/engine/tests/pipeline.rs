@@ -56,6 +56,8 @@ fn run(engine: &Engine, lines: &[String]) -> Vec<String> {
         for outcome in &released.outcomes {
             let Outcome::Applied(result) = outcome else { panic!("failed: {outcome:?}") };
             assert_eq!(result.correlation, rendered.len() as u64, "outcomes in submission order");
+            // Released after it was sequenced (both on the wall clock).
+            assert!(released.released_ns >= result.ts, "{} < {}", released.released_ns, result.ts);
             rendered.push(released.rendered_of(result).to_string());
         }
     }

@@ -9,9 +9,14 @@
 //!   outcome, with the number of syncs and the mean batch per sync;
 //! - release latency (open loop, `--rate`): submissions are scheduled at a fixed rate
 //!   and latency is measured from each command's *scheduled* send time to the release
-//!   of its outcome, so a stall delays every command scheduled during it (no
-//!   coordinated omission). Without `--rate`, the open-loop pass runs at half the rate
-//!   the throughput pass reached.
+//!   of its outcome (`Released::released_ns`, stamped when the engine hands it to the
+//!   sink), so a stall delays every command scheduled during it (no coordinated
+//!   omission), the producer's own lateness included. Beside it, the same latency to
+//!   when the producer thread read the outcome, which adds that thread's reading lag
+//!   (it reads between sends). Late commands (`--late-us`) are sorted by what they met:
+//!   a slow sync (`Engine::slow_syncs`), a wait before the sequencer, or neither.
+//!   Without `--rate`, the open-loop pass runs at half the rate the throughput pass
+//!   reached.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use bourse_core::Command;
 use bourse_engine::{
-    Durability, Engine, EngineConfig, Outcome, Released, StatsSnapshot, SubmitError,
+    Durability, Engine, EngineConfig, Outcome, Released, StatsSnapshot, SubmitError, SLOW_SYNC_NS,
 };
 use clap::Args;
 use crossbeam_channel::{unbounded, Receiver};
@@ -43,6 +48,11 @@ pub struct DurableArgs {
     /// Journal segment size in MiB.
     #[arg(long, default_value_t = 64)]
     segment_mib: u64,
+    /// Release latency above which an open-loop command counts as late; late commands
+    /// are sorted by what they met (a slow sync, a wait before the sequencer, or
+    /// neither).
+    #[arg(long, default_value_t = 1500)]
+    late_us: u64,
     /// Where the journal goes (a fresh directory, removed afterwards).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -65,6 +75,7 @@ struct PassResult {
     sync_ns_over_1ms: u64,
     split: Option<Split>,
     latency: Histogram<u64>,
+    late: Option<LateBreakdown>,
 }
 
 pub fn run(args: &DurableArgs) -> Result<(), String> {
@@ -85,6 +96,7 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
         &workload.setup,
         &measured,
         None,
+        args.late_us,
     )?;
     let max_rate = throughput.commands as f64 / throughput.seconds;
     let rate = args.rate.unwrap_or((max_rate / 2.0) as u64).max(1);
@@ -95,6 +107,7 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
         &workload.setup,
         &measured,
         Some(rate),
+        args.late_us,
     )?;
     let _ = std::fs::remove_dir_all(&base_dir);
 
@@ -103,6 +116,7 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
     let split = open_loop.split.as_ref();
     let open_loop_batch =
         (open_loop.commands as f64 / open_loop.batches.max(1) as f64 * 10.0).round() / 10.0;
+    let late = open_loop.late.as_ref();
     if args.json {
         println!(
             "{}",
@@ -129,8 +143,18 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
                 "p99_ns": latency.value_at_quantile(0.99),
                 "p999_ns": latency.value_at_quantile(0.999),
                 "max_ns": latency.max(),
+                "observed_p50_ns": split.map(|split| split.observed.value_at_quantile(0.50)),
+                "observed_p99_ns": split.map(|split| split.observed.value_at_quantile(0.99)),
+                "observed_p999_ns": split.map(|split| split.observed.value_at_quantile(0.999)),
+                "observed_max_ns": split.map(|split| split.observed.max()),
                 "closed_loop_p50_ns": throughput.latency.value_at_quantile(0.50),
                 "closed_loop_p99_ns": throughput.latency.value_at_quantile(0.99),
+                "late_us": args.late_us,
+                "late_commands": late.map(|late| late.late),
+                "late_with_slow_sync": late.map(|late| late.with_slow_sync),
+                "late_queued": late.map(|late| late.queued),
+                "late_other": late.map(|late| late.other),
+                "open_loop_slow_syncs": late.map(|late| late.slow_syncs),
             })
         );
     } else {
@@ -156,6 +180,27 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
             latency.value_at_quantile(0.999) / 1000,
             latency.max() / 1000
         );
+        if let Some(split) = split {
+            println!(
+                "  as the producer thread read them: p50 {} us, p99 {} us, p99.9 {} us, max {} us",
+                split.observed.value_at_quantile(0.50) / 1000,
+                split.observed.value_at_quantile(0.99) / 1000,
+                split.observed.value_at_quantile(0.999) / 1000,
+                split.observed.max() / 1000
+            );
+        }
+        if let Some(late) = late {
+            println!(
+                "  {} commands released later than {} us: {} with a sync of 1 ms or more in flight ({} such syncs, the slowest {} us), {} waited 1 ms or more before the sequencer, {} neither",
+                late.late,
+                args.late_us,
+                late.with_slow_sync,
+                late.slow_syncs,
+                late.slowest_sync_ns / 1000,
+                late.queued,
+                late.other
+            );
+        }
     }
     Ok(())
 }
@@ -169,6 +214,7 @@ fn pass(
     setup: &[Command<'static>],
     measured: &[Command<'static>],
     rate: Option<u64>,
+    late_us: u64,
 ) -> Result<PassResult, String> {
     let _ = std::fs::remove_dir_all(data_dir);
     let mut config = EngineConfig::new(data_dir);
@@ -187,10 +233,11 @@ fn pass(
     let clock = Instant::now();
     let before = engine.stats();
     let timed = match rate {
-        Some(rate) => open_loop(&session, &outcomes, measured, rate, clock)?,
+        Some(rate) => open_loop(&session, &outcomes, measured, rate, clock, late_us * 1000)?,
         None => closed_loop(&session, outcomes, measured, clock)?,
     };
     let after = engine.stats();
+    let late = timed.split.as_ref().map(|split| split.late_breakdown(&engine.slow_syncs()));
     drop(session);
     engine.shutdown()?;
     Ok(PassResult {
@@ -205,6 +252,7 @@ fn pass(
         sync_ns_over_1ms: sync_count_over(&before, &after, 1 << 20),
         latency: timed.latency,
         split: timed.split,
+        late,
     })
 }
 
@@ -239,10 +287,73 @@ struct Timed {
 }
 
 /// Open loop: how late the producer submitted (its own lag, which counts in the
-/// latency), and scheduled time to the sequencer's stamp (queueing and the sync before).
+/// latency), scheduled time to the sequencer's stamp (queueing and the sync before), and
+/// the commands released later than the bound, to be matched with the slow syncs.
 struct Split {
     late: Histogram<u64>,
     to_sequenced: Histogram<u64>,
+    /// Scheduled time to when the producer read the outcome (its own reading lag in).
+    observed: Histogram<u64>,
+    late_commands: Vec<LateCommand>,
+    /// The wall clock (ns since the epoch, the clock of `ts` and of slow syncs) when the
+    /// pass's clock read 0.
+    wall_at_clock: u64,
+}
+
+/// A command released later than the bound: when it was scheduled, stamped by the
+/// sequencer and released, in ns of the pass's clock.
+struct LateCommand {
+    scheduled: u64,
+    sequenced: u64,
+    released: u64,
+}
+
+/// What the late commands of an open-loop pass met: a journal sync of 1 ms or more in
+/// flight between their schedule and their release (the disk's tail), else a wait of
+/// 1 ms or more before the sequencer stamped them (the producer or the intake behind),
+/// else neither (the write, a normal sync, the applying and the release took that long:
+/// the machine was short of CPU).
+struct LateBreakdown {
+    late: u64,
+    with_slow_sync: u64,
+    queued: u64,
+    other: u64,
+    slow_syncs: u64,
+    slowest_sync_ns: u64,
+}
+
+impl Split {
+    fn late_breakdown(&self, slow_syncs: &[bourse_engine::SlowSync]) -> LateBreakdown {
+        // Slow syncs in the pass's clock, as [start, end).
+        let syncs: Vec<(u64, u64)> = slow_syncs
+            .iter()
+            .filter_map(|sync| {
+                let ended = sync.ended_ns.checked_sub(self.wall_at_clock)?;
+                Some((ended.saturating_sub(sync.took_ns), ended))
+            })
+            .collect();
+        let mut breakdown = LateBreakdown {
+            late: self.late_commands.len() as u64,
+            with_slow_sync: 0,
+            queued: 0,
+            other: 0,
+            slow_syncs: syncs.len() as u64,
+            slowest_sync_ns: syncs.iter().map(|(start, end)| end - start).max().unwrap_or(0),
+        };
+        for command in &self.late_commands {
+            let met_slow_sync = syncs
+                .iter()
+                .any(|&(start, end)| start < command.released && end > command.scheduled);
+            if met_slow_sync {
+                breakdown.with_slow_sync += 1;
+            } else if command.sequenced.saturating_sub(command.scheduled) >= SLOW_SYNC_NS {
+                breakdown.queued += 1;
+            } else {
+                breakdown.other += 1;
+            }
+        }
+        breakdown
+    }
 }
 
 /// The open loop on one thread (on two cores a separate receiver would compete with
@@ -255,14 +366,19 @@ fn open_loop(
     measured: &[Command<'static>],
     rate: u64,
     clock: Instant,
+    late_bound_ns: u64,
 ) -> Result<Timed, String> {
     let scheduled = |index: usize| index as u64 * 1_000_000_000 / rate;
+    let mut late_commands = Vec::new();
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|error| error.to_string())?;
     // Where the time goes: scheduled -> stamped by the sequencer (queueing, the sync
-    // before) and stamped -> released (own write and sync, apply, release).
+    // before) and stamped -> released (own write and sync, apply, release); and when
+    // this thread got to read each release (it reads between its sends, so a backlog
+    // of sends delays its reading).
     let mut to_sequenced = histogram.clone();
     let mut late = histogram.clone();
+    let mut observed = histogram.clone();
     let wall_at_clock = wall_ns().saturating_sub(clock.elapsed().as_nanos() as u64);
     let (mut next, mut received, mut last_ns) = (0usize, 0usize, 0u64);
     while received < measured.len() {
@@ -282,14 +398,24 @@ fn open_loop(
         match outcomes.recv_timeout(wait) {
             Ok(released) => {
                 last_ns = clock.elapsed().as_nanos() as u64;
+                let released_at = released.released_ns.saturating_sub(wall_at_clock);
                 for outcome in released.outcomes {
                     let Outcome::Applied(result) = outcome else {
                         return Err(format!("a command failed: {outcome:?}"));
                     };
                     let sent = scheduled(result.correlation as usize);
-                    histogram.saturating_record(last_ns.saturating_sub(sent).max(1));
+                    let latency = released_at.saturating_sub(sent);
+                    histogram.saturating_record(latency.max(1));
+                    observed.saturating_record(last_ns.saturating_sub(sent).max(1));
                     let sequenced = result.ts.saturating_sub(wall_at_clock);
                     to_sequenced.saturating_record(sequenced.saturating_sub(sent).max(1));
+                    if latency > late_bound_ns {
+                        late_commands.push(LateCommand {
+                            scheduled: sent,
+                            sequenced,
+                            released: released_at,
+                        });
+                    }
                     received += 1;
                 }
             }
@@ -299,7 +425,8 @@ fn open_loop(
             }
         }
     }
-    Ok(Timed { latency: histogram, last_ns, split: Some(Split { late, to_sequenced }) })
+    let split = Split { late, to_sequenced, observed, late_commands, wall_at_clock };
+    Ok(Timed { latency: histogram, last_ns, split: Some(split) })
 }
 
 fn wall_ns() -> u64 {
@@ -308,9 +435,10 @@ fn wall_ns() -> u64 {
         .map_or(0, |since| since.as_nanos() as u64)
 }
 
-/// Syncs longer than `ns` (rounded to a power of two) between two readings.
+/// Syncs of `ns` (a power of two) or longer between two readings.
 fn sync_count_over(before: &StatsSnapshot, after: &StatsSnapshot, ns: u64) -> u64 {
-    let first_bucket = 64 - ns.leading_zeros() as usize + 1;
+    // Bucket `b` counts syncs of 2^(b-1) to 2^b ns.
+    let first_bucket = 64 - ns.leading_zeros() as usize;
     (first_bucket..after.sync_ns_buckets.len())
         .map(|bucket| after.sync_ns_buckets[bucket] - before.sync_ns_buckets[bucket])
         .sum()
