@@ -48,6 +48,10 @@ pub struct DurableArgs {
     /// Journal segment size in MiB.
     #[arg(long, default_value_t = 64)]
     segment_mib: u64,
+    /// Take a periodic snapshot every this many commands (0: none, the default), to see
+    /// what the snapshotter's second copy of the state costs.
+    #[arg(long, default_value_t = 0)]
+    snapshot_every: u64,
     /// Release latency above which an open-loop command counts as late; late commands
     /// are sorted by what they met (a slow sync, a wait before the sequencer, or
     /// neither).
@@ -76,6 +80,8 @@ struct PassResult {
     split: Option<Split>,
     latency: Histogram<u64>,
     late: Option<LateBreakdown>,
+    /// Periodic snapshots taken during the pass.
+    snapshots: u64,
 }
 
 pub fn run(args: &DurableArgs) -> Result<(), String> {
@@ -88,22 +94,18 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
         std::env::temp_dir().join(format!("bourse-bench-durable-{}", std::process::id()))
     });
 
-    let segment_bytes = args.segment_mib << 20;
-    let throughput = pass(
-        &base_dir.join("throughput"),
+    let engine_options = EngineOptions {
         durability,
-        segment_bytes,
-        &workload.setup,
-        &measured,
-        None,
-        args.late_us,
-    )?;
+        segment_bytes: args.segment_mib << 20,
+        snapshot_every: args.snapshot_every,
+    };
+    let throughput =
+        pass(&base_dir.join("throughput"), engine_options, &workload.setup, &measured, None, 0)?;
     let max_rate = throughput.commands as f64 / throughput.seconds;
     let rate = args.rate.unwrap_or((max_rate / 2.0) as u64).max(1);
     let open_loop = pass(
         &base_dir.join("open-loop"),
-        durability,
-        segment_bytes,
+        engine_options,
         &workload.setup,
         &measured,
         Some(rate),
@@ -155,6 +157,9 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
                 "late_queued": late.map(|late| late.queued),
                 "late_other": late.map(|late| late.other),
                 "open_loop_slow_syncs": late.map(|late| late.slow_syncs),
+                "snapshot_every": args.snapshot_every,
+                "snapshots": throughput.snapshots,
+                "open_loop_snapshots": open_loop.snapshots,
             })
         );
     } else {
@@ -180,6 +185,12 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
             latency.value_at_quantile(0.999) / 1000,
             latency.max() / 1000
         );
+        if args.snapshot_every > 0 {
+            println!(
+                "  a snapshot every {} commands: {} during the throughput pass, {} during the open loop",
+                args.snapshot_every, throughput.snapshots, open_loop.snapshots
+            );
+        }
         if let Some(split) = split {
             println!(
                 "  as the producer thread read them: p50 {} us, p99 {} us, p99.9 {} us, max {} us",
@@ -205,12 +216,20 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// One run on a fresh engine: the setup (not timed), then the measured commands, either
-/// as fast as possible (`rate` None) or on an open-loop schedule.
-fn pass(
-    data_dir: &std::path::Path,
+/// How each pass's engine is configured.
+#[derive(Clone, Copy)]
+struct EngineOptions {
     durability: Durability,
     segment_bytes: u64,
+    snapshot_every: u64,
+}
+
+/// One run on a fresh engine: the setup (not timed), then the measured commands, either
+/// as fast as possible (`rate` None) or on an open-loop schedule (late commands: over
+/// `late_us`).
+fn pass(
+    data_dir: &std::path::Path,
+    options: EngineOptions,
     setup: &[Command<'static>],
     measured: &[Command<'static>],
     rate: Option<u64>,
@@ -218,9 +237,9 @@ fn pass(
 ) -> Result<PassResult, String> {
     let _ = std::fs::remove_dir_all(data_dir);
     let mut config = EngineConfig::new(data_dir);
-    config.durability = durability;
-    config.segment_bytes = segment_bytes;
-    config.snapshot_every_commands = 0;
+    config.durability = options.durability;
+    config.segment_bytes = options.segment_bytes;
+    config.snapshot_every_commands = options.snapshot_every;
     config.snapshot_on_shutdown = false;
     let engine = Engine::start(config).map_err(|error| error.to_string())?;
     run_setup(&engine, setup)?;
@@ -237,6 +256,7 @@ fn pass(
         None => closed_loop(&session, outcomes, measured, clock)?,
     };
     let after = engine.stats();
+    let snapshots = after.snapshots - before.snapshots;
     let late = timed.split.as_ref().map(|split| split.late_breakdown(&engine.slow_syncs()));
     drop(session);
     engine.shutdown()?;
@@ -253,6 +273,7 @@ fn pass(
         latency: timed.latency,
         split: timed.split,
         late,
+        snapshots,
     })
 }
 
