@@ -249,7 +249,7 @@ impl Engine {
             shared: Arc::clone(&shared),
             per_session: Vec::new(),
             touched: Vec::new(),
-            held: std::collections::VecDeque::new(),
+            held: VecDeque::new(),
         };
         let threads = vec![
             spawn("bourse-sequencer", move || sequencer.run())?,
