@@ -1,5 +1,6 @@
-//! The journal tools as an operator runs them against a real data directory, and the
-//! crash harness for a few cycles (`bourse bench crash --cycles 100` is the full run).
+//! The journal tools as an operator runs them against a real data directory, the crash
+//! harness for a few cycles (`bourse bench crash --cycles 100` is the full run), and the
+//! durable pipeline bench on a small workload.
 
 use std::io::Write;
 use std::path::Path;
@@ -152,4 +153,34 @@ fn inspect_prints_each_record_with_its_command() {
     let printed_line = records[0]["command"].to_string();
     assert_eq!(parse_line(&printed_line).unwrap().command, second);
     assert!(text.contains(&format!("journal: {} records", lines.len())), "{text}");
+}
+
+/// `bourse bench durable` (the instrument of the durability targets) runs end to end in
+/// each mode on a small workload and reports consistent figures.
+#[test]
+fn bench_durable_reports_throughput_latency_and_what_late_commands_met() {
+    for mode in ["sync", "async", "none"] {
+        let output = bourse()
+            .args(["bench", "durable", "--mode", mode, "--commands", "20000", "--json"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let number =
+            |key: &str| report[key].as_f64().unwrap_or_else(|| panic!("{key} missing in {report}"));
+        assert_eq!(report["mode"], mode);
+        assert_eq!(number("commands"), 20_000.0);
+        assert!(number("commands_per_sec") > 0.0);
+        assert!(number("open_loop_rate") > 0.0);
+        assert!(number("p50_ns") <= number("p99_ns") && number("p99_ns") <= number("max_ns"));
+        assert_eq!(
+            number("late_commands"),
+            number("late_with_slow_sync") + number("late_queued") + number("late_other")
+        );
+        match mode {
+            "sync" => assert!(number("syncs") > 0.0 && number("mean_batch") > 0.0),
+            "none" => assert_eq!(number("syncs"), 0.0),
+            _ => {}
+        }
+    }
 }

@@ -539,3 +539,53 @@ fn receive(
     }
     Ok((histogram, last_ns))
 }
+
+#[cfg(test)]
+mod tests {
+    use bourse_engine::SlowSync;
+
+    use super::*;
+
+    fn histogram() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap()
+    }
+
+    #[test]
+    fn late_commands_are_sorted_by_what_they_met() {
+        const MS: u64 = 1_000_000;
+        let wall_at_clock = 1_000_000 * MS;
+        let late = |scheduled: u64, sequenced: u64, released: u64| LateCommand {
+            scheduled: scheduled * MS,
+            sequenced: sequenced * MS,
+            released: released * MS,
+        };
+        let split = Split {
+            late: histogram(),
+            to_sequenced: histogram(),
+            observed: histogram(),
+            late_commands: vec![
+                late(10, 10, 13), // in flight while the 11-14 ms sync ran
+                late(14, 14, 16), // after it ended, stamped at once: neither
+                late(20, 22, 24), // waited 2 ms before the sequencer
+                late(30, 30, 32), // neither
+                late(40, 41, 43), // a sync from 39.5 to 40.5 ms was in flight
+            ],
+            wall_at_clock,
+        };
+        // Slow syncs as the engine keeps them: when they ended, on the wall clock; one
+        // ended before the pass began and is left out.
+        let slow_syncs = [
+            SlowSync { ended_ns: wall_at_clock - MS, took_ns: 2 * MS },
+            SlowSync { ended_ns: wall_at_clock + 14 * MS, took_ns: 3 * MS },
+            SlowSync { ended_ns: wall_at_clock + 40 * MS + MS / 2, took_ns: MS },
+        ];
+        let breakdown = split.late_breakdown(&slow_syncs);
+        assert_eq!(breakdown.late, 5);
+        assert_eq!(
+            (breakdown.with_slow_sync, breakdown.queued, breakdown.other),
+            (2, 1, 2),
+            "slow sync / queued / neither"
+        );
+        assert_eq!((breakdown.slow_syncs, breakdown.slowest_sync_ns), (2, 3 * MS));
+    }
+}
