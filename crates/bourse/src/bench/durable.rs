@@ -345,12 +345,22 @@ struct LateBreakdown {
 
 impl Split {
     fn late_breakdown(&self, slow_syncs: &[bourse_engine::SlowSync]) -> LateBreakdown {
-        // Slow syncs in the pass's clock, as [start, end).
-        let syncs: Vec<(u64, u64)> = slow_syncs
+        // Slow syncs in the pass's clock, as [start, end), by start.
+        let mut syncs: Vec<(u64, u64)> = slow_syncs
             .iter()
             .filter_map(|sync| {
                 let ended = sync.ended_ns.checked_sub(self.wall_at_clock)?;
                 Some((ended.saturating_sub(sync.took_ns), ended))
+            })
+            .collect();
+        syncs.sort_unstable();
+        // The latest end among the syncs that started up to each one: a command met a
+        // slow sync if one started before its release and ended after its schedule.
+        let latest_end: Vec<u64> = syncs
+            .iter()
+            .scan(0, |latest, &(_, end)| {
+                *latest = end.max(*latest);
+                Some(*latest)
             })
             .collect();
         let mut breakdown = LateBreakdown {
@@ -362,9 +372,9 @@ impl Split {
             slowest_sync_ns: syncs.iter().map(|(start, end)| end - start).max().unwrap_or(0),
         };
         for command in &self.late_commands {
-            let met_slow_sync = syncs
-                .iter()
-                .any(|&(start, end)| start < command.released && end > command.scheduled);
+            let started_before = syncs.partition_point(|&(start, _)| start < command.released);
+            let met_slow_sync =
+                started_before > 0 && latest_end[started_before - 1] > command.scheduled;
             if met_slow_sync {
                 breakdown.with_slow_sync += 1;
             } else if command.sequenced.saturating_sub(command.scheduled) >= SLOW_SYNC_NS {
