@@ -180,7 +180,7 @@ fn export(args: &DirArgs) -> Result<(), String> {
             source,
         })?;
         line.clear();
-        match command.order_key().map(|(account, _)| account) {
+        match command.account() {
             Some(AccountRef::Id(id)) if id.index() < names.ledger().accounts().len() => {
                 let mut named = command.clone();
                 if let Some(account) = named.account_mut() {

@@ -5,6 +5,7 @@ mod bench;
 mod input;
 mod journal;
 mod replay;
+mod serve;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -20,6 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum CliCommand {
+    /// Run the exchange: the durable engine with its REST gateway (data under ./data).
+    Serve(serve::ServeArgs),
     /// Replay a file of commands (the replay format) and print the events as JSON lines.
     Replay(replay::ReplayArgs),
     /// The journal tools: verify, inspect, export, repair.
@@ -37,6 +40,7 @@ enum CliCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        CliCommand::Serve(args) => serve::run(args),
         CliCommand::Replay(args) => replay::run(&args),
         CliCommand::Journal { journal } => journal::run(journal),
         CliCommand::Bench { bench } => bench::run(bench),

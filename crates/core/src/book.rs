@@ -616,6 +616,23 @@ impl OrderBook {
         });
     }
 
+    /// The best `max_levels` levels of `side`, best first: what a depth feed reads, in
+    /// time proportional to what it returns, however deep the book.
+    pub fn top_levels(&self, side: Side, max_levels: usize) -> Vec<LevelSummary> {
+        let mut summaries = Vec::with_capacity(max_levels.min(1024));
+        let mut level_slot = self.book_side(side).best;
+        while level_slot != NIL && summaries.len() < max_levels {
+            let level = self.levels.get(level_slot);
+            summaries.push(LevelSummary {
+                price: level.price,
+                total_qty: level.total_qty,
+                order_count: level.order_count,
+            });
+            level_slot = self.next_level(side, level.key);
+        }
+        summaries
+    }
+
     /// Aggregated depth of `side`, best first.
     pub fn levels(&self, side: Side) -> Vec<LevelSummary> {
         let mut summaries = Vec::new();

@@ -166,11 +166,34 @@ pub enum Command<'a> {
         id: Cow<'a, str>,
     },
     Amend(AmendCommand<'a>),
+    /// A venue command (`Venue::apply`; not in the replay format): stop trading on an
+    /// instrument. New orders on it and amends of its open orders are rejected
+    /// `instrument_halted` until `Resume`; cancels still work.
+    Halt {
+        symbol: Cow<'a, str>,
+    },
+    /// A venue command: trading on a halted instrument starts again.
+    Resume {
+        symbol: Cow<'a, str>,
+    },
+    /// A venue command: cancels every open order of `account` (on `symbol` only, when
+    /// given), each with its `done` as a `cancel` of it would give.
+    CancelAll {
+        account: AccountRef<'a>,
+        symbol: Option<Cow<'a, str>>,
+    },
 }
 
 impl Command<'_> {
+    /// Whether this is a venue command (`Halt`, `Resume`, `CancelAll`): one that only a
+    /// `Venue` applies and the replay format does not have.
+    pub fn is_venue_command(&self) -> bool {
+        matches!(self, Command::Halt { .. } | Command::Resume { .. } | Command::CancelAll { .. })
+    }
+
     /// The account and client order id an order, cancel or amend refers to; echoed in
-    /// its `accepted` or `rejected` event.
+    /// its `accepted` or `rejected` event. `None` for every other command (a
+    /// `CancelAll` names an account but no order: see `account`).
     pub fn order_key(&self) -> Option<(&AccountRef<'_>, &str)> {
         match self {
             Command::Order(order) => Some((&order.account, &order.id)),
@@ -182,11 +205,23 @@ impl Command<'_> {
 }
 
 impl<'a> Command<'a> {
-    /// The account an order, cancel or amend acts for, to resolve or rewrite it.
+    /// The account an order, cancel, amend or cancel-all acts for (deposits and
+    /// withdrawals name theirs by name only, as a plain string).
+    pub fn account(&self) -> Option<&AccountRef<'a>> {
+        match self {
+            Command::Order(order) => Some(&order.account),
+            Command::Cancel { account, .. } | Command::CancelAll { account, .. } => Some(account),
+            Command::Amend(amend) => Some(&amend.account),
+            _ => None,
+        }
+    }
+
+    /// The account an order, cancel, amend or cancel-all acts for, to resolve or rewrite
+    /// it.
     pub fn account_mut(&mut self) -> Option<&mut AccountRef<'a>> {
         match self {
             Command::Order(order) => Some(&mut order.account),
-            Command::Cancel { account, .. } => Some(account),
+            Command::Cancel { account, .. } | Command::CancelAll { account, .. } => Some(account),
             Command::Amend(amend) => Some(&mut amend.account),
             _ => None,
         }
@@ -230,6 +265,11 @@ impl Command<'_> {
                 id: owned(amend.id),
                 ..amend
             }),
+            Command::Halt { symbol } => Command::Halt { symbol: owned(symbol) },
+            Command::Resume { symbol } => Command::Resume { symbol: owned(symbol) },
+            Command::CancelAll { account, symbol } => {
+                Command::CancelAll { account: account.into_owned(), symbol: symbol.map(owned) }
+            }
         }
     }
 }

@@ -27,10 +27,15 @@ pub enum RejectReason {
     WouldCross,
     NoLiquidity,
     UnknownOrder,
+    /// A venue's: an order or amend on an instrument that is halted (`Command::Halt`).
+    /// Not in the replay format, whose batch mode has no halts.
+    InstrumentHalted,
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 15] = [
+    /// Every reason; positions are stable (gateways number reasons by them), so a new
+    /// reason is appended.
+    pub const ALL: [RejectReason; 16] = [
         RejectReason::Malformed,
         RejectReason::DuplicateAsset,
         RejectReason::InvalidDecimals,
@@ -46,6 +51,7 @@ impl RejectReason {
         RejectReason::WouldCross,
         RejectReason::NoLiquidity,
         RejectReason::UnknownOrder,
+        RejectReason::InstrumentHalted,
     ];
 
     pub fn code(self) -> &'static str {
@@ -65,6 +71,7 @@ impl RejectReason {
             RejectReason::WouldCross => "would_cross",
             RejectReason::NoLiquidity => "no_liquidity",
             RejectReason::UnknownOrder => "unknown_order",
+            RejectReason::InstrumentHalted => "instrument_halted",
         }
     }
 }

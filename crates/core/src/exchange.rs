@@ -307,6 +307,11 @@ impl Exchange {
 
     /// Applies one command stamped `seq` (and `ts`, when it carries one) and appends
     /// its events: first `accepted` or `rejected`, then any others.
+    ///
+    /// Venue commands (`Halt`, `Resume`, `CancelAll`: `Command::is_venue_command`) are
+    /// rejected `malformed` and change nothing, not even the time: only a `Venue`
+    /// applies them, and the exchange alone is the replay format's reference (`bourse
+    /// replay`), which has no halts and no cancel-all.
     pub fn apply(
         &mut self,
         seq: u64,
@@ -314,9 +319,11 @@ impl Exchange {
         command: &Command<'_>,
         events: &mut Vec<Event>,
     ) {
-        if let Some(ts) = ts {
-            self.time_ns = self.time_ns.max(ts);
+        if command.is_venue_command() {
+            events.push(Event::Rejected { seq, reason: RejectReason::Malformed, order: None });
+            return;
         }
+        self.advance_time(ts);
         let result = match command {
             Command::Asset { asset, decimals } => self.declare_asset(asset, *decimals),
             Command::Instrument(instrument) => self.declare_instrument(instrument),
@@ -325,6 +332,9 @@ impl Exchange {
             Command::Order(order) => self.place_order(seq, order, events),
             Command::Cancel { account, id } => self.cancel(seq, account, id, events),
             Command::Amend(amend) => self.amend(seq, amend, events),
+            Command::Halt { .. } | Command::Resume { .. } | Command::CancelAll { .. } => {
+                Err(RejectReason::Malformed)
+            }
         };
         let order_key = || {
             command.order_key().map(|(account, id)| CommandOrderKey {
@@ -350,8 +360,16 @@ impl Exchange {
         }
     }
 
+    /// Moves the time to `ts` when it is later (a command's time never goes back).
+    #[inline]
+    pub(crate) fn advance_time(&mut self, ts: Option<u64>) {
+        if let Some(ts) = ts {
+            self.time_ns = self.time_ns.max(ts);
+        }
+    }
+
     /// The account name an `accepted` or `rejected` event echoes.
-    fn echoed_name(&self, account: &AccountRef<'_>) -> CompactString {
+    pub(crate) fn echoed_name(&self, account: &AccountRef<'_>) -> CompactString {
         match (account, self.resolve(account)) {
             (AccountRef::Name(name), _) => CompactString::new(name),
             (AccountRef::Id(_), Some(account)) => self.ledger.account(account).name.clone(),
@@ -658,25 +676,53 @@ impl Exchange {
         let account = self.resolve(account).ok_or(RejectReason::UnknownOrder)?;
         let handle =
             self.open_orders.take(&self.books, account, id).ok_or(RejectReason::UnknownOrder)?;
-        let rules = &self.instruments[handle.instrument.index()].spot;
-        let order = self.books[handle.instrument.index()].remove(handle.slot);
-        let name = &self.ledger.account(order.account).name;
+        let order = self.books[handle.instrument.index()].order(handle.slot);
         events.push(Event::Accepted {
             seq,
-            order: Some(CommandOrderKey { account: name.clone(), id: order.id.clone() }),
+            order: Some(CommandOrderKey {
+                account: self.ledger.account(account).name.clone(),
+                id: order.id.clone(),
+            }),
         });
-        let id = order.id.clone();
+        self.finish_canceled(seq, handle, events);
+        Ok(Accepted::Emitted)
+    }
+
+    /// Cancels `account`'s open order `id` as a `cancel` of it does, but emits only its
+    /// `done` (reason `canceled`, with its `filled`): takes it off its book and out of
+    /// the index and releases what it holds. `false` (nothing changed, nothing emitted)
+    /// when the account has no such open order. For the venue's cancel-all.
+    pub(crate) fn cancel_open_order(
+        &mut self,
+        seq: u64,
+        account: AccountId,
+        id: &str,
+        events: &mut Vec<Event>,
+    ) -> bool {
+        match self.open_orders.take(&self.books, account, id) {
+            Some(handle) => {
+                self.finish_canceled(seq, handle, events);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The end of every cancel: the order at `handle`, already out of the index, leaves
+    /// its book, its hold is released, and its `done` is emitted.
+    fn finish_canceled(&mut self, seq: u64, handle: OrderHandle, events: &mut Vec<Event>) {
+        let rules = &self.instruments[handle.instrument.index()].spot;
+        let order = self.books[handle.instrument.index()].remove(handle.slot);
         let hold = rules.resting_hold(order.side, order.price, order.remaining);
         self.ledger.release(order.account, rules.hold_asset(order.side), hold);
         events.push(Event::Done {
             seq,
             instrument: handle.instrument,
             account: order.account,
-            id,
+            id: order.id.clone(),
             reason: DoneReason::Canceled,
             filled: order.filled,
         });
-        Ok(Accepted::Emitted)
     }
 
     fn amend(

@@ -13,7 +13,11 @@
 //! id); `exchange` (the state machine); `lookahead` (cache hints for the commands
 //! about to be applied, which change no result); `format` (the replay format's text)
 //! and `replay` (batch mode); `snapshot` (the whole state as bytes and back, for the
-//! journal and recovery).
+//! journal and recovery); `venue` (the exchange plus what a running venue remembers
+//! about orders: records of open and recently finished orders, recent fills, and the
+//! rule that a remembered client order id is never accepted again; and its own
+//! commands, which the replay format does not have: halting and resuming an
+//! instrument, cancelling all of an account's orders).
 
 pub mod book;
 pub mod command;
@@ -33,6 +37,7 @@ pub mod snapshot;
 pub mod spot;
 #[cfg(test)]
 mod test_random;
+pub mod venue;
 
 pub use command::{AccountRef, Command, Side, StpMode, TimeInForce};
 pub use event::{DoneReason, Event, RejectReason};
@@ -40,3 +45,4 @@ pub use exchange::{Exchange, ExchangeConfig};
 pub use lookahead::Lookahead;
 pub use num::{Amount, Decimal, Price, Qty};
 pub use replay::Replay;
+pub use venue::{Activity, Venue};

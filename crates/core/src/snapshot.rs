@@ -48,6 +48,54 @@
 //!
 //! Nothing may follow. Decoding one resting order reads about five varints and
 //! re-inserts it in its book and the index, with no allocation of its own.
+//!
+//! # Venue snapshots (`encode_venue`, `decode_venue`), version 1
+//!
+//! A `Venue` without activity and without halted instruments is stored as its
+//! exchange: exactly `encode_state`'s bytes, so an old snapshot and a new one of such a
+//! venue are the same thing. A venue with activity (`venue::Activity`) or with halted
+//! instruments (`Command::Halt`) gets its own container, in the same varints and
+//! strings:
+//!
+//! ```text
+//! magic BOURSVEN, version (little-endian u32)
+//! state length;     then exactly that many bytes: the exchange, as `encode_state`
+//! flags             one byte: bit 0 set when the activity section follows; the other
+//!                   bits 0
+//! halted count;     per halted instrument, ascending: instrument index
+//! activity          (only when flags bit 0 is set):
+//!   account count   (accounts with any activity)
+//!   per account, ascending account id (each listed account has something):
+//!                   account id
+//!                   open count;     per open order, ascending order id: order
+//!                   finished count; per finished order, oldest finished first: order
+//!                   fill count;     per fill, oldest first: fill
+//! order:            order id (never 0), client id, instrument,
+//!                   flags (one byte: side in bit 0 (1 = sell), market in bit 1, time
+//!                   in force in bits 2-3 (gtc, ioc, fok), post_only in bit 4, stp mode
+//!                   in bits 5-6 (as a resting order's)),
+//!                   status (one byte: open, filled, canceled, expired, stp),
+//!                   price (0 for a market order), qty, remaining, filled, created_ns,
+//!                   updated_ns
+//! fill:             seq, trade index, order id, client id, instrument,
+//!                   flags (one byte: side in bit 0 (1 = sell), taker in bit 1),
+//!                   price, qty, fee, ts_ns
+//! ```
+//!
+//! A fill's fee asset is not stored: it is what its side receives (the base for a buy,
+//! the quote for a sell). Nothing may follow. A container with neither activity nor a
+//! halted instrument is invalid (that venue is stored as its exchange). Decoding checks
+//! the exchange as `decode_state` does (an error inside it is reported at its offset in
+//! the container), the flags, the halted instruments (each an instrument of the
+//! exchange, strictly ascending), then every record and fill against the exchange: instruments in range, prices and quantities
+//! in ticks and lots, kinds, statuses and times consistent (market orders have no price
+//! and never rest; open records are resting orders, finished ones have nothing
+//! remaining; no time after the exchange's), open records ascending by order id and
+//! each equal to the exchange's open order of its key, their number equal to the
+//! exchange's open orders, at most `FINISHED_ORDERS_KEPT` finished orders and
+//! `FILLS_KEPT` fills per account, fills in trade order, no order id and no (account,
+//! client id) twice. The encoding is canonical: decoding and encoding again gives the
+//! same bytes.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -55,7 +103,7 @@ use std::fmt;
 use compact_str::CompactString;
 
 use crate::book::{LevelOrders, LevelSummary, NewRestingOrder, RestingOrder};
-use crate::command::{Side, StpMode};
+use crate::command::{Side, StpMode, TimeInForce};
 use crate::exchange::{
     AssetSpec, Exchange, ExchangeConfig, Instrument, ASSET_DECIMALS_MAX, FEE_BPS_MAX,
     MARKET_BAND_BPS_MAX,
@@ -64,11 +112,19 @@ use crate::ids::{AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle};
 use crate::ledger::Balance;
 use crate::num::{pow10_saturating, Amount, Price, Qty};
 use crate::spot::SpotRules;
+use crate::venue::{
+    check_open_record, check_record, Activity, Fill, Liquidity, ListKind, OrderKind, OrderRecord,
+    OrderStatus, Venue, FILLS_KEPT, FINISHED_ORDERS_KEPT,
+};
 
 /// The first bytes of every snapshot.
 pub const MAGIC: [u8; 8] = *b"BOURSNAP";
 /// The format version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
+/// The first bytes of a venue snapshot with activity.
+pub const VENUE_MAGIC: [u8; 8] = *b"BOURSVEN";
+/// The venue container's version this build writes and reads.
+pub const VENUE_FORMAT_VERSION: u32 = 1;
 
 const HEADER_BYTES: usize = MAGIC.len() + 4;
 /// The fewest bytes an item can take, which bounds what a count may claim.
@@ -865,6 +921,462 @@ impl BookReader<'_> {
             return Err(invalid(at, "orders hold more than their account's held balance"));
         }
         Ok(())
+    }
+}
+
+// ----------------------------------------------------------------------------------
+// Venues
+
+/// Fewest bytes of an account's entry: its id and three counts.
+const MIN_ACCOUNT_ACTIVITY_BYTES: usize = 4;
+/// Eleven one-byte fields.
+const MIN_RECORD_BYTES: usize = 11;
+/// Ten one-byte fields.
+const MIN_FILL_BYTES: usize = 10;
+
+const SIDE_BIT: u8 = 0b1;
+const MARKET_BIT: u8 = 0b10;
+const TIF_SHIFT: u8 = 2;
+const RECORD_POST_ONLY_BIT: u8 = 0b1_0000;
+const RECORD_STP_SHIFT: u8 = 5;
+const RECORD_FLAGS: u8 = 0b111_1111;
+const TAKER_BIT: u8 = 0b10;
+const FILL_FLAGS: u8 = 0b11;
+
+/// Set in the venue container's flags when the activity section follows.
+const VENUE_HAS_ACTIVITY: u8 = 0b1;
+
+/// Appends `venue`: without activity and halts exactly `encode_state` of its exchange
+/// (the old format); otherwise the venue container (see the module documentation).
+pub fn encode_venue(venue: &Venue, out: &mut Vec<u8>) {
+    let activity = venue.activity();
+    let halted_count = venue.halted_instruments().count();
+    if activity.is_none() && halted_count == 0 {
+        encode_state(venue.exchange(), out);
+        return;
+    }
+    out.extend_from_slice(&VENUE_MAGIC);
+    out.extend_from_slice(&VENUE_FORMAT_VERSION.to_le_bytes());
+    let start = out.len();
+    encode_state(venue.exchange(), out);
+    let mut length = Vec::with_capacity(10);
+    put_varint(&mut length, (out.len() - start) as u64);
+    out.splice(start..start, length);
+    out.push(if activity.is_some() { VENUE_HAS_ACTIVITY } else { 0 });
+    put_varint(out, halted_count as u64);
+    for instrument in venue.halted_instruments() {
+        put_varint(out, u64::from(instrument.0));
+    }
+    if let Some(activity) = activity {
+        encode_activity(activity, out);
+    }
+}
+
+fn encode_activity(activity: &Activity, out: &mut Vec<u8>) {
+    let accounts =
+        (0..activity.account_bound() as u32).map(AccountId).filter(|&a| activity.has_activity(a));
+    out.reserve(activity.order_count() * 40 + accounts.clone().count() * 4);
+    put_varint(out, accounts.clone().count() as u64);
+    for account in accounts {
+        put_varint(out, u64::from(account.0));
+        put_varint(out, activity.open_order_count(account) as u64);
+        for record in activity.open_orders(account) {
+            put_record(out, record);
+        }
+        put_varint(out, activity.finished_order_count(account) as u64);
+        for record in activity.finished_orders(account) {
+            put_record(out, record);
+        }
+        put_varint(out, activity.fill_count(account) as u64);
+        for fill in activity.fills(account) {
+            put_fill(out, fill);
+        }
+    }
+}
+
+fn tif_code(time_in_force: TimeInForce) -> u8 {
+    match time_in_force {
+        TimeInForce::GoodTillCancel => 0,
+        TimeInForce::ImmediateOrCancel => 1,
+        TimeInForce::FillOrKill => 2,
+    }
+}
+
+fn status_code(status: OrderStatus) -> u8 {
+    match status {
+        OrderStatus::Open => 0,
+        OrderStatus::Filled => 1,
+        OrderStatus::Canceled => 2,
+        OrderStatus::Expired => 3,
+        OrderStatus::SelfTradePrevented => 4,
+    }
+}
+
+fn side_bit(side: Side) -> u8 {
+    match side {
+        Side::Buy => 0,
+        Side::Sell => SIDE_BIT,
+    }
+}
+
+fn put_record(out: &mut Vec<u8>, record: &OrderRecord) {
+    put_varint(out, record.order_id);
+    put_str(out, &record.client_id);
+    put_varint(out, u64::from(record.instrument.0));
+    let flags = side_bit(record.side)
+        | if record.kind == OrderKind::Market { MARKET_BIT } else { 0 }
+        | tif_code(record.time_in_force) << TIF_SHIFT
+        | if record.post_only { RECORD_POST_ONLY_BIT } else { 0 }
+        | stp_code(record.stp) << RECORD_STP_SHIFT;
+    out.push(flags);
+    out.push(status_code(record.status));
+    put_varint(out, record.price.map_or(0, |price| price.0 as u64));
+    put_varint(out, record.qty.0 as u64);
+    put_varint(out, record.remaining.0 as u64);
+    put_varint(out, record.filled.0 as u64);
+    put_varint(out, record.created_ns);
+    put_varint(out, record.updated_ns);
+}
+
+fn put_fill(out: &mut Vec<u8>, fill: &Fill) {
+    put_varint(out, fill.seq);
+    put_varint(out, u64::from(fill.trade_index));
+    put_varint(out, fill.order_id);
+    put_str(out, &fill.client_id);
+    put_varint(out, u64::from(fill.instrument.0));
+    out.push(side_bit(fill.side) | if fill.liquidity == Liquidity::Taker { TAKER_BIT } else { 0 });
+    put_varint(out, fill.price.0 as u64);
+    put_varint(out, fill.qty.0 as u64);
+    put_varint(out, fill.fee.0 as u64);
+    put_varint(out, fill.ts_ns);
+}
+
+/// Rebuilds a venue from `encode_venue`'s bytes, or from `encode_state`'s (an
+/// exchange-only snapshot), with `config` for the exchange's pools.
+///
+/// - `BOURSNAP`, or `BOURSVEN` without activity, with `track_activity`: the records of
+///   the open orders are rebuilt from the books, as `Venue::new` does (stand-in order
+///   ids, no finished orders, no fills).
+/// - `BOURSVEN` with activity without `track_activity`: the activity is checked, then
+///   dropped.
+///
+/// The halted instruments are always kept. Any bytes that are not exactly one valid
+/// snapshot give an error, never a panic.
+pub fn decode_venue(
+    bytes: &[u8],
+    config: ExchangeConfig,
+    track_activity: bool,
+) -> Result<Venue, SnapshotError> {
+    if !bytes.starts_with(&VENUE_MAGIC) {
+        if bytes.len() < VENUE_MAGIC.len() && VENUE_MAGIC.starts_with(bytes) {
+            return Err(SnapshotError::Truncated { offset: bytes.len() });
+        }
+        return Ok(Venue::new(decode_state(bytes, config)?, track_activity));
+    }
+    let mut reader = Reader { bytes, offset: VENUE_MAGIC.len() };
+    let version = reader.take(4)?;
+    let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
+    if version != VENUE_FORMAT_VERSION {
+        return Err(SnapshotError::UnsupportedVersion(version));
+    }
+    let length = reader.varint()?;
+    let length = usize::try_from(length).map_err(|_| reader.truncated())?;
+    let state_at = reader.offset;
+    let state = reader.take(length)?;
+    let exchange = decode_state(state, config).map_err(|error| within(error, state_at))?;
+    let flags_at = reader.offset;
+    let flags = reader.byte()?;
+    if flags & !VENUE_HAS_ACTIVITY != 0 {
+        return Err(invalid(flags_at, "unknown venue flags"));
+    }
+    let halted = read_halted(&mut reader, &exchange)?;
+    if flags & VENUE_HAS_ACTIVITY == 0 && halted.is_empty() {
+        return Err(invalid(
+            flags_at,
+            "a venue container with neither activity nor halts (stored as its exchange)",
+        ));
+    }
+    let activity = match flags & VENUE_HAS_ACTIVITY {
+        0 => None,
+        _ => Some(read_activity(&mut reader, &exchange)?),
+    };
+    if reader.offset != bytes.len() {
+        return Err(invalid(reader.offset, "bytes after the end of the snapshot"));
+    }
+    let Some(activity) = activity else {
+        let (exchange, activity) = Venue::new(exchange, track_activity).into_parts();
+        return Ok(Venue::from_parts(exchange, activity, &halted));
+    };
+    let venue = Venue::from_parts(exchange, Some(activity), &halted);
+    // `decode_state` has checked the exchange's invariants: the activity's remain.
+    venue
+        .check_activity()
+        .map_err(|problem| SnapshotError::Invalid { offset: bytes.len(), what: problem.into() })?;
+    if track_activity {
+        Ok(venue)
+    } else {
+        let (exchange, _) = venue.into_parts();
+        Ok(Venue::from_parts(exchange, None, &halted))
+    }
+}
+
+/// The halted instruments: each an instrument of `exchange`, strictly ascending.
+fn read_halted(
+    reader: &mut Reader<'_>,
+    exchange: &Exchange,
+) -> Result<Vec<InstrumentId>, SnapshotError> {
+    let count = reader.count(1)?;
+    let mut halted: Vec<InstrumentId> = Vec::with_capacity(count);
+    for _ in 0..count {
+        let at = reader.offset;
+        let instrument = read_instrument_index(reader, exchange)?;
+        if halted.last().is_some_and(|last| last.0 >= instrument.0) {
+            return Err(invalid(at, "halted instruments out of order or listed twice"));
+        }
+        halted.push(instrument);
+    }
+    Ok(halted)
+}
+
+/// An error of the exchange state that starts at `start` in the venue container, with
+/// container offsets.
+fn within(error: SnapshotError, start: usize) -> SnapshotError {
+    match error {
+        SnapshotError::Truncated { offset } => SnapshotError::Truncated { offset: start + offset },
+        SnapshotError::Invalid { offset, what } => {
+            SnapshotError::Invalid { offset: start + offset, what }
+        }
+        SnapshotError::BadMagic => invalid(start, "the venue's exchange state is not a snapshot"),
+        SnapshotError::UnsupportedVersion(version) => SnapshotError::UnsupportedVersion(version),
+    }
+}
+
+fn read_activity(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Activity, SnapshotError> {
+    let mut activity = Activity::new();
+    let mut previous_account: Option<u32> = None;
+    let mut open_records = 0usize;
+    for _ in 0..reader.count(MIN_ACCOUNT_ACTIVITY_BYTES)? {
+        let at = reader.offset;
+        let account = reader.small("unknown account")?;
+        if account as usize >= exchange.ledger().accounts().len() {
+            return Err(invalid(at, "activity of an unknown account"));
+        }
+        if previous_account.is_some_and(|previous| previous >= account) {
+            return Err(invalid(at, "accounts' activity out of account order"));
+        }
+        previous_account = Some(account);
+        let account = AccountId(account);
+        let open = reader.count(MIN_RECORD_BYTES)?;
+        let mut previous_order_id = 0u64;
+        for _ in 0..open {
+            let at = reader.offset;
+            let record = read_record(reader, exchange, account, ListKind::Open)?;
+            if record.order_id <= previous_order_id {
+                return Err(invalid(at, "open orders out of order id order"));
+            }
+            previous_order_id = record.order_id;
+            activity.insert(record, ListKind::Open).map_err(|what| invalid(at, what))?;
+        }
+        open_records += open;
+        let at = reader.offset;
+        let finished = reader.count(MIN_RECORD_BYTES)?;
+        if finished > FINISHED_ORDERS_KEPT {
+            return Err(invalid(at, "more finished orders than an account keeps"));
+        }
+        for _ in 0..finished {
+            let at = reader.offset;
+            let record = read_record(reader, exchange, account, ListKind::Finished)?;
+            activity.insert(record, ListKind::Finished).map_err(|what| invalid(at, what))?;
+        }
+        let at = reader.offset;
+        let fills = reader.count(MIN_FILL_BYTES)?;
+        if fills > FILLS_KEPT {
+            return Err(invalid(at, "more fills than an account keeps"));
+        }
+        let mut previous_fill = None;
+        for _ in 0..fills {
+            let at = reader.offset;
+            let fill = read_fill(reader, exchange)?;
+            if previous_fill.is_some_and(|previous| previous >= fill.position()) {
+                return Err(invalid(at, "fills out of trade order"));
+            }
+            previous_fill = Some(fill.position());
+            activity.push_fill(account, fill);
+        }
+        if open + finished + fills == 0 {
+            return Err(invalid(at, "an account listed without activity"));
+        }
+    }
+    if open_records != exchange.open_order_count() {
+        return Err(invalid(reader.offset, "open records are not the exchange's open orders"));
+    }
+    Ok(activity)
+}
+
+fn read_instrument_index(
+    reader: &mut Reader<'_>,
+    exchange: &Exchange,
+) -> Result<InstrumentId, SnapshotError> {
+    let at = reader.offset;
+    let index = reader.small("unknown instrument")?;
+    if index as usize >= exchange.instruments().len() {
+        return Err(invalid(at, "unknown instrument"));
+    }
+    Ok(InstrumentId(index))
+}
+
+/// A quantity in lots: within `i64`, a multiple of the lot.
+fn read_lots(reader: &mut Reader<'_>, lot: i64, what: &'static str) -> Result<Qty, SnapshotError> {
+    let at = reader.offset;
+    let qty = reader.units(what)?;
+    if lot != 1 && qty % lot != 0 {
+        return Err(invalid(at, "quantity not a multiple of the lot"));
+    }
+    Ok(Qty(qty))
+}
+
+/// A price of `instrument`: `None` for 0, else a multiple of the tick.
+fn read_tick_price(reader: &mut Reader<'_>, tick: i64) -> Result<Option<Price>, SnapshotError> {
+    let at = reader.offset;
+    let price = reader.units("price out of range")?;
+    if price == 0 {
+        return Ok(None);
+    }
+    if tick != 1 && price % tick != 0 {
+        return Err(invalid(at, "price not a multiple of the tick"));
+    }
+    Ok(Some(Price(price)))
+}
+
+fn read_record(
+    reader: &mut Reader<'_>,
+    exchange: &Exchange,
+    account: AccountId,
+    list: ListKind,
+) -> Result<OrderRecord, SnapshotError> {
+    let at = reader.offset;
+    let order_id = reader.varint()?;
+    let client_id = ClientOrderId::new(reader.str()?);
+    let instrument = read_instrument_index(reader, exchange)?;
+    let definition = exchange.instrument(instrument);
+    let flags_at = reader.offset;
+    let flags = reader.byte()?;
+    let time_in_force = match (flags >> TIF_SHIFT) & 0b11 {
+        0 => TimeInForce::GoodTillCancel,
+        1 => TimeInForce::ImmediateOrCancel,
+        2 => TimeInForce::FillOrKill,
+        _ => return Err(invalid(flags_at, "unknown time in force")),
+    };
+    if flags & !RECORD_FLAGS != 0 {
+        return Err(invalid(flags_at, "unknown order flags"));
+    }
+    let status_at = reader.offset;
+    let status = *OrderStatus::ALL
+        .get(usize::from(reader.byte()?))
+        .ok_or_else(|| invalid(status_at, "unknown order status"))?;
+    let price = read_tick_price(reader, definition.tick.0)?;
+    let lot = definition.lot.0;
+    let qty = read_lots(reader, lot, "qty out of range")?;
+    let remaining = read_lots(reader, lot, "remaining qty out of range")?;
+    let filled = read_lots(reader, lot, "filled qty out of range")?;
+    let created_ns = reader.varint()?;
+    let updated_ns = reader.varint()?;
+    let record = OrderRecord {
+        order_id,
+        account,
+        client_id,
+        instrument,
+        side: if flags & SIDE_BIT != 0 { Side::Sell } else { Side::Buy },
+        kind: if flags & MARKET_BIT != 0 { OrderKind::Market } else { OrderKind::Limit },
+        time_in_force,
+        post_only: flags & RECORD_POST_ONLY_BIT != 0,
+        stp: stp_from_code(flags >> RECORD_STP_SHIFT),
+        price,
+        qty,
+        remaining,
+        filled,
+        status,
+        created_ns,
+        updated_ns,
+    };
+    check_record(&record).map_err(|_| invalid(at, "an order record no venue can hold"))?;
+    if updated_ns > exchange.time_ns() {
+        return Err(invalid(at, "an order updated after the exchange's time"));
+    }
+    match list {
+        ListKind::Open => {
+            if !status.is_open() {
+                return Err(invalid(at, "a finished order among the open ones"));
+            }
+            check_open_record(exchange, &record).map_err(|_| {
+                invalid(at, "an open record differs from the exchange's open order")
+            })?;
+        }
+        ListKind::Finished => {
+            if status.is_open() || !remaining.is_zero() {
+                return Err(invalid(at, "an open order among the finished ones"));
+            }
+        }
+    }
+    Ok(record)
+}
+
+fn read_fill(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Fill, SnapshotError> {
+    let at = reader.offset;
+    let seq = reader.varint()?;
+    let trade_index = reader.small("trade index out of range")?;
+    let order_id = reader.varint()?;
+    if seq == 0 || order_id == 0 || order_id > seq {
+        return Err(invalid(at, "a fill's seq or order id no venue can have"));
+    }
+    let client_id = ClientOrderId::new(reader.str()?);
+    let instrument = read_instrument_index(reader, exchange)?;
+    let definition = exchange.instrument(instrument);
+    let flags_at = reader.offset;
+    let flags = reader.byte()?;
+    if flags & !FILL_FLAGS != 0 {
+        return Err(invalid(flags_at, "unknown fill flags"));
+    }
+    let price_at = reader.offset;
+    let price = read_tick_price(reader, definition.tick.0)?
+        .ok_or_else(|| invalid(price_at, "a fill at price 0"))?;
+    let qty_at = reader.offset;
+    let qty = read_lots(reader, definition.lot.0, "fill qty out of range")?;
+    if qty.is_zero() {
+        return Err(invalid(qty_at, "a fill of nothing"));
+    }
+    let fee = Amount(reader.units("fee out of range")?);
+    let ts_at = reader.offset;
+    let ts_ns = reader.varint()?;
+    if ts_ns > exchange.time_ns() {
+        return Err(invalid(ts_at, "a fill after the exchange's time"));
+    }
+    let side = if flags & SIDE_BIT != 0 { Side::Sell } else { Side::Buy };
+    Ok(Fill {
+        seq,
+        trade_index,
+        order_id,
+        client_id,
+        instrument,
+        side,
+        price,
+        qty,
+        fee,
+        fee_asset: match side {
+            Side::Buy => definition.spot.base,
+            Side::Sell => definition.spot.quote,
+        },
+        liquidity: if flags & TAKER_BIT != 0 { Liquidity::Taker } else { Liquidity::Maker },
+        ts_ns,
+    })
+}
+
+fn stp_from_code(code: u8) -> StpMode {
+    match code & STP_BITS {
+        0 => StpMode::CancelTaker,
+        1 => StpMode::CancelMaker,
+        2 => StpMode::CancelBoth,
+        _ => StpMode::None,
     }
 }
 

@@ -79,6 +79,13 @@ fn exchange_core_benchmark_stream_ends_in_exchange_cores_book() {
     let (expected_asks, expected_bids) = expected_levels();
     assert_eq!(as_tuples(&book.levels(Side::Sell)), expected_asks, "asks differ");
     assert_eq!(as_tuples(&book.levels(Side::Buy)), expected_bids, "bids differ");
+    for side in [Side::Buy, Side::Sell] {
+        let all = book.levels(side);
+        for count in [0, 1, 7, all.len(), all.len() + 3] {
+            let top = book.top_levels(side, count);
+            assert_eq!(top, all[..count.min(all.len())], "the top {count} levels of {side:?}");
+        }
+    }
     assert_eq!((expected_asks.len(), expected_bids.len()), (265, 253));
     // An independent replay's figures (the anchor's README).
     assert_eq!((trades, traded_volume, self_trades), (122_607, 1_066_063, 132));

@@ -13,13 +13,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bourse_core::format::write_event;
-use bourse_core::{Exchange, Lookahead};
+use bourse_core::venue::Venue;
+use bourse_core::Lookahead;
 use bourse_journal::{decode_command, SnapshotMeta};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::config::{Durability, EngineConfig};
 use crate::intake::{CommandResult, Outcome, Released};
-use crate::pipeline::Shared;
+use crate::pipeline::{Shared, NO_TAP};
 use crate::retention::{prune, take_snapshot};
 use crate::sequencer::{now_ns, SequencedBatch, ToApplier};
 
@@ -28,7 +29,7 @@ const RELEASE_CHUNK: usize = 256;
 
 pub(crate) struct Applier {
     pub(crate) config: EngineConfig,
-    pub(crate) exchange: Exchange,
+    pub(crate) venue: Venue,
     pub(crate) lookahead: Lookahead,
     pub(crate) batches: Receiver<ToApplier>,
     pub(crate) recycle: Sender<SequencedBatch>,
@@ -75,7 +76,7 @@ impl Applier {
                     }
                     self.release();
                 }
-                ToApplier::Query(query) => query(&self.exchange),
+                ToApplier::Query(query) => query(&self.venue),
                 ToApplier::Shutdown { last_crc, journal_id } => {
                     // After a clean stop the last `Durable` came before this; anything
                     // still held is from a batch whose sync never came back.
@@ -89,6 +90,7 @@ impl Applier {
     }
 
     fn apply_batch(&mut self, batch: &SequencedBatch) -> Result<(), String> {
+        let tap = self.shared.tap.load(Ordering::Acquire);
         let mut commands = Vec::with_capacity(batch.records.len());
         let mut stamps = Vec::with_capacity(batch.records.len());
         for (seq, ts, payload) in batch.records.records() {
@@ -99,16 +101,16 @@ impl Applier {
             stamps.push((seq, ts));
         }
         for (index, command) in commands.iter().enumerate() {
-            self.lookahead.hint(&self.exchange, &commands[index + 1..]);
+            self.lookahead.hint(self.venue.exchange(), &commands[index + 1..]);
             let (seq, ts) = stamps[index];
             let origin = batch.origins[index];
             let released = pending(&mut self.per_session, &mut self.touched, origin.session);
             let events_start = released.events.len();
-            self.exchange.apply(seq, Some(ts), command, &mut released.events);
+            self.venue.apply(seq, Some(ts), command, &mut released.events);
             let rendered_start = released.rendered.len();
             if self.config.render_events {
                 for event in &released.events[events_start..] {
-                    write_event(&mut released.rendered, &self.exchange, event);
+                    write_event(&mut released.rendered, self.venue.exchange(), event);
                 }
             }
             released.outcomes.push(Outcome::Applied(CommandResult {
@@ -118,6 +120,9 @@ impl Applier {
                 events: events_start..released.events.len(),
                 rendered: rendered_start..released.rendered.len(),
             }));
+            if tap != NO_TAP && tap != origin.session {
+                self.copy_to_tap(tap, origin.session, events_start, (origin.correlation, seq, ts));
+            }
             // Releasing (or holding) in chunks rather than at the batch's end keeps a
             // large batch from delaying its first outcomes, and each release small.
             if (index + 1) % RELEASE_CHUNK == 0 {
@@ -128,6 +133,30 @@ impl Applier {
             self.shared.stats.applied_seq.store(last_seq, Ordering::SeqCst);
         }
         Ok(())
+    }
+
+    /// Gives the tap session the outcome just gathered for `origin` (its events from
+    /// `events_start`), so that the tap sees every command, released like any session's.
+    fn copy_to_tap(&mut self, tap: u32, origin: u32, events_start: usize, stamp: (u64, u64, u64)) {
+        let (correlation, seq, ts) = stamp;
+        pending(&mut self.per_session, &mut self.touched, tap);
+        let (origin_index, tap_index) = (origin as usize, tap as usize);
+        let (from, to) = if origin_index < tap_index {
+            let (low, high) = self.per_session.split_at_mut(tap_index);
+            (&low[origin_index], &mut high[0])
+        } else {
+            let (low, high) = self.per_session.split_at_mut(origin_index);
+            (&high[0], &mut low[tap_index])
+        };
+        let start = to.events.len();
+        to.events.extend_from_slice(&from.events[events_start..]);
+        to.outcomes.push(Outcome::Applied(CommandResult {
+            correlation,
+            seq,
+            ts,
+            events: start..to.events.len(),
+            rendered: 0..0,
+        }));
     }
 
     /// Hands each session its outcomes so far, or in `sync` mode sets them aside until
@@ -194,10 +223,14 @@ impl Applier {
         if seq == 0 {
             return;
         }
-        let meta =
-            SnapshotMeta { journal_id, seq, chain_crc: last_crc, ts: self.exchange.time_ns() };
+        let meta = SnapshotMeta {
+            journal_id,
+            seq,
+            chain_crc: last_crc,
+            ts: self.venue.exchange().time_ns(),
+        };
         let snapshot_dir = self.config.snapshot_dir();
-        let taken = take_snapshot(&self.exchange, meta, &snapshot_dir).and_then(|_| {
+        let taken = take_snapshot(&self.venue, meta, &snapshot_dir).and_then(|_| {
             prune(
                 &snapshot_dir,
                 self.config.prunable_journal_dir().as_deref(),

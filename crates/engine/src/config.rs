@@ -66,6 +66,10 @@ pub struct EngineConfig {
     pub exchange: ExchangeConfig,
     /// Also print each result's events in the replay format (for tools and tests).
     pub render_events: bool,
+    /// Keep the order activity (`bourse_core::venue`): every order's record, recent
+    /// fills, and the rule that a remembered client order id is not used again. A data
+    /// directory is made with or without it, and keeps that (`ACTIVITY_MARKER`).
+    pub track_activity: bool,
     /// Fault injection for tests: makes journal writes or syncs fail on demand.
     pub faults: Option<Arc<FaultSwitch>>,
 }
@@ -84,6 +88,7 @@ impl EngineConfig {
             snapshot_on_shutdown: true,
             exchange: ExchangeConfig::default(),
             render_events: false,
+            track_activity: false,
             faults: None,
         }
     }

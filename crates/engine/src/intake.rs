@@ -57,7 +57,7 @@ pub(crate) struct Submission {
 
 /// A read of the state, run on the applier's thread after every command submitted
 /// before it.
-pub(crate) type Query = Box<dyn FnOnce(&bourse_core::Exchange) + Send>;
+pub(crate) type Query = Box<dyn FnOnce(&bourse_core::venue::Venue) + Send>;
 
 pub(crate) enum Intake {
     Command(Submission),

@@ -18,6 +18,7 @@ mod snapshotter;
 pub use config::{Durability, EngineConfig};
 pub use intake::{CommandResult, Outcome, Released, ResultSink, SubmitError};
 pub use pipeline::{
-    Engine, Session, SlowSync, StartError, StartReport, StatsSnapshot, SLOW_SYNC_NS,
+    Engine, Session, SlowSync, StartError, StartReport, StatsSnapshot, ACTIVITY_MARKER,
+    SLOW_SYNC_NS,
 };
-pub use recovery::{recover, Recovered, RecoveryError};
+pub use recovery::{recover, recover_venue, Recovered, RecoveryError};

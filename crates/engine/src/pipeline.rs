@@ -14,11 +14,12 @@
 //! releases its outcomes when the sequencer says it is durable.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-use bourse_core::snapshot::{decode_state, encode_state};
+use bourse_core::snapshot::{decode_venue, encode_venue};
+use bourse_core::venue::Venue;
 use bourse_core::{Command, Exchange, Lookahead};
 use bourse_journal::tail::JournalTail;
 use bourse_journal::{JournalError, JournalWriter, TailPolicy, WriterOptions};
@@ -27,7 +28,7 @@ use crossbeam_channel::{bounded, Sender, TrySendError};
 use crate::applier::Applier;
 use crate::config::{Durability, EngineConfig};
 use crate::intake::{Intake, Payload, Query, ResultSink, SharedSink, Submission, SubmitError};
-use crate::recovery::{recover, RecoveryError};
+use crate::recovery::{recover_venue, RecoveryError};
 use crate::sequencer::Sequencer;
 use crate::snapshotter::Snapshotter;
 
@@ -42,6 +43,8 @@ pub enum StartError {
     Journal(#[from] JournalError),
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
+    #[error("{0}")]
+    Settings(String),
 }
 
 impl StartError {
@@ -50,6 +53,7 @@ impl StartError {
             StartError::Recovery(error) => error.code(),
             StartError::Journal(error) => error.code(),
             StartError::Thread(_) => "thread",
+            StartError::Settings(_) => "settings",
         }
     }
 }
@@ -155,8 +159,13 @@ pub struct StartReport {
     pub torn_tail: Option<String>,
 }
 
+/// `Shared::tap` when no session taps the engine.
+pub(crate) const NO_TAP: u32 = u32::MAX;
+
 pub(crate) struct Shared {
     pub(crate) sessions: RwLock<Vec<Option<SharedSink>>>,
+    /// The session that also gets every other session's applied outcomes (`open_tap`).
+    pub(crate) tap: AtomicU32,
     pub(crate) stopped: AtomicBool,
     /// Set when shutdown begins: no new submission is taken.
     closing: AtomicBool,
@@ -178,6 +187,26 @@ impl Shared {
 
     pub(crate) fn failure(&self) -> Option<String> {
         self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    pub(crate) fn stats_snapshot(&self) -> StatsSnapshot {
+        let stats = &self.stats;
+        StatsSnapshot {
+            commands: stats.commands.load(Ordering::Relaxed),
+            batches: stats.batches.load(Ordering::Relaxed),
+            syncs: stats.syncs.load(Ordering::Relaxed),
+            sync_ns_total: stats.sync_ns_total.load(Ordering::Relaxed),
+            sync_ns_max: stats.sync_ns_max.load(Ordering::Relaxed),
+            sync_ns_buckets: std::array::from_fn(|index| {
+                stats.sync_ns_buckets[index].load(Ordering::Relaxed)
+            }),
+            applied_seq: stats.applied_seq.load(Ordering::SeqCst),
+            snapshots: stats.snapshots.load(Ordering::Relaxed),
+            snapshot_failures: stats.snapshot_failures.load(Ordering::Relaxed),
+            last_snapshot_seq: stats.last_snapshot_seq.load(Ordering::SeqCst),
+            last_snapshot_bytes: stats.last_snapshot_bytes.load(Ordering::Relaxed),
+            last_snapshot_ns: stats.last_snapshot_ns.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -201,12 +230,16 @@ impl Engine {
     /// Recovers the state from `config.data_dir` (unless durability is `none`) and
     /// starts the sequencer and the applier.
     pub fn start(config: EngineConfig) -> Result<Engine, StartError> {
-        let (exchange, writer, report, last_crc) = match config.durability {
-            Durability::None => (Exchange::new(config.exchange), None, StartReport::default(), 0),
+        let (venue, writer, report, last_crc) = match config.durability {
+            Durability::None => {
+                let venue = Venue::new(Exchange::new(config.exchange), config.track_activity);
+                (venue, None, StartReport::default(), 0)
+            }
             _ => open_durable(&config)?,
         };
         let shared = Arc::new(Shared {
             sessions: RwLock::new(Vec::new()),
+            tap: AtomicU32::new(NO_TAP),
             stopped: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             submitting: AtomicUsize::new(0),
@@ -220,7 +253,7 @@ impl Engine {
             Some(writer) if config.snapshot_every_commands > 0 => Some(start_snapshotter(
                 &config,
                 &shared,
-                &exchange,
+                &venue,
                 writer.journal_id(),
                 &report,
                 last_crc,
@@ -242,7 +275,7 @@ impl Engine {
         };
         let applier = Applier {
             config,
-            exchange,
+            venue,
             lookahead: Lookahead::new(),
             batches: applier_receiver,
             recycle,
@@ -274,15 +307,37 @@ impl Engine {
         Session { id: id as u32, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
     }
 
+    /// Opens the tap: a session whose sink gets, besides its own outcomes, every applied
+    /// command of every session, with its events, in sequence order and released like
+    /// any session's (in `sync` mode: once durable). Market data and private feeds
+    /// are built on it. One tap at a time: `None` while another is open; closing the
+    /// session closes the tap.
+    pub fn open_tap(&self, sink: Arc<dyn ResultSink>) -> Option<Session> {
+        let session = self.open_session(sink);
+        self.shared
+            .tap
+            .compare_exchange(NO_TAP, session.id, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| session)
+    }
+
     /// Runs `read` on the state after every command submitted before this call, on the
     /// applier's thread, and returns its result. `None` if the engine is gone.
     pub fn query<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Exchange) -> T + Send + 'static,
     ) -> Option<T> {
+        self.query_venue(move |venue| read(venue.exchange()))
+    }
+
+    /// `query` on the whole venue: the exchange and the order activity (when kept).
+    pub fn query_venue<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Venue) -> T + Send + 'static,
+    ) -> Option<T> {
         let (reply, answer) = bounded(1);
-        let query: Query = Box::new(move |exchange| {
-            let _ = reply.send(read(exchange));
+        let query: Query = Box::new(move |venue| {
+            let _ = reply.send(read(venue));
         });
         self.intake.send(Intake::Query(query)).ok()?;
         answer.recv().ok()
@@ -300,23 +355,7 @@ impl Engine {
     }
 
     pub fn stats(&self) -> StatsSnapshot {
-        let stats = &self.shared.stats;
-        StatsSnapshot {
-            commands: stats.commands.load(Ordering::Relaxed),
-            batches: stats.batches.load(Ordering::Relaxed),
-            syncs: stats.syncs.load(Ordering::Relaxed),
-            sync_ns_total: stats.sync_ns_total.load(Ordering::Relaxed),
-            sync_ns_max: stats.sync_ns_max.load(Ordering::Relaxed),
-            sync_ns_buckets: std::array::from_fn(|index| {
-                stats.sync_ns_buckets[index].load(Ordering::Relaxed)
-            }),
-            applied_seq: stats.applied_seq.load(Ordering::SeqCst),
-            snapshots: stats.snapshots.load(Ordering::Relaxed),
-            snapshot_failures: stats.snapshot_failures.load(Ordering::Relaxed),
-            last_snapshot_seq: stats.last_snapshot_seq.load(Ordering::SeqCst),
-            last_snapshot_bytes: stats.last_snapshot_bytes.load(Ordering::Relaxed),
-            last_snapshot_ns: stats.last_snapshot_ns.load(Ordering::Relaxed),
-        }
+        self.shared.stats_snapshot()
     }
 
     /// Why the engine stopped taking commands, if it did.
@@ -384,6 +423,44 @@ impl Session {
         }
     }
 
+    /// Queues `read`, to run on the applier's thread after every command submitted
+    /// before it (in `sync` mode: once those are durable); it answers through whatever
+    /// it captures. Refused like `submit` when the queue is full or the engine stopped
+    /// (then `read` never runs).
+    pub fn query(&self, read: impl FnOnce(&Venue) + Send + 'static) -> Result<(), SubmitError> {
+        let shared = &self.shared;
+        if shared.closing.load(Ordering::SeqCst) || shared.stopped.load(Ordering::SeqCst) {
+            return Err(self.stopped_error());
+        }
+        match self.intake.try_send(Intake::Query(Box::new(read))) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => {
+                Err(SubmitError::Busy { capacity: shared.queue_capacity })
+            }
+            Err(TrySendError::Disconnected(_)) => Err(self.stopped_error()),
+        }
+    }
+
+    /// Why the engine stopped taking commands, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure()
+    }
+
+    /// The engine's counters (as `Engine::stats`).
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared.stats_snapshot()
+    }
+
+    /// Commands and queries waiting in the intake queue now.
+    pub fn queue_len(&self) -> usize {
+        self.intake.len()
+    }
+
+    /// The intake queue's capacity.
+    pub fn queue_capacity(&self) -> usize {
+        self.shared.queue_capacity
+    }
+
     fn stopped_error(&self) -> SubmitError {
         SubmitError::Stopped(self.shared.failure().unwrap_or_else(|| "shut down".to_string()))
     }
@@ -391,6 +468,8 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        let _ =
+            self.shared.tap.compare_exchange(self.id, NO_TAP, Ordering::AcqRel, Ordering::Acquire);
         let mut sessions = self.shared.sessions.write().unwrap_or_else(|p| p.into_inner());
         if let Some(slot) = sessions.get_mut(self.id as usize) {
             *slot = None;
@@ -402,15 +481,17 @@ fn spawn(name: &str, run: impl FnOnce() + Send + 'static) -> Result<JoinHandle<(
     std::thread::Builder::new().name(name.to_string()).spawn(run).map_err(StartError::Thread)
 }
 
-type Opened = (Exchange, Option<JournalWriter>, StartReport, u32);
+type Opened = (Venue, Option<JournalWriter>, StartReport, u32);
 
 fn open_durable(config: &EngineConfig) -> Result<Opened, StartError> {
-    let recovered = recover(
+    let recovered = recover_venue(
         &config.journal_dir(),
         &config.snapshot_dir(),
         config.exchange,
+        config.track_activity,
         TailPolicy::Repair,
     )?;
+    check_activity_setting(config, recovered.last_seq == 0 && recovered.snapshot.is_none())?;
     let options =
         WriterOptions { segment_bytes: config.segment_bytes, faults: config.faults.clone() };
     let writer = JournalWriter::open_with_id(
@@ -440,33 +521,72 @@ fn open_durable(config: &EngineConfig) -> Result<Opened, StartError> {
             )
         }),
     };
-    Ok((recovered.exchange, Some(writer), report, recovered.last_crc))
+    Ok((recovered.venue, Some(writer), report, recovered.last_crc))
+}
+
+/// Marks a data directory whose journal keeps the order activity: it decides which
+/// orders are rejected (a remembered client id used again), so every start must agree.
+pub const ACTIVITY_MARKER: &str = "order-activity";
+
+/// A new data directory records `track_activity`; an existing one must have been made
+/// with the same setting, or replaying its journal could decide differently.
+fn check_activity_setting(config: &EngineConfig, fresh: bool) -> Result<(), StartError> {
+    let marker = config.data_dir.join(ACTIVITY_MARKER);
+    let marked = marker.exists();
+    if fresh && config.track_activity && !marked {
+        let note = "This data directory keeps order activity (records, fills, the client id \
+                    rule); start it with order activity on.\n";
+        std::fs::write(&marker, note)
+            .and_then(|()| bourse_journal::segment::sync_dir(&config.data_dir))
+            .map_err(|error| {
+                StartError::Settings(format!("cannot write {}: {error}", marker.display()))
+            })?;
+        return Ok(());
+    }
+    if fresh && !config.track_activity && marked {
+        std::fs::remove_file(&marker).map_err(|error| {
+            StartError::Settings(format!("cannot remove {}: {error}", marker.display()))
+        })?;
+        return Ok(());
+    }
+    match (marked, config.track_activity) {
+        (true, false) => Err(StartError::Settings(format!(
+            "{} was made with order activity on (bourse serve); start it with order activity on",
+            config.data_dir.display()
+        ))),
+        (false, true) => Err(StartError::Settings(format!(
+            "{} was made without order activity (a bench or tool); bourse serve needs a data \
+             directory of its own",
+            config.data_dir.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Starts the snapshotter on a copy of the recovered state.
 fn start_snapshotter(
     config: &EngineConfig,
     shared: &Arc<Shared>,
-    exchange: &Exchange,
+    venue: &Venue,
     journal_id: u64,
     report: &StartReport,
     last_crc: u32,
 ) -> Result<(Sender<()>, JoinHandle<()>), StartError> {
     let mut state = Vec::new();
-    encode_state(exchange, &mut state);
-    let copy = decode_state(&state, config.exchange).map_err(|error| {
+    encode_venue(venue, &mut state);
+    let copy = decode_venue(&state, config.exchange, config.track_activity).map_err(|error| {
         StartError::Thread(std::io::Error::other(format!("copying the state: {error}")))
     })?;
     let (stop, stop_receiver) = bounded(1);
     let snapshotter = Snapshotter {
         config: config.clone(),
         shared: Arc::clone(shared),
-        exchange: copy,
+        venue: copy,
         tail: JournalTail::new(&config.journal_dir(), report.last_seq + 1, last_crc),
         journal_id,
         last_seq: report.last_seq,
         last_crc,
-        last_ts: exchange.time_ns(),
+        last_ts: venue.exchange().time_ns(),
         last_snapshot_seq: report.snapshot_seq.unwrap_or(0),
         stop: stop_receiver,
     };

@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use bourse_core::snapshot::decode_state;
+use bourse_core::snapshot::decode_venue;
+use bourse_core::venue::Venue;
 use bourse_core::{Command, Event, Exchange, ExchangeConfig, Lookahead};
 use bourse_journal::snapshot_file::remove_temporary_snapshots;
 use bourse_journal::{
@@ -41,7 +42,8 @@ impl RecoveryError {
 
 /// The rebuilt state and where the journal goes on.
 pub struct Recovered {
-    pub exchange: Exchange,
+    /// The exchange, with the order activity when recovery was asked to keep it.
+    pub venue: Venue,
     /// The snapshot the state started from.
     pub snapshot: Option<(PathBuf, SnapshotMeta)>,
     /// Snapshots that were newer but did not read back (path, reason).
@@ -59,28 +61,42 @@ pub struct Recovered {
 
 /// Rebuilds the state from `snapshot_dir` and `journal_dir`. With `TailPolicy::Repair`
 /// a torn tail is removed (the journal can then be appended to); with `ReadOnly`
-/// nothing on disk changes.
+/// nothing on disk changes. The order activity is not kept (`recover_venue` keeps it).
 pub fn recover(
     journal_dir: &Path,
     snapshot_dir: &Path,
     exchange_config: ExchangeConfig,
     policy: TailPolicy,
 ) -> Result<Recovered, RecoveryError> {
+    recover_venue(journal_dir, snapshot_dir, exchange_config, false, policy)
+}
+
+/// `recover`, keeping the order activity (`bourse_core::venue`) when `track_activity`:
+/// restored from the snapshot (or rebuilt from its open orders, for a snapshot written
+/// without it) and brought up to date by the journal.
+pub fn recover_venue(
+    journal_dir: &Path,
+    snapshot_dir: &Path,
+    exchange_config: ExchangeConfig,
+    track_activity: bool,
+    policy: TailPolicy,
+) -> Result<Recovered, RecoveryError> {
     let removed_temporary_snapshots = match policy {
         TailPolicy::Repair => remove_temporary_snapshots(snapshot_dir)?,
         TailPolicy::ReadOnly => 0,
     };
-    let (base, skipped_snapshots) = newest_valid_snapshot(snapshot_dir, exchange_config)?;
-    let (mut exchange, snapshot) = match base {
-        Some((exchange, path, meta)) => (exchange, Some((path, meta))),
-        None => (Exchange::new(exchange_config), None),
+    let (base, skipped_snapshots) =
+        newest_valid_snapshot(snapshot_dir, exchange_config, track_activity)?;
+    let (mut venue, snapshot) = match base {
+        Some((venue, path, meta)) => (venue, Some((path, meta))),
+        None => (Venue::new(Exchange::new(exchange_config), track_activity), None),
     };
     let base_seq = snapshot.as_ref().map_or(0, |(_, meta)| meta.seq);
     let snapshot_chain = snapshot.as_ref().map(|(path, meta)| (path.as_path(), meta));
     // Read-only first: a "torn tail" that a snapshot covers was durable once, and must
     // be refused as damage, not zeroed.
     let (mut journal, replayed, chain_error) =
-        replay_journal(journal_dir, base_seq, snapshot_chain, &mut exchange)?;
+        replay_journal(journal_dir, base_seq, snapshot_chain, &mut venue)?;
     if let Some(error) = chain_error {
         return Err(error);
     }
@@ -108,7 +124,7 @@ pub fn recover(
         _ => (journal.next_seq - 1, journal.last_crc, journal.last_ts),
     };
     Ok(Recovered {
-        exchange,
+        venue,
         snapshot,
         skipped_snapshots,
         journal,
@@ -145,20 +161,20 @@ impl Chunk<'_> {
 type Replayed = (ScanReport, u64, Option<RecoveryError>);
 
 /// Reads the journal (mapped; every record checked) and decodes its commands on one
-/// thread while applying the records after `base_seq` to `exchange` on another, so the
+/// thread while applying the records after `base_seq` to `venue` on another, so the
 /// checksums, the reading and the decoding overlap with the core's work. Returns the
 /// scan, the records applied and a snapshot chain break, if any.
 fn replay_journal(
     journal_dir: &Path,
     base_seq: u64,
     snapshot: Option<(&Path, &SnapshotMeta)>,
-    exchange: &mut Exchange,
+    venue: &mut Venue,
 ) -> Result<Replayed, RecoveryError> {
     let mapped = MappedSegments::map(journal_dir)?;
     let (full, filled) = crossbeam_channel::bounded::<Chunk<'_>>(4);
     let (recycle, recycled) = crossbeam_channel::bounded::<Chunk<'_>>(6);
     std::thread::scope(|scope| {
-        let applier = scope.spawn(move || apply_chunks(exchange, &filled, &recycle));
+        let applier = scope.spawn(move || apply_chunks(venue, &filled, &recycle));
         let mut chain_error = None;
         let mut chunk = Chunk::with_capacity(CHUNK_RECORDS);
         let scanned = mapped.scan(|header, payload, _| {
@@ -218,7 +234,7 @@ fn send_chunk<'m>(
 
 /// The applying side of `replay_journal`, with the cache hints of the commands ahead.
 fn apply_chunks<'m>(
-    exchange: &mut Exchange,
+    venue: &mut Venue,
     filled: &crossbeam_channel::Receiver<Chunk<'m>>,
     recycle: &crossbeam_channel::Sender<Chunk<'m>>,
 ) -> Result<u64, JournalError> {
@@ -227,9 +243,9 @@ fn apply_chunks<'m>(
     let mut replayed = 0u64;
     for mut chunk in filled {
         for (index, command) in chunk.commands.iter().enumerate() {
-            lookahead.hint(exchange, &chunk.commands[index + 1..]);
+            lookahead.hint(venue.exchange(), &chunk.commands[index + 1..]);
             let (seq, ts) = chunk.stamps[index];
-            exchange.apply(seq, Some(ts), command, &mut events);
+            venue.apply(seq, Some(ts), command, &mut events);
             events.clear();
         }
         replayed += chunk.commands.len() as u64;
@@ -239,7 +255,7 @@ fn apply_chunks<'m>(
     Ok(replayed)
 }
 
-type LoadedSnapshot = (Exchange, PathBuf, SnapshotMeta);
+type LoadedSnapshot = (Venue, PathBuf, SnapshotMeta);
 /// Snapshots that did not read back: (path, reason).
 type SkippedSnapshots = Vec<(PathBuf, String)>;
 
@@ -247,18 +263,19 @@ type SkippedSnapshots = Vec<(PathBuf, String)>;
 fn newest_valid_snapshot(
     snapshot_dir: &Path,
     exchange_config: ExchangeConfig,
+    track_activity: bool,
 ) -> Result<(Option<LoadedSnapshot>, SkippedSnapshots), RecoveryError> {
     let mut skipped = Vec::new();
     for entry in list_snapshots(snapshot_dir)? {
         let loaded = read_snapshot(&entry.path).map_err(|error| error.to_string()).and_then(
             |(meta, body)| {
-                decode_state(&body, exchange_config)
-                    .map(|exchange| (exchange, meta))
+                decode_venue(&body, exchange_config, track_activity)
+                    .map(|venue| (venue, meta))
                     .map_err(|error| format!("snapshot state: {error}"))
             },
         );
         match loaded {
-            Ok((exchange, meta)) => return Ok((Some((exchange, entry.path, meta)), skipped)),
+            Ok((venue, meta)) => return Ok((Some((venue, entry.path, meta)), skipped)),
             Err(reason) => skipped.push((entry.path, reason)),
         }
     }

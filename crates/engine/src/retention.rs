@@ -3,19 +3,19 @@
 
 use std::path::Path;
 
-use bourse_core::snapshot::encode_state;
-use bourse_core::Exchange;
+use bourse_core::snapshot::encode_venue;
+use bourse_core::venue::Venue;
 use bourse_journal::retire::{remove_retired, retire};
 use bourse_journal::segment::{list_segments, sync_dir};
 use bourse_journal::{list_snapshots, write_snapshot_paced, JournalError, SnapshotMeta};
 
-/// Encodes `exchange` and writes it as the snapshot `meta` describes (atomically).
+/// Encodes `venue` and writes it as the snapshot `meta` describes (atomically).
 pub fn take_snapshot(
-    exchange: &Exchange,
+    venue: &Venue,
     meta: SnapshotMeta,
     snapshot_dir: &Path,
 ) -> Result<u64, JournalError> {
-    write_state(exchange, meta, snapshot_dir, None)
+    write_state(venue, meta, snapshot_dir, None)
 }
 
 /// Bytes a periodic snapshot writes between two syncs (see `write_snapshot_paced`).
@@ -23,21 +23,21 @@ pub const SNAPSHOT_PACE_BYTES: usize = 256 << 10;
 
 /// `take_snapshot` beside a live journal: written in synced steps.
 pub fn take_snapshot_paced(
-    exchange: &Exchange,
+    venue: &Venue,
     meta: SnapshotMeta,
     snapshot_dir: &Path,
 ) -> Result<u64, JournalError> {
-    write_state(exchange, meta, snapshot_dir, Some(SNAPSHOT_PACE_BYTES))
+    write_state(venue, meta, snapshot_dir, Some(SNAPSHOT_PACE_BYTES))
 }
 
 fn write_state(
-    exchange: &Exchange,
+    venue: &Venue,
     meta: SnapshotMeta,
     snapshot_dir: &Path,
     pace: Option<usize>,
 ) -> Result<u64, JournalError> {
     let mut body = Vec::new();
-    encode_state(exchange, &mut body);
+    encode_venue(venue, &mut body);
     write_snapshot_paced(snapshot_dir, meta, &body, pace)?;
     Ok(body.len() as u64)
 }

@@ -13,7 +13,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bourse_core::{Event, Exchange};
+use bourse_core::venue::Venue;
+use bourse_core::Event;
 use bourse_journal::tail::JournalTail;
 use bourse_journal::{decode_command, JournalError, SnapshotMeta};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -28,7 +29,7 @@ const POLL: Duration = Duration::from_millis(50);
 pub(crate) struct Snapshotter {
     pub(crate) config: EngineConfig,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) exchange: Exchange,
+    pub(crate) venue: Venue,
     pub(crate) tail: JournalTail,
     pub(crate) journal_id: u64,
     /// The last command the copy includes, its crc and its timestamp.
@@ -63,7 +64,7 @@ impl Snapshotter {
         }
         let mut events: Vec<Event> = Vec::with_capacity(64);
         let mut decode_error = None;
-        let exchange = &mut self.exchange;
+        let venue = &mut self.venue;
         let (last_seq, last_crc, last_ts) =
             (&mut self.last_seq, &mut self.last_crc, &mut self.last_ts);
         self.tail.read_until(durable_until, |header, payload| {
@@ -72,7 +73,7 @@ impl Snapshotter {
             }
             match decode_command(payload) {
                 Ok(command) => {
-                    exchange.apply(header.seq, Some(header.ts), &command, &mut events);
+                    venue.apply(header.seq, Some(header.ts), &command, &mut events);
                     events.clear();
                     (*last_seq, *last_crc, *last_ts) = (header.seq, header.crc, header.ts);
                 }
@@ -101,7 +102,7 @@ impl Snapshotter {
             chain_crc: self.last_crc,
             ts: self.last_ts,
         };
-        let bytes = take_snapshot_paced(&self.exchange, meta, &self.config.snapshot_dir())?;
+        let bytes = take_snapshot_paced(&self.venue, meta, &self.config.snapshot_dir())?;
         prune(
             &self.config.snapshot_dir(),
             self.config.prunable_journal_dir().as_deref(),

@@ -224,7 +224,7 @@ fn check_recovery(dir: &Path, applied: &[Applied], submitted: u64, exact: bool) 
             recover(&journal_dir, &snapshot_dir, Default::default(), TailPolicy::ReadOnly).unwrap();
         assert_eq!(recovered.last_seq, last_seq);
         assert!(recovered.snapshot.is_none(), "no snapshot is taken after a failure");
-        assert_eq!(state_digest(&recovered.exchange), replay.digest());
+        assert_eq!(state_digest(recovered.venue.exchange()), replay.digest());
     }
     // A restarted engine starts from it and goes on where the journal ends.
     let engine = Engine::start(config(dir)).unwrap();
@@ -253,7 +253,7 @@ fn check_recovery(dir: &Path, applied: &[Applied], submitted: u64, exact: bool) 
     engine.shutdown().unwrap();
     let recovered =
         recover(&journal_dir, &snapshot_dir, Default::default(), TailPolicy::ReadOnly).unwrap();
-    assert_eq!(state_digest(&recovered.exchange), replay.digest());
+    assert_eq!(state_digest(recovered.venue.exchange()), replay.digest());
 }
 
 /// Runs the stream against an engine on `dir` and calls `trigger` once `applied_before`

@@ -102,7 +102,7 @@ fn outcomes_match_a_straight_replay_and_survive_restarts() {
     )
     .unwrap();
     assert_eq!(recovered.replayed, all.len() as u64);
-    assert_eq!(bourse_core::format::state_digest(&recovered.exchange), live_digest);
+    assert_eq!(bourse_core::format::state_digest(recovered.venue.exchange()), live_digest);
     // The replay without timestamps differs from the live state only in its time.
     assert_ne!(live_digest, expected_digest);
 }
@@ -156,4 +156,41 @@ fn a_full_queue_says_busy_and_every_accepted_command_still_gets_its_outcome() {
         assert_eq!(outcomes, accepted);
     });
     engine.shutdown().unwrap();
+}
+
+#[test]
+fn the_tap_sees_every_sessions_commands_in_sequence_with_their_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::start(config(dir.path())).unwrap();
+    let (tap_sink, tapped): (_, Receiver<Released>) = unbounded();
+    let tap = engine.open_tap(Arc::new(tap_sink)).expect("no tap open yet");
+    let (other_sink, _) = unbounded::<Released>();
+    assert!(engine.open_tap(Arc::new(other_sink)).is_none(), "one tap at a time");
+    let lines = lines();
+    let (first, second) = lines.split_at(lines.len() / 2);
+    // Two sessions, one after the other.
+    let mut expected = run(&engine, first);
+    expected.extend(run(&engine, second));
+    let mut seen = Vec::new();
+    let mut last_seq = 0;
+    while seen.len() < lines.len() {
+        let released = tapped.recv().unwrap();
+        for outcome in &released.outcomes {
+            let Outcome::Applied(result) = outcome else { panic!("{outcome:?}") };
+            assert!(result.seq > last_seq, "in sequence order");
+            last_seq = result.seq;
+            let events = released.events_of(result);
+            assert!(matches!(
+                events.first(),
+                Some(bourse_core::Event::Accepted { .. } | bourse_core::Event::Rejected { .. })
+            ));
+            seen.push(events.len());
+        }
+    }
+    let rendered_counts: Vec<usize> =
+        expected.iter().map(|events| events.lines().count()).collect();
+    assert_eq!(seen, rendered_counts, "the tap gets each command's events, all of them");
+    drop(tap);
+    let (again, _) = unbounded::<Released>();
+    assert!(engine.open_tap(Arc::new(again)).is_some(), "closing the tap's session frees it");
 }

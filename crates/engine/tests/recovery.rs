@@ -117,7 +117,7 @@ fn recover_read_only(dir: &Path) -> Result<Recovered, RecoveryError> {
 }
 
 fn digest_of(recovered: &Recovered) -> String {
-    state_digest(&recovered.exchange)
+    state_digest(recovered.venue.exchange())
 }
 
 /// Every file of the data directory and its bytes.

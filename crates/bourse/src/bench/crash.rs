@@ -342,8 +342,12 @@ fn verify(data_dir: &Path, commands: &[Command<'static>], seen: &Seen) -> Result
         TailPolicy::ReadOnly,
     )
     .map_err(|error| format!("recovery refused: {error}"))?;
-    recovered.exchange.check_invariants().map_err(|error| format!("recovered state: {error}"))?;
-    let digest = state_digest(&recovered.exchange);
+    recovered
+        .venue
+        .exchange()
+        .check_invariants()
+        .map_err(|error| format!("recovered state: {error}"))?;
+    let digest = state_digest(recovered.venue.exchange());
     let expected = state_digest(&reference);
     if digest != expected {
         return Err(format!(

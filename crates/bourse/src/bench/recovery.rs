@@ -56,6 +56,7 @@ pub fn run(args: &RecoveryArgs) -> Result<(), String> {
     let write_secs = started.elapsed().as_secs_f64();
 
     let (journal_secs, journal_digest, open_orders) = timed_recovery(&config)?;
+    let middle_state = bourse_core::venue::Venue::new(middle_state, false);
     let snapshot_bytes = take_snapshot(&middle_state, middle_meta, &config.snapshot_dir())
         .map_err(|error| error.to_string())?;
     drop(middle_state);
@@ -160,5 +161,9 @@ fn timed_recovery(config: &EngineConfig) -> Result<(f64, String, usize), String>
     )
     .map_err(|error| error.to_string())?;
     let seconds = started.elapsed().as_secs_f64();
-    Ok((seconds, state_digest(&recovered.exchange), recovered.exchange.open_order_count()))
+    Ok((
+        seconds,
+        state_digest(recovered.venue.exchange()),
+        recovered.venue.exchange().open_order_count(),
+    ))
 }

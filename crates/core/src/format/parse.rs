@@ -244,7 +244,9 @@ const STP_MODES: [(&str, StpMode); 4] = [
     ("none", StpMode::None),
 ];
 
-/// Parses one non-blank line of the replay format.
+/// Parses one non-blank line of the replay format. Only the replay format's commands:
+/// the venue's own (`halt`, `resume`, `cancel_all`, which `write_command` prints for
+/// journal exports) are an unknown `cmd` here, so `malformed`.
 pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
     let fields: RawFields<'_> = serde_json::from_str(line)
         .map_err(|error| malformed(format!("not a JSON object: {error}")))?;
@@ -373,6 +375,20 @@ mod tests {
         assert_eq!(json_integer("99999999999999999999999"), Some(i64::MAX));
         for bad in ["1.0", "1e3", "\"1\"", "null", "true", ""] {
             assert_eq!(json_integer(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn venue_commands_are_not_replay_format_commands() {
+        // Well formed as venue commands, but the spec has no such `cmd`: `malformed`.
+        for line in [
+            r#"{"cmd":"halt","symbol":"BTC-USD"}"#,
+            r#"{"cmd":"resume","symbol":"BTC-USD"}"#,
+            r#"{"cmd":"cancel_all","account":"alice"}"#,
+            r#"{"cmd":"cancel_all","account":"alice","symbol":"BTC-USD","ts":3}"#,
+        ] {
+            let error = parse(line).unwrap_err();
+            assert!(error.0.contains("unknown cmd"), "{line}: {error}");
         }
     }
 

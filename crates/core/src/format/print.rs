@@ -163,7 +163,12 @@ fn write_trade(out: &mut String, exchange: &Exchange, trade: &TradeEvent) {
 }
 
 /// Appends `command` as one replay-format line (with its newline), with `ts` when
-/// given. Parsing the line gives back the same command.
+/// given. Parsing the line gives back the same command, except for the venue's own
+/// commands (`Command::is_venue_command`), which are printed in the same style
+/// (`{"cmd":"halt","symbol":...}`, `{"cmd":"resume","symbol":...}`,
+/// `{"cmd":"cancel_all","account":...,"symbol":...}`, `symbol` only when given) but
+/// are not replay-format commands: parsing them gives `malformed`, as the spec says of
+/// an unknown `cmd`.
 pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<u64>) {
     let mut line = CommandLine { out, first: true };
     match command {
@@ -231,6 +236,21 @@ pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<u64>) {
             }
             if let Some(qty) = amend.qty {
                 line.decimal("qty", qty);
+            }
+        }
+        Command::Halt { symbol } => {
+            line.string("cmd", "halt");
+            line.string("symbol", symbol);
+        }
+        Command::Resume { symbol } => {
+            line.string("cmd", "resume");
+            line.string("symbol", symbol);
+        }
+        Command::CancelAll { account, symbol } => {
+            line.string("cmd", "cancel_all");
+            line.string("account", &account.to_string());
+            if let Some(symbol) = symbol {
+                line.string("symbol", symbol);
             }
         }
     }
@@ -307,6 +327,43 @@ mod tests {
             write_command(&mut printed, &parsed.command, parsed.ts);
             let reparsed = crate::format::parse_line(printed.trim_end()).unwrap();
             assert_eq!(reparsed, parsed, "{printed}");
+        }
+    }
+
+    #[test]
+    fn venue_commands_print_in_the_same_style_but_do_not_parse() {
+        use crate::command::AccountRef;
+        use crate::ids::AccountId;
+        let cases = [
+            (
+                Command::Halt { symbol: "BTC-USD".into() },
+                Some(5),
+                r#"{"cmd":"halt","symbol":"BTC-USD","ts":5}"#,
+            ),
+            (
+                Command::Resume { symbol: "B\"S".into() },
+                None,
+                r#"{"cmd":"resume","symbol":"B\"S"}"#,
+            ),
+            (
+                Command::CancelAll { account: "alice".into(), symbol: Some("ETH-USD".into()) },
+                None,
+                r#"{"cmd":"cancel_all","account":"alice","symbol":"ETH-USD"}"#,
+            ),
+            (
+                Command::CancelAll { account: AccountRef::Id(AccountId(3)), symbol: None },
+                Some(9),
+                r##"{"cmd":"cancel_all","account":"#3","ts":9}"##,
+            ),
+        ];
+        for (command, ts, expected) in cases {
+            let mut printed = String::new();
+            write_command(&mut printed, &command, ts);
+            assert_eq!(printed, format!("{expected}\n"));
+            let parsed: serde_json::Value = serde_json::from_str(&printed).unwrap();
+            assert!(parsed.is_object());
+            // Not replay-format commands: `malformed`, like any unknown `cmd`.
+            assert!(crate::format::parse_line(printed.trim_end()).is_err(), "{printed}");
         }
     }
 

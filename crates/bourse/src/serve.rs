@@ -1,0 +1,119 @@
+//! `bourse serve`: runs the exchange until SIGTERM or ctrl-c, then shuts it down
+//! cleanly (stop intake, drain, snapshot).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use bourse_server::{Overrides, ServeConfig, StartNotes};
+use clap::Args;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// A TOML file of settings (see docs/operations.md); flags and BOURSE_* variables
+    /// override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Where the journal, snapshots and keys live [default: ./data].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The REST address [default: 127.0.0.1:8080].
+    #[arg(long)]
+    http: Option<SocketAddr>,
+    /// The binary TCP order-entry address [default: 127.0.0.1:9090].
+    #[arg(long)]
+    tcp: Option<SocketAddr>,
+    /// sync (an acknowledgement means on disk), async or none [default: sync].
+    #[arg(long)]
+    durability: Option<String>,
+    /// Also declare demo instruments and funded accounts (once) and print their keys.
+    #[arg(long)]
+    demo: bool,
+}
+
+pub fn run(args: ServeArgs) -> Result<(), String> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BOURSE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    let overrides = Overrides {
+        data_dir: args.data_dir,
+        http_listen: args.http,
+        tcp_listen: args.tcp,
+        durability: args.durability,
+    };
+    let config = ServeConfig::load(args.config.as_deref(), std::env::vars(), &overrides)
+        .map_err(|error| error.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("bourse-gateway")
+        .build()
+        .map_err(|error| format!("cannot start the async runtime: {error}"))?;
+    runtime.block_on(async move {
+        let mut server =
+            bourse_server::start(config, args.demo).await.map_err(|error| error.to_string())?;
+        print_notes(&server.notes);
+        let stop = server.take_stop();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            eprintln!("bourse: stopping (finishing requests in progress, then a snapshot)");
+            if let Some(stop) = stop {
+                let _ = stop.send(());
+            }
+        });
+        server.wait().await.map_err(|error| error.to_string())?;
+        eprintln!("bourse: stopped");
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(terminate) => terminate,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+fn print_notes(notes: &StartNotes) {
+    println!(
+        "bourse: serving REST and WebSocket on http://{} (ws://{}/v1/ws)",
+        notes.http, notes.http
+    );
+    println!("bourse: serving binary order entry on tcp://{}", notes.tcp);
+    println!(
+        "bourse: data in {} (recovered up to command {})",
+        notes.data_dir.display(),
+        notes.recovered_seq
+    );
+    match &notes.first_start {
+        Some(first) => println!(
+            "bourse: first start: the admin API key {} was written to {}",
+            first.admin_key.id,
+            first.admin_key_file.display()
+        ),
+        None => println!("bourse: the admin API key is in {}", notes.admin_key_file.display()),
+    }
+    for (account, key, secret) in &notes.demo_keys {
+        println!("bourse: demo account {account}: key {key} secret {}", secret.expose());
+    }
+    if !notes.demo_keys.is_empty() {
+        println!("bourse: try the examples in docs/api.md");
+    }
+}

@@ -1,0 +1,1130 @@
+//! The venue's own commands: `halt`, `resume` and `cancel_all` (`Venue::apply`).
+//!
+//! Hand-written scenarios pin each rule: a halt rejects new orders and amends on its
+//! instrument (`instrument_halted`, after `unknown_symbol` and `unknown_order`, before
+//! everything else) but lets cancels and cancel-alls through; a resume restores
+//! trading; unknown symbols are rejected; halting twice changes nothing; a cancel-all
+//! cancels every open order of its account (or those on one instrument), each as a
+//! `cancel` would, releasing its hold, in ascending order id with activity and in book
+//! order without; the activity's records become `canceled`. The exchange alone rejects
+//! these commands `malformed` and changes nothing. Snapshots carry the halts, with and
+//! without activity, and hostile snapshot bytes never panic. Random streams with halts,
+//! resumes and cancel-alls mixed in check every rule against a model, the invariants
+//! after every command, and that a venue restored from a snapshot taken anywhere goes
+//! on exactly like the original.
+//!
+//! The funded venue (as in `venue.rs`): BTC-USD tick 1, lot 0.01, qty 0.1..=100, no
+//! fees; ETH-USD tick 0.01, lot 1, qty 1..=1000, maker 10 bps, taker 25 bps; BTC has 8
+//! decimals, USD 2, ETH 3; alice, bob and carol each hold 10 BTC, 100,000 USD and
+//! 100 ETH.
+
+mod random;
+mod support;
+mod venue_stream;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use bourse_core::event::CommandOrderKey;
+use bourse_core::format::write_event;
+use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
+use bourse_core::snapshot::{
+    decode_venue, encode_state, encode_venue, SnapshotError, MAGIC, VENUE_FORMAT_VERSION,
+    VENUE_MAGIC,
+};
+use bourse_core::venue::OrderStatus;
+use bourse_core::{
+    AccountRef, Command, DoneReason, Event, Exchange, ExchangeConfig, Qty, RejectReason, Side,
+    Venue,
+};
+use random::Random;
+use serde_json::Value;
+use support::{
+    amend_price, amend_qty, assert_events, asset, buy, cancel, deposit, instrument, sell, Cmd, Fed,
+};
+use venue_stream::{command_of, random_venue_stream, DEFINITIONS, MARKETS};
+
+// ----------------------------------------------------------------------------------
+// Harness
+
+fn halt(symbol: &str) -> Cmd {
+    Cmd::new("halt").with("symbol", symbol)
+}
+
+fn resume(symbol: &str) -> Cmd {
+    Cmd::new("resume").with("symbol", symbol)
+}
+
+fn cancel_all(account: &str) -> Cmd {
+    Cmd::new("cancel_all").with("account", account)
+}
+
+/// A canceled order's `done` as the tests write it.
+fn canceled(account: &str, id: &str, filled: &str) -> String {
+    format!(
+        r#"{{"ev":"done","account":"{account}","id":"{id}","reason":"canceled","filled":"{filled}"}}"#
+    )
+}
+
+const ACCEPTED: &str = r#"{"ev":"accepted"}"#;
+
+/// A venue fed lines (replay-format ones, and the venue's own commands as
+/// `write_command` prints them) one at a time; checks the venue's invariants (money
+/// conserved, holds equal to what open orders hold, records equal to open orders,
+/// halts of existing instruments) after every line.
+struct Harness {
+    venue: Venue,
+    seq: u64,
+}
+
+impl Harness {
+    fn new(track_activity: bool) -> Harness {
+        Harness { venue: Venue::new(Exchange::default(), track_activity), seq: 0 }
+    }
+
+    /// The funded venue (seq 1 to 14).
+    fn funded(track_activity: bool) -> Harness {
+        let mut harness = Harness::new(track_activity);
+        harness.ok(asset("BTC", 8));
+        harness.ok(asset("USD", 2));
+        harness.ok(asset("ETH", 3));
+        harness.ok(instrument("BTC-USD", "BTC", "USD"));
+        harness.ok(instrument("ETH-USD", "ETH", "USD")
+            .with("tick", "0.01")
+            .with("lot", "1")
+            .with("min_qty", "1")
+            .with("max_qty", "1000")
+            .with("maker_fee_bps", 10)
+            .with("taker_fee_bps", 25));
+        for account in ["alice", "bob", "carol"] {
+            harness.ok(deposit(account, "BTC", "10"));
+            harness.ok(deposit(account, "USD", "100000"));
+            harness.ok(deposit(account, "ETH", "100"));
+        }
+        harness
+    }
+
+    fn feed(&mut self, line: impl fmt::Display) -> Fed {
+        let line = line.to_string();
+        let (command, ts) = command_of(&line);
+        let events = self.apply(&command, ts);
+        Fed { seq: self.seq, line, events }
+    }
+
+    /// Applies a command at the next seq; returns its events as JSON.
+    fn apply(&mut self, command: &Command<'_>, ts: Option<u64>) -> Vec<Value> {
+        self.seq += 1;
+        let mut events = Vec::new();
+        self.venue.apply(self.seq, ts, command, &mut events);
+        if let Err(problem) = self.venue.check_invariants() {
+            panic!("invariants broken after seq {} ({command:?}): {problem}", self.seq);
+        }
+        events
+            .iter()
+            .map(|event| {
+                let mut text = String::new();
+                write_event(&mut text, self.venue.exchange(), event);
+                serde_json::from_str(&text).expect("an event is JSON")
+            })
+            .collect()
+    }
+
+    fn ok(&mut self, line: impl fmt::Display) -> Fed {
+        let fed = self.feed(line);
+        assert_eq!(
+            fed.events[0]["ev"], "accepted",
+            "seq {}: {}: {:?}",
+            fed.seq, fed.line, fed.events
+        );
+        fed
+    }
+
+    fn account(&self, name: &str) -> AccountId {
+        self.venue.exchange().ledger().find_account(name).expect("the account exists")
+    }
+
+    /// (available, held) of `account` in `asset`, in the asset's smallest units.
+    fn balance(&self, account: &str, asset: &str) -> (i64, i64) {
+        let exchange = self.venue.exchange();
+        let asset = exchange.find_asset(asset).expect("the asset exists");
+        let balance = exchange.ledger().balance(self.account(account), asset);
+        (balance.available.0, balance.held.0)
+    }
+
+    fn halted(&self) -> Vec<&str> {
+        self.venue.halted_symbols().collect()
+    }
+
+    fn encoded(&self) -> Vec<u8> {
+        venue_bytes(&self.venue)
+    }
+}
+
+/// The command of a line, owning its strings.
+fn owned_command(line: impl fmt::Display) -> (Command<'static>, Option<u64>) {
+    let line = line.to_string();
+    let (command, ts) = command_of(&line);
+    (command.into_owned(), ts)
+}
+
+fn venue_bytes(venue: &Venue) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    encode_venue(venue, &mut bytes);
+    bytes
+}
+
+fn state_bytes(exchange: &Exchange) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    encode_state(exchange, &mut bytes);
+    bytes
+}
+
+const BTC_USD: InstrumentId = InstrumentId(0);
+const ETH_USD: InstrumentId = InstrumentId(1);
+
+/// The deposits of the funded venue, in smallest units: 10 BTC, 100,000 USD, 100 ETH.
+const FUNDED: [(&str, i64); 3] = [("BTC", 1_000_000_000), ("USD", 10_000_000), ("ETH", 100_000)];
+
+// ----------------------------------------------------------------------------------
+// Halt and resume
+
+#[test]
+fn a_halt_rejects_new_orders_and_amends_on_its_instrument_but_not_cancels() {
+    let mut harness = Harness::funded(true);
+    harness.ok(buy("alice", "b1", "99", "1"));
+    harness.ok(sell("bob", "s1", "101", "1"));
+    harness.ok(buy("alice", "e1", "20", "2").on("ETH-USD"));
+    let fed = harness.ok(halt("BTC-USD").with("ts", 50));
+    assert_events(&fed, &[ACCEPTED]);
+    assert!(harness.venue.is_halted(BTC_USD) && !harness.venue.is_halted(ETH_USD));
+    assert_eq!(harness.halted(), ["BTC-USD"]);
+    assert_eq!(harness.venue.exchange().time_ns(), 50);
+
+    // Rejections change nothing but the time.
+    let before = harness.encoded();
+    let fed = harness.feed(buy("carol", "c1", "101", "1"));
+    assert_events(
+        &fed,
+        &[r#"{"ev":"rejected","reason":"instrument_halted","account":"carol","id":"c1"}"#],
+    );
+    let fed = harness.feed(amend_price("alice", "b1", "100"));
+    assert_events(
+        &fed,
+        &[r#"{"ev":"rejected","reason":"instrument_halted","account":"alice","id":"b1"}"#],
+    );
+    let fed = harness.feed(amend_qty("alice", "b1", "0.5"));
+    assert_eq!(fed.events[0]["reason"], "instrument_halted");
+    // Market orders and post-only orders alike.
+    let market = Cmd::new("order")
+        .with("account", "carol")
+        .with("id", "m1")
+        .with("symbol", "BTC-USD")
+        .with("side", "buy")
+        .with("type", "market")
+        .with("qty", "1");
+    assert_eq!(harness.feed(market).events[0]["reason"], "instrument_halted");
+    assert_eq!(
+        harness.feed(buy("carol", "p1", "50", "1").post_only()).events[0]["reason"],
+        "instrument_halted"
+    );
+    assert!(harness.encoded() == before);
+
+    // The other instrument trades.
+    harness.ok(sell("carol", "e2", "20", "1").on("ETH-USD"));
+    harness.ok(amend_price("alice", "e1", "19"));
+    // Cancels work.
+    let fed = harness.ok(cancel("alice", "b1"));
+    assert_events(
+        &fed,
+        &[r#"{"ev":"accepted","account":"alice","id":"b1"}"#, &canceled("alice", "b1", "0")],
+    );
+    let fed = harness.ok(cancel_all("bob"));
+    assert_events(&fed, &[ACCEPTED, &canceled("bob", "s1", "0")]);
+    assert_eq!(harness.venue.exchange().open_order_count(), 1);
+}
+
+#[test]
+fn a_resume_restores_trading() {
+    let mut harness = Harness::funded(true);
+    harness.ok(sell("bob", "s1", "101", "1"));
+    harness.ok(buy("alice", "b1", "99", "1"));
+    harness.ok(halt("BTC-USD"));
+    assert_eq!(
+        harness.feed(buy("carol", "c1", "101", "1")).events[0]["reason"],
+        "instrument_halted"
+    );
+    let fed = harness.ok(resume("BTC-USD"));
+    assert_events(&fed, &[ACCEPTED]);
+    assert!(!harness.venue.is_halted(BTC_USD));
+    assert!(harness.halted().is_empty());
+    // The rejected id was never an order: it is free, and it trades now.
+    let fed = harness.ok(buy("carol", "c1", "101", "1"));
+    assert_eq!(fed.events[1]["ev"], "trade");
+    harness.ok(amend_price("alice", "b1", "98"));
+    // A venue that halted and resumed is stored as its exchange again.
+    let mut plain = Harness::funded(false);
+    plain.ok(halt("ETH-USD"));
+    assert!(plain.encoded().starts_with(&VENUE_MAGIC));
+    plain.ok(resume("ETH-USD"));
+    assert!(plain.encoded() == state_bytes(plain.venue.exchange()));
+}
+
+#[test]
+fn halting_twice_or_resuming_what_trades_is_accepted_and_changes_nothing() {
+    let mut harness = Harness::funded(true);
+    harness.ok(resume("BTC-USD"));
+    assert!(harness.halted().is_empty());
+    harness.ok(halt("ETH-USD"));
+    let once = harness.encoded();
+    assert_events(&harness.ok(halt("ETH-USD")), &[ACCEPTED]);
+    assert!(harness.encoded() == once);
+    harness.ok(halt("BTC-USD"));
+    assert_eq!(harness.halted(), ["BTC-USD", "ETH-USD"]);
+    assert_eq!(harness.venue.halted_instruments().collect::<Vec<_>>(), [BTC_USD, ETH_USD]);
+    harness.ok(resume("ETH-USD"));
+    harness.ok(resume("ETH-USD"));
+    assert_eq!(harness.halted(), ["BTC-USD"]);
+    // An instrument that does not exist is never halted.
+    assert!(!harness.venue.is_halted(InstrumentId(7)));
+}
+
+#[test]
+fn unknown_symbols_are_rejected_without_an_order_key() {
+    let mut harness = Harness::funded(true);
+    harness.ok(buy("alice", "b1", "99", "1"));
+    let before = harness.encoded();
+    for line in [halt("NOPE"), resume("NOPE"), cancel_all("alice").with("symbol", "NOPE")] {
+        let fed = harness.feed(line);
+        assert_events(&fed, &[r#"{"ev":"rejected","reason":"unknown_symbol"}"#]);
+    }
+    assert!(harness.encoded() == before);
+    // Symbols are exact.
+    assert_eq!(harness.feed(halt("btc-usd")).events[0]["reason"], "unknown_symbol");
+}
+
+#[test]
+fn an_order_on_a_halted_instrument_meets_instrument_halted_after_unknown_symbol_only() {
+    let mut harness = Harness::funded(true);
+    harness.ok(buy("alice", "open", "99", "1"));
+    harness.ok(buy("alice", "gone", "99", "1"));
+    harness.ok(cancel("alice", "gone"));
+    harness.ok(halt("BTC-USD"));
+    harness.ok(halt("ETH-USD"));
+    // An unknown symbol comes first.
+    let fed = harness.feed(buy("alice", "x", "99", "1").on("NOPE"));
+    assert_eq!(fed.events[0]["reason"], "unknown_symbol");
+    // Then the halt: before duplicate_id (open or remembered finished), invalid price
+    // or quantity, and funds, and for accounts that do not exist.
+    for (account, id, price, qty) in [
+        ("alice", "open", "99", "1"),
+        ("alice", "gone", "99", "1"),
+        ("alice", "x", "99.5", "1"),
+        ("alice", "x", "99", "0.001"),
+        ("alice", "x", "5000", "100"),
+        ("nobody", "x", "99", "1"),
+    ] {
+        let fed = harness.feed(buy(account, id, price, qty));
+        let expected = format!(
+            r#"{{"ev":"rejected","reason":"instrument_halted","account":"{account}","id":"{id}"}}"#
+        );
+        assert_events(&fed, &[&expected]);
+    }
+    // An amend: unknown_order first, then the halt, before price and quantity checks.
+    assert_eq!(
+        harness.feed(amend_price("alice", "gone", "98")).events[0]["reason"],
+        "unknown_order"
+    );
+    assert_eq!(
+        harness.feed(amend_price("nobody", "open", "98")).events[0]["reason"],
+        "unknown_order"
+    );
+    assert_eq!(
+        harness.feed(amend_price("alice", "open", "98.5")).events[0]["reason"],
+        "instrument_halted"
+    );
+    assert_eq!(
+        harness.feed(amend_qty("alice", "open", "0")).events[0]["reason"],
+        "instrument_halted"
+    );
+    // Without activity, the same (but the finished id is the exchange's to judge).
+    let mut plain = Harness::funded(false);
+    plain.ok(buy("alice", "open", "99", "1"));
+    plain.ok(halt("BTC-USD"));
+    assert_eq!(
+        plain.feed(buy("alice", "open", "99", "1")).events[0]["reason"],
+        "instrument_halted"
+    );
+    assert_eq!(
+        plain.feed(amend_price("alice", "open", "98")).events[0]["reason"],
+        "instrument_halted"
+    );
+    assert_eq!(plain.feed(amend_price("alice", "nope", "98")).events[0]["reason"], "unknown_order");
+}
+
+#[test]
+fn a_halt_by_account_id_echoes_the_accounts_name() {
+    let mut harness = Harness::funded(true);
+    harness.ok(buy("alice", "b1", "99", "1"));
+    harness.ok(halt("BTC-USD"));
+    let alice = harness.account("alice");
+    for line in [buy("alice", "b2", "99", "1"), amend_price("alice", "b1", "98")] {
+        let (mut command, _) = owned_command(&line);
+        *command.account_mut().unwrap() = AccountRef::Id(alice);
+        let events = harness.apply(&command, None);
+        assert_eq!(events[0]["reason"], "instrument_halted");
+        assert_eq!(events[0]["account"], "alice");
+    }
+    // An id that names no account is echoed as the exchange echoes it.
+    let (mut command, _) = owned_command(buy("alice", "b3", "99", "1"));
+    *command.account_mut().unwrap() = AccountRef::Id(AccountId(77));
+    let events = harness.apply(&command, None);
+    assert_eq!(
+        (events[0]["reason"].as_str(), events[0]["account"].as_str()),
+        (Some("instrument_halted"), Some("#77"))
+    );
+}
+
+// ----------------------------------------------------------------------------------
+// Cancel-all
+
+/// alice's orders, interleaved on both instruments and with bob's, so that ascending
+/// order id differs from the books' order.
+fn with_orders(track_activity: bool) -> Harness {
+    let mut harness = Harness::funded(track_activity);
+    harness.ok(buy("alice", "a1", "90", "1")); // seq 15
+    harness.ok(sell("alice", "a2", "30", "1").on("ETH-USD"));
+    harness.ok(buy("alice", "a3", "95", "1"));
+    harness.ok(buy("bob", "b1", "96", "1"));
+    harness.ok(sell("alice", "a4", "120", "0.5"));
+    harness.ok(buy("alice", "a5", "20", "2").on("ETH-USD"));
+    harness.ok(sell("bob", "b2", "121", "2"));
+    harness
+}
+
+#[test]
+fn cancel_all_cancels_every_open_order_in_ascending_order_id_with_activity() {
+    let mut harness = with_orders(true);
+    let fed = harness.ok(cancel_all("alice"));
+    let dones: Vec<String> =
+        ["a1", "a2", "a3", "a4", "a5"].iter().map(|id| canceled("alice", id, "0")).collect();
+    let mut expected = vec![ACCEPTED];
+    expected.extend(dones.iter().map(String::as_str));
+    assert_events(&fed, &expected);
+    // Every hold released: alice has exactly what she deposited, available.
+    for (asset, units) in FUNDED {
+        assert_eq!(harness.balance("alice", asset), (units, 0), "{asset}");
+    }
+    // bob's orders are untouched.
+    assert_eq!(harness.venue.exchange().open_order_count(), 2);
+    let activity = harness.venue.activity().unwrap();
+    assert_eq!(activity.open_order_count(harness.account("alice")), 0);
+    assert_eq!(activity.open_order_count(harness.account("bob")), 2);
+    // Again: accepted, nothing to cancel.
+    assert_events(&harness.ok(cancel_all("alice")), &[ACCEPTED]);
+}
+
+#[test]
+fn cancel_all_without_activity_walks_the_books_in_instrument_then_priority_order() {
+    let mut harness = with_orders(false);
+    let fed = harness.ok(cancel_all("alice"));
+    // BTC-USD bids (95 before 90), BTC-USD asks, ETH-USD bids, ETH-USD asks.
+    let dones: Vec<String> =
+        ["a3", "a1", "a4", "a5", "a2"].iter().map(|id| canceled("alice", id, "0")).collect();
+    let mut expected = vec![ACCEPTED];
+    expected.extend(dones.iter().map(String::as_str));
+    assert_events(&fed, &expected);
+    for (asset, units) in FUNDED {
+        assert_eq!(harness.balance("alice", asset), (units, 0), "{asset}");
+    }
+    assert_eq!(harness.venue.exchange().open_order_count(), 2);
+    // Same time, same price: arrival order.
+    let mut harness = Harness::funded(false);
+    for id in ["q1", "q2", "q3"] {
+        harness.ok(buy("carol", id, "90", "1"));
+    }
+    harness.ok(amend_qty("carol", "q1", "2")); // loses priority: now last
+    let fed = harness.ok(cancel_all("carol"));
+    let ids: Vec<&str> =
+        fed.events[1..].iter().map(|event| event["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["q2", "q3", "q1"]);
+}
+
+#[test]
+fn cancel_all_on_one_instrument_leaves_the_others() {
+    for track_activity in [true, false] {
+        let mut harness = with_orders(track_activity);
+        let usd_before = harness.balance("alice", "USD");
+        let btc_before = harness.balance("alice", "BTC");
+        let fed = harness.ok(cancel_all("alice").with("symbol", "ETH-USD"));
+        let (a2, a5) = (canceled("alice", "a2", "0"), canceled("alice", "a5", "0"));
+        let expected = if track_activity { [ACCEPTED, &a2, &a5] } else { [ACCEPTED, &a5, &a2] };
+        assert_events(&fed, &expected);
+        // a5 held 20 * 2 = 40 USD; a2 held 1 ETH.
+        assert_eq!(harness.balance("alice", "USD"), (usd_before.0 + 4_000, usd_before.1 - 4_000));
+        assert_eq!(harness.balance("alice", "ETH"), (100_000, 0));
+        assert_eq!(harness.balance("alice", "BTC"), btc_before);
+        assert_eq!(harness.venue.exchange().open_order_count(), 5);
+        // BTC-USD now, halted: cancel-all works through a halt.
+        harness.ok(halt("BTC-USD"));
+        let fed = harness.ok(cancel_all("alice").with("symbol", "BTC-USD"));
+        assert_eq!(fed.events.len(), 4);
+        assert_eq!(harness.venue.exchange().open_order_count(), 2);
+    }
+}
+
+#[test]
+fn cancel_all_of_an_account_with_nothing_open_or_that_does_not_exist_is_accepted() {
+    let mut harness = with_orders(true);
+    let before = harness.encoded();
+    for line in [
+        cancel_all("carol"),
+        cancel_all("nobody"),
+        cancel_all("nobody").with("symbol", "BTC-USD"),
+        cancel_all("bob").with("symbol", "ETH-USD"),
+    ] {
+        assert_events(&harness.ok(line), &[ACCEPTED]);
+    }
+    let (mut command, _) = owned_command(cancel_all("x"));
+    *command.account_mut().unwrap() = AccountRef::Id(AccountId(99));
+    assert_eq!(
+        harness.apply(&command, None),
+        vec![serde_json::json!({"ev":"accepted","seq":harness.seq})]
+    );
+    assert!(harness.encoded() == before);
+    // An unknown symbol is rejected even for an account that does not exist.
+    assert_eq!(
+        harness.feed(cancel_all("nobody").with("symbol", "NOPE")).events[0]["reason"],
+        "unknown_symbol"
+    );
+}
+
+#[test]
+fn cancel_all_reports_what_each_order_filled_and_releases_what_it_still_holds() {
+    let mut harness = Harness::funded(true);
+    harness.ok(buy("alice", "a1", "100", "2"));
+    harness.ok(sell("alice", "a2", "30", "5").on("ETH-USD"));
+    harness.ok(sell("bob", "s1", "100", "0.75"));
+    harness.ok(buy("carol", "c1", "30", "2").on("ETH-USD"));
+    let fed = harness.ok(cancel_all("alice").with("ts", 99));
+    assert_events(
+        &fed,
+        &[ACCEPTED, &canceled("alice", "a1", "0.75"), &canceled("alice", "a2", "2")],
+    );
+    assert_eq!(harness.balance("alice", "USD").1, 0);
+    assert_eq!(harness.balance("alice", "ETH").1, 0);
+    assert_eq!(harness.balance("alice", "BTC").1, 0);
+    // A cancel of each would have given the same events and state.
+    let mut one_by_one = Harness::funded(true);
+    one_by_one.ok(buy("alice", "a1", "100", "2"));
+    one_by_one.ok(sell("alice", "a2", "30", "5").on("ETH-USD"));
+    one_by_one.ok(sell("bob", "s1", "100", "0.75"));
+    one_by_one.ok(buy("carol", "c1", "30", "2").on("ETH-USD"));
+    one_by_one.ok(cancel("alice", "a1").with("ts", 99));
+    one_by_one.ok(cancel("alice", "a2"));
+    assert!(state_bytes(one_by_one.venue.exchange()) == state_bytes(harness.venue.exchange()));
+}
+
+#[test]
+fn cancel_all_turns_the_records_canceled_and_their_ids_stay_remembered() {
+    let mut harness = with_orders(true);
+    let fed = harness.ok(cancel_all("alice").with("ts", 1_234));
+    let activity = harness.venue.activity().unwrap();
+    let alice = harness.account("alice");
+    let finished: Vec<(String, OrderStatus, u64)> = activity
+        .finished_orders(alice)
+        .map(|record| (record.client_id.to_string(), record.status, record.updated_ns))
+        .collect();
+    let expected: Vec<(String, OrderStatus, u64)> = ["a1", "a2", "a3", "a4", "a5"]
+        .iter()
+        .map(|id| (id.to_string(), OrderStatus::Canceled, 1_234))
+        .collect();
+    assert_eq!(finished, expected);
+    assert_eq!(activity.order_by_client(alice, "a4").unwrap().remaining, Qty::ZERO);
+    assert_eq!(fed.events.len(), 6);
+    // The reuse rule applies to them.
+    assert_eq!(harness.feed(buy("alice", "a1", "90", "1")).events[0]["reason"], "duplicate_id");
+}
+
+#[test]
+fn cancel_all_by_account_id_gives_what_by_name_gives() {
+    let mut by_name = with_orders(true);
+    let mut by_id = with_orders(true);
+    let named = by_name.feed(cancel_all("alice").with("symbol", "BTC-USD"));
+    let (mut command, ts) = command_of(&named.line);
+    let alice = by_id.account("alice");
+    *command.account_mut().unwrap() = AccountRef::Id(alice);
+    assert_eq!(command.account(), Some(&AccountRef::Id(alice)));
+    assert_eq!(command.order_key(), None);
+    assert_eq!(by_id.apply(&command, ts), named.events);
+    assert!(by_id.encoded() == by_name.encoded());
+}
+
+// ----------------------------------------------------------------------------------
+// The exchange alone
+
+#[test]
+fn the_exchange_alone_rejects_venue_commands_malformed_and_changes_nothing() {
+    let mut harness = with_orders(false);
+    harness.ok(halt("BTC-USD"));
+    let (mut exchange, _) =
+        std::mem::replace(&mut harness.venue, Venue::new(Exchange::default(), false)).into_parts();
+    let before = state_bytes(&exchange);
+    let commands = [
+        Command::Halt { symbol: "ETH-USD".into() },
+        Command::Resume { symbol: "BTC-USD".into() },
+        Command::CancelAll { account: "alice".into(), symbol: None },
+        Command::CancelAll {
+            account: AccountRef::Id(AccountId(0)),
+            symbol: Some("BTC-USD".into()),
+        },
+        Command::Halt { symbol: "NOPE".into() },
+    ];
+    for (index, command) in commands.iter().enumerate() {
+        assert!(command.is_venue_command());
+        let seq = 100 + index as u64;
+        let mut events = Vec::new();
+        exchange.apply(seq, Some(u64::MAX), command, &mut events);
+        assert_eq!(events, [Event::Rejected { seq, reason: RejectReason::Malformed, order: None }]);
+    }
+    // Not even the time moved.
+    assert!(state_bytes(&exchange) == before);
+    // And the replay format has no such commands (`bourse replay` is the reference).
+    let mut replay = bourse_core::Replay::new();
+    let mut out = String::new();
+    replay.feed_line(r#"{"cmd":"halt","symbol":"BTC-USD"}"#, &mut out);
+    assert_eq!(out.trim_end(), r#"{"ev":"rejected","seq":1,"reason":"malformed"}"#);
+}
+
+#[test]
+fn the_new_reason_is_appended() {
+    assert_eq!(RejectReason::ALL.len(), 16);
+    assert_eq!(RejectReason::ALL[15], RejectReason::InstrumentHalted);
+    assert_eq!(RejectReason::InstrumentHalted.code(), "instrument_halted");
+    assert_eq!(RejectReason::ALL[14], RejectReason::UnknownOrder);
+}
+
+// ----------------------------------------------------------------------------------
+// Snapshots
+
+/// A venue container: magic, version, the state's length and bytes, then `rest`.
+fn container(state: &[u8], rest: &[u8]) -> Vec<u8> {
+    let mut bytes = VENUE_MAGIC.to_vec();
+    bytes.extend_from_slice(&VENUE_FORMAT_VERSION.to_le_bytes());
+    let mut length = state.len() as u64;
+    while length >= 0x80 {
+        bytes.push(length as u8 | 0x80);
+        length >>= 7;
+    }
+    bytes.push(length as u8);
+    bytes.extend_from_slice(state);
+    bytes.extend_from_slice(rest);
+    bytes
+}
+
+#[test]
+fn halts_survive_a_snapshot_with_activity() {
+    let mut harness = with_orders(true);
+    harness.ok(halt("ETH-USD"));
+    harness.ok(cancel("alice", "a1"));
+    let bytes = harness.encoded();
+    assert!(bytes.starts_with(&VENUE_MAGIC));
+    let mut restored = decode_venue(&bytes, ExchangeConfig::default(), true).unwrap();
+    restored.check_invariants().unwrap();
+    assert!(venue_bytes(&restored) == bytes);
+    assert!(restored.is_halted(ETH_USD) && !restored.is_halted(BTC_USD));
+    assert_eq!(
+        restored.activity().unwrap().order_count(),
+        harness.venue.activity().unwrap().order_count()
+    );
+    // The restored venue goes on exactly like the original.
+    for line in [
+        buy("carol", "c1", "20", "2").on("ETH-USD"),
+        resume("ETH-USD"),
+        buy("carol", "c1", "30", "1").on("ETH-USD"),
+        cancel_all("alice"),
+        buy("alice", "a1", "1", "1"),
+    ] {
+        let (command, ts) = owned_command(&line);
+        let mut events = Vec::new();
+        restored.apply(harness.seq + 1, ts, &command, &mut events);
+        let fed = harness.feed(line);
+        let mut rendered = Vec::new();
+        for event in &events {
+            let mut text = String::new();
+            write_event(&mut text, restored.exchange(), event);
+            rendered.push(serde_json::from_str::<Value>(&text).unwrap());
+        }
+        assert_eq!(rendered, fed.events, "{}", fed.line);
+    }
+    assert!(venue_bytes(&restored) == harness.encoded());
+    // Decoded without activity: the activity is dropped, the halt kept.
+    let plain = decode_venue(&bytes, ExchangeConfig::default(), false).unwrap();
+    assert!(plain.activity().is_none() && plain.is_halted(ETH_USD));
+    let plain_bytes = venue_bytes(&plain);
+    let state = state_bytes(plain.exchange());
+    assert!(plain_bytes == container(&state, &[0, 1, 1]));
+}
+
+#[test]
+fn halts_survive_a_snapshot_without_activity() {
+    let mut harness = with_orders(false);
+    // No halts: the exchange's snapshot, as before.
+    assert!(harness.encoded() == state_bytes(harness.venue.exchange()));
+    assert!(harness.encoded().starts_with(&MAGIC));
+    harness.ok(halt("BTC-USD"));
+    harness.ok(halt("ETH-USD"));
+    let bytes = harness.encoded();
+    let state = state_bytes(harness.venue.exchange());
+    // flags 0 (no activity), two halted instruments: 0 and 1.
+    assert!(bytes == container(&state, &[0, 2, 0, 1]));
+    let restored = decode_venue(&bytes, ExchangeConfig::default(), false).unwrap();
+    restored.check_invariants().unwrap();
+    assert_eq!(restored.halted_symbols().collect::<Vec<_>>(), ["BTC-USD", "ETH-USD"]);
+    assert!(venue_bytes(&restored) == bytes);
+    // Decoded with activity: the open orders' records are rebuilt, the halts kept.
+    let tracking = decode_venue(&bytes, ExchangeConfig::default(), true).unwrap();
+    tracking.check_invariants().unwrap();
+    assert!(tracking.is_halted(BTC_USD) && tracking.is_halted(ETH_USD));
+    assert_eq!(tracking.activity().unwrap().order_count(), 7);
+    let rebuilt = Venue::new(
+        decode_venue(&state, ExchangeConfig::default(), false).unwrap().into_parts().0,
+        true,
+    );
+    let mut expected = venue_bytes(&rebuilt);
+    // The same activity, with the halts in front of it.
+    let activity_at = 12 + varint_len(state.len()) + state.len();
+    expected.splice(activity_at..activity_at + 2, [1, 2, 0, 1]);
+    assert!(venue_bytes(&tracking) == expected);
+}
+
+fn varint_len(mut value: usize) -> usize {
+    let mut length = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        length += 1;
+    }
+    length
+}
+
+#[test]
+fn each_kind_of_bad_halt_list_has_its_error() {
+    let harness = with_orders(false);
+    let state = state_bytes(harness.venue.exchange());
+    let decode = |rest: &[u8]| {
+        decode_venue(&container(&state, rest), ExchangeConfig::default(), true).map(|_| ())
+    };
+    let state_end = 12 + varint_len(state.len()) + state.len();
+    assert!(decode(&[0, 1, 1]).is_ok());
+    let invalid = |what: &str, at: usize| {
+        Err(SnapshotError::Invalid { offset: state_end + at, what: what.to_string().into() })
+    };
+    assert_eq!(decode(&[0, 1, 2]), invalid("unknown instrument", 2));
+    assert_eq!(
+        decode(&[0, 2, 1, 0]),
+        invalid("halted instruments out of order or listed twice", 3)
+    );
+    assert_eq!(
+        decode(&[0, 2, 1, 1]),
+        invalid("halted instruments out of order or listed twice", 3)
+    );
+    assert_eq!(decode(&[2, 1, 0]), invalid("unknown venue flags", 0));
+    assert_eq!(
+        decode(&[0, 0]),
+        invalid("a venue container with neither activity nor halts (stored as its exchange)", 0)
+    );
+    assert_eq!(decode(&[0, 1, 0, 0]), invalid("bytes after the end of the snapshot", 3));
+    assert!(matches!(decode(&[0, 3, 0, 1]), Err(SnapshotError::Truncated { .. })));
+    assert!(matches!(decode(&[0]), Err(SnapshotError::Truncated { .. })));
+    assert!(matches!(decode(&[]), Err(SnapshotError::Truncated { .. })));
+    // The activity flag with no activity section.
+    assert!(matches!(decode(&[1, 1, 0]), Err(SnapshotError::Truncated { .. })));
+    // A huge count is a truncation, found before anything is allocated for it.
+    assert!(matches!(
+        decode(&[0, 0xff, 0xff, 0xff, 0xff, 0x0f]),
+        Err(SnapshotError::Truncated { .. })
+    ));
+}
+
+/// A venue of a random stream with halts (and activity when `track_activity`).
+fn venue_of_stream(seed: u64, commands: usize, track_activity: bool) -> Venue {
+    let lines = random_venue_stream(seed, commands);
+    let mut venue = Venue::new(Exchange::default(), track_activity);
+    let mut events = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        let (command, ts) = command_of(line);
+        venue.apply(index as u64 + 1, ts, &command, &mut events);
+    }
+    let halt = Command::Halt { symbol: MARKETS[1].symbol.into() };
+    venue.apply(lines.len() as u64 + 1, None, &halt, &mut events);
+    venue
+}
+
+/// Pools that start tiny (decoding many snapshots stays cheap, and restored venues
+/// must grow).
+fn tiny_config() -> ExchangeConfig {
+    ExchangeConfig {
+        book_capacity: bourse_core::book::BookCapacity { orders: 1, levels: 1 },
+        open_orders_capacity: 0,
+    }
+}
+
+/// Decoding must not panic; what it accepts must be a consistent venue. Decoded as it
+/// was made (`exact`: with activity as it had activity), its snapshot is exactly the
+/// bytes it came from; decoded the other way (activity dropped, or rebuilt from the
+/// books), its snapshot decodes to the same venue again.
+fn decodes_sanely(bytes: &[u8], track_activity: bool, exact: bool) -> bool {
+    match decode_venue(bytes, tiny_config(), track_activity) {
+        Err(error) => {
+            assert!(!error.to_string().is_empty() && !error.code().is_empty());
+            false
+        }
+        Ok(venue) => {
+            venue.check_invariants().expect("an accepted snapshot is consistent");
+            let again = venue_bytes(&venue);
+            if exact {
+                assert!(again == bytes, "an accepted snapshot re-encodes to itself");
+            } else {
+                let twice = decode_venue(&again, tiny_config(), track_activity);
+                assert!(venue_bytes(&twice.unwrap()) == again);
+            }
+            true
+        }
+    }
+}
+
+#[test]
+fn every_truncation_of_a_snapshot_with_halts_is_an_error_and_flipped_bytes_never_panic() {
+    let mut random = Random(0x4a17_5eed);
+    for track_activity in [false, true] {
+        let venue = venue_of_stream(11, 150, track_activity);
+        assert!(venue.halted_instruments().count() >= 1);
+        let bytes = venue_bytes(&venue);
+        assert!(bytes.starts_with(&VENUE_MAGIC));
+        for length in 0..bytes.len() {
+            assert!(
+                decode_venue(&bytes[..length], tiny_config(), track_activity).is_err(),
+                "cut to {length} of {}",
+                bytes.len()
+            );
+        }
+        // Mostly in what follows the state: the flags, the halts and the activity.
+        let state_len = state_bytes(venue.exchange()).len();
+        let tail_at = 12 + varint_len(state_len) + state_len;
+        for _ in 0..800 {
+            let mut flipped = bytes.clone();
+            let position = if random.below(3) == 0 {
+                random.below(flipped.len() as u64) as usize
+            } else {
+                tail_at + random.below((flipped.len() - tail_at) as u64) as usize
+            };
+            flipped[position] ^= 1 + random.below(255) as u8;
+            decodes_sanely(&flipped, track_activity, true);
+            decodes_sanely(&flipped, !track_activity, false);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------
+// Random streams
+
+/// What the random streams showed, to check that they reach what they must.
+#[derive(Default, Debug)]
+struct Seen {
+    halts: usize,
+    resumes: usize,
+    halted_rejections: usize,
+    cancel_alls: usize,
+    cancel_all_dones: usize,
+    unknown_symbols: usize,
+    trades: usize,
+}
+
+/// The command of `line`, naming its account by id when `by_id` and the account exists.
+fn command_for<'line>(
+    line: &'line str,
+    exchange: &Exchange,
+    by_id: bool,
+) -> (Command<'line>, Option<u64>) {
+    let (mut command, ts) = command_of(line);
+    if by_id {
+        if let Some(account) = command.account_mut() {
+            if let AccountRef::Name(name) = account {
+                if let Some(id) = exchange.ledger().find_account(name) {
+                    *account = AccountRef::Id(id);
+                }
+            }
+        }
+    }
+    (command, ts)
+}
+
+/// The open orders a cancel-all of `account` (on `only`, if given) must cancel, as
+/// (id, filled), in the order the venue documents.
+fn expected_cancels(
+    venue: &Venue,
+    account: AccountId,
+    only: Option<InstrumentId>,
+) -> Vec<(ClientOrderId, Qty, InstrumentId)> {
+    let on = |instrument: InstrumentId| only.is_none_or(|only| only == instrument);
+    match venue.activity() {
+        Some(activity) => activity
+            .open_orders(account)
+            .filter(|record| on(record.instrument))
+            .map(|record| (record.client_id.clone(), record.filled, record.instrument))
+            .collect(),
+        None => {
+            let exchange = venue.exchange();
+            let mut orders = Vec::new();
+            for index in 0..exchange.instruments().len() {
+                let instrument = InstrumentId(index as u32);
+                if !on(instrument) {
+                    continue;
+                }
+                for side in [Side::Buy, Side::Sell] {
+                    exchange.book(instrument).for_each_order(side, |order| {
+                        if order.account == account {
+                            orders.push((order.id.clone(), order.filled, instrument));
+                        }
+                    });
+                }
+            }
+            orders
+        }
+    }
+}
+
+/// Runs one stream through a venue (with activity when `track_activity`), checking
+/// every rule of the venue's commands against a model of the halts, the invariants
+/// after every command, and that venues restored from snapshots taken at `cuts` give
+/// exactly the same events afterwards and end in exactly the same venue.
+fn run_stream(
+    lines: &[String],
+    track_activity: bool,
+    by_id: bool,
+    cuts: &[usize],
+    seen: &mut Seen,
+) {
+    let mut venue = Venue::new(Exchange::default(), track_activity);
+    let mut halted: BTreeSet<String> = BTreeSet::new();
+    let mut forks: Vec<(usize, Venue)> = Vec::new();
+    for index in 0..=lines.len() {
+        if cuts.contains(&index) {
+            let bytes = venue_bytes(&venue);
+            let fork = decode_venue(&bytes, ExchangeConfig::default(), track_activity)
+                .unwrap_or_else(|error| panic!("cut {index}: {error}"));
+            fork.check_invariants().expect("a restored venue keeps its invariants");
+            assert!(venue_bytes(&fork) == bytes, "cut {index}: encode(decode(bytes)) != bytes");
+            forks.push((index, fork));
+        }
+        let Some(line) = lines.get(index) else { break };
+        let seq = index as u64 + 1;
+        let (command, ts) = command_for(line, venue.exchange(), by_id);
+        let exchange = venue.exchange();
+        let known = |symbol: &str| exchange.find_instrument(symbol).is_some();
+        // What the model expects, worked out before the command is applied.
+        let echo = |account: &AccountRef<'_>, id: &str| {
+            let name = match account {
+                AccountRef::Name(name) => name.to_string(),
+                AccountRef::Id(id) => exchange.account_name(*id).to_string(),
+            };
+            CommandOrderKey { account: name.as_str().into(), id: id.into() }
+        };
+        let resolve = |account: &AccountRef<'_>| match account {
+            AccountRef::Name(name) => exchange.ledger().find_account(name),
+            AccountRef::Id(id) => Some(*id),
+        };
+        let expected: Option<Vec<Event>> = match &command {
+            Command::Order(order) if halted.contains(&*order.symbol) => {
+                Some(vec![Event::Rejected {
+                    seq,
+                    reason: RejectReason::InstrumentHalted,
+                    order: Some(echo(&order.account, &order.id)),
+                }])
+            }
+            Command::Amend(amend) => {
+                let on_halted = resolve(&amend.account)
+                    .and_then(|account| exchange.open_order(account, &amend.id))
+                    .is_some_and(|(instrument, _)| {
+                        halted.contains(&*exchange.instrument(instrument).symbol)
+                    });
+                on_halted.then(|| {
+                    vec![Event::Rejected {
+                        seq,
+                        reason: RejectReason::InstrumentHalted,
+                        order: Some(echo(&amend.account, &amend.id)),
+                    }]
+                })
+            }
+            Command::Halt { symbol } | Command::Resume { symbol } => Some(vec![if known(symbol) {
+                Event::Accepted { seq, order: None }
+            } else {
+                Event::Rejected { seq, reason: RejectReason::UnknownSymbol, order: None }
+            }]),
+            Command::CancelAll { account, symbol } => {
+                let only = symbol.as_deref().map(|symbol| exchange.find_instrument(symbol));
+                Some(match only {
+                    Some(None) => vec![Event::Rejected {
+                        seq,
+                        reason: RejectReason::UnknownSymbol,
+                        order: None,
+                    }],
+                    only => {
+                        let mut events = vec![Event::Accepted { seq, order: None }];
+                        if let Some(account) = resolve(account)
+                            .filter(|id| id.index() < exchange.ledger().accounts().len())
+                        {
+                            for (id, filled, instrument) in
+                                expected_cancels(&venue, account, only.flatten())
+                            {
+                                events.push(Event::Done {
+                                    seq,
+                                    instrument,
+                                    account,
+                                    id,
+                                    reason: DoneReason::Canceled,
+                                    filled,
+                                });
+                            }
+                        }
+                        events
+                    }
+                })
+            }
+            _ => None,
+        };
+        let mut got = Vec::new();
+        venue.apply(seq, ts, &command, &mut got);
+        if let Some(expected) = &expected {
+            assert_eq!(&got, expected, "seq {seq}: {line}");
+        }
+        if let Err(problem) = venue.check_invariants() {
+            panic!("seq {seq}: {line}: {problem}");
+        }
+        // The model follows; the venue must agree with it.
+        match (&command, &got[0]) {
+            (Command::Halt { symbol }, Event::Accepted { .. }) => {
+                halted.insert(symbol.to_string());
+                seen.halts += 1;
+            }
+            (Command::Resume { symbol }, Event::Accepted { .. }) => {
+                halted.remove(&**symbol);
+                seen.resumes += 1;
+            }
+            (Command::CancelAll { account, symbol }, Event::Accepted { .. }) => {
+                seen.cancel_alls += 1;
+                seen.cancel_all_dones += got.len() - 1;
+                // Nothing of the account is left open there.
+                if let Some(account) = resolve_after(&venue, account) {
+                    let only = symbol
+                        .as_deref()
+                        .and_then(|symbol| venue.exchange().find_instrument(symbol));
+                    assert!(
+                        expected_cancels(&venue, account, only).is_empty(),
+                        "seq {seq}: {line}"
+                    );
+                }
+            }
+            (_, Event::Rejected { reason: RejectReason::InstrumentHalted, .. }) => {
+                seen.halted_rejections += 1
+            }
+            (_, Event::Rejected { reason: RejectReason::UnknownSymbol, .. }) => {
+                seen.unknown_symbols += 1
+            }
+            _ => {}
+        }
+        let symbols: Vec<&str> = venue.halted_symbols().collect();
+        assert!(
+            symbols.iter().copied().eq(halted.iter().map(String::as_str)),
+            "seq {seq}: {symbols:?} != {halted:?}"
+        );
+        for event in &got {
+            if let Event::Trade(trade) = event {
+                assert!(
+                    !venue.is_halted(trade.instrument),
+                    "seq {seq}: a trade on a halted instrument"
+                );
+                seen.trades += 1;
+            }
+        }
+        for (cut, fork) in &mut forks {
+            let mut forked = Vec::new();
+            fork.apply(seq, ts, &command, &mut forked);
+            assert_eq!(forked, got, "cut {cut}, seq {seq}: {line}");
+            if seq.is_multiple_of(500) {
+                fork.check_invariants()
+                    .unwrap_or_else(|problem| panic!("cut {cut}, seq {seq}: {problem}"));
+            }
+        }
+    }
+    let final_bytes = venue_bytes(&venue);
+    for (cut, fork) in &forks {
+        fork.check_invariants().expect("invariants hold at the end");
+        assert!(venue_bytes(fork) == final_bytes, "cut {cut}: the final venues differ");
+    }
+}
+
+fn resolve_after(venue: &Venue, account: &AccountRef<'_>) -> Option<AccountId> {
+    match account {
+        AccountRef::Name(name) => venue.exchange().ledger().find_account(name),
+        AccountRef::Id(id) => {
+            (id.index() < venue.exchange().ledger().accounts().len()).then_some(*id)
+        }
+    }
+}
+
+#[test]
+fn random_streams_with_halts_and_cancel_alls_keep_every_rule_and_restore_anywhere() {
+    let mut seen = Seen::default();
+    for seed in 1..=6u64 {
+        let lines = random_venue_stream(seed * 6_151, 6_000);
+        let mut random = Random(seed * 97 + 3);
+        let mut cuts = vec![0, 9, lines.len()];
+        cuts.extend((0..4).map(|_| DEFINITIONS.len() + random.below(lines.len() as u64) as usize));
+        run_stream(&lines, seed % 3 != 0, seed % 2 == 0, &cuts, &mut seen);
+    }
+    eprintln!("{seen:?}");
+    assert!(seen.halts > 100 && seen.resumes > 100, "{seen:?}");
+    assert!(seen.halted_rejections > 1_000, "{seen:?}");
+    assert!(seen.cancel_alls > 100 && seen.cancel_all_dones > 300, "{seen:?}");
+    assert!(seen.unknown_symbols > 50, "{seen:?}");
+    assert!(seen.trades > 1_000, "{seen:?}");
+}
+
+#[test]
+fn with_fresh_ids_venues_with_and_without_activity_differ_only_in_the_order_of_cancel_all_dones() {
+    for seed in 1..=3u64 {
+        // Every order id fresh: the reuse rule never applies.
+        let lines: Vec<String> = random_venue_stream(seed * 7_727, 3_000)
+            .into_iter()
+            .enumerate()
+            .map(|(index, line)| line.replace(r#""id":"p"#, &format!(r#""id":"u{index}-"#)))
+            .collect();
+        let mut tracking = Venue::new(Exchange::default(), true);
+        let mut plain = Venue::new(Exchange::default(), false);
+        let mut reordered = 0;
+        for (index, line) in lines.iter().enumerate() {
+            let seq = index as u64 + 1;
+            let (command, ts) = command_of(line);
+            let mut with = Vec::new();
+            tracking.apply(seq, ts, &command, &mut with);
+            let mut without = Vec::new();
+            plain.apply(seq, ts, &command, &mut without);
+            if matches!(command, Command::CancelAll { .. }) && with != without {
+                let key = |event: &Event| format!("{event:?}");
+                let mut with: Vec<String> = with.iter().map(key).collect();
+                let mut without: Vec<String> = without.iter().map(key).collect();
+                with.sort();
+                without.sort();
+                assert_eq!(with, without, "seed {seed}, seq {seq}: {line}");
+                reordered += 1;
+            } else {
+                assert_eq!(with, without, "seed {seed}, seq {seq}: {line}");
+            }
+        }
+        tracking.check_invariants().unwrap();
+        plain.check_invariants().unwrap();
+        assert!(state_bytes(tracking.exchange()) == state_bytes(plain.exchange()));
+        assert!(tracking.halted_instruments().eq(plain.halted_instruments()));
+        assert!(reordered > 0, "seed {seed}: no cancel-all met orders in different orders");
+    }
+}

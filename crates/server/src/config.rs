@@ -1,0 +1,265 @@
+//! The server's settings: embedded defaults, then an optional TOML file, then
+//! environment variables (`BOURSE_*`), then command-line flags, each overriding the one
+//! before. Nothing here opens a file other than the TOML one, or binds a port.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use bourse_engine::Durability;
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Journal, snapshots and the key store live here.
+    pub data_dir: PathBuf,
+    /// `sync` (an acknowledgement means the command is on disk), `async` or `none`.
+    pub durability: String,
+    pub http: HttpConfig,
+    pub tcp: TcpConfig,
+    pub auth: AuthConfig,
+    pub limits: LimitsConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// REST and WebSocket.
+    pub listen: SocketAddr,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TcpConfig {
+    /// Binary order entry (`docs/protocol-binary.md`).
+    pub listen: SocketAddr,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig { listen: SocketAddr::from(([127, 0, 0, 1], 9090)) }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// A signed request's timestamp may differ from the server's clock by this much.
+    pub timestamp_window_ms: u64,
+    /// A TCP connection must log in within this long.
+    pub login_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Requests per API key per second, sustained (a token bucket).
+    pub requests_per_second: u32,
+    /// Requests per API key allowed at once above the sustained rate.
+    pub requests_burst: u32,
+    /// Largest request body, in bytes.
+    pub body_bytes_max: usize,
+    /// Open orders per account, at most; an order beyond it is rejected
+    /// `too_many_open_orders`.
+    pub open_orders_per_account: usize,
+    /// Requests a client may have waiting for the engine, over all keys; beyond it the
+    /// server answers `busy` (503).
+    pub in_flight_max: usize,
+    /// Logged-in WebSocket connections per API key.
+    pub connections_per_key: usize,
+    /// Messages waiting to be sent to one WebSocket client; a client that lets more
+    /// pile up is disconnected (`slow_consumer`).
+    pub ws_queue_messages: usize,
+    /// A TCP connection that sends nothing (not even a heartbeat) for this long is closed.
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            data_dir: PathBuf::from("./data"),
+            durability: "sync".to_string(),
+            http: HttpConfig::default(),
+            tcp: TcpConfig::default(),
+            auth: AuthConfig::default(),
+            limits: LimitsConfig::default(),
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig { listen: SocketAddr::from(([127, 0, 0, 1], 8080)) }
+    }
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig { timestamp_window_ms: 5_000, login_timeout_ms: 10_000 }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            requests_per_second: 100,
+            requests_burst: 200,
+            body_bytes_max: 64 * 1024,
+            open_orders_per_account: 10_000,
+            in_flight_max: 50_000,
+            connections_per_key: 16,
+            ws_queue_messages: 4_096,
+            idle_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// Why the settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("the configuration file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{name}={value:?} is not valid: {expected}")]
+    Variable { name: String, value: String, expected: &'static str },
+    #[error("durability {0:?} is not one of sync, async, none")]
+    Durability(String),
+}
+
+/// Settings given on the command line; `None` leaves the file's or the environment's.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub http_listen: Option<SocketAddr>,
+    pub tcp_listen: Option<SocketAddr>,
+    pub durability: Option<String>,
+}
+
+impl ServeConfig {
+    /// Defaults, then `file` (if any), then `environment` (name, value pairs: pass
+    /// `std::env::vars()`), then `overrides`.
+    pub fn load(
+        file: Option<&Path>,
+        environment: impl IntoIterator<Item = (String, String)>,
+        overrides: &Overrides,
+    ) -> Result<ServeConfig, ConfigError> {
+        let mut config = match file {
+            Some(path) => ServeConfig::from_file(path)?,
+            None => ServeConfig::default(),
+        };
+        for (name, value) in environment {
+            config.apply_variable(&name, value)?;
+        }
+        if let Some(data_dir) = &overrides.data_dir {
+            config.data_dir = data_dir.clone();
+        }
+        if let Some(listen) = overrides.http_listen {
+            config.http.listen = listen;
+        }
+        if let Some(listen) = overrides.tcp_listen {
+            config.tcp.listen = listen;
+        }
+        if let Some(durability) = &overrides.durability {
+            config.durability = durability.clone();
+        }
+        config.durability()?;
+        Ok(config)
+    }
+
+    fn from_file(path: &Path) -> Result<ServeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        toml::from_str(&text).map_err(|error| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })
+    }
+
+    fn apply_variable(&mut self, name: &str, value: String) -> Result<(), ConfigError> {
+        let invalid = |expected| ConfigError::Variable {
+            name: name.to_string(),
+            value: value.clone(),
+            expected,
+        };
+        match name {
+            "BOURSE_DATA_DIR" => self.data_dir = PathBuf::from(&value),
+            "BOURSE_HTTP_LISTEN" => {
+                self.http.listen =
+                    value.parse().map_err(|_| invalid("an address like 127.0.0.1:8080"))?
+            }
+            "BOURSE_TCP_LISTEN" => {
+                self.tcp.listen =
+                    value.parse().map_err(|_| invalid("an address like 127.0.0.1:9090"))?
+            }
+            "BOURSE_DURABILITY" => self.durability = value,
+            "BOURSE_REQUESTS_PER_SECOND" => {
+                self.limits.requests_per_second =
+                    value.parse().map_err(|_| invalid("a whole number"))?
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    pub fn durability(&self) -> Result<Durability, ConfigError> {
+        Durability::parse(&self.durability)
+            .ok_or_else(|| ConfigError::Durability(self.durability.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_serve_on_localhost_with_sync_durability_under_data() {
+        let config = ServeConfig::load(None, Vec::new(), &Overrides::default()).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+        assert_eq!(config.durability().unwrap(), Durability::Sync);
+        assert_eq!(config.http.listen.port(), 8080);
+    }
+
+    #[test]
+    fn file_then_environment_then_flags_each_override_the_one_before() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("bourse.toml");
+        std::fs::write(
+            &path,
+            "data_dir = \"/from/file\"\ndurability = \"async\"\n[http]\nlisten = \"127.0.0.1:1\"\n\
+             [limits]\nrequests_per_second = 7\n",
+        )
+        .unwrap();
+        let environment = vec![
+            ("BOURSE_HTTP_LISTEN".to_string(), "127.0.0.1:2".to_string()),
+            ("BOURSE_DATA_DIR".to_string(), "/from/env".to_string()),
+            ("UNRELATED".to_string(), "x".to_string()),
+        ];
+        let overrides =
+            Overrides { data_dir: Some(PathBuf::from("/from/flag")), ..Overrides::default() };
+        let config = ServeConfig::load(Some(&path), environment, &overrides).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("/from/flag"));
+        assert_eq!(config.http.listen.port(), 2);
+        assert_eq!(config.durability, "async");
+        assert_eq!(config.limits.requests_per_second, 7);
+    }
+
+    #[test]
+    fn unknown_keys_bad_values_and_missing_files_are_clear_errors() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("bourse.toml");
+        std::fs::write(&path, "data_dri = \"typo\"\n").unwrap();
+        let error = ServeConfig::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+        assert!(error.to_string().contains("data_dri"), "{error}");
+        let missing = directory.path().join("missing.toml");
+        let error =
+            ServeConfig::load(Some(&missing), Vec::new(), &Overrides::default()).unwrap_err();
+        assert!(matches!(error, ConfigError::Read { .. }), "{error}");
+        let environment = vec![("BOURSE_HTTP_LISTEN".to_string(), "nowhere".to_string())];
+        let error = ServeConfig::load(None, environment, &Overrides::default()).unwrap_err();
+        assert!(error.to_string().contains("BOURSE_HTTP_LISTEN"), "{error}");
+        let overrides = Overrides { durability: Some("maybe".into()), ..Overrides::default() };
+        let error = ServeConfig::load(None, Vec::new(), &overrides).unwrap_err();
+        assert!(matches!(error, ConfigError::Durability(_)), "{error}");
+    }
+}

@@ -1,0 +1,139 @@
+//! `bourse serve --demo`: a working exchange in one step. On a data directory without
+//! instruments it declares USD, BTC and ETH, the instruments BTC-USD and ETH-USD, the
+//! accounts `alice`, `bob` and `maker` with money, a few resting orders of `maker` on
+//! each side, and API keys for alice and bob. Every step is an ordinary engine command
+//! (journaled like any other); on later starts it only shows the demo keys again.
+
+use std::borrow::Cow;
+
+use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
+use bourse_core::{AccountRef, Command, Decimal, Event, Side, StpMode, TimeInForce};
+
+use crate::keys::{Role, Secret};
+use crate::rest::AppState;
+
+const DEMO_LABEL: &str = "demo";
+const TRADERS: [&str; 2] = ["alice", "bob"];
+const MARKET_MAKER: &str = "maker";
+
+/// Sets the demo up (once) and returns the demo keys: (account, key id, secret).
+pub async fn set_up(state: &AppState) -> Result<Vec<(String, String, Secret)>, String> {
+    let reference = state.refresh_reference().await.map_err(|error| error.message)?;
+    if reference.instruments.is_empty() {
+        declare_market(state).await?;
+        fund_accounts(state).await?;
+        seed_books(state).await?;
+        state.refresh_reference().await.map_err(|error| error.message)?;
+    }
+    demo_keys(state)
+}
+
+fn decimal(text: &str) -> Result<Decimal, String> {
+    Decimal::parse(text).ok_or_else(|| format!("{text:?} is not a decimal"))
+}
+
+async fn submit(state: &AppState, command: Command<'_>) -> Result<(), String> {
+    let reply = state.link.submit(&command).await.map_err(|error| error.to_string())?;
+    match reply.events().first() {
+        Some(Event::Rejected { reason, .. }) => {
+            Err(format!("the demo command {command:?} was rejected: {}", reason.code()))
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn declare_market(state: &AppState) -> Result<(), String> {
+    for (asset, decimals) in [("USD", 6), ("BTC", 8), ("ETH", 8)] {
+        submit(state, Command::Asset { asset: Cow::Borrowed(asset), decimals }).await?;
+    }
+    for (symbol, base, lot) in [("BTC-USD", "BTC", "0.0001"), ("ETH-USD", "ETH", "0.001")] {
+        let instrument = InstrumentCommand {
+            symbol: Cow::Borrowed(symbol),
+            base: Cow::Borrowed(base),
+            quote: Cow::Borrowed("USD"),
+            tick: decimal("0.01")?,
+            lot: decimal(lot)?,
+            min_qty: decimal(lot)?,
+            max_qty: decimal("1000")?,
+            maker_fee_bps: 2,
+            taker_fee_bps: 5,
+            market_band_bps: 500,
+        };
+        submit(state, Command::Instrument(Box::new(instrument))).await?;
+    }
+    Ok(())
+}
+
+async fn fund_accounts(state: &AppState) -> Result<(), String> {
+    for account in TRADERS.iter().chain([&MARKET_MAKER]) {
+        if state.keys.account(account).is_none() {
+            state
+                .keys
+                .create_account(account, crate::now_ms())
+                .map_err(|error| error.to_string())?;
+        }
+        for (asset, amount) in [("USD", "1000000"), ("BTC", "10"), ("ETH", "100")] {
+            let transfer = TransferCommand {
+                account: Cow::Borrowed(account),
+                asset: Cow::Borrowed(asset),
+                amount: decimal(amount)?,
+            };
+            submit(state, Command::Deposit(transfer)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A few levels on each side around 60,000 (BTC) and 3,000 (ETH).
+async fn seed_books(state: &AppState) -> Result<(), String> {
+    let mut count = 0;
+    for (symbol, mid, step, qty) in [("BTC-USD", 60_000, 5, "0.05"), ("ETH-USD", 3_000, 1, "0.5")] {
+        for level in 1..=5 {
+            for (side, price) in [(Side::Buy, mid - level * step), (Side::Sell, mid + level * step)]
+            {
+                count += 1;
+                let order = OrderCommand {
+                    account: AccountRef::Name(Cow::Borrowed(MARKET_MAKER)),
+                    id: Cow::Owned(format!("seed-{count}")),
+                    symbol: Cow::Borrowed(symbol),
+                    side,
+                    order_type: OrderType::Limit { price: decimal(&price.to_string())? },
+                    qty: decimal(qty)?,
+                    time_in_force: TimeInForce::GoodTillCancel,
+                    post_only: true,
+                    stp: StpMode::CancelTaker,
+                };
+                submit(state, Command::Order(order)).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn demo_keys(state: &AppState) -> Result<Vec<(String, String, Secret)>, String> {
+    let mut shown = Vec::new();
+    for trader in TRADERS {
+        let existing = state.keys.keys().into_iter().find(|key| {
+            key.account.as_deref() == Some(trader) && key.label == DEMO_LABEL && !key.revoked
+        });
+        let key = match existing {
+            Some(key) => key,
+            None => {
+                if state.keys.account(trader).is_none() {
+                    state
+                        .keys
+                        .create_account(trader, crate::now_ms())
+                        .map_err(|e| e.to_string())?;
+                }
+                state
+                    .keys
+                    .create_key(Role::Trader, Some(trader), DEMO_LABEL, crate::now_ms())
+                    .map_err(|error| error.to_string())?
+                    .0
+            }
+        };
+        let secret = state.keys.secret_of(&key.id);
+        shown.push((trader.to_string(), key.id, secret));
+    }
+    Ok(shown)
+}

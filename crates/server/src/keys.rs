@@ -1,0 +1,452 @@
+//! API keys and the accounts they act for: who may sign requests, as whom.
+//!
+//! A key is a public id (`bk_` and 24 hex digits) and a secret. The secret is never
+//! stored: it is `HMAC-SHA256(master key, "bourse-api-secret:" + id)`, derived again when
+//! a request is checked, so the store on disk (`keys.json`) holds ids, owners and
+//! revocations only, and a copy of it gives nobody a secret. The master key is 32
+//! random bytes in `master.key` (mode 0600), made on first start. The admin key is made
+//! on first start too and written, secret included, to `admin.key` (mode 0600): the one
+//! place a secret is on disk, so the operator can read it once and move it. Secrets
+//! and the master key never appear in logs or `Debug` output.
+//!
+//! The account registry lives here too: an account is a name that keys can act for.
+//! Balances and orders are the engine's; this module never holds business state.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+const MASTER_FILE: &str = "master.key";
+const KEYS_FILE: &str = "keys.json";
+/// Where the admin key is written on first start (in the server's directory).
+pub const ADMIN_KEY_FILE: &str = "admin.key";
+const SECRET_CONTEXT: &[u8] = b"bourse-api-secret:";
+/// Account names: 1 to 64 of `A-Z a-z 0-9 _ - .`.
+pub const ACCOUNT_NAME_BYTES_MAX: usize = 64;
+
+/// What a key may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Trades and reads for its one account.
+    Trader,
+    /// Manages assets, instruments, accounts, keys and money; trades for nobody.
+    Admin,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub id: String,
+    pub role: Role,
+    /// The account a trader key acts for; `None` for admin keys.
+    pub account: Option<String>,
+    pub label: String,
+    pub created_ms: u64,
+    pub revoked: bool,
+}
+
+/// A key's secret: shown once, when the key is made.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("Secret(..)")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is damaged: {reason}")]
+    Damaged { path: PathBuf, reason: String },
+    #[error("unknown account {0:?}")]
+    UnknownAccount(String),
+    #[error("account {0:?} exists already")]
+    DuplicateAccount(String),
+    #[error("account names are 1 to 64 of A-Z a-z 0-9 _ - .; {0:?} is not one")]
+    InvalidAccountName(String),
+    #[error("unknown key {0:?}")]
+    UnknownKey(String),
+}
+
+impl KeyError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            KeyError::Io { .. } | KeyError::Damaged { .. } => "key_store_failed",
+            KeyError::UnknownAccount(_) => "unknown_account",
+            KeyError::DuplicateAccount(_) => "duplicate_account",
+            KeyError::InvalidAccountName(_) => "invalid_account",
+            KeyError::UnknownKey(_) => "unknown_key",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredKeys {
+    accounts: BTreeMap<String, AccountRecord>,
+    keys: BTreeMap<String, KeyRecord>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountRecord {
+    pub name: String,
+    pub created_ms: u64,
+}
+
+/// A key made on first start: the admin key, with its secret (which `Debug` hides).
+#[derive(Debug)]
+pub struct FirstStart {
+    pub admin_key: KeyRecord,
+    pub admin_secret: Secret,
+    pub admin_key_file: PathBuf,
+}
+
+pub struct KeyStore {
+    directory: PathBuf,
+    master: [u8; 32],
+    stored: RwLock<StoredKeys>,
+}
+
+impl fmt::Debug for KeyStore {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.debug_struct("KeyStore").field("directory", &self.directory).finish()
+    }
+}
+
+impl KeyStore {
+    /// Opens the store in `directory`, making the master key and the admin key on
+    /// first start (then `FirstStart` says where the admin key went).
+    pub fn open(directory: &Path, now_ms: u64) -> Result<(KeyStore, Option<FirstStart>), KeyError> {
+        fs::create_dir_all(directory).map_err(|source| io(directory, source))?;
+        let master = load_or_make_master(&directory.join(MASTER_FILE))?;
+        let keys_path = directory.join(KEYS_FILE);
+        let stored = match fs::read(&keys_path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| KeyError::Damaged {
+                path: keys_path.clone(),
+                reason: error.to_string(),
+            })?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => StoredKeys::default(),
+            Err(source) => return Err(io(&keys_path, source)),
+        };
+        let store =
+            KeyStore { directory: directory.to_path_buf(), master, stored: RwLock::new(stored) };
+        let has_admin = store.read().keys.values().any(|key| key.role == Role::Admin);
+        if has_admin {
+            return Ok((store, None));
+        }
+        let (admin_key, admin_secret) = store.create_key(Role::Admin, None, "admin", now_ms)?;
+        let admin_key_file = directory.join(ADMIN_KEY_FILE);
+        let text = format!(
+            "# Bourse admin API key, made on first start. Keep it secret; move it off this machine.\n\
+             key = \"{}\"\nsecret = \"{}\"\n",
+            admin_key.id,
+            admin_secret.expose()
+        );
+        write_private(&admin_key_file, text.as_bytes())?;
+        Ok((store, Some(FirstStart { admin_key, admin_secret, admin_key_file })))
+    }
+
+    pub fn create_account(&self, name: &str, now_ms: u64) -> Result<AccountRecord, KeyError> {
+        if !valid_account_name(name) {
+            return Err(KeyError::InvalidAccountName(name.to_string()));
+        }
+        let mut stored = self.write();
+        if stored.accounts.contains_key(name) {
+            return Err(KeyError::DuplicateAccount(name.to_string()));
+        }
+        let record = AccountRecord { name: name.to_string(), created_ms: now_ms };
+        let mut next = stored.clone();
+        next.accounts.insert(name.to_string(), record.clone());
+        self.save(&next)?;
+        *stored = next;
+        Ok(record)
+    }
+
+    pub fn account(&self, name: &str) -> Option<AccountRecord> {
+        self.read().accounts.get(name).cloned()
+    }
+
+    pub fn accounts(&self) -> Vec<AccountRecord> {
+        self.read().accounts.values().cloned().collect()
+    }
+
+    /// Makes a key for `account` (a trader key) or an admin key (`account` `None`).
+    pub fn create_key(
+        &self,
+        role: Role,
+        account: Option<&str>,
+        label: &str,
+        now_ms: u64,
+    ) -> Result<(KeyRecord, Secret), KeyError> {
+        let mut stored = self.write();
+        if let Some(account) = account {
+            if !stored.accounts.contains_key(account) {
+                return Err(KeyError::UnknownAccount(account.to_string()));
+            }
+        }
+        let id = loop {
+            let candidate = format!("bk_{}", hex::encode(random_bytes::<12>()?));
+            if !stored.keys.contains_key(&candidate) {
+                break candidate;
+            }
+        };
+        let record = KeyRecord {
+            id: id.clone(),
+            role,
+            account: account.map(str::to_string),
+            label: label.chars().take(128).collect(),
+            created_ms: now_ms,
+            revoked: false,
+        };
+        let mut next = stored.clone();
+        next.keys.insert(id.clone(), record.clone());
+        self.save(&next)?;
+        *stored = next;
+        Ok((record, self.secret_of(&id)))
+    }
+
+    pub fn revoke(&self, id: &str) -> Result<KeyRecord, KeyError> {
+        let mut stored = self.write();
+        let mut next = stored.clone();
+        let record = next.keys.get_mut(id).ok_or_else(|| KeyError::UnknownKey(id.to_string()))?;
+        record.revoked = true;
+        let record = record.clone();
+        self.save(&next)?;
+        *stored = next;
+        Ok(record)
+    }
+
+    /// The key `id` if it exists and is not revoked.
+    pub fn active_key(&self, id: &str) -> Option<KeyRecord> {
+        self.read().keys.get(id).filter(|key| !key.revoked).cloned()
+    }
+
+    pub fn keys(&self) -> Vec<KeyRecord> {
+        self.read().keys.values().cloned().collect()
+    }
+
+    /// Checks `signature` (hex) of `message` under key `id`'s secret, in constant time.
+    pub fn verify(&self, id: &str, message: &[u8], signature: &[u8; 32]) -> bool {
+        let secret = self.secret_of(id);
+        let Ok(mut mac) = HmacSha256::new_from_slice(secret.expose().as_bytes()) else {
+            return false;
+        };
+        mac.update(message);
+        mac.verify_slice(signature).is_ok()
+    }
+
+    /// The secret of key `id` (derived, never stored): for showing a demo's keys again.
+    pub(crate) fn secret_of(&self, id: &str) -> Secret {
+        let mut mac =
+            HmacSha256::new_from_slice(&self.master).expect("HMAC takes a key of any length");
+        mac.update(SECRET_CONTEXT);
+        mac.update(id.as_bytes());
+        Secret(hex::encode(mac.finalize().into_bytes()))
+    }
+
+    fn save(&self, stored: &StoredKeys) -> Result<(), KeyError> {
+        let path = self.directory.join(KEYS_FILE);
+        let bytes = serde_json::to_vec_pretty(stored)
+            .map_err(|error| KeyError::Damaged { path: path.clone(), reason: error.to_string() })?;
+        write_atomically(&path, &bytes)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, StoredKeys> {
+        self.stored.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, StoredKeys> {
+        self.stored.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The signature a client sends: `HMAC-SHA256(secret, message)` as hex.
+pub fn sign(secret: &str, message: &[u8]) -> String {
+    let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(message);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+pub fn valid_account_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= ACCOUNT_NAME_BYTES_MAX
+        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_-.".contains(&byte))
+}
+
+fn load_or_make_master(path: &Path) -> Result<[u8; 32], KeyError> {
+    match fs::read_to_string(path) {
+        Ok(text) => {
+            let bytes = hex::decode(text.trim()).map_err(|error| KeyError::Damaged {
+                path: path.to_path_buf(),
+                reason: error.to_string(),
+            })?;
+            bytes.try_into().map_err(|_| KeyError::Damaged {
+                path: path.to_path_buf(),
+                reason: "the master key is not 32 bytes".to_string(),
+            })
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let master = random_bytes::<32>()?;
+            write_private(path, hex::encode(master).as_bytes())?;
+            Ok(master)
+        }
+        Err(source) => Err(io(path, source)),
+    }
+}
+
+fn random_bytes<const N: usize>() -> Result<[u8; N], KeyError> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|error| {
+        io(Path::new("the system's random source"), std::io::Error::other(error.to_string()))
+    })?;
+    Ok(bytes)
+}
+
+/// Writes a new file readable by its owner only; an existing one is an error (so a
+/// secret is never overwritten).
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| io(path, source))?;
+    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|source| io(path, source))?;
+    sync_parent(path)
+}
+
+/// Replaces `path` with `bytes` so that a crash leaves the old or the new file, whole.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
+    let temporary = path.with_extension("json.tmp");
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .map_err(|source| io(&temporary, source))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|source| io(&temporary, source))?;
+    fs::rename(&temporary, path).map_err(|source| io(path, source))?;
+    sync_parent(path)
+}
+
+fn sync_parent(path: &Path) -> Result<(), KeyError> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    File::open(parent)
+        .and_then(|directory| directory.sync_all())
+        .map_err(|source| io(parent, source))
+}
+
+fn io(path: &Path, source: std::io::Error) -> KeyError {
+    KeyError::Io { path: path.to_path_buf(), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn signature(hex_text: &str) -> [u8; 32] {
+        hex::decode(hex_text).unwrap().try_into().unwrap()
+    }
+
+    #[test]
+    fn first_start_makes_an_admin_key_written_owner_only_and_later_starts_keep_it() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, first) = KeyStore::open(directory.path(), 1).unwrap();
+        let first = first.expect("first start makes the admin key");
+        let mode = fs::metadata(&first.admin_key_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let text = fs::read_to_string(&first.admin_key_file).unwrap();
+        assert!(text.contains(&first.admin_key.id) && text.contains(first.admin_secret.expose()));
+        let message = b"1700000000000GET/v1/accounts";
+        let good = signature(&sign(first.admin_secret.expose(), message));
+        assert!(store.verify(&first.admin_key.id, message, &good));
+        drop(store);
+        let (again, first_again) = KeyStore::open(directory.path(), 2).unwrap();
+        assert!(first_again.is_none());
+        assert!(again.verify(&first.admin_key.id, message, &good), "same master, same secret");
+    }
+
+    #[test]
+    fn secrets_are_not_stored_and_never_printed() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, _) = KeyStore::open(directory.path(), 1).unwrap();
+        store.create_account("alice", 1).unwrap();
+        let (key, secret) = store.create_key(Role::Trader, Some("alice"), "bot", 1).unwrap();
+        let on_disk = fs::read_to_string(directory.path().join(KEYS_FILE)).unwrap();
+        assert!(on_disk.contains(&key.id));
+        assert!(!on_disk.contains(secret.expose()));
+        assert_eq!(format!("{secret:?}"), "Secret(..)");
+        assert!(!format!("{store:?}").contains(secret.expose()));
+    }
+
+    #[test]
+    fn wrong_signature_other_key_and_revoked_key_do_not_verify() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, _) = KeyStore::open(directory.path(), 1).unwrap();
+        store.create_account("alice", 1).unwrap();
+        let (alice, alice_secret) = store.create_key(Role::Trader, Some("alice"), "", 1).unwrap();
+        let (other, _) = store.create_key(Role::Trader, Some("alice"), "", 1).unwrap();
+        let message = b"payload";
+        let good = signature(&sign(alice_secret.expose(), message));
+        assert!(store.verify(&alice.id, message, &good));
+        assert!(!store.verify(&other.id, message, &good));
+        assert!(!store.verify(&alice.id, b"payload2", &good));
+        assert!(store.active_key(&alice.id).is_some());
+        store.revoke(&alice.id).unwrap();
+        assert!(store.active_key(&alice.id).is_none());
+        let (reopened, _) = KeyStore::open(directory.path(), 2).unwrap();
+        assert!(reopened.active_key(&alice.id).is_none(), "revocation is durable");
+    }
+
+    #[test]
+    fn accounts_are_validated_unique_and_keys_need_one() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, _) = KeyStore::open(directory.path(), 1).unwrap();
+        assert!(matches!(store.create_account("", 1), Err(KeyError::InvalidAccountName(_))));
+        assert!(matches!(store.create_account("a b", 1), Err(KeyError::InvalidAccountName(_))));
+        assert!(matches!(
+            store.create_account(&"x".repeat(65), 1),
+            Err(KeyError::InvalidAccountName(_))
+        ));
+        store.create_account("alice", 1).unwrap();
+        assert!(matches!(store.create_account("alice", 1), Err(KeyError::DuplicateAccount(_))));
+        assert!(matches!(
+            store.create_key(Role::Trader, Some("bob"), "", 1),
+            Err(KeyError::UnknownAccount(_))
+        ));
+    }
+
+    #[test]
+    fn a_damaged_store_is_an_error_not_a_fresh_start() {
+        let directory = tempfile::tempdir().unwrap();
+        KeyStore::open(directory.path(), 1).unwrap();
+        fs::write(directory.path().join(KEYS_FILE), b"{ not json").unwrap();
+        let error = KeyStore::open(directory.path(), 2).unwrap_err();
+        assert!(matches!(error, KeyError::Damaged { .. }), "{error}");
+        fs::write(directory.path().join(MASTER_FILE), b"abcd").unwrap();
+        assert!(KeyStore::open(directory.path(), 2).is_err());
+    }
+}

@@ -1,0 +1,178 @@
+//! The gateways' one way into the engine: submit a command and await its outcome, or
+//! run a read on the engine's state and await its answer, from async code.
+//!
+//! All gateways share one engine session. Each submission gets a correlation number and
+//! a oneshot channel; the engine's applier thread delivers outcomes (once durable, in
+//! `sync` mode) to `Waiting`, which hands each to its waiter without blocking. A
+//! waiter that went away (a client that disconnected) simply drops its outcome: the
+//! command was still sequenced and applied, and its result can be read back.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bourse_core::venue::Venue;
+use bourse_core::{Command, Event};
+use bourse_engine::{CommandResult, Outcome, Released, ResultSink, Session, SubmitError};
+use tokio::sync::oneshot;
+
+/// The outcome of one command, with its events.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    released: Arc<Released>,
+    index: usize,
+}
+
+impl Reply {
+    pub fn outcome(&self) -> &Outcome {
+        &self.released.outcomes[self.index]
+    }
+
+    /// `None` when the engine stopped before the command was durable.
+    pub fn result(&self) -> Option<&CommandResult> {
+        match self.outcome() {
+            Outcome::Applied(result) => Some(result),
+            Outcome::Failed { .. } => None,
+        }
+    }
+
+    /// The command's events: `accepted` or `rejected` first.
+    pub fn events(&self) -> &[Event] {
+        match self.result() {
+            Some(result) => self.released.events_of(result),
+            None => &[],
+        }
+    }
+}
+
+/// Why a command or a read got no answer from the engine.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    #[error(transparent)]
+    Refused(#[from] SubmitError),
+    #[error("too many requests are waiting for the engine ({0}); retry later")]
+    Busy(usize),
+    #[error("the engine stopped before answering: {0}")]
+    Failed(String),
+}
+
+impl LinkError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            LinkError::Refused(error) => error.code(),
+            LinkError::Busy(_) => "busy",
+            LinkError::Failed(_) => "engine_stopped",
+        }
+    }
+}
+
+/// A submitted command's outcome, to wait for.
+pub struct Pending {
+    receiver: oneshot::Receiver<Reply>,
+}
+
+impl Pending {
+    pub async fn wait(self) -> Result<Reply, LinkError> {
+        let reply = self
+            .receiver
+            .await
+            .map_err(|_| LinkError::Failed("the engine dropped the command".into()))?;
+        match reply.outcome() {
+            Outcome::Applied(_) => Ok(reply),
+            Outcome::Failed { reason, .. } => Err(LinkError::Failed(reason.clone())),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Waiting {
+    waiters: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
+}
+
+impl ResultSink for Waiting {
+    fn deliver(&self, released: Released) {
+        let released = Arc::new(released);
+        let mut waiters = self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (index, outcome) in released.outcomes.iter().enumerate() {
+            if let Some(waiter) = waiters.remove(&outcome.correlation()) {
+                let _ = waiter.send(Reply { released: Arc::clone(&released), index });
+            }
+        }
+    }
+}
+
+pub struct EngineLink {
+    session: Arc<Session>,
+    waiting: Arc<Waiting>,
+    next_correlation: AtomicU64,
+    in_flight_max: usize,
+}
+
+impl EngineLink {
+    /// Opens the gateways' session on `engine`; at most `in_flight_max` submissions wait
+    /// for their outcome at a time.
+    pub fn open(engine: &bourse_engine::Engine, in_flight_max: usize) -> EngineLink {
+        let waiting = Arc::new(Waiting::default());
+        let session = Arc::new(engine.open_session(Arc::clone(&waiting) as Arc<dyn ResultSink>));
+        EngineLink { session, waiting, next_correlation: AtomicU64::new(1), in_flight_max }
+    }
+
+    /// Submits `command` and waits until its outcome is released (durable, in `sync`
+    /// mode).
+    pub async fn submit(&self, command: &Command<'_>) -> Result<Reply, LinkError> {
+        self.enqueue(command)?.wait().await
+    }
+
+    /// Submits `command` now (so commands enqueued one after another are sequenced in
+    /// that order) and returns what to wait on for its outcome.
+    pub fn enqueue(&self, command: &Command<'_>) -> Result<Pending, LinkError> {
+        let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let (sender, receiver) = oneshot::channel();
+        {
+            let mut waiters = self.waiters();
+            if waiters.len() >= self.in_flight_max {
+                return Err(LinkError::Busy(self.in_flight_max));
+            }
+            waiters.insert(correlation, sender);
+        }
+        if let Err(error) = self.session.submit(command, correlation) {
+            self.waiters().remove(&correlation);
+            return Err(error.into());
+        }
+        Ok(Pending { receiver })
+    }
+
+    /// Runs `read` on the engine's state after every command submitted before it (and,
+    /// in `sync` mode, only once those are durable).
+    pub async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Venue) -> T + Send + 'static,
+    ) -> Result<T, LinkError> {
+        let (sender, receiver) = oneshot::channel();
+        self.session.query(move |venue| {
+            let _ = sender.send(read(venue));
+        })?;
+        receiver.await.map_err(|_| LinkError::Failed("the engine stopped".into()))
+    }
+
+    /// What `/metrics` reads of the engine at each scrape.
+    pub fn figures(&self) -> crate::metrics::EngineFigures {
+        let waiting = Arc::clone(&self.waiting);
+        let in_flight =
+            move || waiting.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len();
+        crate::metrics::EngineFigures::new(Arc::clone(&self.session), Arc::new(in_flight))
+    }
+
+    /// Why the engine stopped taking commands, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.session.failure()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.waiters().len()
+    }
+
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {
+        self.waiting.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,0 +1,303 @@
+//! Prometheus metrics at `/metrics`: what the gateways count as they go (requests by
+//! route and status with their latency, connections by protocol, commands, rejects by
+//! reason and trades as the feed sees them), and the engine's own counters read at
+//! each scrape (journal syncs and their latency, batch sizes, the intake queue,
+//! snapshots). Counting never blocks a request: the families are atomics.
+
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bourse_engine::{Session, StatsSnapshot};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub protocol: &'static str,
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub protocol: &'static str,
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabels {
+    pub protocol: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs to about 1.6 s.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub request_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    pub connections: Family<ProtocolLabels, Gauge>,
+    pub commands: Family<ResultLabels, Counter>,
+    pub rejects: Family<ReasonLabels, Counter>,
+    pub trades: Counter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Metrics")
+    }
+}
+
+impl Metrics {
+    /// The metrics of a server whose engine the session `engine` reaches.
+    pub fn new(engine: EngineFigures) -> Metrics {
+        let mut registry = Registry::with_prefix("bourse");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests answered, by protocol, route and status",
+            requests.clone(),
+        );
+        let request_seconds =
+            Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram,
+            );
+        registry.register(
+            "request_seconds",
+            "Time to answer a request, by protocol and route",
+            request_seconds.clone(),
+        );
+        let connections = Family::<ProtocolLabels, Gauge>::default();
+        registry.register(
+            "connections",
+            "Open connections by protocol (http: requests in progress)",
+            connections.clone(),
+        );
+        let commands = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "commands",
+            "Commands applied (all gateways), accepted or rejected",
+            commands.clone(),
+        );
+        let rejects = Family::<ReasonLabels, Counter>::default();
+        registry.register("rejects", "Rejected commands by reason", rejects.clone());
+        let trades = Counter::default();
+        registry.register("trades", "Trades", trades.clone());
+        registry.register_collector(Box::new(engine));
+        Metrics { registry, requests, request_seconds, connections, commands, rejects, trades }
+    }
+
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    pub fn connection_opened(&self, protocol: &'static str) {
+        self.connections.get_or_create(&ProtocolLabels { protocol }).inc();
+    }
+
+    pub fn connection_closed(&self, protocol: &'static str) {
+        self.connections.get_or_create(&ProtocolLabels { protocol }).dec();
+    }
+
+    pub fn request(&self, protocol: &'static str, route: &str, status: u16, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels { protocol, route: route.to_string(), status })
+            .inc();
+        self.request_seconds
+            .get_or_create(&RouteLabels { protocol, route: route.to_string() })
+            .observe(seconds);
+    }
+}
+
+/// The engine's counters, read at each scrape.
+pub struct EngineFigures {
+    session: Arc<Session>,
+    in_flight: Arc<dyn Fn() -> usize + Send + Sync>,
+}
+
+impl EngineFigures {
+    pub fn new(
+        session: Arc<Session>,
+        in_flight: Arc<dyn Fn() -> usize + Send + Sync>,
+    ) -> EngineFigures {
+        EngineFigures { session, in_flight }
+    }
+}
+
+impl std::fmt::Debug for EngineFigures {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("EngineFigures")
+    }
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstGauge::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+/// The engine's power-of-two sync buckets as a Prometheus histogram in seconds: bucket
+/// `i` holds syncs up to `2^i` ns.
+fn sync_histogram(stats: &StatsSnapshot) -> Vec<(f64, u64)> {
+    let mut cumulative = 0;
+    let mut buckets = Vec::with_capacity(stats.sync_ns_buckets.len() + 1);
+    for (index, count) in stats.sync_ns_buckets.iter().enumerate() {
+        cumulative += count;
+        if (10..=31).contains(&index) {
+            buckets.push(((1u64 << index) as f64 / 1e9, cumulative));
+        }
+    }
+    buckets.push((f64::INFINITY, cumulative));
+    buckets
+}
+
+impl Collector for EngineFigures {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = self.session.stats();
+        counter(
+            &mut encoder,
+            "journal_commands",
+            "Commands sequenced and journaled",
+            stats.commands,
+        )?;
+        counter(
+            &mut encoder,
+            "journal_batches",
+            "Batches written (one write, one sync each)",
+            stats.batches,
+        )?;
+        let per_batch = stats.commands.checked_div(stats.batches).unwrap_or(0);
+        gauge(
+            &mut encoder,
+            "journal_batch_commands_mean",
+            "Commands per batch, on average since start",
+            per_batch as i64,
+        )?;
+        let histogram = sync_histogram(&stats);
+        let mut metric = encoder.encode_descriptor(
+            "journal_sync_seconds",
+            "Time in fdatasync per journal sync",
+            None,
+            MetricType::Histogram,
+        )?;
+        metric.encode_histogram::<NoLabelSet>(
+            stats.sync_ns_total as f64 / 1e9,
+            stats.syncs,
+            &histogram,
+            None,
+        )?;
+        gauge(
+            &mut encoder,
+            "journal_sync_max_microseconds",
+            "The slowest sync since start",
+            (stats.sync_ns_max / 1_000) as i64,
+        )?;
+        gauge(&mut encoder, "applied_seq", "The last command applied", stats.applied_seq as i64)?;
+        gauge(
+            &mut encoder,
+            "intake_queue_commands",
+            "Commands waiting for the sequencer",
+            self.session.queue_len() as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "intake_queue_capacity",
+            "The intake queue's capacity",
+            self.session.queue_capacity() as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "gateway_in_flight",
+            "Gateway requests waiting for the engine",
+            (self.in_flight)() as i64,
+        )?;
+        counter(&mut encoder, "snapshots", "Snapshots written", stats.snapshots)?;
+        counter(
+            &mut encoder,
+            "snapshot_failures",
+            "Snapshots that failed (the journal is intact)",
+            stats.snapshot_failures,
+        )?;
+        gauge(
+            &mut encoder,
+            "engine_failed",
+            "1 once the engine stopped on a storage failure",
+            i64::from(self.session.failure().is_some()),
+        )?;
+        Ok(())
+    }
+}
+
+pub async fn render(State(state): State<crate::rest::Shared>) -> Response {
+    let text = state.metrics.render();
+    ([(CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
+        .into_response()
+}
+
+/// Counts each REST request by its route (the pattern, never the concrete path) and
+/// status, with its latency.
+pub async fn count_requests(
+    State(state): State<crate::rest::Shared>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request.extensions().get::<MatchedPath>().map_or_else(
+        || "unmatched".to_string(),
+        |path| format!("{} {}", request.method(), path.as_str()),
+    );
+    let started = std::time::Instant::now();
+    state.metrics.connection_opened("http");
+    let response = next.run(request).await;
+    state.metrics.connection_closed("http");
+    let status = response.status();
+    if status.is_server_error() {
+        tracing::warn!(%route, status = status.as_u16(), "request failed");
+    } else {
+        tracing::debug!(%route, status = status.as_u16(), "request");
+    }
+    state.metrics.request(
+        "http",
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}

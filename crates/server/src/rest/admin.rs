@@ -1,0 +1,306 @@
+//! Administration: assets, instruments, accounts, API keys and money in and out. Every
+//! handler needs an admin key. Assets, instruments, deposits and withdrawals are engine
+//! commands (journaled, replayed); accounts and keys are the key store's.
+
+use std::borrow::Cow;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::Extension;
+use bourse_core::command::{InstrumentCommand, TransferCommand};
+use bourse_core::{Command, Event};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
+use super::trading::account_balances;
+use super::{created, ok, parse_body, parse_decimal, Shared};
+use crate::keys::{KeyRecord, Role};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetRequest {
+    asset: String,
+    decimals: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstrumentRequest {
+    symbol: String,
+    base: String,
+    quote: String,
+    tick: String,
+    lot: String,
+    min_qty: String,
+    max_qty: String,
+    maker_fee_bps: i64,
+    taker_fee_bps: i64,
+    market_band_bps: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountRequest {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRequest {
+    account: String,
+    label: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelAllQuery {
+    symbol: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransferRequest {
+    account: String,
+    asset: String,
+    amount: String,
+}
+
+/// Submits an admin command; its `rejected` reason becomes the error.
+async fn submit_admin(state: &Shared, command: &Command<'_>) -> ApiResult<u64> {
+    let reply = state.link.submit(command).await?;
+    let seq = reply.result().map_or(0, |result| result.seq);
+    match reply.events().first() {
+        Some(Event::Rejected { reason, .. }) => Err(ApiError::rejected(*reason)),
+        _ => Ok(seq),
+    }
+}
+
+pub async fn create_asset(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: AssetRequest = parse_body(&body)?;
+    let command =
+        Command::Asset { asset: Cow::Borrowed(&request.asset), decimals: request.decimals };
+    let seq = submit_admin(&state, &command).await?;
+    Ok(created(json!({ "asset": request.asset, "decimals": request.decimals, "seq": seq })))
+}
+
+pub async fn create_instrument(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: InstrumentRequest = parse_body(&body)?;
+    let command = Command::Instrument(Box::new(InstrumentCommand {
+        symbol: Cow::Borrowed(&request.symbol),
+        base: Cow::Borrowed(&request.base),
+        quote: Cow::Borrowed(&request.quote),
+        tick: parse_decimal("tick", &request.tick)?,
+        lot: parse_decimal("lot", &request.lot)?,
+        min_qty: parse_decimal("min_qty", &request.min_qty)?,
+        max_qty: parse_decimal("max_qty", &request.max_qty)?,
+        maker_fee_bps: request.maker_fee_bps,
+        taker_fee_bps: request.taker_fee_bps,
+        market_band_bps: request.market_band_bps,
+    }));
+    let seq = submit_admin(&state, &command).await?;
+    let reference = state.refresh_reference().await?;
+    let shown =
+        reference.find_instrument(&request.symbol).map_or(Value::Null, |(_, info)| info.to_json());
+    Ok(created(json!({ "instrument": shown, "seq": seq })))
+}
+
+pub async fn create_account(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: AccountRequest = parse_body(&body)?;
+    let record = state.keys.create_account(&request.name, crate::now_ms())?;
+    Ok(created(json!({ "account": record.name, "created_ms": record.created_ms })))
+}
+
+pub async fn list_accounts(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let accounts: Vec<Value> = state
+        .keys
+        .accounts()
+        .into_iter()
+        .map(|account| json!({ "account": account.name, "created_ms": account.created_ms }))
+        .collect();
+    Ok(ok(json!({ "accounts": accounts })))
+}
+
+pub async fn account_balances_admin(state: &Shared, account: &str) -> ApiResult<Value> {
+    if state.keys.account(account).is_none() {
+        return Err(ApiError::not_found("unknown_account", format!("unknown account {account:?}")));
+    }
+    account_balances(state, account).await
+}
+
+pub async fn account_balances_route(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(account): Path<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let balances = account_balances_admin(&state, &account).await?;
+    Ok(ok(json!({ "account": account, "balances": balances })))
+}
+
+fn key_json(key: &KeyRecord) -> Value {
+    json!({
+        "key": key.id,
+        "role": key.role,
+        "account": key.account,
+        "label": key.label,
+        "created_ms": key.created_ms,
+        "revoked": key.revoked,
+    })
+}
+
+pub async fn create_key(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: KeyRequest = parse_body(&body)?;
+    let label = request.label.unwrap_or_default();
+    let (key, secret) =
+        state.keys.create_key(Role::Trader, Some(&request.account), &label, crate::now_ms())?;
+    let mut shown = key_json(&key);
+    if let Some(object) = shown.as_object_mut() {
+        object.insert("secret".to_string(), Value::String(secret.expose().to_string()));
+    }
+    Ok(created(shown))
+}
+
+pub async fn list_keys(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let keys: Vec<Value> = state.keys.keys().iter().map(key_json).collect();
+    Ok(ok(json!({ "keys": keys })))
+}
+
+pub async fn revoke_key(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(key_id): Path<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let key = state.keys.revoke(&key_id)?;
+    Ok(ok(key_json(&key)))
+}
+
+async fn transfer(state: &Shared, body: &Bytes, deposit: bool) -> ApiResult<Response> {
+    let request: TransferRequest = parse_body(body)?;
+    if state.keys.account(&request.account).is_none() {
+        return Err(ApiError::not_found(
+            "unknown_account",
+            format!("unknown account {:?} (create it first)", request.account),
+        ));
+    }
+    let transfer = TransferCommand {
+        account: Cow::Borrowed(&request.account),
+        asset: Cow::Borrowed(&request.asset),
+        amount: parse_decimal("amount", &request.amount)?,
+    };
+    let command = if deposit { Command::Deposit(transfer) } else { Command::Withdraw(transfer) };
+    let seq = submit_admin(state, &command).await?;
+    let balances = account_balances(state, &request.account).await?;
+    Ok(ok(json!({ "seq": seq, "account": request.account, "balances": balances })))
+}
+
+pub async fn deposit(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    transfer(&state, &body, true).await
+}
+
+pub async fn withdraw(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    transfer(&state, &body, false).await
+}
+
+async fn halt_or_resume(state: &Shared, symbol: String, halt: bool) -> ApiResult<Response> {
+    let command = if halt {
+        Command::Halt { symbol: Cow::Borrowed(&symbol) }
+    } else {
+        Command::Resume { symbol: Cow::Borrowed(&symbol) }
+    };
+    let seq = submit_admin(state, &command).await?;
+    Ok(ok(json!({ "symbol": symbol, "halted": halt, "seq": seq })))
+}
+
+/// Halts an instrument: new orders and amends on it are rejected `instrument_halted`;
+/// cancels still work.
+pub async fn halt(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(symbol): Path<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    halt_or_resume(&state, symbol, true).await
+}
+
+pub async fn resume(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(symbol): Path<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    halt_or_resume(&state, symbol, false).await
+}
+
+/// Cancels every open order of an account (on one instrument with `?symbol=`), in one
+/// engine command.
+pub async fn cancel_all(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(account): Path<String>,
+    Query(query): Query<CancelAllQuery>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    if state.keys.account(&account).is_none() {
+        return Err(ApiError::not_found("unknown_account", format!("unknown account {account:?}")));
+    }
+    let command = Command::CancelAll {
+        account: bourse_core::AccountRef::Name(Cow::Borrowed(&account)),
+        symbol: query.symbol.as_deref().map(Cow::Borrowed),
+    };
+    let reply = state.link.submit(&command).await?;
+    let events = reply.events();
+    if let Some(Event::Rejected { reason, .. }) = events.first() {
+        return Err(ApiError::rejected(*reason));
+    }
+    let canceled: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Done { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let seq = reply.result().map_or(0, |result| result.seq);
+    Ok(ok(json!({ "account": account, "canceled": canceled, "seq": seq })))
+}

@@ -1,0 +1,153 @@
+//! What anyone may read without a key: health, readiness, instruments and depth.
+
+use std::sync::atomic::Ordering;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bourse_core::Side;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::{ApiError, ApiResult};
+use super::{ok, Shared};
+
+/// Depth levels per side, at most.
+pub const DEPTH_LEVELS_MAX: usize = 1_000;
+const DEPTH_LEVELS_DEFAULT: usize = 20;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepthQuery {
+    levels: Option<usize>,
+}
+
+/// The process is up.
+pub async fn health() -> Response {
+    ok(json!({ "status": "ok" }))
+}
+
+/// The engine has recovered and takes commands.
+pub async fn ready(State(state): State<Shared>) -> Response {
+    let failure = state.link.failure();
+    let ready = state.ready.load(Ordering::SeqCst) && failure.is_none();
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let body = json!({ "ready": ready, "engine_failure": failure });
+    (status, Json(body)).into_response()
+}
+
+pub async fn instruments(State(state): State<Shared>) -> ApiResult<Response> {
+    let reference = state.refresh_reference().await?;
+    let count = reference.instruments.len();
+    let halted = state
+        .link
+        .read(move |venue| {
+            (0..count)
+                .map(|index| venue.is_halted(bourse_core::ids::InstrumentId(index as u32)))
+                .collect::<Vec<bool>>()
+        })
+        .await?;
+    let shown: Vec<Value> = reference
+        .instruments
+        .iter()
+        .zip(halted)
+        .map(|(info, halted)| {
+            let mut shown = info.to_json();
+            shown["halted"] = json!(halted);
+            shown
+        })
+        .collect();
+    Ok(ok(json!({ "instruments": shown })))
+}
+
+pub async fn depth(
+    State(state): State<Shared>,
+    Path(symbol): Path<String>,
+    Query(query): Query<DepthQuery>,
+) -> ApiResult<Response> {
+    let levels = query.levels.unwrap_or(DEPTH_LEVELS_DEFAULT);
+    if levels == 0 || levels > DEPTH_LEVELS_MAX {
+        return Err(ApiError::malformed(format!("levels is 1 to {DEPTH_LEVELS_MAX}")));
+    }
+    let wanted = symbol.clone();
+    let book = state
+        .link
+        .read(move |venue| {
+            let exchange = venue.exchange();
+            let instrument = exchange.find_instrument(&wanted)?;
+            let book = exchange.book(instrument);
+            let side = |side| -> Vec<(i64, i64, u32)> {
+                book.top_levels(side, levels)
+                    .into_iter()
+                    .map(|level| (level.price.0, level.total_qty.0, level.order_count))
+                    .collect()
+            };
+            Some((instrument, side(Side::Buy), side(Side::Sell), exchange.time_ns()))
+        })
+        .await?;
+    let Some((instrument, bids, asks, time_ns)) = book else {
+        return Err(ApiError::rejected(bourse_core::RejectReason::UnknownSymbol));
+    };
+    let reference = state.reference_knowing(instrument.index() + 1).await?;
+    let info = reference
+        .instrument(instrument)
+        .ok_or_else(|| ApiError::rejected(bourse_core::RejectReason::UnknownSymbol))?;
+    let shown = |levels: Vec<(i64, i64, u32)>| -> Vec<Value> {
+        levels
+            .into_iter()
+            .map(|(price, qty, orders)| json!([info.price(price), info.qty(qty), orders]))
+            .collect()
+    };
+    Ok(ok(
+        json!({ "symbol": symbol, "time_ns": time_ns, "bids": shown(bids), "asks": shown(asks) }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TradesQuery {
+    limit: Option<usize>,
+}
+
+async fn instrument_of(
+    state: &Shared,
+    symbol: &str,
+) -> ApiResult<(bourse_core::ids::InstrumentId, crate::render::InstrumentInfo)> {
+    let mut reference = state.reference();
+    if reference.find_instrument(symbol).is_none() {
+        reference = state.refresh_reference().await?;
+    }
+    let (instrument, info) = reference
+        .find_instrument(symbol)
+        .ok_or_else(|| ApiError::rejected(bourse_core::RejectReason::UnknownSymbol))?;
+    Ok((instrument, info.clone()))
+}
+
+pub async fn trades(
+    State(state): State<Shared>,
+    Path(symbol): Path<String>,
+    Query(query): Query<TradesQuery>,
+) -> ApiResult<Response> {
+    let limit = query.limit.unwrap_or(100);
+    if limit == 0 || limit > crate::ws::market::RECENT_TRADES_KEPT {
+        return Err(ApiError::malformed(format!(
+            "limit is 1 to {}",
+            crate::ws::market::RECENT_TRADES_KEPT
+        )));
+    }
+    let (instrument, info) = instrument_of(&state, &symbol).await?;
+    let trades: Vec<Value> =
+        state.market().recent(instrument, limit).iter().map(|trade| trade.to_json(&info)).collect();
+    Ok(ok(json!({ "symbol": symbol, "trades": trades })))
+}
+
+pub async fn ticker(
+    State(state): State<Shared>,
+    Path(symbol): Path<String>,
+) -> ApiResult<Response> {
+    let (instrument, info) = instrument_of(&state, &symbol).await?;
+    let now_ns = crate::now_ms().saturating_mul(1_000_000);
+    let figures = state.market().figures(instrument, now_ns);
+    Ok(ok(json!({ "symbol": symbol, "data": crate::ws::market::ticker_json(&info, figures) })))
+}

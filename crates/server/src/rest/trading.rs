@@ -1,0 +1,511 @@
+//! An account's own orders, fills and balances. Every handler acts for the account of
+//! the key that signed the request, and finds only that account's orders: another
+//! account's order id is `unknown_order`, exactly like one that does not exist.
+
+use std::borrow::Cow;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::Extension;
+use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
+use bourse_core::ids::{AccountId, ClientOrderId};
+use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
+use bourse_core::{
+    AccountRef, Command, Event, Price, Qty, RejectReason, Side, StpMode, TimeInForce,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult};
+use super::{ok, parse_body, parse_decimal, Shared};
+use crate::render::{decimal, fill_json, order_json, placed_from_events, Reference};
+
+/// Client order ids: 1 to 36 printable ASCII characters, no spaces (a UUID fits).
+pub const CLIENT_ORDER_ID_BYTES_MAX: usize = 36;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderRequest {
+    symbol: String,
+    side: SideText,
+    #[serde(rename = "type")]
+    kind: KindText,
+    price: Option<String>,
+    qty: String,
+    time_in_force: Option<TimeInForceText>,
+    post_only: Option<bool>,
+    stp: Option<StpText>,
+    client_order_id: Option<String>,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SideText {
+    Buy,
+    Sell,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum KindText {
+    Limit,
+    Market,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum TimeInForceText {
+    Gtc,
+    Ioc,
+    Fok,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum StpText {
+    CancelTaker,
+    CancelMaker,
+    CancelBoth,
+    None,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AmendRequest {
+    price: Option<String>,
+    qty: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrdersQuery {
+    status: Option<String>,
+    client_order_id: Option<String>,
+    symbol: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientIdQuery {
+    client_order_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FillsQuery {
+    symbol: Option<String>,
+    limit: Option<usize>,
+}
+
+fn valid_client_order_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= CLIENT_ORDER_ID_BYTES_MAX
+        && id.bytes().all(|byte| byte.is_ascii_graphic())
+}
+
+fn client_order_id(requested: Option<String>) -> ApiResult<String> {
+    match requested {
+        Some(id) if valid_client_order_id(&id) => Ok(id),
+        Some(id) => Err(ApiError::malformed(format!(
+            "client_order_id must be 1 to {CLIENT_ORDER_ID_BYTES_MAX} printable ASCII characters without spaces, not {id:?}"
+        ))),
+        None => {
+            let mut bytes = [0u8; 12];
+            getrandom::fill(&mut bytes)
+                .map_err(|_| ApiError::malformed("no client_order_id given and none could be made"))?;
+            Ok(format!("auto-{}", hex::encode(bytes)))
+        }
+    }
+}
+
+pub async fn place_order(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let account = caller.account()?.to_string();
+    let request: OrderRequest = parse_body(&body)?;
+    let client_id = client_order_id(request.client_order_id.clone())?;
+    let order = order_command(&request, &account, &client_id)?;
+    let account_id = state.account_id(&account).await?;
+    if let Some(account_id) = account_id {
+        check_open_order_limit(&state, account_id).await?;
+    }
+    let reply = state.link.submit(&Command::Order(order.clone())).await?;
+    let result = reply.result().ok_or_else(|| ApiError::malformed("no result"))?.clone();
+    let events = reply.events();
+    match events.first() {
+        Some(Event::Rejected { reason: RejectReason::DuplicateId, .. }) => {
+            Err(duplicate(&state, &account, &client_id).await)
+        }
+        Some(Event::Rejected { reason, .. }) => Err(ApiError::rejected(*reason)),
+        _ => {
+            let reference = state.reference_knowing(usize::MAX).await;
+            let reference = match reference {
+                Ok(reference) => reference,
+                Err(_) => state.reference(),
+            };
+            let Some((instrument, info)) = reference.find_instrument(&request.symbol) else {
+                return Err(ApiError::malformed("the instrument vanished"));
+            };
+            let price = match order.order_type {
+                OrderType::Limit { price } => price
+                    .to_units(info.price_decimals)
+                    .and_then(|units| i64::try_from(units).ok())
+                    .map(Price),
+                OrderType::Market => None,
+            };
+            let qty = order
+                .qty
+                .to_units(info.qty_decimals)
+                .and_then(|units| i64::try_from(units).ok())
+                .map_or(Qty(0), Qty);
+            let submitted = OrderRecord {
+                order_id: result.seq,
+                account: account_id.unwrap_or(AccountId(u32::MAX)),
+                client_id: ClientOrderId::from(client_id.as_str()),
+                instrument,
+                side: order.side,
+                kind: if price.is_some() { OrderKind::Limit } else { OrderKind::Market },
+                time_in_force: applied_time_in_force(&order),
+                post_only: order.post_only && price.is_some(),
+                stp: order.stp,
+                price,
+                qty,
+                remaining: qty,
+                filled: Qty(0),
+                status: OrderStatus::Open,
+                created_ns: result.ts,
+                updated_ns: result.ts,
+            };
+            let placed = placed_from_events(&reference, submitted, &events[1..]);
+            let fills: Vec<Value> =
+                placed.fills.iter().map(|fill| fill_json(&reference, fill)).collect();
+            Ok(ok(json!({ "order": order_json(&reference, &placed.record), "fills": fills })))
+        }
+    }
+}
+
+/// What the exchange makes of a market order's time in force (see the replay spec).
+fn applied_time_in_force(order: &OrderCommand<'_>) -> TimeInForce {
+    match (order.order_type, order.time_in_force) {
+        (OrderType::Market, TimeInForce::FillOrKill) => TimeInForce::FillOrKill,
+        (OrderType::Market, _) => TimeInForce::ImmediateOrCancel,
+        (_, time_in_force) => time_in_force,
+    }
+}
+
+fn order_command(
+    request: &OrderRequest,
+    account: &str,
+    client_id: &str,
+) -> ApiResult<OrderCommand<'static>> {
+    let order_type = match (request.kind, &request.price) {
+        (KindText::Limit, Some(price)) => {
+            OrderType::Limit { price: parse_decimal("price", price)? }
+        }
+        (KindText::Limit, None) => return Err(ApiError::malformed("a limit order needs a price")),
+        (KindText::Market, _) => OrderType::Market,
+    };
+    Ok(OrderCommand {
+        account: AccountRef::Name(Cow::Owned(account.to_string())),
+        id: Cow::Owned(client_id.to_string()),
+        symbol: Cow::Owned(request.symbol.clone()),
+        side: match request.side {
+            SideText::Buy => Side::Buy,
+            SideText::Sell => Side::Sell,
+        },
+        order_type,
+        qty: parse_decimal("qty", &request.qty)?,
+        time_in_force: match request.time_in_force.unwrap_or(TimeInForceText::Gtc) {
+            TimeInForceText::Gtc => TimeInForce::GoodTillCancel,
+            TimeInForceText::Ioc => TimeInForce::ImmediateOrCancel,
+            TimeInForceText::Fok => TimeInForce::FillOrKill,
+        },
+        post_only: request.post_only.unwrap_or(false),
+        stp: match request.stp.unwrap_or(StpText::CancelTaker) {
+            StpText::CancelTaker => StpMode::CancelTaker,
+            StpText::CancelMaker => StpMode::CancelMaker,
+            StpText::CancelBoth => StpMode::CancelBoth,
+            StpText::None => StpMode::None,
+        },
+    })
+}
+
+async fn check_open_order_limit(state: &Shared, account: AccountId) -> ApiResult<()> {
+    let open = state
+        .link
+        .read(move |venue| {
+            venue.activity().map_or(0, |activity| activity.open_order_count(account))
+        })
+        .await?;
+    let limit = state.limits.open_orders_per_account;
+    if open >= limit {
+        return Err(ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "too_many_open_orders",
+            format!("the account has {open} open orders; at most {limit} are allowed"),
+        ));
+    }
+    Ok(())
+}
+
+/// The answer to a reused client order id: the order it names, which is the one a
+/// retried submission created.
+async fn duplicate(state: &Shared, account: &str, client_id: &str) -> ApiError {
+    let error = ApiError::rejected(RejectReason::DuplicateId);
+    let Ok(Some(account_id)) = state.account_id(account).await else { return error };
+    let client = client_id.to_string();
+    let record = state
+        .link
+        .read(move |venue| {
+            venue
+                .activity()
+                .and_then(|activity| activity.order_by_client(account_id, &client).cloned())
+        })
+        .await;
+    match (record, state.reference_knowing(usize::MAX).await) {
+        (Ok(Some(record)), Ok(reference)) => error.with("order", order_json(&reference, &record)),
+        _ => error,
+    }
+}
+
+/// The caller's order `order_id`, or `unknown_order` (also for another account's).
+async fn own_order(
+    state: &Shared,
+    caller: &Caller,
+    order_id: u64,
+) -> ApiResult<(AccountId, OrderRecord)> {
+    let account = caller.account()?;
+    let account_id = state.account_id(account).await?.ok_or_else(ApiError::unknown_order)?;
+    let record = state
+        .link
+        .read(move |venue| venue.activity().and_then(|activity| activity.order(order_id).cloned()))
+        .await?;
+    match record {
+        Some(record) if record.account == account_id => Ok((account_id, record)),
+        _ => Err(ApiError::unknown_order()),
+    }
+}
+
+fn parse_order_id(text: &str) -> ApiResult<u64> {
+    text.parse()
+        .map_err(|_| ApiError::malformed(format!("an order id is a whole number, not {text:?}")))
+}
+
+pub async fn get_order(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(order_id): Path<String>,
+) -> ApiResult<Response> {
+    let (_, record) = own_order(&state, &caller, parse_order_id(&order_id)?).await?;
+    let reference = state.reference_knowing(record.instrument.index() + 1).await?;
+    Ok(ok(order_json(&reference, &record)))
+}
+
+pub async fn cancel_order(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(order_id): Path<String>,
+) -> ApiResult<Response> {
+    let order_id = parse_order_id(&order_id)?;
+    let (account_id, record) = own_order(&state, &caller, order_id).await?;
+    let command = Command::Cancel {
+        account: AccountRef::Id(account_id),
+        id: Cow::Owned(record.client_id.to_string()),
+    };
+    submit_and_show(&state, &command, account_id, record.client_id.as_str()).await
+}
+
+pub async fn cancel_by_client(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<ClientIdQuery>,
+) -> ApiResult<Response> {
+    let account = caller.account()?;
+    let account_id = state.account_id(account).await?.ok_or_else(ApiError::unknown_order)?;
+    let command = Command::Cancel {
+        account: AccountRef::Id(account_id),
+        id: Cow::Owned(query.client_order_id.clone()),
+    };
+    submit_and_show(&state, &command, account_id, &query.client_order_id).await
+}
+
+pub async fn amend_order(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(order_id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let request: AmendRequest = parse_body(&body)?;
+    if request.price.is_none() && request.qty.is_none() {
+        return Err(ApiError::malformed("an amend needs price, qty or both"));
+    }
+    let price = request.price.as_deref().map(|price| parse_decimal("price", price)).transpose()?;
+    let qty = request.qty.as_deref().map(|qty| parse_decimal("qty", qty)).transpose()?;
+    let (account_id, record) = own_order(&state, &caller, parse_order_id(&order_id)?).await?;
+    let command = Command::Amend(AmendCommand {
+        account: AccountRef::Id(account_id),
+        id: Cow::Owned(record.client_id.to_string()),
+        price,
+        qty,
+    });
+    submit_and_show(&state, &command, account_id, record.client_id.as_str()).await
+}
+
+/// Submits a cancel or amend and answers with the order as it stands after it.
+async fn submit_and_show(
+    state: &Shared,
+    command: &Command<'_>,
+    account_id: AccountId,
+    client_id: &str,
+) -> ApiResult<Response> {
+    let reply = state.link.submit(command).await?;
+    if let Some(Event::Rejected { reason, .. }) = reply.events().first() {
+        return Err(ApiError::rejected(*reason));
+    }
+    let client = client_id.to_string();
+    let record = state
+        .link
+        .read(move |venue| {
+            venue
+                .activity()
+                .and_then(|activity| activity.order_by_client(account_id, &client).cloned())
+        })
+        .await?
+        .ok_or_else(ApiError::unknown_order)?;
+    let reference = state.reference_knowing(record.instrument.index() + 1).await?;
+    Ok(ok(order_json(&reference, &record)))
+}
+
+pub async fn list_orders(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<OrdersQuery>,
+) -> ApiResult<Response> {
+    let account = caller.account()?;
+    let Some(account_id) = state.account_id(account).await? else {
+        return Ok(ok(json!({ "orders": [] })));
+    };
+    if let Some(client_id) = query.client_order_id {
+        let record = state
+            .link
+            .read(move |venue| {
+                venue
+                    .activity()
+                    .and_then(|activity| activity.order_by_client(account_id, &client_id).cloned())
+            })
+            .await?
+            .ok_or_else(ApiError::unknown_order)?;
+        let reference = state.reference_knowing(record.instrument.index() + 1).await?;
+        return Ok(ok(order_json(&reference, &record)));
+    }
+    let finished = match query.status.as_deref() {
+        None | Some("open") => false,
+        Some("finished") => true,
+        Some(other) => {
+            return Err(ApiError::malformed(format!("status is open or finished, not {other:?}")))
+        }
+    };
+    let records: Vec<OrderRecord> = state
+        .link
+        .read(move |venue| {
+            let Some(activity) = venue.activity() else { return Vec::new() };
+            if finished {
+                activity.finished_orders(account_id).cloned().collect()
+            } else {
+                activity.open_orders(account_id).cloned().collect()
+            }
+        })
+        .await?;
+    let reference = state.reference_knowing(usize::MAX).await?;
+    let symbol = query.symbol;
+    let orders: Vec<Value> = records
+        .iter()
+        .filter(|record| matches_symbol(&reference, record.instrument, symbol.as_deref()))
+        .map(|record| order_json(&reference, record))
+        .collect();
+    Ok(ok(json!({ "orders": orders })))
+}
+
+fn matches_symbol(
+    reference: &Reference,
+    instrument: bourse_core::ids::InstrumentId,
+    symbol: Option<&str>,
+) -> bool {
+    symbol.is_none_or(|symbol| {
+        reference.instrument(instrument).is_some_and(|info| info.symbol == symbol)
+    })
+}
+
+pub async fn fills(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<FillsQuery>,
+) -> ApiResult<Response> {
+    let account = caller.account()?;
+    let Some(account_id) = state.account_id(account).await? else {
+        return Ok(ok(json!({ "fills": [] })));
+    };
+    let fills = state
+        .link
+        .read(move |venue| {
+            venue.activity().map_or_else(Vec::new, |activity| {
+                activity.fills(account_id).cloned().collect::<Vec<_>>()
+            })
+        })
+        .await?;
+    let reference = state.reference_knowing(usize::MAX).await?;
+    let limit = query.limit.unwrap_or(usize::MAX);
+    let mut shown: Vec<Value> = fills
+        .iter()
+        .rev()
+        .filter(|fill| matches_symbol(&reference, fill.instrument, query.symbol.as_deref()))
+        .take(limit)
+        .map(|fill| fill_json(&reference, fill))
+        .collect();
+    shown.reverse();
+    Ok(ok(json!({ "fills": shown })))
+}
+
+pub async fn balances(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    let account = caller.account()?.to_string();
+    Ok(ok(json!({ "account": account, "balances": account_balances(&state, &account).await? })))
+}
+
+/// Every asset's `available` and `held` for `account` (zeros for one with nothing yet).
+pub async fn account_balances(state: &Shared, account: &str) -> ApiResult<Value> {
+    let name = account.to_string();
+    let balances = state
+        .link
+        .read(move |venue| {
+            let exchange = venue.exchange();
+            let account = exchange.ledger().find_account(&name);
+            exchange
+                .assets()
+                .iter()
+                .enumerate()
+                .map(|(index, spec)| {
+                    let asset = bourse_core::ids::AssetId(index as u32);
+                    let balance = account.map(|account| exchange.ledger().balance(account, asset));
+                    let (available, held) =
+                        balance.map_or((0, 0), |balance| (balance.available.0, balance.held.0));
+                    (spec.name.to_string(), spec.decimals, available, held)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
+    let mut shown = serde_json::Map::new();
+    for (asset, decimals, available, held) in balances {
+        shown.insert(
+            asset,
+            json!({ "available": decimal(i128::from(available), decimals), "held": decimal(i128::from(held), decimals) }),
+        );
+    }
+    Ok(Value::Object(shown))
+}

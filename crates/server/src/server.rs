@@ -1,0 +1,189 @@
+//! Starting and stopping the whole server: the key store, the engine (recovered from the
+//! data directory), the listeners, and the order of things on shutdown: stop taking
+//! requests, let those in progress finish, stop the engine (which syncs and writes its
+//! snapshot), exit.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bourse_engine::{Engine, EngineConfig};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::{ConfigError, ServeConfig};
+use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
+use crate::link::EngineLink;
+use crate::rest::auth::Authenticator;
+use crate::rest::{self, AppState};
+
+/// Why the server could not start (or stopped badly). Each has a clear message; the
+/// command line prints it and exits non-zero.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("the data directory {path} is not usable: {source}")]
+    DataDir { path: PathBuf, source: std::io::Error },
+    #[error("the key store cannot be opened: {0}")]
+    Keys(#[from] KeyError),
+    #[error("the engine cannot start: {0}")]
+    Engine(#[from] bourse_engine::StartError),
+    #[error("cannot listen on {address}: {source}")]
+    Listen { address: SocketAddr, source: std::io::Error },
+    #[error("the demo setup failed: {0}")]
+    Demo(String),
+    #[error("the engine stopped with a failure: {0}")]
+    EngineFailed(String),
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// What the operator should be told at start.
+#[derive(Debug)]
+pub struct StartNotes {
+    pub http: SocketAddr,
+    pub tcp: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Set on the first start: the admin key was made and written there.
+    pub first_start: Option<FirstStart>,
+    pub admin_key_file: PathBuf,
+    /// `--demo`: the demo accounts' keys.
+    pub demo_keys: Vec<(String, String, Secret)>,
+    pub recovered_seq: u64,
+}
+
+pub struct RunningServer {
+    pub notes: StartNotes,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), ServeError>>,
+}
+
+impl RunningServer {
+    pub fn http_address(&self) -> SocketAddr {
+        self.notes.http
+    }
+
+    /// Stops taking requests, finishes those in progress, stops the engine.
+    pub async fn shutdown(mut self) -> Result<(), ServeError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.wait().await
+    }
+
+    /// Waits until the server stops (after `shutdown`, or a failure).
+    pub async fn wait(self) -> Result<(), ServeError> {
+        self.task.await.map_err(|error| ServeError::Internal(error.to_string()))?
+    }
+
+    /// A handle that stops the server when fired (for signal handlers).
+    pub fn take_stop(&mut self) -> Option<oneshot::Sender<()>> {
+        self.stop.take()
+    }
+}
+
+/// Starts the server: recovers the engine, binds the port, and serves until stopped.
+pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, ServeError> {
+    let durability = config.durability()?;
+    std::fs::create_dir_all(&config.data_dir)
+        .and_then(|()| check_writable(&config.data_dir))
+        .map_err(|source| ServeError::DataDir { path: config.data_dir.clone(), source })?;
+    let server_dir = config.data_dir.join("server");
+    let (keys, first_start) = KeyStore::open(&server_dir, crate::now_ms())?;
+    let keys = Arc::new(keys);
+    let mut engine_config = EngineConfig::new(&config.data_dir);
+    engine_config.durability = durability;
+    engine_config.track_activity = true;
+    let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config))
+        .await
+        .map_err(|error| ServeError::Internal(error.to_string()))??;
+    let recovered_seq = engine.start_report().last_seq;
+    let listener = TcpListener::bind(config.http.listen)
+        .await
+        .map_err(|source| ServeError::Listen { address: config.http.listen, source })?;
+    let http = listener
+        .local_addr()
+        .map_err(|source| ServeError::Listen { address: config.http.listen, source })?;
+    let tcp_listener = TcpListener::bind(config.tcp.listen)
+        .await
+        .map_err(|source| ServeError::Listen { address: config.tcp.listen, source })?;
+    let tcp = tcp_listener
+        .local_addr()
+        .map_err(|source| ServeError::Listen { address: config.tcp.listen, source })?;
+    let link = EngineLink::open(&engine, config.limits.in_flight_max);
+    let (tap_sink, tap_receiver, tap_overflowed) = crate::ws::hub::tap_channel();
+    let tap = engine
+        .open_tap(Arc::new(tap_sink))
+        .ok_or_else(|| ServeError::Internal("the engine's tap is taken".to_string()))?;
+    let (hub_sender, hub_receiver) = tokio::sync::mpsc::channel(1_024);
+    let authenticator = Authenticator::new(
+        config.auth.timestamp_window_ms,
+        config.limits.requests_per_second,
+        config.limits.requests_burst,
+    );
+    let state = Arc::new(AppState::new(
+        link,
+        hub_sender,
+        Arc::clone(&keys),
+        authenticator,
+        config.limits.clone(),
+        std::time::Duration::from_millis(config.auth.login_timeout_ms),
+    ));
+    let hub = crate::ws::hub::Hub::new(Arc::clone(&state), tap_overflowed);
+    tokio::spawn(hub.run(tap_receiver, hub_receiver));
+    state.refresh_reference().await.map_err(|error| ServeError::Internal(error.message))?;
+    let demo_keys = if demo {
+        crate::demo::set_up(&state).await.map_err(ServeError::Demo)?
+    } else {
+        Vec::new()
+    };
+    rest::mark_ready(&state);
+    tracing::info!(%http, %tcp, data_dir = %config.data_dir.display(), recovered_seq, "serving");
+    let (stop_tcp, tcp_stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(crate::tcp::serve(tcp_listener, Arc::clone(&state), tcp_stopped));
+    let (stop, stopped) = oneshot::channel::<()>();
+    let router = rest::router(Arc::clone(&state));
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+                let _ = stop_tcp.send(true);
+                // Closing the tap ends the hub, which closes every WebSocket connection
+                // (`shutting_down`), so that the drain below does not wait for them.
+                drop(tap);
+            })
+            .await;
+        state.ready.store(false, std::sync::atomic::Ordering::SeqCst);
+        tracing::info!("requests drained; stopping the engine");
+        drop(state);
+        let stopped_engine = tokio::task::spawn_blocking(move || engine.shutdown())
+            .await
+            .map_err(|error| ServeError::Internal(error.to_string()))?;
+        served.map_err(|error| ServeError::Internal(error.to_string()))?;
+        match &stopped_engine {
+            Ok(()) => tracing::info!("engine stopped cleanly"),
+            Err(failure) => tracing::error!(%failure, "the engine had stopped on a failure"),
+        }
+        stopped_engine.map_err(ServeError::EngineFailed)
+    });
+    let notes = StartNotes {
+        http,
+        tcp,
+        data_dir: config.data_dir.clone(),
+        first_start,
+        admin_key_file: server_dir.join(crate::keys::ADMIN_KEY_FILE),
+        demo_keys,
+        recovered_seq,
+    };
+    Ok(RunningServer { notes, stop: Some(stop), task })
+}
+
+/// A data directory we cannot write to fails now, with its reason, not at the first
+/// order.
+fn check_writable(directory: &std::path::Path) -> std::io::Result<()> {
+    let probe = directory.join(".bourse-write-check");
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
+}

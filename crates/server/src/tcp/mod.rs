@@ -1,0 +1,622 @@
+//! The binary TCP order-entry gateway (`docs/protocol-binary.md`): length-framed,
+//! little-endian, fixed-layout messages. A client logs in with an API key, then
+//! pipelines new orders, cancels, amends and status requests; acknowledgements and
+//! rejects come back by request id, fills and order updates as they happen (from the
+//! hub's private channels, so a maker hears of its fills too).
+//!
+//! Each connection is three tasks: a reader that turns bytes into messages (and closes
+//! on a bad frame), the connection's own loop, and a writer with a bounded queue. A
+//! client that does not read is closed (`slow_consumer`); a client that sends nothing
+//! for `[limits] idle_timeout_ms` is closed (`idle_timeout`), one that does not log in
+//! within `[auth] login_timeout_ms` too (`login_required`).
+
+pub mod wire;
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
+use bourse_core::ids::AccountId;
+use bourse_core::venue::OrderRecord;
+use bourse_core::{AccountRef, Command, Event, RejectReason, Side, StpMode, TimeInForce};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+
+use crate::link::{LinkError, Reply};
+use crate::rest::auth::{Caller, Signed};
+use crate::rest::Shared;
+use crate::ws::hub::{Channel, HubCommand, Kill, Outbound};
+use wire::{code, server, ClientMessage, FrameWriter, NewOrder, WireDecimal};
+
+/// Requests of one connection waiting for the engine, at most; beyond it `busy`.
+pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 4_096;
+/// A frame the client does not take within this long closes the connection.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The path a login signs (method `GET`, empty body), as for WebSocket.
+pub const LOGIN_PATH: &str = "/v1/tcp";
+
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1_000_000_000);
+
+/// Accepts connections until `stop` turns true.
+pub async fn serve(listener: TcpListener, state: Shared, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                if let Ok((stream, peer)) = accepted {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(Connection::run(Arc::clone(&state), stream, peer, stop.clone()));
+                }
+            }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// What a finished request answers.
+struct Completion {
+    request_id: u64,
+    client_order_id: String,
+    result: Result<Reply, LinkError>,
+    /// The request's name and when it arrived (for `/metrics`).
+    route: &'static str,
+    started: std::time::Instant,
+}
+
+struct Connection {
+    state: Shared,
+    id: u64,
+    frames: mpsc::Sender<Vec<u8>>,
+    kill: Arc<Kill>,
+    hub_outbound: Outbound,
+    caller: Option<Caller>,
+    account: Option<AccountId>,
+    completions: mpsc::Sender<Completion>,
+    in_flight: usize,
+}
+
+impl Connection {
+    async fn run(
+        state: Shared,
+        stream: TcpStream,
+        _peer: SocketAddr,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        state.metrics.connection_opened("tcp");
+        let (read_half, write_half) = stream.into_split();
+        let queue = state.limits.ws_queue_messages.max(1);
+        let (frames, frame_receiver) = mpsc::channel(queue);
+        let kill = Arc::new(Kill::default());
+        let (hub_sender, mut hub_receiver) = mpsc::channel(queue);
+        let (messages_sender, mut messages) = mpsc::channel(64);
+        let (completions, mut completed) = mpsc::channel(IN_FLIGHT_PER_CONNECTION_MAX);
+        let writer = tokio::spawn(write_frames(write_half, frame_receiver, Arc::clone(&kill)));
+        let idle_timeout = Duration::from_millis(state.limits.idle_timeout_ms.max(1));
+        let reader =
+            tokio::spawn(read_frames(read_half, messages_sender, Arc::clone(&kill), idle_timeout));
+        let mut connection = Connection {
+            hub_outbound: Outbound { sender: hub_sender, kill: Arc::clone(&kill) },
+            id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
+            state,
+            frames,
+            kill: Arc::clone(&kill),
+            caller: None,
+            account: None,
+            completions,
+            in_flight: 0,
+        };
+        let login_deadline = tokio::time::sleep(connection.state.login_timeout);
+        tokio::pin!(login_deadline);
+        loop {
+            tokio::select! {
+                message = messages.recv() => match message {
+                    Some(message) => connection.handle(message).await,
+                    None => break,
+                },
+                Some(done) = completed.recv() => connection.complete(done).await,
+                Some(json) = hub_receiver.recv() => connection.forward(&json),
+                _ = &mut login_deadline, if connection.caller.is_none() => {
+                    kill.kill("login_timeout");
+                }
+                _ = kill.notify.notified() => break,
+                _ = stop.changed() => kill.kill("shutting_down"),
+            }
+        }
+        let reason = kill.reason().unwrap_or("closed");
+        tracing::debug!(connection = connection.id, reason, "tcp connection closed");
+        if reason != "closed" {
+            connection.goodbye(reason);
+        }
+        drop(connection.frames);
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, writer).await;
+        reader.abort();
+        let _ =
+            connection.state.hub.send(HubCommand::Disconnected { connection: connection.id }).await;
+        if let Some(caller) = &connection.caller {
+            connection.state.release_connection(&caller.key.id);
+        }
+        connection.state.metrics.connection_closed("tcp");
+    }
+
+    fn send(&self, frame: Vec<u8>) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.frames.try_send(frame) {
+            self.kill.kill("slow_consumer");
+        }
+    }
+
+    fn goodbye(&self, reason: &str) {
+        let frame = FrameWriter::new(server::GOODBYE)
+            .u16(wire::server_code(reason))
+            .text(reason, wire::TEXT_BYTES)
+            .finish();
+        let _ = self.frames.try_send(frame);
+    }
+
+    fn reject(&self, request_id: u64, code: u16, client_order_id: &str) {
+        let frame = FrameWriter::new(server::REJECTED)
+            .u64(request_id)
+            .u16(code)
+            .text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
+            .finish();
+        self.send(frame);
+    }
+
+    async fn handle(&mut self, message: ClientMessage) {
+        match message {
+            ClientMessage::Heartbeat => self.send(FrameWriter::new(server::HEARTBEAT).finish()),
+            ClientMessage::Login { key, timestamp_ms, signature } => {
+                self.login(&key, timestamp_ms, &signature).await
+            }
+            _ if self.caller.is_none() => self.kill.kill("login_required"),
+            other => {
+                let Some(caller) = &self.caller else { return };
+                if let Err(error) = self.state.auth.take_token(&caller.key.id) {
+                    let (request_id, client_order_id) = request_of(&other);
+                    return self.reject(
+                        request_id,
+                        wire::server_code(error.code),
+                        &client_order_id,
+                    );
+                }
+                self.request(other).await;
+            }
+        }
+    }
+
+    async fn login(&mut self, key: &str, timestamp_ms: u64, signature: &[u8; 32]) {
+        if self.caller.is_some() {
+            return self.kill.kill("already_logged_in");
+        }
+        let timestamp = timestamp_ms.to_string();
+        let signature_hex = hex::encode(signature);
+        let signed = Signed {
+            key_id: key,
+            timestamp: &timestamp,
+            signature_hex: &signature_hex,
+            method: "GET",
+            path_and_query: LOGIN_PATH,
+            body: b"",
+        };
+        let caller = match self.state.auth.check(&self.state.keys, &signed, crate::now_ms()) {
+            Ok(caller) => caller,
+            Err(error) => return self.kill.kill(error.code),
+        };
+        let Ok(account) = caller.account().map(str::to_string) else {
+            return self.kill.kill("forbidden");
+        };
+        if let Err((code, _)) = self.state.claim_connection(&caller.key.id) {
+            return self.kill.kill(code);
+        }
+        tracing::info!(connection = self.id, key = %caller.key.id, "tcp login");
+        self.caller = Some(caller);
+        self.send(FrameWriter::new(server::LOGGED_IN).text(&account, wire::TEXT_BYTES).finish());
+        self.follow_account().await;
+    }
+
+    /// Subscribes to the account's orders and fills once the account exists in the
+    /// engine (its first deposit); tried again before each request until then.
+    async fn follow_account(&mut self) {
+        if self.account.is_some() {
+            return;
+        }
+        let Some(account) = self.caller.as_ref().and_then(|caller| caller.key.account.clone())
+        else {
+            return;
+        };
+        let Ok(Some(id)) = self.state.account_id(&account).await else { return };
+        self.account = Some(id);
+        for channel in [Channel::Orders(id), Channel::Fills(id)] {
+            let command = HubCommand::Subscribe {
+                connection: self.id,
+                channel,
+                outbound: self.hub_outbound.clone(),
+            };
+            if self.state.hub.send(command).await.is_err() {
+                self.kill.kill("shutting_down");
+            }
+        }
+    }
+
+    async fn request(&mut self, message: ClientMessage) {
+        self.follow_account().await;
+        let Some(account) = self.caller.as_ref().and_then(|caller| caller.key.account.clone())
+        else {
+            return;
+        };
+        let (request_id, client_order_id) = request_of(&message);
+        if self.in_flight >= IN_FLIGHT_PER_CONNECTION_MAX {
+            return self.reject(request_id, code::BUSY, &client_order_id);
+        }
+        let route = match &message {
+            ClientMessage::NewOrder(_) => "new_order",
+            ClientMessage::Cancel { .. } => "cancel",
+            ClientMessage::Amend { .. } => "amend",
+            _ => "other",
+        };
+        let started = std::time::Instant::now();
+        let command = match message {
+            ClientMessage::NewOrder(order) => {
+                if let Some(account_id) = self.account {
+                    let open = self
+                        .state
+                        .link
+                        .read(move |venue| {
+                            venue
+                                .activity()
+                                .map_or(0, |activity| activity.open_order_count(account_id))
+                        })
+                        .await
+                        .unwrap_or(0);
+                    if open >= self.state.limits.open_orders_per_account {
+                        return self.reject(
+                            request_id,
+                            code::TOO_MANY_OPEN_ORDERS,
+                            &client_order_id,
+                        );
+                    }
+                }
+                match order_command(&order, &account) {
+                    Some(command) => command,
+                    None => {
+                        return self.reject(
+                            request_id,
+                            wire::reject_code(RejectReason::Malformed),
+                            &client_order_id,
+                        )
+                    }
+                }
+            }
+            ClientMessage::Cancel { .. } => Command::Cancel {
+                account: AccountRef::Name(Cow::Owned(account)),
+                id: Cow::Owned(client_order_id.clone()),
+            },
+            ClientMessage::Amend { price, qty, .. } => {
+                let price = price.map(WireDecimal::to_decimal);
+                let qty = qty.map(WireDecimal::to_decimal);
+                if price.is_some_and(|price| price.is_none())
+                    || qty.is_some_and(|qty| qty.is_none())
+                {
+                    return self.reject(
+                        request_id,
+                        wire::reject_code(RejectReason::Malformed),
+                        &client_order_id,
+                    );
+                }
+                Command::Amend(AmendCommand {
+                    account: AccountRef::Name(Cow::Owned(account)),
+                    id: Cow::Owned(client_order_id.clone()),
+                    price: price.flatten(),
+                    qty: qty.flatten(),
+                })
+            }
+            ClientMessage::OrderStatus { .. } => {
+                return self.status(request_id, &client_order_id).await
+            }
+            ClientMessage::Login { .. } | ClientMessage::Heartbeat => return,
+        };
+        match self.state.link.enqueue(&command) {
+            Ok(pending) => {
+                self.in_flight += 1;
+                let completions = self.completions.clone();
+                tokio::spawn(async move {
+                    let result = pending.wait().await;
+                    let done = Completion { request_id, client_order_id, result, route, started };
+                    let _ = completions.send(done).await;
+                });
+            }
+            Err(error) => {
+                self.reject(request_id, wire::server_code(error.code()), &client_order_id)
+            }
+        }
+    }
+
+    async fn complete(&mut self, done: Completion) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let Completion { request_id, client_order_id, result, route, started } = done;
+        let status = match &result {
+            Ok(reply) => match reply.events().first() {
+                Some(Event::Rejected { reason, .. }) => wire::reject_code(*reason),
+                _ => 0,
+            },
+            Err(error) => wire::server_code(error.code()),
+        };
+        self.state.metrics.request("tcp", route, status, started.elapsed().as_secs_f64());
+        let reply = match result {
+            Ok(reply) => reply,
+            Err(error) => {
+                return self.reject(request_id, wire::server_code(error.code()), &client_order_id)
+            }
+        };
+        match reply.events().first() {
+            Some(Event::Rejected { reason, .. }) => {
+                self.reject(request_id, wire::reject_code(*reason), &client_order_id);
+                if *reason == RejectReason::DuplicateId {
+                    // The retried order: its state, so the client learns its outcome.
+                    self.status(request_id, &client_order_id).await;
+                }
+            }
+            _ => {
+                let (seq, ts) = reply.result().map_or((0, 0), |result| (result.seq, result.ts));
+                let order_id = self.order_id_of(&client_order_id, seq).await;
+                let frame = FrameWriter::new(server::ACCEPTED)
+                    .u64(request_id)
+                    .u64(order_id)
+                    .u64(seq)
+                    .u64(ts)
+                    .text(&client_order_id, wire::CLIENT_ORDER_ID_BYTES)
+                    .finish();
+                self.send(frame);
+            }
+        }
+    }
+
+    /// The exchange's id of the order `client_order_id` (the seq that placed it).
+    async fn order_id_of(&mut self, client_order_id: &str, seq: u64) -> u64 {
+        self.follow_account().await;
+        let Some(account) = self.account else { return seq };
+        let client = client_order_id.to_string();
+        self.state
+            .link
+            .read(move |venue| {
+                venue
+                    .activity()
+                    .and_then(|activity| activity.order_by_client(account, &client))
+                    .map(|record| record.order_id)
+            })
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(seq)
+    }
+
+    async fn status(&mut self, request_id: u64, client_order_id: &str) {
+        self.follow_account().await;
+        let Some(account) = self.account else {
+            return self.reject(
+                request_id,
+                wire::reject_code(RejectReason::UnknownOrder),
+                client_order_id,
+            );
+        };
+        let client = client_order_id.to_string();
+        let record = self
+            .state
+            .link
+            .read(move |venue| {
+                venue
+                    .activity()
+                    .and_then(|activity| activity.order_by_client(account, &client).cloned())
+            })
+            .await;
+        match record {
+            Ok(Some(record)) => self.send(order_frame(
+                server::ORDER_STATE,
+                Some(request_id),
+                &self.state.reference(),
+                &record,
+            )),
+            Ok(None) => self.reject(
+                request_id,
+                wire::reject_code(RejectReason::UnknownOrder),
+                client_order_id,
+            ),
+            Err(error) => self.reject(request_id, wire::server_code(error.code()), client_order_id),
+        }
+    }
+
+    /// A hub message (the account's order update or fill, as JSON) as a binary frame.
+    fn forward(&self, json: &str) {
+        let Ok(message) = serde_json::from_str::<Value>(json) else { return };
+        let frame = match message["channel"].as_str() {
+            Some("fills") => fill_frame(&message["data"]),
+            Some("orders") => order_update_frame(&message["data"]),
+            _ => None,
+        };
+        if let Some(frame) = frame {
+            self.send(frame);
+        }
+    }
+}
+
+fn request_of(message: &ClientMessage) -> (u64, String) {
+    match message {
+        ClientMessage::NewOrder(order) => (order.request_id, order.client_order_id.clone()),
+        ClientMessage::Cancel { request_id, client_order_id }
+        | ClientMessage::Amend { request_id, client_order_id, .. }
+        | ClientMessage::OrderStatus { request_id, client_order_id } => {
+            (*request_id, client_order_id.clone())
+        }
+        ClientMessage::Login { .. } | ClientMessage::Heartbeat => (0, String::new()),
+    }
+}
+
+fn order_command(order: &NewOrder, account: &str) -> Option<Command<'static>> {
+    let order_type = match order.kind {
+        1 => OrderType::Limit { price: order.price.to_decimal()? },
+        _ => OrderType::Market,
+    };
+    Some(Command::Order(OrderCommand {
+        account: AccountRef::Name(Cow::Owned(account.to_string())),
+        id: Cow::Owned(order.client_order_id.clone()),
+        symbol: Cow::Owned(order.symbol.clone()),
+        side: if order.side == 1 { Side::Buy } else { Side::Sell },
+        order_type,
+        qty: order.qty.to_decimal()?,
+        time_in_force: match order.time_in_force {
+            1 => TimeInForce::GoodTillCancel,
+            2 => TimeInForce::ImmediateOrCancel,
+            _ => TimeInForce::FillOrKill,
+        },
+        post_only: order.post_only,
+        stp: match order.stp {
+            1 => StpMode::CancelTaker,
+            2 => StpMode::CancelMaker,
+            3 => StpMode::CancelBoth,
+            _ => StpMode::None,
+        },
+    }))
+}
+
+fn status_code(status: &str) -> u8 {
+    match status {
+        "open" => 1,
+        "filled" => 2,
+        "canceled" => 3,
+        "expired" => 4,
+        _ => 5,
+    }
+}
+
+fn wire_decimal(value: &Value) -> WireDecimal {
+    value.as_str().and_then(WireDecimal::from_text).unwrap_or(WireDecimal { mantissa: 0, scale: 0 })
+}
+
+/// ORDER_UPDATE from an order as the REST/WebSocket JSON shows it.
+fn order_update_frame(order: &Value) -> Option<Vec<u8>> {
+    let price = wire_decimal(&order["price"]);
+    let (filled, remaining) = (wire_decimal(&order["filled"]), wire_decimal(&order["remaining"]));
+    Some(
+        FrameWriter::new(server::ORDER_UPDATE)
+            .u64(order["order_id"].as_u64()?)
+            .text(order["client_order_id"].as_str()?, wire::CLIENT_ORDER_ID_BYTES)
+            .u8(status_code(order["status"].as_str()?))
+            .u8(price.scale)
+            .u8(filled.scale)
+            .u8(remaining.scale)
+            .i64(price.mantissa)
+            .i64(filled.mantissa)
+            .i64(remaining.mantissa)
+            .u64(order["updated_ns"].as_u64()?)
+            .finish(),
+    )
+}
+
+/// ORDER_STATE (the answer to ORDER_STATUS, with its request id) from a record.
+fn order_frame(
+    kind: u8,
+    request_id: Option<u64>,
+    reference: &crate::render::Reference,
+    record: &OrderRecord,
+) -> Vec<u8> {
+    let shown = crate::render::order_json(reference, record);
+    let price = wire_decimal(&shown["price"]);
+    let (filled, remaining) = (wire_decimal(&shown["filled"]), wire_decimal(&shown["remaining"]));
+    let mut frame = FrameWriter::new(kind);
+    if let Some(request_id) = request_id {
+        frame = frame.u64(request_id);
+    }
+    frame
+        .u64(record.order_id)
+        .text(record.client_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
+        .u8(status_code(record.status.code()))
+        .u8(price.scale)
+        .u8(filled.scale)
+        .u8(remaining.scale)
+        .i64(price.mantissa)
+        .i64(filled.mantissa)
+        .i64(remaining.mantissa)
+        .u64(record.updated_ns)
+        .finish()
+}
+
+/// FILL from a fill as the WebSocket JSON shows it.
+fn fill_frame(fill: &Value) -> Option<Vec<u8>> {
+    let (seq, index) = fill["trade_id"].as_str()?.split_once('-')?;
+    let (price, qty, fee) =
+        (wire_decimal(&fill["price"]), wire_decimal(&fill["qty"]), wire_decimal(&fill["fee"]));
+    Some(
+        FrameWriter::new(server::FILL)
+            .text(fill["client_order_id"].as_str()?, wire::CLIENT_ORDER_ID_BYTES)
+            .u64(seq.parse().ok()?)
+            .u32(index.parse().ok()?)
+            .u8(if fill["side"] == "buy" { 1 } else { 2 })
+            .u8(if fill["liquidity"] == "maker" { 1 } else { 2 })
+            .u8(price.scale)
+            .u8(qty.scale)
+            .u8(fee.scale)
+            .bytes(&[0, 0, 0])
+            .i64(price.mantissa)
+            .i64(qty.mantissa)
+            .i64(fee.mantissa)
+            .text(fill["fee_asset"].as_str()?, wire::ASSET_BYTES)
+            .u64(fill["ts_ns"].as_u64()?)
+            .finish(),
+    )
+}
+
+/// Reads frames until the peer closes (then every frame read is still handled: the
+/// connection ends when they are), a frame is bad (the connection is closed with
+/// `malformed_frame`) or nothing comes for `idle_timeout`.
+async fn read_frames(
+    mut read_half: OwnedReadHalf,
+    messages: mpsc::Sender<ClientMessage>,
+    kill: Arc<Kill>,
+    idle_timeout: Duration,
+) {
+    let mut buffer = [0u8; wire::FRAME_BYTES_MAX];
+    loop {
+        let mut length = [0u8; 2];
+        match tokio::time::timeout(idle_timeout, read_half.read_exact(&mut length)).await {
+            Err(_) => return kill.kill("idle_timeout"),
+            Ok(Err(_)) => return,
+            Ok(Ok(_)) => {}
+        }
+        let length = usize::from(u16::from_le_bytes(length));
+        if length == 0 || length > wire::FRAME_BYTES_MAX {
+            return kill.kill("malformed_frame");
+        }
+        match tokio::time::timeout(idle_timeout, read_half.read_exact(&mut buffer[..length])).await
+        {
+            Err(_) => return kill.kill("idle_timeout"),
+            Ok(Err(_)) => return,
+            Ok(Ok(_)) => {}
+        }
+        match wire::decode_client(&buffer[..length]) {
+            Ok(message) => {
+                if messages.send(message).await.is_err() {
+                    return;
+                }
+            }
+            Err(_) => return kill.kill("malformed_frame"),
+        }
+    }
+}
+
+async fn write_frames(
+    mut write_half: OwnedWriteHalf,
+    mut frames: mpsc::Receiver<Vec<u8>>,
+    kill: Arc<Kill>,
+) {
+    while let Some(frame) = frames.recv().await {
+        match tokio::time::timeout(WRITE_TIMEOUT, write_half.write_all(&frame)).await {
+            Ok(Ok(())) => {}
+            _ => return kill.kill("slow_consumer"),
+        }
+    }
+    let _ = write_half.shutdown().await;
+}

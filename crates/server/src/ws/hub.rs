@@ -1,0 +1,640 @@
+//! The hub: one task that turns the engine's tap (every command's events, once durable)
+//! into channel messages and hands them to the subscribed connections.
+//!
+//! Each channel stream (trades of BTC-USD, alice's fills, ...) numbers its messages
+//! 1, 2, 3, ...; a client that sees a gap missed something and resubscribes. Public
+//! depth is conflated: every `DEPTH_TICK` the hub reads the top `DEPTH_LEVELS` of the
+//! books that changed and sends the difference from what it sent last (a snapshot to a
+//! new subscriber, then deltas). A connection whose queue is full is disconnected
+//! (`slow_consumer`): the hub never waits for a client and never drops a message for a
+//! connection it keeps. If the hub itself falls behind the engine (its queue of
+//! releases fills), every connection is closed with `resync`, so nobody misses private
+//! events without knowing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
+use bourse_core::{Event, Side};
+use bourse_engine::{Outcome, Released, ResultSink};
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, Notify};
+
+use super::market::{ticker_json, TradeRecord};
+use crate::render::{decimal, order_json, Reference};
+use crate::rest::AppState;
+
+/// Levels per side on the depth channel.
+pub const DEPTH_LEVELS: usize = 50;
+/// How often changed books are read and their deltas sent.
+pub const DEPTH_TICK: Duration = Duration::from_millis(50);
+/// Releases waiting for the hub, at most; beyond it the hub is behind (`resync`).
+pub const TAP_QUEUE_RELEASES: usize = 4_096;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Channel {
+    Trades(InstrumentId),
+    Ticker(InstrumentId),
+    Depth(InstrumentId),
+    Orders(AccountId),
+    Fills(AccountId),
+    Balances(AccountId),
+}
+
+impl Channel {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Channel::Trades(_) => "trades",
+            Channel::Ticker(_) => "ticker",
+            Channel::Depth(_) => "depth",
+            Channel::Orders(_) => "orders",
+            Channel::Fills(_) => "fills",
+            Channel::Balances(_) => "balances",
+        }
+    }
+}
+
+/// Why a connection is being closed, and the signal to close it.
+#[derive(Default)]
+pub struct Kill {
+    pub notify: Notify,
+    pub reason: Mutex<Option<&'static str>>,
+}
+
+impl Kill {
+    pub fn kill(&self, reason: &'static str) {
+        self.reason.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get_or_insert(reason);
+        self.notify.notify_one();
+    }
+
+    pub fn reason(&self) -> Option<&'static str> {
+        *self.reason.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Where a connection's messages go: its bounded queue.
+#[derive(Clone)]
+pub struct Outbound {
+    pub sender: mpsc::Sender<Arc<str>>,
+    pub kill: Arc<Kill>,
+}
+
+impl Outbound {
+    /// Queues `message`; a full queue kills the connection (`slow_consumer`).
+    pub fn send(&self, message: &Arc<str>) -> bool {
+        match self.sender.try_send(Arc::clone(message)) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::info!("a client's queue is full: disconnecting it (slow_consumer)");
+                self.kill.kill("slow_consumer");
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+pub enum HubCommand {
+    Subscribe { connection: u64, channel: Channel, outbound: Outbound },
+    Unsubscribe { connection: u64, channel: Channel },
+    Disconnected { connection: u64 },
+}
+
+/// The engine's side of the tap: queues each release for the hub without waiting.
+pub struct TapSink {
+    sender: mpsc::Sender<Released>,
+    overflowed: Arc<AtomicBool>,
+}
+
+impl ResultSink for TapSink {
+    fn deliver(&self, released: Released) {
+        if self.sender.try_send(released).is_err() {
+            self.overflowed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+pub fn tap_channel() -> (TapSink, mpsc::Receiver<Released>, Arc<AtomicBool>) {
+    let (sender, receiver) = mpsc::channel(TAP_QUEUE_RELEASES);
+    let overflowed = Arc::new(AtomicBool::new(false));
+    (TapSink { sender, overflowed: Arc::clone(&overflowed) }, receiver, overflowed)
+}
+
+type Levels = Vec<(i64, i64, u32)>;
+
+#[derive(Clone, Default, PartialEq, Eq)]
+struct Book {
+    bids: Levels,
+    asks: Levels,
+}
+
+pub struct Hub {
+    state: Arc<AppState>,
+    subscribers: HashMap<Channel, HashMap<u64, Outbound>>,
+    seqs: HashMap<Channel, u64>,
+    books: HashMap<InstrumentId, Book>,
+    balances: HashMap<AccountId, Value>,
+    books_changed: bool,
+    overflowed: Arc<AtomicBool>,
+}
+
+/// What one release touched that private channels may need to show.
+#[derive(Default)]
+struct Touched {
+    orders: BTreeMap<(AccountId, ClientOrderId), ()>,
+    accounts: HashSet<AccountId>,
+    names: HashSet<String>,
+    every_balance: bool,
+    traded: HashSet<InstrumentId>,
+    latest_ns: u64,
+}
+
+impl Hub {
+    pub fn new(state: Arc<AppState>, overflowed: Arc<AtomicBool>) -> Hub {
+        Hub {
+            state,
+            subscribers: HashMap::new(),
+            seqs: HashMap::new(),
+            books: HashMap::new(),
+            balances: HashMap::new(),
+            books_changed: false,
+            overflowed,
+        }
+    }
+
+    pub async fn run(
+        mut self,
+        mut tap: mpsc::Receiver<Released>,
+        mut commands: mpsc::Receiver<HubCommand>,
+    ) {
+        let mut tick = tokio::time::interval(DEPTH_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                released = tap.recv() => match released {
+                    Some(released) => self.on_release(released).await,
+                    None => break,
+                },
+                command = commands.recv() => match command {
+                    Some(command) => self.on_command(command).await,
+                    None => break,
+                },
+                _ = tick.tick() => self.publish_depth().await,
+            }
+            if self.overflowed.swap(false, Ordering::SeqCst) {
+                self.resync();
+            }
+        }
+        for connections in self.subscribers.values() {
+            for outbound in connections.values() {
+                outbound.kill.kill("shutting_down");
+            }
+        }
+    }
+
+    /// The hub fell behind the engine: close every connection (they resubscribe and get
+    /// fresh snapshots) rather than let anyone miss events silently.
+    fn resync(&mut self) {
+        tracing::warn!("the feed fell behind the engine: closing every connection (resync)");
+        for connections in self.subscribers.values() {
+            for outbound in connections.values() {
+                outbound.kill.kill("resync");
+            }
+        }
+        self.subscribers.clear();
+        self.books.clear();
+        self.balances.clear();
+    }
+
+    async fn on_command(&mut self, command: HubCommand) {
+        match command {
+            HubCommand::Subscribe { connection, channel, outbound } => {
+                let first = self.subscribers.get(&channel).is_none_or(HashMap::is_empty);
+                self.subscribers
+                    .entry(channel.clone())
+                    .or_default()
+                    .insert(connection, outbound.clone());
+                self.welcome(&channel, &outbound, first).await;
+            }
+            HubCommand::Unsubscribe { connection, channel } => {
+                if let Some(connections) = self.subscribers.get_mut(&channel) {
+                    connections.remove(&connection);
+                }
+            }
+            HubCommand::Disconnected { connection } => {
+                for connections in self.subscribers.values_mut() {
+                    connections.remove(&connection);
+                }
+            }
+        }
+        self.subscribers.retain(|_, connections| !connections.is_empty());
+    }
+
+    /// What a new subscriber gets first: a depth snapshot, the current balances.
+    async fn welcome(&mut self, channel: &Channel, outbound: &Outbound, first: bool) {
+        match channel {
+            Channel::Depth(instrument) => {
+                if first || !self.books.contains_key(instrument) {
+                    if let Some(book) = self.read_books(vec![*instrument]).await.pop() {
+                        self.books.insert(*instrument, book.1);
+                    }
+                }
+                let reference = self.state.reference();
+                let (Some(book), Some(info)) =
+                    (self.books.get(instrument), reference.instrument(*instrument))
+                else {
+                    return;
+                };
+                let seq = self.seqs.get(channel).copied().unwrap_or(0);
+                let message = json!({
+                    "channel": "depth", "symbol": info.symbol, "seq": seq, "type": "snapshot",
+                    "bids": levels_json(info, &book.bids), "asks": levels_json(info, &book.asks),
+                });
+                outbound.send(&Arc::from(message.to_string()));
+            }
+            Channel::Balances(account) => {
+                self.balances.remove(account);
+                self.publish_balances(vec![*account]).await;
+            }
+            _ => {}
+        }
+    }
+
+    fn has(&self, channel: &Channel) -> bool {
+        self.subscribers.contains_key(channel)
+    }
+
+    /// Sends `data` on `channel` with the channel's next number.
+    fn publish(&mut self, channel: Channel, mut message: Value) {
+        let Some(connections) = self.subscribers.get(&channel) else { return };
+        let seq = self.seqs.entry(channel.clone()).or_insert(0);
+        *seq += 1;
+        message["channel"] = json!(channel.name());
+        message["seq"] = json!(*seq);
+        let text: Arc<str> = Arc::from(message.to_string());
+        let mut gone = Vec::new();
+        for (connection, outbound) in connections {
+            if !outbound.send(&text) {
+                gone.push(*connection);
+            }
+        }
+        if let Some(connections) = self.subscribers.get_mut(&channel) {
+            for connection in gone {
+                connections.remove(&connection);
+            }
+        }
+    }
+
+    async fn on_release(&mut self, released: Released) {
+        let mut touched = Touched::default();
+        let highest = released
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                Event::Trade(trade) => Some(trade.instrument.index() + 1),
+                Event::Done { instrument, .. } | Event::Amended { instrument, .. } => {
+                    Some(instrument.index() + 1)
+                }
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let reference = match self.state.reference_knowing(highest).await {
+            Ok(reference) => reference,
+            Err(_) => self.state.reference(),
+        };
+        for outcome in &released.outcomes {
+            let Outcome::Applied(result) = outcome else { continue };
+            let mut trade_index = 0u32;
+            for event in released.events_of(result) {
+                self.books_changed = true;
+                self.on_event(&reference, event, result.ts, &mut trade_index, &mut touched);
+            }
+        }
+        for instrument in std::mem::take(&mut touched.traded) {
+            self.publish_ticker(&reference, instrument, touched.latest_ns);
+        }
+        self.publish_orders(&reference, &touched).await;
+        self.publish_touched_balances(touched).await;
+    }
+
+    fn on_event(
+        &mut self,
+        reference: &Reference,
+        event: &Event,
+        ts: u64,
+        trade_index: &mut u32,
+        touched: &mut Touched,
+    ) {
+        self.count(event);
+        match event {
+            Event::Trade(trade) => {
+                let Some(info) = reference.instrument(trade.instrument) else { return };
+                let trade_id = format!("{}-{}", trade.seq, trade_index);
+                *trade_index += 1;
+                let record = TradeRecord {
+                    trade_id: trade_id.clone(),
+                    price: trade.price.0,
+                    qty: trade.qty.0,
+                    taker_side: trade.taker_side,
+                    ts_ns: ts,
+                };
+                self.state.market().record(trade.instrument, record);
+                touched.traded.insert(trade.instrument);
+                touched.latest_ns = touched.latest_ns.max(ts);
+                self.publish(
+                    Channel::Trades(trade.instrument),
+                    json!({ "symbol": info.symbol, "data": {
+                        "trade_id": trade_id, "price": info.price(trade.price.0), "qty": info.qty(trade.qty.0),
+                        "taker_side": trade.taker_side.as_str(), "ts_ns": ts } }),
+                );
+                for (account, client_id, side, fee, liquidity) in [
+                    (
+                        trade.maker_account,
+                        &trade.maker_id,
+                        trade.taker_side.opposite(),
+                        trade.maker_fee,
+                        "maker",
+                    ),
+                    (
+                        trade.taker_account,
+                        &trade.taker_id,
+                        trade.taker_side,
+                        trade.taker_fee,
+                        "taker",
+                    ),
+                ] {
+                    touched.orders.insert((account, client_id.clone()), ());
+                    touched.accounts.insert(account);
+                    let (fee_asset, fee_decimals) = if side == Side::Buy {
+                        (&info.base, info.base_decimals)
+                    } else {
+                        (&info.quote, info.quote_decimals)
+                    };
+                    if self.has(&Channel::Fills(account)) {
+                        let fill = json!({ "data": {
+                            "trade_id": trade_id, "client_order_id": client_id.as_str(), "symbol": info.symbol,
+                            "side": side.as_str(), "price": info.price(trade.price.0), "qty": info.qty(trade.qty.0),
+                            "fee": decimal(i128::from(fee.0), fee_decimals), "fee_asset": fee_asset,
+                            "liquidity": liquidity, "ts_ns": ts } });
+                        self.publish(Channel::Fills(account), fill);
+                    }
+                }
+            }
+            Event::Done { account, id, .. } | Event::Amended { account, id, .. } => {
+                touched.orders.insert((*account, id.clone()), ());
+                touched.accounts.insert(*account);
+            }
+            Event::Accepted { order: Some(key), .. } => {
+                touched.names.insert(format!("{}\u{0}{}", key.account, key.id));
+            }
+            Event::Accepted { order: None, .. } => touched.every_balance = true,
+            Event::Rejected { .. } => {}
+        }
+    }
+
+    fn count(&self, event: &Event) {
+        use crate::metrics::{ReasonLabels, ResultLabels};
+        let metrics = &self.state.metrics;
+        match event {
+            Event::Accepted { .. } => {
+                metrics.commands.get_or_create(&ResultLabels { result: "accepted" }).inc()
+            }
+            Event::Rejected { reason, .. } => {
+                metrics.commands.get_or_create(&ResultLabels { result: "rejected" }).inc();
+                metrics.rejects.get_or_create(&ReasonLabels { reason: reason.code() }).inc()
+            }
+            Event::Trade(_) => metrics.trades.inc(),
+            _ => 0,
+        };
+    }
+
+    fn publish_ticker(&mut self, reference: &Reference, instrument: InstrumentId, now_ns: u64) {
+        if !self.has(&Channel::Ticker(instrument)) {
+            return;
+        }
+        let Some(info) = reference.instrument(instrument) else { return };
+        let figures = self.state.market().figures(instrument, now_ns);
+        let message = json!({ "symbol": info.symbol, "data": ticker_json(info, figures) });
+        self.publish(Channel::Ticker(instrument), message);
+    }
+
+    /// The records of the orders this release changed, for accounts that follow them.
+    async fn publish_orders(&mut self, reference: &Reference, touched: &Touched) {
+        let mut wanted: Vec<(AccountId, ClientOrderId)> = touched
+            .orders
+            .keys()
+            .filter(|(account, _)| self.has(&Channel::Orders(*account)))
+            .cloned()
+            .collect();
+        for name_and_id in &touched.names {
+            let Some((name, id)) = name_and_id.split_once('\u{0}') else { continue };
+            if let Ok(Some(account)) = self.state.account_id(name).await {
+                if self.has(&Channel::Orders(account))
+                    && !wanted.iter().any(|(a, i)| *a == account && i == id)
+                {
+                    wanted.push((account, ClientOrderId::from(id)));
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let records = self
+            .state
+            .link
+            .read(move |venue| {
+                let Some(activity) = venue.activity() else { return Vec::new() };
+                wanted
+                    .iter()
+                    .filter_map(|(account, id)| activity.order_by_client(*account, id).cloned())
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default();
+        let mut records = records;
+        records.sort_by_key(|record| (record.updated_ns, record.order_id));
+        for record in records {
+            let message = json!({ "data": order_json(reference, &record) });
+            self.publish(Channel::Orders(record.account), message);
+        }
+    }
+
+    async fn publish_touched_balances(&mut self, touched: Touched) {
+        let mut accounts: Vec<AccountId> = self
+            .subscribers
+            .keys()
+            .filter_map(|channel| match channel {
+                Channel::Balances(account)
+                    if touched.every_balance || touched.accounts.contains(account) =>
+                {
+                    Some(*account)
+                }
+                _ => None,
+            })
+            .collect();
+        for name_and_id in &touched.names {
+            let Some((name, _)) = name_and_id.split_once('\u{0}') else { continue };
+            if let Ok(Some(account)) = self.state.account_id(name).await {
+                if self.has(&Channel::Balances(account)) && !accounts.contains(&account) {
+                    accounts.push(account);
+                }
+            }
+        }
+        self.publish_balances(accounts).await;
+    }
+
+    /// Each account's balances, sent when they differ from what was sent last.
+    async fn publish_balances(&mut self, accounts: Vec<AccountId>) {
+        if accounts.is_empty() {
+            return;
+        }
+        let read = accounts.clone();
+        let balances = self
+            .state
+            .link
+            .read(move |venue| {
+                let exchange = venue.exchange();
+                read.iter()
+                    .map(|account| {
+                        exchange
+                            .assets()
+                            .iter()
+                            .enumerate()
+                            .map(|(index, spec)| {
+                                let balance = exchange
+                                    .ledger()
+                                    .balance(*account, bourse_core::ids::AssetId(index as u32));
+                                (
+                                    spec.name.to_string(),
+                                    spec.decimals,
+                                    balance.available.0,
+                                    balance.held.0,
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default();
+        for (account, assets) in accounts.into_iter().zip(balances) {
+            let mut shown = serde_json::Map::new();
+            for (asset, decimals, available, held) in assets {
+                shown.insert(
+                    asset,
+                    json!({
+                    "available": decimal(i128::from(available), decimals),
+                    "held": decimal(i128::from(held), decimals) }),
+                );
+            }
+            let shown = Value::Object(shown);
+            if self.balances.get(&account) == Some(&shown) {
+                continue;
+            }
+            self.balances.insert(account, shown.clone());
+            self.publish(Channel::Balances(account), json!({ "data": shown }));
+        }
+    }
+
+    async fn read_books(&self, instruments: Vec<InstrumentId>) -> Vec<(InstrumentId, Book)> {
+        self.state
+            .link
+            .read(move |venue| {
+                let exchange = venue.exchange();
+                instruments
+                    .into_iter()
+                    .filter(|instrument| instrument.index() < exchange.instruments().len())
+                    .map(|instrument| {
+                        let book = exchange.book(instrument);
+                        let side = |side| -> Levels {
+                            book.top_levels(side, DEPTH_LEVELS)
+                                .into_iter()
+                                .map(|level| (level.price.0, level.total_qty.0, level.order_count))
+                                .collect()
+                        };
+                        (instrument, Book { bids: side(Side::Buy), asks: side(Side::Sell) })
+                    })
+                    .collect()
+            })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Reads the followed books that may have changed and sends their deltas.
+    async fn publish_depth(&mut self) {
+        if !self.books_changed {
+            return;
+        }
+        self.books_changed = false;
+        let followed: Vec<InstrumentId> = self
+            .subscribers
+            .keys()
+            .filter_map(|channel| match channel {
+                Channel::Depth(instrument) => Some(*instrument),
+                _ => None,
+            })
+            .collect();
+        if followed.is_empty() {
+            return;
+        }
+        let reference = self.state.reference();
+        for (instrument, book) in self.read_books(followed).await {
+            let previous = self.books.insert(instrument, book.clone()).unwrap_or_default();
+            if previous == book {
+                continue;
+            }
+            let Some(info) = reference.instrument(instrument) else { continue };
+            let message = json!({
+                "symbol": info.symbol, "type": "delta",
+                "bids": levels_json(info, &changed_levels(&previous.bids, &book.bids)),
+                "asks": levels_json(info, &changed_levels(&previous.asks, &book.asks)),
+            });
+            self.publish(Channel::Depth(instrument), message);
+        }
+    }
+}
+
+/// The levels of `now` that differ from `before`, and `before`'s levels that are gone
+/// (with quantity 0 and no orders).
+fn changed_levels(before: &Levels, now: &Levels) -> Levels {
+    let old: HashMap<i64, (i64, u32)> =
+        before.iter().map(|(price, qty, count)| (*price, (*qty, *count))).collect();
+    let new: HashSet<i64> = now.iter().map(|(price, _, _)| *price).collect();
+    let mut changed: Levels = now
+        .iter()
+        .filter(|(price, qty, count)| old.get(price) != Some(&(*qty, *count)))
+        .copied()
+        .collect();
+    changed.extend(
+        before
+            .iter()
+            .filter(|(price, _, _)| !new.contains(price))
+            .map(|(price, _, _)| (*price, 0, 0)),
+    );
+    changed
+}
+
+fn levels_json(info: &crate::render::InstrumentInfo, levels: &Levels) -> Vec<Value> {
+    levels
+        .iter()
+        .map(|(price, qty, count)| json!([info.price(*price), info.qty(*qty), count]))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delta_holds_changed_and_new_levels_and_removes_the_gone_ones() {
+        let before = vec![(100, 5, 1), (99, 3, 2), (98, 1, 1)];
+        let now = vec![(101, 2, 1), (100, 5, 1), (99, 4, 3)];
+        let mut changed = changed_levels(&before, &now);
+        changed.sort();
+        assert_eq!(changed, vec![(98, 0, 0), (99, 4, 3), (101, 2, 1)]);
+        assert!(changed_levels(&now, &now).is_empty());
+    }
+}

@@ -1,0 +1,280 @@
+//! The WebSocket gateway at `/v1/ws`: subscribe and unsubscribe to public channels
+//! (depth, trades, ticker) and, after logging in with an API key, to the account's
+//! private ones (orders, fills, balances). `docs/websocket.md` is the protocol.
+//!
+//! A connection owns nothing but its subscriptions; the hub (`hub`) makes the messages.
+//! Every connection has a bounded queue; a client that does not keep up is closed with
+//! a reason (`slow_consumer`), never waited for.
+
+pub mod hub;
+pub mod market;
+pub mod ticker;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::rest::auth::{Caller, Signed};
+use crate::rest::Shared;
+use hub::{Channel, HubCommand, Kill, Outbound};
+
+/// Largest message a client may send.
+pub const INBOUND_MESSAGE_BYTES_MAX: usize = 4_096;
+/// Subscriptions per connection, at most.
+pub const SUBSCRIPTIONS_MAX: usize = 64;
+/// A message the client does not take within this long closes the connection.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The path a login signs, with the method `GET` and an empty body.
+pub const LOGIN_PATH: &str = "/v1/ws";
+
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+enum Request {
+    Login { key: String, timestamp: String, signature: String },
+    Subscribe { channel: String, symbol: Option<String> },
+    Unsubscribe { channel: String, symbol: Option<String> },
+    Ping,
+}
+
+pub async fn upgrade(upgrade: WebSocketUpgrade, State(state): State<Shared>) -> Response {
+    upgrade
+        .max_message_size(INBOUND_MESSAGE_BYTES_MAX)
+        .max_frame_size(INBOUND_MESSAGE_BYTES_MAX)
+        .on_upgrade(move |socket| async move { Connection::new(state).run(socket).await })
+}
+
+struct Connection {
+    id: u64,
+    state: Shared,
+    outbound: Outbound,
+    receiver: mpsc::Receiver<Arc<str>>,
+    caller: Option<Caller>,
+    subscriptions: HashSet<Channel>,
+}
+
+impl Connection {
+    fn new(state: Shared) -> Connection {
+        let (sender, receiver) = mpsc::channel(state.limits.ws_queue_messages.max(1));
+        let outbound = Outbound { sender, kill: Arc::new(Kill::default()) };
+        Connection {
+            id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
+            state,
+            outbound,
+            receiver,
+            caller: None,
+            subscriptions: HashSet::new(),
+        }
+    }
+
+    async fn run(mut self, mut socket: WebSocket) {
+        self.state.metrics.connection_opened("websocket");
+        let kill = Arc::clone(&self.outbound.kill);
+        let reason = loop {
+            tokio::select! {
+                incoming = socket.recv() => match incoming {
+                    Some(Ok(Message::Text(text))) => {
+                        let answer = self.handle(text.as_str()).await;
+                        if let Some(answer) = answer {
+                            if !send(&mut socket, answer.to_string()).await {
+                                break None;
+                            }
+                        }
+                    }
+                    Some(Ok(Message::Binary(_))) => {
+                        let answer = error("malformed", "messages are JSON text");
+                        if !send(&mut socket, answer.to_string()).await {
+                            break None;
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | None => break None,
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) => break Some("protocol_error"),
+                },
+                queued = self.receiver.recv() => match queued {
+                    Some(message) => {
+                        if !send(&mut socket, message.to_string()).await {
+                            break Some("slow_consumer");
+                        }
+                    }
+                    None => break None,
+                },
+                _ = kill.notify.notified() => break kill.reason(),
+            }
+        };
+        tracing::debug!(
+            connection = self.id,
+            reason = reason.unwrap_or("closed"),
+            "websocket closed"
+        );
+        if let Some(reason) = reason {
+            let frame = CloseFrame { code: 1008, reason: reason.into() };
+            let _ =
+                tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
+        }
+        let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
+        if let Some(caller) = &self.caller {
+            self.state.release_connection(&caller.key.id);
+        }
+        self.state.metrics.connection_closed("websocket");
+    }
+
+    async fn handle(&mut self, text: &str) -> Option<Value> {
+        let request: Request = match serde_json::from_str(text) {
+            Ok(request) => request,
+            Err(problem) => return Some(error("malformed", &format!("not a request: {problem}"))),
+        };
+        let answer = match request {
+            Request::Ping => Ok(Some(json!({ "type": "pong" }))),
+            Request::Login { key, timestamp, signature } => {
+                self.login(&key, &timestamp, &signature).map(Some)
+            }
+            Request::Subscribe { channel, symbol } => self.subscribe(&channel, symbol).await,
+            Request::Unsubscribe { channel, symbol } => {
+                self.unsubscribe(&channel, symbol).await.map(Some)
+            }
+        };
+        answer.unwrap_or_else(|(code, message)| Some(error(code, &message)))
+    }
+
+    fn login(
+        &mut self,
+        key: &str,
+        timestamp: &str,
+        signature: &str,
+    ) -> Result<Value, (&'static str, String)> {
+        if self.caller.is_some() {
+            return Err(("already_logged_in", "this connection is logged in already".into()));
+        }
+        let signed = Signed {
+            key_id: key,
+            timestamp,
+            signature_hex: signature,
+            method: "GET",
+            path_and_query: LOGIN_PATH,
+            body: b"",
+        };
+        let caller = self
+            .state
+            .auth
+            .check(&self.state.keys, &signed, crate::now_ms())
+            .map_err(|error| (error.code, error.message))?;
+        caller.account().map_err(|error| (error.code, error.message))?;
+        self.state.claim_connection(&caller.key.id)?;
+        let account = caller.key.account.clone();
+        tracing::info!(connection = self.id, key = %caller.key.id, "websocket login");
+        self.caller = Some(caller);
+        Ok(json!({ "type": "logged_in", "account": account }))
+    }
+
+    async fn channel(
+        &self,
+        name: &str,
+        symbol: Option<String>,
+    ) -> Result<Channel, (&'static str, String)> {
+        let public = |make: fn(bourse_core::ids::InstrumentId) -> Channel| async move {
+            let symbol =
+                symbol.ok_or(("malformed", format!("the {name} channel needs a symbol")))?;
+            let reference =
+                self.state.reference_knowing(usize::MAX).await.map_err(|e| (e.code, e.message))?;
+            let (instrument, _) = reference
+                .find_instrument(&symbol)
+                .ok_or(("unknown_symbol", format!("no instrument {symbol:?}")))?;
+            Ok(make(instrument))
+        };
+        match name {
+            "trades" => public(Channel::Trades).await,
+            "ticker" => public(Channel::Ticker).await,
+            "depth" => public(Channel::Depth).await,
+            "orders" | "fills" | "balances" => {
+                let caller = self
+                    .caller
+                    .as_ref()
+                    .ok_or(("login_required", format!("log in before subscribing to {name}")))?;
+                let account = caller.account().map_err(|error| (error.code, error.message))?;
+                let id = self
+                    .state
+                    .account_id(account)
+                    .await
+                    .map_err(|error| (error.code, error.message))?
+                    .ok_or((
+                        "unknown_account",
+                        "the account has no balance yet; subscribe after its first deposit".into(),
+                    ))?;
+                Ok(match name {
+                    "orders" => Channel::Orders(id),
+                    "fills" => Channel::Fills(id),
+                    _ => Channel::Balances(id),
+                })
+            }
+            other => Err((
+                "unknown_channel",
+                format!("no channel {other:?}: depth, trades, ticker, orders, fills, balances"),
+            )),
+        }
+    }
+
+    /// Answers through the connection's queue (so the acknowledgement comes before the
+    /// channel's first message); `Ok(None)` then.
+    async fn subscribe(
+        &mut self,
+        name: &str,
+        symbol: Option<String>,
+    ) -> Result<Option<Value>, (&'static str, String)> {
+        let channel = self.channel(name, symbol.clone()).await?;
+        if self.subscriptions.len() >= SUBSCRIPTIONS_MAX && !self.subscriptions.contains(&channel) {
+            return Err((
+                "too_many_subscriptions",
+                format!("at most {SUBSCRIPTIONS_MAX} per connection"),
+            ));
+        }
+        self.subscriptions.insert(channel.clone());
+        let answer = json!({ "type": "subscribed", "channel": name, "symbol": symbol });
+        self.outbound.send(&Arc::from(answer.to_string()));
+        let command =
+            HubCommand::Subscribe { connection: self.id, channel, outbound: self.outbound.clone() };
+        self.state
+            .hub
+            .send(command)
+            .await
+            .map_err(|_| ("shutting_down", "the server is stopping".to_string()))?;
+        Ok(None)
+    }
+
+    async fn unsubscribe(
+        &mut self,
+        name: &str,
+        symbol: Option<String>,
+    ) -> Result<Value, (&'static str, String)> {
+        let channel = self.channel(name, symbol.clone()).await?;
+        self.subscriptions.remove(&channel);
+        let command = HubCommand::Unsubscribe { connection: self.id, channel };
+        self.state
+            .hub
+            .send(command)
+            .await
+            .map_err(|_| ("shutting_down", "the server is stopping".to_string()))?;
+        Ok(json!({ "type": "unsubscribed", "channel": name, "symbol": symbol }))
+    }
+}
+
+fn error(code: &str, message: &str) -> Value {
+    json!({ "type": "error", "code": code, "message": message })
+}
+
+/// Sends one message; `false` when the client is gone or does not take it in time.
+async fn send(socket: &mut WebSocket, text: String) -> bool {
+    matches!(
+        tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Text(text.into()))).await,
+        Ok(Ok(()))
+    )
+}

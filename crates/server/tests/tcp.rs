@@ -1,0 +1,361 @@
+//! The binary order-entry protocol over real sockets: login, pipelined requests,
+//! fills to both sides, learning outcomes after a reconnect, and bad bytes.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bourse_core::RejectReason;
+use bourse_server::keys::sign;
+use bourse_server::tcp::wire::{code, reject_code};
+use support::{Client, TestServer};
+
+const LOGIN: u8 = 0x01;
+const NEW_ORDER: u8 = 0x02;
+const CANCEL: u8 = 0x03;
+const ORDER_STATUS: u8 = 0x05;
+const HEARTBEAT: u8 = 0x06;
+const LOGGED_IN: u8 = 0x81;
+const ACCEPTED: u8 = 0x82;
+const REJECTED: u8 = 0x83;
+const FILL: u8 = 0x84;
+const ORDER_UPDATE: u8 = 0x85;
+const ORDER_STATE: u8 = 0x86;
+const SERVER_HEARTBEAT: u8 = 0x87;
+const GOODBYE: u8 = 0x8F;
+
+fn padded(text: &str, width: usize) -> Vec<u8> {
+    let mut bytes = text.as_bytes().to_vec();
+    bytes.resize(width, 0);
+    bytes
+}
+
+fn frame(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut frame = ((body.len() + 1) as u16).to_le_bytes().to_vec();
+    frame.push(kind);
+    frame.extend_from_slice(body);
+    frame
+}
+
+struct Frame {
+    kind: u8,
+    body: Vec<u8>,
+}
+
+impl Frame {
+    fn u64(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.body[at..at + 8].try_into().unwrap())
+    }
+    fn i64(&self, at: usize) -> i64 {
+        self.u64(at) as i64
+    }
+    fn u16(&self, at: usize) -> u16 {
+        u16::from_le_bytes(self.body[at..at + 2].try_into().unwrap())
+    }
+    fn text(&self, at: usize, width: usize) -> String {
+        let field = &self.body[at..at + width];
+        let end = field.iter().position(|b| *b == 0).unwrap_or(width);
+        String::from_utf8_lossy(&field[..end]).into_owned()
+    }
+}
+
+struct TcpClient {
+    stream: TcpStream,
+}
+
+impl TcpClient {
+    fn connect(address: SocketAddr) -> TcpClient {
+        let stream = TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        TcpClient { stream }
+    }
+
+    fn send(&mut self, kind: u8, body: &[u8]) {
+        self.stream.write_all(&frame(kind, body)).unwrap();
+    }
+
+    fn read(&mut self) -> Option<Frame> {
+        let mut length = [0u8; 2];
+        self.stream.read_exact(&mut length).ok()?;
+        let mut rest = vec![0u8; u16::from_le_bytes(length) as usize];
+        self.stream.read_exact(&mut rest).ok()?;
+        Some(Frame { kind: rest[0], body: rest[1..].to_vec() })
+    }
+
+    fn login_body(client: &Client, timestamp_ms: u64) -> Vec<u8> {
+        let message = format!("{timestamp_ms}\nGET\n/v1/tcp\n");
+        let signature = hex::decode(sign(&client.secret, message.as_bytes())).unwrap();
+        let mut body = padded(&client.key, 32);
+        body.extend_from_slice(&timestamp_ms.to_le_bytes());
+        body.extend_from_slice(&signature);
+        body
+    }
+
+    fn login(&mut self, client: &Client) {
+        // A login signed in the same millisecond as another is a replay: wait one out.
+        std::thread::sleep(Duration::from_millis(2));
+        self.send(LOGIN, &TcpClient::login_body(client, support::now_ms()));
+        let answer = self.read().unwrap();
+        assert_eq!(answer.kind, LOGGED_IN);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new_order(
+        &mut self,
+        request_id: u64,
+        id: &str,
+        side: u8,
+        price: i64,
+        price_scale: u8,
+        qty: i64,
+        qty_scale: u8,
+    ) {
+        let mut body = request_id.to_le_bytes().to_vec();
+        body.extend(padded(id, 36));
+        body.extend(padded("BTC-USD", 16));
+        body.extend([side, 1, 1, 0, 1, price_scale, qty_scale, 0]);
+        body.extend(price.to_le_bytes());
+        body.extend(qty.to_le_bytes());
+        self.send(NEW_ORDER, &body);
+    }
+
+    fn by_id(&mut self, kind: u8, request_id: u64, id: &str) {
+        let mut body = request_id.to_le_bytes().to_vec();
+        body.extend(padded(id, 36));
+        self.send(kind, &body);
+    }
+
+    /// Reads frames until one of `kind` comes (collecting the others).
+    fn until(&mut self, kind: u8, seen: &mut Vec<Frame>) -> Frame {
+        loop {
+            let frame = self.read().expect("a frame before the connection closed");
+            if frame.kind == kind {
+                return frame;
+            }
+            seen.push(frame);
+        }
+    }
+}
+
+#[test]
+fn pipelined_orders_are_all_answered_and_both_sides_hear_of_their_fills() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    server.declare_btc_usd();
+    let seller = server.trader("seller", &[("BTC", "10")]);
+    let buyer = server.trader("buyer", &[("USD", "1000000")]);
+    let mut maker = TcpClient::connect(server.tcp_address);
+    maker.login(&seller);
+    let mut taker = TcpClient::connect(server.tcp_address);
+    taker.login(&buyer);
+
+    // 40 sells of 0.01 at 100.00 .. 100.39, sent back to back without waiting.
+    for index in 0..40u64 {
+        maker.new_order(index, &format!("s{index}"), 2, 10_000 + index as i64, 2, 1, 2);
+    }
+    let mut answered = Vec::new();
+    let mut others = Vec::new();
+    while answered.len() < 40 {
+        let frame = maker.read().unwrap();
+        match frame.kind {
+            ACCEPTED => answered.push(frame.u64(0)),
+            ORDER_UPDATE | FILL => others.push(frame),
+            other => panic!("unexpected frame 0x{other:02x}"),
+        }
+    }
+    answered.sort();
+    assert_eq!(answered, (0..40).collect::<Vec<_>>(), "every request answered, by its id");
+
+    // One buy takes the ten best: the taker gets ten fills and a filled update.
+    taker.new_order(1, "sweep", 1, 10_009, 2, 10, 2);
+    let mut seen = Vec::new();
+    let accepted = taker.until(ACCEPTED, &mut seen);
+    assert_eq!(accepted.text(32, 36), "sweep");
+    let mut fills = seen.iter().filter(|frame| frame.kind == FILL).count();
+    while fills < 10 {
+        let frame = taker.read().unwrap();
+        if frame.kind == FILL {
+            assert_eq!(frame.text(0, 36), "sweep");
+            assert_eq!(frame.body[49], 2, "the taker's liquidity");
+            fills += 1;
+        }
+    }
+    // The maker hears of its ten fills too, with its own client order ids.
+    let mut maker_fills = others.iter().filter(|frame| frame.kind == FILL).count();
+    let mut ids = Vec::new();
+    while maker_fills < 10 {
+        let frame = maker.read().unwrap();
+        if frame.kind == FILL {
+            assert_eq!(frame.body[49], 1, "the maker's liquidity");
+            assert_eq!((frame.i64(64), frame.body[51]), (1, 2), "qty 0.01");
+            let cents = frame.i64(56) * 10i64.pow(2 - u32::from(frame.body[50]));
+            assert!((10_000..10_010).contains(&cents), "one of the ten best prices: {cents}");
+            ids.push(frame.text(0, 36));
+            maker_fills += 1;
+        }
+    }
+    ids.sort();
+    let mut expected: Vec<String> = (0..10).map(|index| format!("s{index}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+}
+
+#[test]
+fn after_a_reconnect_a_client_learns_every_outcome_by_client_order_id() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    server.declare_btc_usd();
+    let buyer = server.trader("buyer", &[("USD", "1000")]);
+    let mut first = TcpClient::connect(server.tcp_address);
+    first.login(&buyer);
+    first.new_order(1, "lost-ack", 1, 5_000, 2, 1, 0);
+    first.new_order(2, "too-big", 1, 5_000, 2, 1_000, 0);
+    drop(first); // gone before reading any answer
+
+    let mut second = TcpClient::connect(server.tcp_address);
+    second.login(&buyer);
+    let mut seen = Vec::new();
+    // The first connection's frames may still be on their way into the engine.
+    let state = (0..100)
+        .find_map(|attempt| {
+            second.by_id(ORDER_STATUS, 7, "lost-ack");
+            let answer = second.read().unwrap();
+            if answer.kind == ORDER_STATE {
+                return Some(answer);
+            }
+            assert_eq!(answer.kind, REJECTED, "attempt {attempt}");
+            std::thread::sleep(Duration::from_millis(20));
+            None
+        })
+        .expect("the order is known");
+    assert_eq!(
+        (state.u64(0), state.text(16, 36).as_str(), state.body[52]),
+        (7, "lost-ack", 1),
+        "open"
+    );
+    second.by_id(ORDER_STATUS, 8, "too-big");
+    let rejected = second.until(REJECTED, &mut seen);
+    assert_eq!((rejected.u64(0), rejected.u16(8)), (8, reject_code(RejectReason::UnknownOrder)));
+    // Sending it again never makes a second order: duplicate_id, then its state.
+    second.new_order(9, "lost-ack", 1, 5_000, 2, 1, 0);
+    let rejected = second.until(REJECTED, &mut seen);
+    assert_eq!((rejected.u64(0), rejected.u16(8)), (9, reject_code(RejectReason::DuplicateId)));
+    let state = second.until(ORDER_STATE, &mut seen);
+    assert_eq!(state.u64(0), 9);
+    // Cancel it, then its state says canceled.
+    second.by_id(CANCEL, 10, "lost-ack");
+    assert_eq!(second.until(ACCEPTED, &mut seen).u64(0), 10);
+    second.by_id(ORDER_STATUS, 11, "lost-ack");
+    let state = second.until(ORDER_STATE, &mut seen);
+    assert_eq!(state.body[52], 3, "canceled");
+    let (_, open) = buyer.get("/v1/orders");
+    assert_eq!(open["orders"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn rejects_carry_the_specs_reason_codes() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    server.declare_btc_usd();
+    let buyer = server.trader("buyer", &[("USD", "10")]);
+    let mut client = TcpClient::connect(server.tcp_address);
+    client.login(&buyer);
+    client.new_order(1, "a", 1, 100_001, 3, 1, 0); // 100.001: not a tick multiple
+    client.new_order(2, "b", 1, 100, 0, 1, 0); // 100 USD with 10 available
+    client.by_id(CANCEL, 3, "nope");
+    let mut codes = Vec::new();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let rejected = client.until(REJECTED, &mut seen);
+        codes.push((rejected.u64(0), rejected.u16(8)));
+    }
+    codes.sort();
+    assert_eq!(
+        codes,
+        vec![
+            (1, reject_code(RejectReason::InvalidPrice)),
+            (2, reject_code(RejectReason::InsufficientFunds)),
+            (3, reject_code(RejectReason::UnknownOrder)),
+        ]
+    );
+    client.send(HEARTBEAT, &[]);
+    assert_eq!(client.until(SERVER_HEARTBEAT, &mut seen).kind, SERVER_HEARTBEAT);
+}
+
+#[test]
+fn garbage_truncated_frames_and_bad_logins_close_only_that_connection() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), true);
+    let alice = server.demo[0].clone();
+    let goodbye = |client: &mut TcpClient| -> u16 {
+        let frame = client.read().expect("a goodbye");
+        assert_eq!(frame.kind, GOODBYE);
+        let code = frame.u16(0);
+        assert!(client.read().is_none(), "then the connection closes");
+        code
+    };
+    // Garbage: a length over the limit.
+    let mut garbage = TcpClient::connect(server.tcp_address);
+    garbage.stream.write_all(&[0xff, 0xff, 0x13, 0x37, 0x00]).unwrap();
+    assert_eq!(goodbye(&mut garbage), code::MALFORMED_FRAME);
+    // An unknown message type.
+    let mut unknown = TcpClient::connect(server.tcp_address);
+    unknown.send(0x77, &[1, 2, 3]);
+    assert_eq!(goodbye(&mut unknown), code::MALFORMED_FRAME);
+    // A request before logging in.
+    let mut early = TcpClient::connect(server.tcp_address);
+    early.by_id(ORDER_STATUS, 1, "x");
+    assert_eq!(goodbye(&mut early), code::LOGIN_REQUIRED);
+    // A wrong signature; an old timestamp.
+    let mut forged = TcpClient::connect(server.tcp_address);
+    let wrong = Client { secret: "0".repeat(64), ..alice.clone() };
+    forged.send(LOGIN, &TcpClient::login_body(&wrong, support::now_ms()));
+    assert_eq!(goodbye(&mut forged), code::INVALID_SIGNATURE);
+    let mut stale = TcpClient::connect(server.tcp_address);
+    stale.send(LOGIN, &TcpClient::login_body(&alice, support::now_ms() - 3_600_000));
+    assert_eq!(goodbye(&mut stale), code::EXPIRED_TIMESTAMP);
+    // Half a frame, then the client vanishes; many connections dropped at once.
+    let mut half = TcpClient::connect(server.tcp_address);
+    half.stream.write_all(&[60, 0, NEW_ORDER, 1, 2]).unwrap();
+    drop(half);
+    for _ in 0..20 {
+        drop(TcpStream::connect(server.tcp_address).unwrap());
+    }
+    // Everyone else is served.
+    let mut fine = TcpClient::connect(server.tcp_address);
+    fine.login(&alice);
+    fine.new_order(1, "after", 1, 5_000_000, 2, 1, 2);
+    let mut seen = Vec::new();
+    assert_eq!(fine.until(ACCEPTED, &mut seen).u64(0), 1);
+}
+
+#[test]
+fn half_open_and_silent_connections_are_closed_with_a_reason() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.auth.login_timeout_ms = 300;
+    config.limits.idle_timeout_ms = 500;
+    let server = TestServer::start_with(config, true);
+    let alice = server.demo[0].clone();
+    // Connects and never says a word: closed for not logging in.
+    let mut silent = TcpClient::connect(server.tcp_address);
+    let goodbye = silent.read().expect("a goodbye");
+    assert_eq!((goodbye.kind, goodbye.u16(0)), (GOODBYE, code::LOGIN_REQUIRED));
+    assert!(silent.read().is_none());
+    // Logs in, then goes quiet: closed as idle.
+    let mut quiet = TcpClient::connect(server.tcp_address);
+    quiet.login(&alice);
+    let mut seen = Vec::new();
+    let goodbye = quiet.until(GOODBYE, &mut seen);
+    assert_eq!(goodbye.u16(0), code::IDLE_TIMEOUT);
+    // One that keeps sending heartbeats stays.
+    let mut alive = TcpClient::connect(server.tcp_address);
+    alive.login(&alice);
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(200));
+        alive.send(HEARTBEAT, &[]);
+        assert_eq!(alive.until(SERVER_HEARTBEAT, &mut seen).kind, SERVER_HEARTBEAT);
+    }
+}
