@@ -16,84 +16,19 @@ use bourse_core::{
 };
 
 mod random;
+mod snapshot_bytes;
 mod support;
+mod venue_stream;
 
 use random::Random;
+use snapshot_bytes::{state_bytes, tiny_config};
+use venue_stream::{deposit_line, random_order_line, random_terms, stream_of, Terms, DEFINITIONS};
 
 // ----------------------------------------------------------------------------------
 // Random streams
 
-struct Market {
-    symbol: &'static str,
-    base: &'static str,
-    quote: &'static str,
-    tick_units: i64,
-    price_decimals: u32,
-    lot_units: i64,
-    qty_decimals: u32,
-    centre_ticks: i64,
-}
-
-/// Three instruments with odd ticks and lots and different fees, one quoted in BTC.
-const MARKETS: [Market; 3] = [
-    Market {
-        symbol: "BTC-USD",
-        base: "BTC",
-        quote: "USD",
-        tick_units: 5,
-        price_decimals: 1,
-        lot_units: 1,
-        qty_decimals: 3,
-        centre_ticks: 200,
-    },
-    Market {
-        symbol: "ETH-USD",
-        base: "ETH",
-        quote: "USD",
-        tick_units: 1,
-        price_decimals: 2,
-        lot_units: 1,
-        qty_decimals: 1,
-        centre_ticks: 3_000,
-    },
-    Market {
-        symbol: "X-BTC",
-        base: "X",
-        quote: "BTC",
-        tick_units: 1,
-        price_decimals: 5,
-        lot_units: 5,
-        qty_decimals: 0,
-        centre_ticks: 150,
-    },
-];
-
-const DEFINITIONS: [&str; 7] = [
-    r#"{"cmd":"asset","asset":"USD","decimals":2}"#,
-    r#"{"cmd":"asset","asset":"BTC","decimals":8}"#,
-    r#"{"cmd":"asset","asset":"ETH","decimals":4}"#,
-    r#"{"cmd":"asset","asset":"X","decimals":0}"#,
-    r#"{"cmd":"instrument","symbol":"BTC-USD","base":"BTC","quote":"USD","tick":"0.5","lot":"0.001","min_qty":"0.001","max_qty":"100","maker_fee_bps":10,"taker_fee_bps":20,"market_band_bps":500}"#,
-    r#"{"cmd":"instrument","symbol":"ETH-USD","base":"ETH","quote":"USD","tick":"0.01","lot":"0.1","min_qty":"0.2","max_qty":"1000","maker_fee_bps":0,"taker_fee_bps":5,"market_band_bps":1000}"#,
-    r#"{"cmd":"instrument","symbol":"X-BTC","base":"X","quote":"BTC","tick":"0.00001","lot":"5","min_qty":"5","max_qty":"5000","maker_fee_bps":25,"taker_fee_bps":25,"market_band_bps":200}"#,
-];
-
 /// `zed` never deposits: its orders are rejected and it never gets an id.
 const ACCOUNTS: [&str; 6] = ["alice", "bob", "carol", "dave", "erin", "zed"];
-
-/// `units * 10^-decimals` as a decimal string.
-fn decimal(units: i64, decimals: u32) -> String {
-    let scale = 10i64.pow(decimals);
-    if decimals == 0 {
-        return units.to_string();
-    }
-    format!("{}.{:0width$}", units / scale, units % scale, width = decimals as usize)
-}
-
-/// A deposit of `whole` whole units.
-fn deposit_line(account: &str, asset: &str, whole: u64) -> String {
-    format!(r#"{{"cmd":"deposit","account":"{account}","asset":"{asset}","amount":"{whole}"}}"#)
-}
 
 /// Definitions, deposits, then `commands` random orders (every time in force,
 /// post-only, every stp mode, market orders), cancels, amends of price and quantity
@@ -101,57 +36,16 @@ fn deposit_line(account: &str, asset: &str, whole: u64) -> String {
 /// withdrawals and timestamps, over a small pool of ids that get reused.
 fn random_stream(seed: u64, commands: usize) -> Vec<String> {
     let mut random = Random(seed);
-    let mut lines: Vec<String> = DEFINITIONS.iter().map(|line| line.to_string()).collect();
-    for account in &ACCOUNTS[..5] {
-        for (asset, whole) in [("USD", 10_000_000), ("BTC", 5_000), ("ETH", 50_000), ("X", 500_000)]
-        {
-            lines.push(deposit_line(account, asset, whole));
-        }
-    }
-    let mut ts = 1_700_000_000_000_000_000u64;
-    for _ in 0..commands {
-        let line = random_command(&mut random);
-        let line = match random.below(5) {
-            0 => {
-                ts += random.below(1_000_000);
-                format!(r#"{},"ts":{ts}}}"#, &line[..line.len() - 1])
-            }
-            _ => line,
-        };
-        lines.push(line);
-    }
-    lines
+    stream_of(&mut random, &DEFINITIONS, &ACCOUNTS[..5], commands, random_command)
 }
 
 fn random_command(random: &mut Random) -> String {
     let account = random.pick(&ACCOUNTS);
     let id = format!("o{}", random.below(40));
-    let market = &MARKETS[random.below(MARKETS.len() as u64) as usize];
-    let side = random.pick(&["buy", "sell"]);
-    // Resting prices either side of the centre, sometimes across it.
-    let ticks = match side {
-        "buy" => market.centre_ticks + 3 - random.below(30) as i64,
-        _ => market.centre_ticks - 3 + random.below(30) as i64,
-    };
-    let price = decimal(ticks * market.tick_units, market.price_decimals);
-    let lots_max = if random.below(4) == 0 { 400 } else { 40 };
-    let lots = 1 + random.below(lots_max) as i64;
-    let qty = decimal(lots * market.lot_units, market.qty_decimals);
-    let symbol = market.symbol;
+    let terms = random_terms(random);
+    let Terms { market, price, qty, .. } = &terms;
     match random.below(40) {
-        0..=17 => {
-            let tif = random.pick(&["gtc", "gtc", "gtc", "gtc", "ioc", "fok"]);
-            let stp = random.pick(&["none", "cancel_taker", "cancel_maker", "cancel_both"]);
-            let post_only = random.below(6) == 0;
-            let kind = if random.below(12) == 0 {
-                r#""type":"market""#.to_string()
-            } else {
-                format!(r#""type":"limit","price":"{price}""#)
-            };
-            format!(
-                r#"{{"cmd":"order","account":"{account}","id":"{id}","symbol":"{symbol}","side":"{side}",{kind},"qty":"{qty}","tif":"{tif}","stp":"{stp}","post_only":{post_only}}}"#
-            )
-        }
+        0..=17 => random_order_line(random, account, &id, &terms),
         18..=23 => format!(r#"{{"cmd":"cancel","account":"{account}","id":"{id}"}}"#),
         24..=28 => format!(r#"{{"cmd":"amend","account":"{account}","id":"{id}","qty":"{qty}"}}"#),
         29..=33 => {
@@ -208,20 +102,6 @@ fn apply(exchange: &mut Exchange, seq: u64, command: &Command<'_>, ts: Option<u6
         .collect()
 }
 
-fn snapshot(exchange: &Exchange) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    encode_state(exchange, &mut bytes);
-    bytes
-}
-
-/// Pools that start tiny, so that a restored exchange must grow its books and index.
-fn tiny_config() -> ExchangeConfig {
-    ExchangeConfig {
-        book_capacity: bourse_core::book::BookCapacity { orders: 1, levels: 1 },
-        open_orders_capacity: 0,
-    }
-}
-
 /// Decodes `bytes` and checks what a restored exchange must satisfy at once: the same
 /// digest and state document as `original`, its invariants, and the same bytes again.
 fn restore(original: &Exchange, bytes: &[u8], config: ExchangeConfig) -> Exchange {
@@ -229,7 +109,7 @@ fn restore(original: &Exchange, bytes: &[u8], config: ExchangeConfig) -> Exchang
     restored.check_invariants().expect("a restored exchange keeps its invariants");
     assert_eq!(state_digest(&restored), state_digest(original));
     assert_eq!(state_document(&restored), state_document(original));
-    assert!(snapshot(&restored) == bytes, "encode(decode(bytes)) != bytes");
+    assert!(state_bytes(&restored) == bytes, "encode(decode(bytes)) != bytes");
     restored
 }
 
@@ -263,7 +143,7 @@ fn a_restored_exchange_prints_exactly_the_events_of_the_original() {
         let mut forks: Vec<(usize, Exchange)> = Vec::new();
         for index in 0..=lines.len() {
             if cuts.contains(&index) {
-                let bytes = snapshot(&original);
+                let bytes = state_bytes(&original);
                 let config = if forks.len().is_multiple_of(2) {
                     ExchangeConfig::default()
                 } else {
@@ -291,11 +171,14 @@ fn a_restored_exchange_prints_exactly_the_events_of_the_original() {
             }
         }
         original.check_invariants().expect("invariants hold");
-        let final_bytes = snapshot(&original);
+        let final_bytes = state_bytes(&original);
         for (cut, fork) in &forks {
             fork.check_invariants().expect("invariants hold at the end");
             assert_eq!(state_digest(fork), state_digest(&original), "seed {seed}, cut {cut}");
-            assert!(snapshot(fork) == final_bytes, "seed {seed}, cut {cut}: final states differ");
+            assert!(
+                state_bytes(fork) == final_bytes,
+                "seed {seed}, cut {cut}: final states differ"
+            );
         }
     }
     assert!(partly_filled_at_cuts > 50, "{partly_filled_at_cuts} partly filled orders at cuts");
@@ -324,7 +207,7 @@ fn an_amended_partly_filled_order_keeps_its_fills_and_its_account_id() {
         let parsed = parse_line(line).expect("well-formed");
         apply(&mut original, index as u64 + 1, &parsed.command, parsed.ts);
     }
-    let bytes = snapshot(&original);
+    let bytes = state_bytes(&original);
     let mut restored = restore(&original, &bytes, tiny_config());
     let alice = original.ledger().find_account("alice").expect("alice exists");
     assert_eq!(restored.ledger().find_account("alice"), Some(alice));
@@ -355,7 +238,7 @@ fn an_amended_partly_filled_order_keeps_its_fills_and_its_account_id() {
     let s1 = done_filled.iter().find(|event| event.contains(r#""s1""#)).expect("s1 is done");
     let s1: serde_json::Value = serde_json::from_str(s1).expect("JSON");
     assert_eq!((s1["reason"].as_str(), s1["filled"].as_str()), (Some("canceled"), Some("3")));
-    assert_eq!(snapshot(&restored), snapshot(&original));
+    assert_eq!(state_bytes(&restored), state_bytes(&original));
 }
 
 #[test]
@@ -368,9 +251,9 @@ fn decoding_and_encoding_again_gives_the_same_bytes() {
             let (command, ts) = command_for(line, &exchange, false, &mut random);
             apply(&mut exchange, index as u64 + 1, &command, ts);
         }
-        let bytes = snapshot(&exchange);
+        let bytes = state_bytes(&exchange);
         let decoded = decode_state(&bytes, ExchangeConfig::default()).expect("decodes");
-        assert!(snapshot(&decoded) == bytes, "seed {seed}");
+        assert!(state_bytes(&decoded) == bytes, "seed {seed}");
         // Appending leaves what `out` held before untouched.
         let mut out = b"prefix".to_vec();
         encode_state(&decoded, &mut out);
@@ -391,7 +274,7 @@ fn small_snapshot(seed: u64) -> Vec<u8> {
         apply(&mut exchange, index as u64 + 1, &command, ts);
     }
     assert!(exchange.open_order_count() > 15, "the state has resting orders");
-    snapshot(&exchange)
+    state_bytes(&exchange)
 }
 
 #[test]
@@ -417,7 +300,7 @@ fn decodes_sanely(bytes: &[u8]) -> bool {
         }
         Ok(exchange) => {
             exchange.check_invariants().expect("an accepted snapshot is consistent");
-            assert!(snapshot(&exchange) == bytes, "an accepted snapshot re-encodes to itself");
+            assert!(state_bytes(&exchange) == bytes, "an accepted snapshot re-encodes to itself");
             true
         }
     }
@@ -481,7 +364,7 @@ fn each_kind_of_bad_snapshot_has_its_error() {
         let parsed = parse_line(line).expect("well-formed");
         apply(&mut exchange, index as u64 + 1, &parsed.command, None);
     }
-    let bytes = snapshot(&exchange);
+    let bytes = state_bytes(&exchange);
     assert!(decode_state(&bytes, ExchangeConfig::default()).is_ok());
     let decode = |bytes: &[u8]| decode_state(bytes, ExchangeConfig::default()).map(|_| ());
 
@@ -616,7 +499,7 @@ fn exchange_with_resting_orders(orders: usize, instruments: usize) -> Exchange {
 fn a_snapshot_of_100k_resting_orders_round_trips() {
     let exchange = exchange_with_resting_orders(100_000, 3);
     assert_eq!(exchange.open_order_count(), 100_000);
-    let bytes = snapshot(&exchange);
+    let bytes = state_bytes(&exchange);
     let restored = restore(&exchange, &bytes, ExchangeConfig::default());
     assert_eq!(restored.open_order_count(), 100_000);
 }

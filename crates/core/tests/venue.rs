@@ -14,17 +14,15 @@
 //! 0.01, lot 1, maker 10 bps, taker 25 bps; ETH has 3 decimals, USD 2.
 
 mod random;
+mod snapshot_bytes;
 mod support;
 mod venue_stream;
-
-use std::fmt;
+mod venue_support;
 
 use bourse_core::event::CommandOrderKey;
-use bourse_core::format::{parse_line, write_event};
-use bourse_core::ids::{AccountId, InstrumentId};
-use bourse_core::snapshot::{
-    decode_venue, encode_state, encode_venue, SnapshotError, VENUE_FORMAT_VERSION, VENUE_MAGIC,
-};
+use bourse_core::format::parse_line;
+use bourse_core::ids::{AccountId, AssetId};
+use bourse_core::snapshot::{decode_venue, SnapshotError, VENUE_FORMAT_VERSION, VENUE_MAGIC};
 use bourse_core::venue::{
     Fill, Liquidity, OrderKind, OrderRecord, OrderStatus, FILLS_KEPT, FINISHED_ORDERS_KEPT,
 };
@@ -33,126 +31,20 @@ use bourse_core::{
     StpMode, TimeInForce, Venue,
 };
 use random::Random;
-use serde_json::Value;
+use snapshot_bytes::{patched, state_bytes, tiny_config, varint, venue_bytes};
 use support::{
     amend, amend_price, amend_qty, assert_events, asset, buy, cancel, deposit, instrument,
-    market_buy, market_sell, sell, Fed,
+    market_buy, market_sell, sell,
 };
-use venue_stream::{deposit_line, random_stream, DEFINITIONS};
+use venue_stream::{deposit_line, random_stream, with_fresh_ids, DEFINITIONS};
+use venue_support::{
+    command_for, decodes_sanely, split_venue_snapshot, Forks, Harness, BTC_USD, ETH_USD,
+};
 
 // ----------------------------------------------------------------------------------
-// Harness
+// Harness (see `venue_support`)
 
-/// A venue fed replay-format lines one at a time; checks the venue's invariants after
-/// every line.
-struct Harness {
-    venue: Venue,
-    seq: u64,
-}
-
-impl Harness {
-    fn new(track_activity: bool) -> Harness {
-        Harness { venue: Venue::new(Exchange::default(), track_activity), seq: 0 }
-    }
-
-    /// Assets BTC (8), USD (2), ETH (3); BTC-USD and ETH-USD as in `support`; alice,
-    /// bob and carol each with 10 BTC, 100,000 USD and 100 ETH (seq 1 to 14).
-    fn funded() -> Harness {
-        let mut harness = Harness::new(true);
-        harness.ok(asset("BTC", 8));
-        harness.ok(asset("USD", 2));
-        harness.ok(asset("ETH", 3));
-        harness.ok(instrument("BTC-USD", "BTC", "USD"));
-        harness.ok(instrument("ETH-USD", "ETH", "USD")
-            .with("tick", "0.01")
-            .with("lot", "1")
-            .with("min_qty", "1")
-            .with("max_qty", "1000")
-            .with("maker_fee_bps", 10)
-            .with("taker_fee_bps", 25));
-        for account in ["alice", "bob", "carol"] {
-            harness.ok(deposit(account, "BTC", "10"));
-            harness.ok(deposit(account, "USD", "100000"));
-            harness.ok(deposit(account, "ETH", "100"));
-        }
-        harness
-    }
-
-    fn feed(&mut self, line: impl fmt::Display) -> Fed {
-        let line = line.to_string();
-        let parsed = parse_line(&line).unwrap_or_else(|error| panic!("{line}: {error}"));
-        let events = self.apply(&parsed.command, parsed.ts);
-        Fed { seq: self.seq, line, events }
-    }
-
-    /// Applies a command at the next seq; returns its events as JSON.
-    fn apply(&mut self, command: &Command<'_>, ts: Option<u64>) -> Vec<Value> {
-        self.seq += 1;
-        let mut events = Vec::new();
-        self.venue.apply(self.seq, ts, command, &mut events);
-        if let Err(problem) = self.venue.check_invariants() {
-            panic!("invariants broken after seq {} ({command:?}): {problem}", self.seq);
-        }
-        events
-            .iter()
-            .map(|event| {
-                let mut text = String::new();
-                write_event(&mut text, self.venue.exchange(), event);
-                serde_json::from_str(&text).expect("an event is JSON")
-            })
-            .collect()
-    }
-
-    fn ok(&mut self, line: impl fmt::Display) -> Fed {
-        let fed = self.feed(line);
-        assert_eq!(
-            fed.events[0]["ev"], "accepted",
-            "seq {}: {}: {:?}",
-            fed.seq, fed.line, fed.events
-        );
-        fed
-    }
-
-    fn account(&self, name: &str) -> AccountId {
-        self.venue.exchange().ledger().find_account(name).expect("the account exists")
-    }
-
-    fn record(&self, account: &str, id: &str) -> OrderRecord {
-        self.activity()
-            .order_by_client(self.account(account), id)
-            .unwrap_or_else(|| panic!("no record of {account}'s {id}"))
-            .clone()
-    }
-
-    fn activity(&self) -> &bourse_core::Activity {
-        self.venue.activity().expect("the venue tracks activity")
-    }
-
-    fn open_ids(&self, account: &str) -> Vec<String> {
-        let activity = self.activity();
-        activity.open_orders(self.account(account)).map(|r| r.client_id.to_string()).collect()
-    }
-
-    fn finished_ids(&self, account: &str) -> Vec<String> {
-        let activity = self.activity();
-        activity.finished_orders(self.account(account)).map(|r| r.client_id.to_string()).collect()
-    }
-
-    fn fills(&self, account: &str) -> Vec<Fill> {
-        self.activity().fills(self.account(account)).cloned().collect()
-    }
-
-    fn encoded(&self) -> Vec<u8> {
-        let mut bytes = Vec::new();
-        encode_venue(&self.venue, &mut bytes);
-        bytes
-    }
-}
-
-const BTC_USD: InstrumentId = InstrumentId(0);
-const ETH_USD: InstrumentId = InstrumentId(1);
-
-fn asset_id(harness: &Harness, name: &str) -> bourse_core::ids::AssetId {
+fn asset_id(harness: &Harness, name: &str) -> AssetId {
     harness.venue.exchange().find_asset(name).expect("the asset exists")
 }
 
@@ -161,7 +53,7 @@ fn asset_id(harness: &Harness, name: &str) -> bourse_core::ids::AssetId {
 
 #[test]
 fn an_accepted_limit_order_creates_an_open_record_in_engine_units() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     let fed = harness.ok(buy("alice", "o1", "100", "2.5").with("ts", 7_000).stp("cancel_both"));
     let record = harness.record("alice", "o1");
     assert_eq!(
@@ -205,7 +97,7 @@ fn an_accepted_limit_order_creates_an_open_record_in_engine_units() {
 
 #[test]
 fn a_rejected_order_never_creates_a_record() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     let rejected = [
         buy("alice", "o1", "100", "2").on("NOPE-USD"),
         buy("alice", "o1", "100.5", "2"),
@@ -230,7 +122,7 @@ fn a_rejected_order_never_creates_a_record() {
 
 #[test]
 fn a_trade_fills_maker_and_taker_and_gives_each_account_a_fill() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     let maker = harness.ok(sell("bob", "s1", "100", "10").on("ETH-USD").with("ts", 100));
     let taker = harness.ok(buy("alice", "b1", "100.5", "4").on("ETH-USD").with("ts", 200));
     assert_events(
@@ -294,7 +186,7 @@ fn a_trade_fills_maker_and_taker_and_gives_each_account_a_fill() {
 
 #[test]
 fn a_sell_taker_receives_quote_and_a_buy_maker_receives_base() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(buy("bob", "b1", "100", "10").on("ETH-USD"));
     harness.ok(sell("alice", "s1", "99", "3").on("ETH-USD"));
     let bob = harness.fills("bob");
@@ -314,7 +206,7 @@ fn a_sell_taker_receives_quote_and_a_buy_maker_receives_base() {
 
 #[test]
 fn trade_index_counts_the_trades_of_one_command() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(sell("bob", "s1", "100", "1"));
     harness.ok(sell("carol", "s2", "101", "1"));
     harness.ok(sell("bob", "s3", "102", "0.5"));
@@ -339,7 +231,7 @@ fn trade_index_counts_the_trades_of_one_command() {
 
 #[test]
 fn a_self_trade_gives_the_account_both_fills_maker_first() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(sell("alice", "s1", "100", "1").stp("none"));
     let taker = harness.ok(buy("alice", "b1", "100", "1").stp("none"));
     let fills = harness.fills("alice");
@@ -353,7 +245,7 @@ fn a_self_trade_gives_the_account_both_fills_maker_first() {
 
 #[test]
 fn done_sets_the_status_and_moves_the_order_to_the_finished_ones() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     // filled (maker), canceled, expired (ioc remainder), stp (taker and maker).
     harness.ok(sell("bob", "s1", "100", "1"));
     harness.ok(buy("alice", "b1", "100", "1"));
@@ -389,7 +281,7 @@ fn done_sets_the_status_and_moves_the_order_to_the_finished_ones() {
 
 #[test]
 fn an_order_done_in_its_own_command_is_created_then_finished() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(sell("bob", "s1", "100", "1"));
     harness.ok(buy("carol", "c1", "90", "1"));
     // ioc, fok that cannot fill, post-only ioc, market (gtc taken as ioc), market fok.
@@ -425,7 +317,7 @@ fn an_order_done_in_its_own_command_is_created_then_finished() {
 
 #[test]
 fn amend_sets_price_and_remaining_but_keeps_the_submitted_qty() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(buy("alice", "b1", "100", "5").with("ts", 10));
     harness.ok(amend_qty("alice", "b1", "3").with("ts", 20));
     let record = harness.record("alice", "b1");
@@ -469,7 +361,7 @@ fn amend_sets_price_and_remaining_but_keeps_the_submitted_qty() {
 
 #[test]
 fn open_orders_ascend_by_order_id_and_finished_ones_are_oldest_finished_first() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     for id in ["a", "b", "c", "d"] {
         harness.ok(buy("alice", id, "90", "1"));
     }
@@ -494,7 +386,7 @@ fn open_orders_ascend_by_order_id_and_finished_ones_are_oldest_finished_first() 
 
 #[test]
 fn a_finished_id_is_rejected_duplicate_id_while_remembered() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     let first = harness.ok(buy("alice", "o1", "100", "1"));
     harness.ok(cancel("alice", "o1"));
     let before = harness.encoded();
@@ -523,35 +415,9 @@ fn a_finished_id_is_rejected_duplicate_id_while_remembered() {
     harness.ok(buy("alice", "o2", "100", "1"));
 }
 
-/// A venue snapshot's exchange state and activity section.
-fn split_venue_snapshot(bytes: &[u8]) -> (&[u8], &[u8]) {
-    assert!(bytes.starts_with(&VENUE_MAGIC));
-    let (mut length, mut shift, mut at) = (0usize, 0, 12);
-    loop {
-        let byte = bytes[at];
-        length |= usize::from(byte & 0x7f) << shift;
-        at += 1;
-        shift += 7;
-        if byte < 0x80 {
-            break;
-        }
-    }
-    (&bytes[at..at + length], &bytes[at + length..])
-}
-
-fn varint(mut value: u64) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    while value >= 0x80 {
-        bytes.push(value as u8 | 0x80);
-        value >>= 7;
-    }
-    bytes.push(value as u8);
-    bytes
-}
-
 #[test]
 fn without_activity_a_finished_id_is_accepted_again_as_the_spec_says() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     let mut plain = Harness::new(false);
     let lines = [
         buy("alice", "o1", "100", "1").to_string(),
@@ -588,7 +454,7 @@ fn without_activity_a_finished_id_is_accepted_again_as_the_spec_says() {
 
 #[test]
 fn a_finished_id_is_accepted_again_once_newer_finishes_forget_it() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(buy("alice", "o1", "100", "1"));
     harness.ok(cancel("alice", "o1"));
     // FINISHED_ORDERS_KEPT - 1 newer finishes: o1 is still remembered.
@@ -620,7 +486,7 @@ fn a_finished_id_is_accepted_again_once_newer_finishes_forget_it() {
 
 #[test]
 fn an_open_id_is_rejected_by_the_exchange_as_before() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     let first = harness.ok(buy("alice", "o1", "100", "1"));
     let fed = harness.feed(sell("alice", "o1", "200", "1").on("ETH-USD"));
     assert_events(
@@ -637,7 +503,7 @@ fn an_open_id_is_rejected_by_the_exchange_as_before() {
 
 #[test]
 fn an_unknown_symbol_comes_before_the_reuse_rule() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(buy("alice", "o1", "100", "1").tif("ioc"));
     let fed = harness.feed(buy("alice", "o1", "100", "1").on("DOGE-USD"));
     assert_events(
@@ -659,7 +525,7 @@ fn an_unknown_symbol_comes_before_the_reuse_rule() {
 
 #[test]
 fn the_reuse_rule_holds_for_accounts_named_by_id_and_echoes_the_name() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(buy("alice", "o1", "100", "1").tif("ioc"));
     let alice = harness.account("alice");
     let line = buy("alice", "o1", "100", "1").with("ts", 9_000).to_string();
@@ -684,7 +550,7 @@ fn the_reuse_rule_holds_for_accounts_named_by_id_and_echoes_the_name() {
 
 #[test]
 fn an_account_keeps_its_latest_fills() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(instrument("BIG-USD", "ETH", "USD")
         .with("lot", "1")
         .with("min_qty", "1")
@@ -717,7 +583,7 @@ fn an_account_keeps_its_latest_fills() {
 
 #[test]
 fn a_venue_over_an_exchange_with_open_orders_rebuilds_their_records() {
-    let mut setup = Harness::funded();
+    let mut setup = Harness::funded(true);
     setup.ok(sell("bob", "s1", "101", "2").stp("none"));
     setup.ok(buy("alice", "b1", "99", "1"));
     setup.ok(buy("carol", "b2", "100", "3").post_only());
@@ -771,37 +637,29 @@ fn a_venue_over_an_exchange_with_open_orders_rebuilds_their_records() {
 
 #[test]
 fn a_venue_without_activity_snapshots_as_its_exchange() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(buy("alice", "b1", "99", "1"));
     let (exchange, _) =
         std::mem::replace(&mut harness.venue, Venue::new(Exchange::default(), false)).into_parts();
     let venue = Venue::new(exchange, false);
-    let mut venue_bytes = Vec::new();
-    encode_venue(&venue, &mut venue_bytes);
-    let mut state_bytes = Vec::new();
-    encode_state(venue.exchange(), &mut state_bytes);
-    assert!(venue_bytes == state_bytes);
+    let state = state_bytes(venue.exchange());
+    assert!(venue_bytes(&venue) == state);
     // An exchange snapshot decodes into a venue with or without activity.
-    let plain = decode_venue(&state_bytes, ExchangeConfig::default(), false).unwrap();
+    let plain = decode_venue(&state, ExchangeConfig::default(), false).unwrap();
     assert!(plain.activity().is_none());
-    let tracking = decode_venue(&state_bytes, ExchangeConfig::default(), true).unwrap();
+    let tracking = decode_venue(&state, ExchangeConfig::default(), true).unwrap();
     let rebuilt = Venue::new(
-        decode_venue(&state_bytes, ExchangeConfig::default(), false).unwrap().into_parts().0,
+        decode_venue(&state, ExchangeConfig::default(), false).unwrap().into_parts().0,
         true,
     );
-    let encode = |venue: &Venue| {
-        let mut bytes = Vec::new();
-        encode_venue(venue, &mut bytes);
-        bytes
-    };
-    assert!(encode(&tracking) == encode(&rebuilt));
+    assert!(venue_bytes(&tracking) == venue_bytes(&rebuilt));
     assert_eq!(tracking.activity().unwrap().order_count(), 1);
-    assert!(encode(&tracking).starts_with(&VENUE_MAGIC));
+    assert!(venue_bytes(&tracking).starts_with(&VENUE_MAGIC));
 }
 
 #[test]
 fn a_venue_snapshot_round_trips_and_decodes_without_activity_too() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(sell("bob", "s1", "100", "3").with("ts", 10));
     harness.ok(buy("alice", "b1", "100", "1").with("ts", 20));
     harness.ok(buy("alice", "b2", "90", "1").tif("ioc"));
@@ -811,9 +669,7 @@ fn a_venue_snapshot_round_trips_and_decodes_without_activity_too() {
     assert!(bytes.starts_with(&VENUE_MAGIC));
     let restored = decode_venue(&bytes, ExchangeConfig::default(), true).unwrap();
     restored.check_invariants().unwrap();
-    let mut again = Vec::new();
-    encode_venue(&restored, &mut again);
-    assert!(again == bytes);
+    assert!(venue_bytes(&restored) == bytes);
     let activity = restored.activity().unwrap();
     let alice = restored.exchange().ledger().find_account("alice").unwrap();
     let original = harness.activity();
@@ -821,29 +677,12 @@ fn a_venue_snapshot_round_trips_and_decodes_without_activity_too() {
     assert!(activity.fills(alice).eq(original.fills(alice)));
     let without = decode_venue(&bytes, ExchangeConfig::default(), false).unwrap();
     assert!(without.activity().is_none());
-    let mut state = Vec::new();
-    encode_state(without.exchange(), &mut state);
-    let mut original_state = Vec::new();
-    encode_state(harness.venue.exchange(), &mut original_state);
-    assert!(state == original_state);
-}
-
-/// `bytes` with the first occurrence of `from` at or after `start` replaced by `to`.
-fn patched(bytes: &[u8], start: usize, from: &[u8], to: &[u8]) -> Vec<u8> {
-    let at = start
-        + bytes[start..]
-            .windows(from.len())
-            .position(|window| window == from)
-            .expect("pattern found");
-    let mut patched = bytes[..at].to_vec();
-    patched.extend_from_slice(to);
-    patched.extend_from_slice(&bytes[at + from.len()..]);
-    patched
+    assert!(state_bytes(without.exchange()) == state_bytes(harness.venue.exchange()));
 }
 
 #[test]
 fn each_kind_of_bad_venue_snapshot_has_its_error() {
-    let mut harness = Harness::funded();
+    let mut harness = Harness::funded(true);
     harness.ok(buy("alice", "opA", "90", "1"));
     harness.ok(buy("alice", "fiA", "90", "1").tif("ioc"));
     harness.ok(buy("alice", "fiB", "90", "1").tif("ioc"));
@@ -907,50 +746,10 @@ fn each_kind_of_bad_venue_snapshot_has_its_error() {
 // ----------------------------------------------------------------------------------
 // Random streams
 
-/// The command of `line`, naming its account by id when `by_id` and the account exists.
-fn command_for<'line>(
-    line: &'line str,
-    exchange: &Exchange,
-    by_id: bool,
-) -> (Command<'line>, Option<u64>) {
-    let parsed = parse_line(line).expect("a well-formed line");
-    let mut command = parsed.command;
-    if by_id {
-        if let Some(account) = command.account_mut() {
-            if let AccountRef::Name(name) = account {
-                if let Some(id) = exchange.ledger().find_account(name) {
-                    *account = AccountRef::Id(id);
-                }
-            }
-        }
-    }
-    (command, parsed.ts)
-}
-
 fn events_of(apply: impl FnOnce(&mut Vec<Event>)) -> Vec<Event> {
     let mut events = Vec::new();
     apply(&mut events);
     events
-}
-
-fn venue_bytes(venue: &Venue) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    encode_venue(venue, &mut bytes);
-    bytes
-}
-
-fn state_bytes(exchange: &Exchange) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    encode_state(exchange, &mut bytes);
-    bytes
-}
-
-/// Pools that start tiny, so that a restored venue must grow.
-fn tiny_config() -> ExchangeConfig {
-    ExchangeConfig {
-        book_capacity: bourse_core::book::BookCapacity { orders: 1, levels: 1 },
-        open_orders_capacity: 0,
-    }
 }
 
 /// What one random stream showed, to check the streams reach what they must.
@@ -975,23 +774,12 @@ fn run_stream(lines: &[String], by_id: bool, cuts: &[usize], seen: &mut Seen) {
     let mut exchange = Exchange::default();
     let mut plain = Venue::new(Exchange::default(), false);
     let mut venue = Venue::new(Exchange::default(), true);
-    let mut forks: Vec<(usize, Venue)> = Vec::new();
+    // Every other fork restored into tiny pools.
+    let mut forks = Forks::new(cuts, true, true);
     let mut ever_finished = std::collections::HashSet::new();
     let nothing = parse_line(r#"{"cmd":"cancel","account":"nobody","id":"none"}"#).unwrap().command;
     for index in 0..=lines.len() {
-        if cuts.contains(&index) {
-            let bytes = venue_bytes(&venue);
-            let config = if forks.len().is_multiple_of(2) {
-                ExchangeConfig::default()
-            } else {
-                tiny_config()
-            };
-            let fork = decode_venue(&bytes, config, true)
-                .unwrap_or_else(|error| panic!("cut {index}: {error}"));
-            fork.check_invariants().expect("a restored venue keeps its invariants");
-            assert!(venue_bytes(&fork) == bytes, "cut {index}: encode(decode(bytes)) != bytes");
-            forks.push((index, fork));
-        }
+        forks.cut(index, &venue);
         let Some(line) = lines.get(index) else { break };
         let seq = index as u64 + 1;
         let (command, ts) = command_for(line, venue.exchange(), by_id);
@@ -1054,20 +842,9 @@ fn run_stream(lines: &[String], by_id: bool, cuts: &[usize], seen: &mut Seen) {
                 _ => {}
             }
         }
-        for (cut, fork) in &mut forks {
-            let forked = events_of(|events| fork.apply(seq, ts, &command, events));
-            assert_eq!(forked, got, "cut {cut}, seq {seq}: {line}");
-            if seq.is_multiple_of(500) {
-                fork.check_invariants()
-                    .unwrap_or_else(|problem| panic!("cut {cut}, seq {seq}: {problem}"));
-            }
-        }
+        forks.follow(seq, ts, &command, &got, line);
     }
-    let final_bytes = venue_bytes(&venue);
-    for (cut, fork) in &forks {
-        fork.check_invariants().expect("invariants hold at the end");
-        assert!(venue_bytes(fork) == final_bytes, "cut {cut}: the final venues differ");
-    }
+    forks.finish(&venue);
     let final_state = state_bytes(venue.exchange());
     assert!(state_bytes(&exchange) == final_state, "the exchanges differ at the end");
     assert!(state_bytes(plain.exchange()) == final_state);
@@ -1094,20 +871,28 @@ fn random_streams_give_the_exchanges_events_but_for_reused_finished_ids() {
     assert!(seen.fills > 5_000, "{seen:?}");
 }
 
+/// Runs `lines` of stream `seed` through an `Exchange` and `venue` in lockstep (accounts
+/// named by id for seed 2); each command must give exactly the same events, and the
+/// venue's invariants must hold at the end. Returns the exchange.
+fn run_in_lockstep(lines: &[String], venue: &mut Venue, seed: u64) -> Exchange {
+    let mut exchange = Exchange::default();
+    for (index, line) in lines.iter().enumerate() {
+        let seq = index as u64 + 1;
+        let (command, ts) = command_for(line, &exchange, seed == 2);
+        let expected = events_of(|events| exchange.apply(seq, ts, &command, events));
+        let got = events_of(|events| venue.apply(seq, ts, &command, events));
+        assert_eq!(got, expected, "seed {seed}, seq {seq}: {line}");
+    }
+    venue.check_invariants().unwrap();
+    exchange
+}
+
 #[test]
 fn a_venue_without_activity_gives_exactly_the_exchanges_events() {
     for seed in 1..=3u64 {
         let lines = random_stream(seed * 15_485_863, 3_000);
-        let mut exchange = Exchange::default();
         let mut venue = Venue::new(Exchange::default(), false);
-        for (index, line) in lines.iter().enumerate() {
-            let seq = index as u64 + 1;
-            let (command, ts) = command_for(line, &exchange, seed == 2);
-            let expected = events_of(|events| exchange.apply(seq, ts, &command, events));
-            let got = events_of(|events| venue.apply(seq, ts, &command, events));
-            assert_eq!(got, expected, "seed {seed}, seq {seq}: {line}");
-        }
-        venue.check_invariants().unwrap();
+        let exchange = run_in_lockstep(&lines, &mut venue, seed);
         assert!(venue.activity().is_none());
         assert!(venue_bytes(&venue) == state_bytes(&exchange));
     }
@@ -1117,21 +902,9 @@ fn a_venue_without_activity_gives_exactly_the_exchanges_events() {
 fn with_fresh_ids_a_tracking_venue_gives_exactly_the_exchanges_events() {
     for seed in 1..=3u64 {
         // Every order id fresh: no finished id is ever reused.
-        let lines: Vec<String> = random_stream(seed * 104_729, 3_000)
-            .into_iter()
-            .enumerate()
-            .map(|(index, line)| line.replace(r#""id":"p"#, &format!(r#""id":"u{index}-"#)))
-            .collect();
-        let mut exchange = Exchange::default();
+        let lines = with_fresh_ids(random_stream(seed * 104_729, 3_000));
         let mut venue = Venue::new(Exchange::default(), true);
-        for (index, line) in lines.iter().enumerate() {
-            let seq = index as u64 + 1;
-            let (command, ts) = command_for(line, &exchange, seed == 2);
-            let expected = events_of(|events| exchange.apply(seq, ts, &command, events));
-            let got = events_of(|events| venue.apply(seq, ts, &command, events));
-            assert_eq!(got, expected, "seed {seed}, seq {seq}: {line}");
-        }
-        venue.check_invariants().unwrap();
+        let exchange = run_in_lockstep(&lines, &mut venue, seed);
         assert!(state_bytes(&exchange) == state_bytes(venue.exchange()));
     }
 }
@@ -1168,22 +941,6 @@ fn every_truncation_of_a_venue_snapshot_is_an_error() {
     ));
 }
 
-/// Decoding must not panic; what it accepts must be a consistent venue whose snapshot
-/// is exactly the bytes it came from.
-fn decodes_sanely(bytes: &[u8]) -> bool {
-    match decode_venue(bytes, tiny_config(), true) {
-        Err(error) => {
-            assert!(!error.to_string().is_empty() && !error.code().is_empty());
-            false
-        }
-        Ok(venue) => {
-            venue.check_invariants().expect("an accepted snapshot is consistent");
-            assert!(venue_bytes(&venue) == bytes, "an accepted snapshot re-encodes to itself");
-            true
-        }
-    }
-}
-
 #[test]
 fn flipped_bytes_give_an_error_or_a_consistent_venue() {
     let mut random = Random(0x5eed_f11b);
@@ -1199,7 +956,7 @@ fn flipped_bytes_give_an_error_or_a_consistent_venue() {
                 flipped.len() - 1 - random.below((flipped.len() / 2) as u64) as usize
             };
             flipped[position] ^= 1 + random.below(255) as u8;
-            accepted += usize::from(decodes_sanely(&flipped));
+            accepted += usize::from(decodes_sanely(&flipped, true, true));
         }
     }
     assert!(accepted < 2_000, "{accepted} of 4,500 flipped snapshots accepted");
@@ -1248,7 +1005,7 @@ fn random_bytes_behind_a_venue_header_are_an_error_or_a_consistent_venue() {
             }
         }
         framed.append(&mut tail);
-        decodes_sanely(&framed);
+        decodes_sanely(&framed, true, true);
     }
 }
 

@@ -13,39 +13,38 @@
 //! after every command, and that a venue restored from a snapshot taken anywhere goes
 //! on exactly like the original.
 //!
-//! The funded venue (as in `venue.rs`): BTC-USD tick 1, lot 0.01, qty 0.1..=100, no
+//! The funded venue (`venue_support`): BTC-USD tick 1, lot 0.01, qty 0.1..=100, no
 //! fees; ETH-USD tick 0.01, lot 1, qty 1..=1000, maker 10 bps, taker 25 bps; BTC has 8
 //! decimals, USD 2, ETH 3; alice, bob and carol each hold 10 BTC, 100,000 USD and
 //! 100 ETH.
 
 mod random;
+mod snapshot_bytes;
 mod support;
 mod venue_stream;
+mod venue_support;
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use bourse_core::event::CommandOrderKey;
-use bourse_core::format::write_event;
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
-use bourse_core::snapshot::{
-    decode_venue, encode_state, encode_venue, SnapshotError, MAGIC, VENUE_FORMAT_VERSION,
-    VENUE_MAGIC,
-};
+use bourse_core::snapshot::{decode_venue, SnapshotError, MAGIC, VENUE_MAGIC};
 use bourse_core::venue::OrderStatus;
 use bourse_core::{
     AccountRef, Command, DoneReason, Event, Exchange, ExchangeConfig, Qty, RejectReason, Side,
     Venue,
 };
 use random::Random;
-use serde_json::Value;
-use support::{
-    amend_price, amend_qty, assert_events, asset, buy, cancel, deposit, instrument, sell, Cmd, Fed,
+use snapshot_bytes::{state_bytes, tiny_config, venue_bytes};
+use support::{amend_price, amend_qty, assert_events, buy, cancel, sell, Cmd, Fed};
+use venue_stream::{command_of, random_venue_stream, with_fresh_ids, DEFINITIONS, MARKETS};
+use venue_support::{
+    command_for, container, decodes_sanely, events_json, owned_command, Forks, Harness, BTC_USD,
+    ETH_USD,
 };
-use venue_stream::{command_of, random_venue_stream, DEFINITIONS, MARKETS};
 
 // ----------------------------------------------------------------------------------
-// Harness
+// Commands and expectations (the harness is `venue_support`'s)
 
 fn halt(symbol: &str) -> Cmd {
     Cmd::new("halt").with("symbol", symbol)
@@ -67,120 +66,6 @@ fn canceled(account: &str, id: &str, filled: &str) -> String {
 }
 
 const ACCEPTED: &str = r#"{"ev":"accepted"}"#;
-
-/// A venue fed lines (replay-format ones, and the venue's own commands as
-/// `write_command` prints them) one at a time; checks the venue's invariants (money
-/// conserved, holds equal to what open orders hold, records equal to open orders,
-/// halts of existing instruments) after every line.
-struct Harness {
-    venue: Venue,
-    seq: u64,
-}
-
-impl Harness {
-    fn new(track_activity: bool) -> Harness {
-        Harness { venue: Venue::new(Exchange::default(), track_activity), seq: 0 }
-    }
-
-    /// The funded venue (seq 1 to 14).
-    fn funded(track_activity: bool) -> Harness {
-        let mut harness = Harness::new(track_activity);
-        harness.ok(asset("BTC", 8));
-        harness.ok(asset("USD", 2));
-        harness.ok(asset("ETH", 3));
-        harness.ok(instrument("BTC-USD", "BTC", "USD"));
-        harness.ok(instrument("ETH-USD", "ETH", "USD")
-            .with("tick", "0.01")
-            .with("lot", "1")
-            .with("min_qty", "1")
-            .with("max_qty", "1000")
-            .with("maker_fee_bps", 10)
-            .with("taker_fee_bps", 25));
-        for account in ["alice", "bob", "carol"] {
-            harness.ok(deposit(account, "BTC", "10"));
-            harness.ok(deposit(account, "USD", "100000"));
-            harness.ok(deposit(account, "ETH", "100"));
-        }
-        harness
-    }
-
-    fn feed(&mut self, line: impl fmt::Display) -> Fed {
-        let line = line.to_string();
-        let (command, ts) = command_of(&line);
-        let events = self.apply(&command, ts);
-        Fed { seq: self.seq, line, events }
-    }
-
-    /// Applies a command at the next seq; returns its events as JSON.
-    fn apply(&mut self, command: &Command<'_>, ts: Option<u64>) -> Vec<Value> {
-        self.seq += 1;
-        let mut events = Vec::new();
-        self.venue.apply(self.seq, ts, command, &mut events);
-        if let Err(problem) = self.venue.check_invariants() {
-            panic!("invariants broken after seq {} ({command:?}): {problem}", self.seq);
-        }
-        events
-            .iter()
-            .map(|event| {
-                let mut text = String::new();
-                write_event(&mut text, self.venue.exchange(), event);
-                serde_json::from_str(&text).expect("an event is JSON")
-            })
-            .collect()
-    }
-
-    fn ok(&mut self, line: impl fmt::Display) -> Fed {
-        let fed = self.feed(line);
-        assert_eq!(
-            fed.events[0]["ev"], "accepted",
-            "seq {}: {}: {:?}",
-            fed.seq, fed.line, fed.events
-        );
-        fed
-    }
-
-    fn account(&self, name: &str) -> AccountId {
-        self.venue.exchange().ledger().find_account(name).expect("the account exists")
-    }
-
-    /// (available, held) of `account` in `asset`, in the asset's smallest units.
-    fn balance(&self, account: &str, asset: &str) -> (i64, i64) {
-        let exchange = self.venue.exchange();
-        let asset = exchange.find_asset(asset).expect("the asset exists");
-        let balance = exchange.ledger().balance(self.account(account), asset);
-        (balance.available.0, balance.held.0)
-    }
-
-    fn halted(&self) -> Vec<&str> {
-        self.venue.halted_symbols().collect()
-    }
-
-    fn encoded(&self) -> Vec<u8> {
-        venue_bytes(&self.venue)
-    }
-}
-
-/// The command of a line, owning its strings.
-fn owned_command(line: impl fmt::Display) -> (Command<'static>, Option<u64>) {
-    let line = line.to_string();
-    let (command, ts) = command_of(&line);
-    (command.into_owned(), ts)
-}
-
-fn venue_bytes(venue: &Venue) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    encode_venue(venue, &mut bytes);
-    bytes
-}
-
-fn state_bytes(exchange: &Exchange) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    encode_state(exchange, &mut bytes);
-    bytes
-}
-
-const BTC_USD: InstrumentId = InstrumentId(0);
-const ETH_USD: InstrumentId = InstrumentId(1);
 
 /// The deposits of the funded venue, in smallest units: 10 BTC, 100,000 USD, 100 ETH.
 const FUNDED: [(&str, i64); 3] = [("BTC", 1_000_000_000), ("USD", 10_000_000), ("ETH", 100_000)];
@@ -401,19 +286,29 @@ fn with_orders(track_activity: bool) -> Harness {
     harness
 }
 
+/// Asserts that a cancel-all was accepted and canceled `account`'s unfilled orders
+/// `ids`, in that order.
+fn assert_all_canceled(fed: &Fed, account: &str, ids: &[&str]) {
+    let dones: Vec<String> = ids.iter().map(|id| canceled(account, id, "0")).collect();
+    let mut expected = vec![ACCEPTED];
+    expected.extend(dones.iter().map(String::as_str));
+    assert_events(fed, &expected);
+}
+
+/// Asserts that `account` holds nothing and has exactly what it deposited, available.
+fn assert_holds_nothing(harness: &Harness, account: &str) {
+    for (asset, units) in FUNDED {
+        assert_eq!(harness.balance(account, asset), (units, 0), "{asset}");
+    }
+}
+
 #[test]
 fn cancel_all_cancels_every_open_order_in_ascending_order_id_with_activity() {
     let mut harness = with_orders(true);
     let fed = harness.ok(cancel_all("alice"));
-    let dones: Vec<String> =
-        ["a1", "a2", "a3", "a4", "a5"].iter().map(|id| canceled("alice", id, "0")).collect();
-    let mut expected = vec![ACCEPTED];
-    expected.extend(dones.iter().map(String::as_str));
-    assert_events(&fed, &expected);
+    assert_all_canceled(&fed, "alice", &["a1", "a2", "a3", "a4", "a5"]);
     // Every hold released: alice has exactly what she deposited, available.
-    for (asset, units) in FUNDED {
-        assert_eq!(harness.balance("alice", asset), (units, 0), "{asset}");
-    }
+    assert_holds_nothing(&harness, "alice");
     // bob's orders are untouched.
     assert_eq!(harness.venue.exchange().open_order_count(), 2);
     let activity = harness.venue.activity().unwrap();
@@ -428,14 +323,8 @@ fn cancel_all_without_activity_walks_the_books_in_instrument_then_priority_order
     let mut harness = with_orders(false);
     let fed = harness.ok(cancel_all("alice"));
     // BTC-USD bids (95 before 90), BTC-USD asks, ETH-USD bids, ETH-USD asks.
-    let dones: Vec<String> =
-        ["a3", "a1", "a4", "a5", "a2"].iter().map(|id| canceled("alice", id, "0")).collect();
-    let mut expected = vec![ACCEPTED];
-    expected.extend(dones.iter().map(String::as_str));
-    assert_events(&fed, &expected);
-    for (asset, units) in FUNDED {
-        assert_eq!(harness.balance("alice", asset), (units, 0), "{asset}");
-    }
+    assert_all_canceled(&fed, "alice", &["a3", "a1", "a4", "a5", "a2"]);
+    assert_holds_nothing(&harness, "alice");
     assert_eq!(harness.venue.exchange().open_order_count(), 2);
     // Same time, same price: arrival order.
     let mut harness = Harness::funded(false);
@@ -606,21 +495,6 @@ fn the_new_reason_is_appended() {
 // ----------------------------------------------------------------------------------
 // Snapshots
 
-/// A venue container: magic, version, the state's length and bytes, then `rest`.
-fn container(state: &[u8], rest: &[u8]) -> Vec<u8> {
-    let mut bytes = VENUE_MAGIC.to_vec();
-    bytes.extend_from_slice(&VENUE_FORMAT_VERSION.to_le_bytes());
-    let mut length = state.len() as u64;
-    while length >= 0x80 {
-        bytes.push(length as u8 | 0x80);
-        length >>= 7;
-    }
-    bytes.push(length as u8);
-    bytes.extend_from_slice(state);
-    bytes.extend_from_slice(rest);
-    bytes
-}
-
 #[test]
 fn halts_survive_a_snapshot_with_activity() {
     let mut harness = with_orders(true);
@@ -648,13 +522,7 @@ fn halts_survive_a_snapshot_with_activity() {
         let mut events = Vec::new();
         restored.apply(harness.seq + 1, ts, &command, &mut events);
         let fed = harness.feed(line);
-        let mut rendered = Vec::new();
-        for event in &events {
-            let mut text = String::new();
-            write_event(&mut text, restored.exchange(), event);
-            rendered.push(serde_json::from_str::<Value>(&text).unwrap());
-        }
-        assert_eq!(rendered, fed.events, "{}", fed.line);
+        assert_eq!(events_json(restored.exchange(), &events), fed.events, "{}", fed.line);
     }
     assert!(venue_bytes(&restored) == harness.encoded());
     // Decoded without activity: the activity is dropped, the halt kept.
@@ -692,18 +560,9 @@ fn halts_survive_a_snapshot_without_activity() {
     );
     let mut expected = venue_bytes(&rebuilt);
     // The same activity, with the halts in front of it.
-    let activity_at = 12 + varint_len(state.len()) + state.len();
+    let activity_at = container(&state, &[]).len();
     expected.splice(activity_at..activity_at + 2, [1, 2, 0, 1]);
     assert!(venue_bytes(&tracking) == expected);
-}
-
-fn varint_len(mut value: usize) -> usize {
-    let mut length = 1;
-    while value >= 0x80 {
-        value >>= 7;
-        length += 1;
-    }
-    length
 }
 
 #[test]
@@ -713,7 +572,7 @@ fn each_kind_of_bad_halt_list_has_its_error() {
     let decode = |rest: &[u8]| {
         decode_venue(&container(&state, rest), ExchangeConfig::default(), true).map(|_| ())
     };
-    let state_end = 12 + varint_len(state.len()) + state.len();
+    let state_end = container(&state, &[]).len();
     assert!(decode(&[0, 1, 1]).is_ok());
     let invalid = |what: &str, at: usize| {
         Err(SnapshotError::Invalid { offset: state_end + at, what: what.to_string().into() })
@@ -759,39 +618,6 @@ fn venue_of_stream(seed: u64, commands: usize, track_activity: bool) -> Venue {
     venue
 }
 
-/// Pools that start tiny (decoding many snapshots stays cheap, and restored venues
-/// must grow).
-fn tiny_config() -> ExchangeConfig {
-    ExchangeConfig {
-        book_capacity: bourse_core::book::BookCapacity { orders: 1, levels: 1 },
-        open_orders_capacity: 0,
-    }
-}
-
-/// Decoding must not panic; what it accepts must be a consistent venue. Decoded as it
-/// was made (`exact`: with activity as it had activity), its snapshot is exactly the
-/// bytes it came from; decoded the other way (activity dropped, or rebuilt from the
-/// books), its snapshot decodes to the same venue again.
-fn decodes_sanely(bytes: &[u8], track_activity: bool, exact: bool) -> bool {
-    match decode_venue(bytes, tiny_config(), track_activity) {
-        Err(error) => {
-            assert!(!error.to_string().is_empty() && !error.code().is_empty());
-            false
-        }
-        Ok(venue) => {
-            venue.check_invariants().expect("an accepted snapshot is consistent");
-            let again = venue_bytes(&venue);
-            if exact {
-                assert!(again == bytes, "an accepted snapshot re-encodes to itself");
-            } else {
-                let twice = decode_venue(&again, tiny_config(), track_activity);
-                assert!(venue_bytes(&twice.unwrap()) == again);
-            }
-            true
-        }
-    }
-}
-
 #[test]
 fn every_truncation_of_a_snapshot_with_halts_is_an_error_and_flipped_bytes_never_panic() {
     let mut random = Random(0x4a17_5eed);
@@ -808,8 +634,7 @@ fn every_truncation_of_a_snapshot_with_halts_is_an_error_and_flipped_bytes_never
             );
         }
         // Mostly in what follows the state: the flags, the halts and the activity.
-        let state_len = state_bytes(venue.exchange()).len();
-        let tail_at = 12 + varint_len(state_len) + state_len;
+        let tail_at = container(&state_bytes(venue.exchange()), &[]).len();
         for _ in 0..800 {
             let mut flipped = bytes.clone();
             let position = if random.below(3) == 0 {
@@ -837,25 +662,6 @@ struct Seen {
     cancel_all_dones: usize,
     unknown_symbols: usize,
     trades: usize,
-}
-
-/// The command of `line`, naming its account by id when `by_id` and the account exists.
-fn command_for<'line>(
-    line: &'line str,
-    exchange: &Exchange,
-    by_id: bool,
-) -> (Command<'line>, Option<u64>) {
-    let (mut command, ts) = command_of(line);
-    if by_id {
-        if let Some(account) = command.account_mut() {
-            if let AccountRef::Name(name) = account {
-                if let Some(id) = exchange.ledger().find_account(name) {
-                    *account = AccountRef::Id(id);
-                }
-            }
-        }
-    }
-    (command, ts)
 }
 
 /// The open orders a cancel-all of `account` (on `only`, if given) must cancel, as
@@ -906,16 +712,9 @@ fn run_stream(
 ) {
     let mut venue = Venue::new(Exchange::default(), track_activity);
     let mut halted: BTreeSet<String> = BTreeSet::new();
-    let mut forks: Vec<(usize, Venue)> = Vec::new();
+    let mut forks = Forks::new(cuts, track_activity, false);
     for index in 0..=lines.len() {
-        if cuts.contains(&index) {
-            let bytes = venue_bytes(&venue);
-            let fork = decode_venue(&bytes, ExchangeConfig::default(), track_activity)
-                .unwrap_or_else(|error| panic!("cut {index}: {error}"));
-            fork.check_invariants().expect("a restored venue keeps its invariants");
-            assert!(venue_bytes(&fork) == bytes, "cut {index}: encode(decode(bytes)) != bytes");
-            forks.push((index, fork));
-        }
+        forks.cut(index, &venue);
         let Some(line) = lines.get(index) else { break };
         let seq = index as u64 + 1;
         let (command, ts) = command_for(line, venue.exchange(), by_id);
@@ -1046,21 +845,9 @@ fn run_stream(
                 seen.trades += 1;
             }
         }
-        for (cut, fork) in &mut forks {
-            let mut forked = Vec::new();
-            fork.apply(seq, ts, &command, &mut forked);
-            assert_eq!(forked, got, "cut {cut}, seq {seq}: {line}");
-            if seq.is_multiple_of(500) {
-                fork.check_invariants()
-                    .unwrap_or_else(|problem| panic!("cut {cut}, seq {seq}: {problem}"));
-            }
-        }
+        forks.follow(seq, ts, &command, &got, line);
     }
-    let final_bytes = venue_bytes(&venue);
-    for (cut, fork) in &forks {
-        fork.check_invariants().expect("invariants hold at the end");
-        assert!(venue_bytes(fork) == final_bytes, "cut {cut}: the final venues differ");
-    }
+    forks.finish(&venue);
 }
 
 fn resolve_after(venue: &Venue, account: &AccountRef<'_>) -> Option<AccountId> {
@@ -1094,11 +881,7 @@ fn random_streams_with_halts_and_cancel_alls_keep_every_rule_and_restore_anywher
 fn with_fresh_ids_venues_with_and_without_activity_differ_only_in_the_order_of_cancel_all_dones() {
     for seed in 1..=3u64 {
         // Every order id fresh: the reuse rule never applies.
-        let lines: Vec<String> = random_venue_stream(seed * 7_727, 3_000)
-            .into_iter()
-            .enumerate()
-            .map(|(index, line)| line.replace(r#""id":"p"#, &format!(r#""id":"u{index}-"#)))
-            .collect();
+        let lines = with_fresh_ids(random_venue_stream(seed * 7_727, 3_000));
         let mut tracking = Venue::new(Exchange::default(), true);
         let mut plain = Venue::new(Exchange::default(), false);
         let mut reordered = 0;

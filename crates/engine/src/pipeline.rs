@@ -69,6 +69,8 @@ pub struct Stats {
     pub sync_ns_max: AtomicU64,
     /// Syncs by duration: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns.
     pub sync_ns_buckets: [AtomicU64; 32],
+    /// Batches by size: bucket `i` counts batches of `2^(i-1)+1` to `2^i` commands.
+    pub batch_commands_buckets: [AtomicU64; 24],
     /// Records below this are durable (in `sync` and `async` modes).
     pub durable_below: AtomicU64,
     /// The last command applied.
@@ -99,6 +101,13 @@ pub const SLOW_SYNC_NS: u64 = 1_000_000;
 const SLOW_SYNCS_KEPT: usize = 4096;
 
 impl Stats {
+    pub(crate) fn record_batch(&self, commands: u64) {
+        self.commands.fetch_add(commands, Ordering::Relaxed);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        let bucket = (64 - commands.saturating_sub(1).leading_zeros() as usize).min(23);
+        self.batch_commands_buckets[bucket].fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn record_sync(&self, took_ns: u64, ended_ns: u64) {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         self.sync_ns_total.fetch_add(took_ns, Ordering::Relaxed);
@@ -124,6 +133,8 @@ pub struct StatsSnapshot {
     pub sync_ns_max: u64,
     /// Syncs by duration: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns.
     pub sync_ns_buckets: [u64; 32],
+    /// Batches by size: bucket `i` counts batches of `2^(i-1)+1` to `2^i` commands.
+    pub batch_commands_buckets: [u64; 24],
     pub applied_seq: u64,
     pub snapshots: u64,
     pub snapshot_failures: u64,
@@ -199,6 +210,9 @@ impl Shared {
             sync_ns_max: stats.sync_ns_max.load(Ordering::Relaxed),
             sync_ns_buckets: std::array::from_fn(|index| {
                 stats.sync_ns_buckets[index].load(Ordering::Relaxed)
+            }),
+            batch_commands_buckets: std::array::from_fn(|index| {
+                stats.batch_commands_buckets[index].load(Ordering::Relaxed)
             }),
             applied_seq: stats.applied_seq.load(Ordering::SeqCst),
             snapshots: stats.snapshots.load(Ordering::Relaxed),
@@ -597,6 +611,19 @@ fn start_snapshotter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_are_counted_by_size_in_power_of_two_buckets() {
+        let stats = Stats::default();
+        for size in [1, 2, 3, 4, 5, 16_384] {
+            stats.record_batch(size);
+        }
+        let bucket = |index: usize| stats.batch_commands_buckets[index].load(Ordering::Relaxed);
+        // 1 | 2 | 3-4 | 5-8 | ... | 8,193-16,384
+        assert_eq!([bucket(0), bucket(1), bucket(2), bucket(3), bucket(14)], [1, 1, 2, 1, 1]);
+        assert_eq!(stats.commands.load(Ordering::Relaxed), 1 + 2 + 3 + 4 + 5 + 16_384);
+        assert_eq!(stats.batches.load(Ordering::Relaxed), 6);
+    }
 
     #[test]
     fn only_slow_syncs_are_kept_and_only_the_latest() {

@@ -182,8 +182,7 @@ impl Sequencer {
             }
         }
         self.next_seq += batch.records.len() as u64;
-        stats.commands.fetch_add(batch.records.len() as u64, Ordering::Relaxed);
-        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats.record_batch(batch.records.len() as u64);
         match self.config.durability {
             Durability::Sync => {
                 let _ = self.to_applier.send(ToApplier::Batch(std::mem::take(batch)));

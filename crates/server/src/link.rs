@@ -155,6 +155,32 @@ impl EngineLink {
         receiver.await.map_err(|_| LinkError::Failed("the engine stopped".into()))
     }
 
+    /// The record of `account`'s order `client_id` (open, or finished and remembered).
+    pub async fn order_by_client(
+        &self,
+        account: bourse_core::ids::AccountId,
+        client_id: &str,
+    ) -> Result<Option<bourse_core::venue::OrderRecord>, LinkError> {
+        let client_id = client_id.to_string();
+        self.read(move |venue| {
+            venue
+                .activity()
+                .and_then(|activity| activity.order_by_client(account, &client_id).cloned())
+        })
+        .await
+    }
+
+    /// The record of the order `order_id` (whatever its account).
+    pub async fn order(
+        &self,
+        order_id: u64,
+    ) -> Result<Option<bourse_core::venue::OrderRecord>, LinkError> {
+        self.read(move |venue| {
+            venue.activity().and_then(|activity| activity.order(order_id).cloned())
+        })
+        .await
+    }
+
     /// What `/metrics` reads of the engine at each scrape.
     pub fn figures(&self) -> crate::metrics::EngineFigures {
         let waiting = Arc::clone(&self.waiting);

@@ -189,6 +189,23 @@ fn sync_histogram(stats: &StatsSnapshot) -> Vec<(f64, u64)> {
     buckets
 }
 
+/// The engine's power-of-two batch-size buckets as a Prometheus histogram: bucket `i`
+/// holds batches of up to `2^i` commands.
+fn batch_histogram(stats: &StatsSnapshot) -> Vec<(f64, u64)> {
+    let mut cumulative = 0;
+    let mut buckets: Vec<(f64, u64)> = stats
+        .batch_commands_buckets
+        .iter()
+        .enumerate()
+        .map(|(index, count)| {
+            cumulative += count;
+            ((1u64 << index) as f64, cumulative)
+        })
+        .collect();
+    buckets.push((f64::INFINITY, cumulative));
+    buckets
+}
+
 impl Collector for EngineFigures {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stats = self.session.stats();
@@ -204,12 +221,18 @@ impl Collector for EngineFigures {
             "Batches written (one write, one sync each)",
             stats.batches,
         )?;
-        let per_batch = stats.commands.checked_div(stats.batches).unwrap_or(0);
-        gauge(
-            &mut encoder,
-            "journal_batch_commands_mean",
-            "Commands per batch, on average since start",
-            per_batch as i64,
+        let sizes = batch_histogram(&stats);
+        let mut metric = encoder.encode_descriptor(
+            "journal_batch_commands",
+            "Commands per journal batch (one write and one sync each)",
+            None,
+            MetricType::Histogram,
+        )?;
+        metric.encode_histogram::<NoLabelSet>(
+            stats.commands as f64,
+            stats.batches,
+            &sizes,
+            None,
         )?;
         let histogram = sync_histogram(&stats);
         let mut metric = encoder.encode_descriptor(

@@ -288,6 +288,7 @@ fn metrics_count_requests_commands_rejects_trades_connections_and_journal_syncs(
         "bourse_commands_total{result=\"accepted\"}",
         "bourse_journal_sync_seconds_count",
         "bourse_journal_batches_total",
+        "bourse_journal_batch_commands_bucket{le=\"1.0\"}",
         "bourse_intake_queue_commands",
         "bourse_connections{protocol=\"http\"}",
     ] {

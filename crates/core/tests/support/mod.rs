@@ -61,17 +61,9 @@ impl Exchange {
     ///   market band 10%.
     pub fn standard() -> Self {
         let mut exchange = Exchange::new();
-        exchange.ok(asset("BTC", 8));
-        exchange.ok(asset("USD", 2));
-        exchange.ok(asset("ETH", 3));
-        exchange.ok(instrument("BTC-USD", "BTC", "USD"));
-        exchange.ok(instrument("ETH-USD", "ETH", "USD")
-            .with("tick", "0.01")
-            .with("lot", "1")
-            .with("min_qty", "1")
-            .with("max_qty", "1000")
-            .with("maker_fee_bps", 10)
-            .with("taker_fee_bps", 25));
+        for line in standard_definitions() {
+            exchange.ok(line);
+        }
         exchange
     }
 
@@ -503,6 +495,23 @@ impl fmt::Display for Cmd {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(formatter, "{}", Value::Object(self.0.clone()))
     }
+}
+
+/// The standard definitions, in order (see [`Exchange::standard`]).
+pub fn standard_definitions() -> [Cmd; 5] {
+    [
+        asset("BTC", 8),
+        asset("USD", 2),
+        asset("ETH", 3),
+        instrument("BTC-USD", "BTC", "USD"),
+        instrument("ETH-USD", "ETH", "USD")
+            .with("tick", "0.01")
+            .with("lot", "1")
+            .with("min_qty", "1")
+            .with("max_qty", "1000")
+            .with("maker_fee_bps", 10)
+            .with("taker_fee_bps", 25),
+    ]
 }
 
 pub fn asset(name: &str, decimals: i64) -> Cmd {

@@ -2,7 +2,8 @@
 //! three instruments, five accounts, every kind of order, cancels, amends, deposits
 //! and withdrawals as replay-format lines, and, for the venue's own commands, halts,
 //! resumes and cancel-alls mixed in (as the lines `write_command` prints for them,
-//! which `command_of` reads).
+//! which `command_of` reads). `snapshot.rs` draws its own streams over the same
+//! markets with `stream_of`, `random_terms` and `random_order_line`.
 #![allow(dead_code)]
 
 use std::borrow::Cow;
@@ -93,17 +94,43 @@ pub fn deposit_line(account: &str, asset: &str, whole: u64) -> String {
 /// ones, for the account that placed them).
 pub fn random_stream(seed: u64, commands: usize) -> Vec<String> {
     let mut random = Random(seed);
-    let mut lines: Vec<String> = DEFINITIONS.iter().map(|line| line.to_string()).collect();
-    for account in ["alice", "bob", "carol", "dave"] {
+    let mut owners: Vec<&'static str> = Vec::new();
+    let accounts = ["alice", "bob", "carol", "dave"];
+    stream_of(&mut random, &DEFINITIONS, &accounts, commands, |random| {
+        random_command(random, &mut owners)
+    })
+}
+
+/// `lines` with every pool id (`p…`) made fresh (`u{index}-…`), so that no finished id
+/// is ever reused.
+pub fn with_fresh_ids(lines: Vec<String>) -> Vec<String> {
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(index, line)| line.replace(r#""id":"p"#, &format!(r#""id":"u{index}-"#)))
+        .collect()
+}
+
+/// `definitions`, deposits for each of `accounts` (10,000,000 USD, 5,000 BTC, 50,000
+/// ETH, 500,000 X), then `commands` lines of `command`, about one in five of them with
+/// a timestamp later than the one before.
+pub fn stream_of(
+    random: &mut Random,
+    definitions: &[&str],
+    accounts: &[&str],
+    commands: usize,
+    mut command: impl FnMut(&mut Random) -> String,
+) -> Vec<String> {
+    let mut lines: Vec<String> = definitions.iter().map(|line| line.to_string()).collect();
+    for account in accounts {
         for (asset, whole) in [("USD", 10_000_000), ("BTC", 5_000), ("ETH", 50_000), ("X", 500_000)]
         {
             lines.push(deposit_line(account, asset, whole));
         }
     }
     let mut ts = 1_700_000_000_000_000_000u64;
-    let mut owners: Vec<&'static str> = Vec::new();
     for _ in 0..commands {
-        let line = random_command(&mut random, &mut owners);
+        let line = command(random);
         let line = match random.below(5) {
             0 => {
                 ts += random.below(1_000_000);
@@ -116,9 +143,16 @@ pub fn random_stream(seed: u64, commands: usize) -> Vec<String> {
     lines
 }
 
-/// One random command; `owners[n]` is the account that placed fresh id `f{n}`.
-pub fn random_command(random: &mut Random, owners: &mut Vec<&'static str>) -> String {
-    let mut account = random.pick(&ACCOUNTS);
+/// What a random command is about: a market, a side, a price either side of the
+/// market's centre (sometimes across it) and a quantity, in the market's units.
+pub struct Terms {
+    pub market: &'static Market,
+    pub side: &'static str,
+    pub price: String,
+    pub qty: String,
+}
+
+pub fn random_terms(random: &mut Random) -> Terms {
     let market = &MARKETS[random.below(MARKETS.len() as u64) as usize];
     let side = random.pick(&["buy", "sell"]);
     let ticks = match side {
@@ -129,7 +163,32 @@ pub fn random_command(random: &mut Random, owners: &mut Vec<&'static str>) -> St
     let lots_max = if random.below(4) == 0 { 400 } else { 40 };
     let lots = 1 + random.below(lots_max) as i64;
     let qty = decimal(lots * market.lot_units, market.qty_decimals);
+    Terms { market, side, price, qty }
+}
+
+/// An order of `account` with id `id` on `terms`: any time in force (mostly gtc), any
+/// stp mode, now and then post-only, now and then a market order.
+pub fn random_order_line(random: &mut Random, account: &str, id: &str, terms: &Terms) -> String {
+    let Terms { market, side, price, qty } = terms;
     let symbol = market.symbol;
+    let tif = random.pick(&["gtc", "gtc", "gtc", "gtc", "ioc", "fok"]);
+    let stp = random.pick(&["none", "cancel_taker", "cancel_maker", "cancel_both"]);
+    let post_only = random.below(6) == 0;
+    let kind = if random.below(12) == 0 {
+        r#""type":"market""#.to_string()
+    } else {
+        format!(r#""type":"limit","price":"{price}""#)
+    };
+    format!(
+        r#"{{"cmd":"order","account":"{account}","id":"{id}","symbol":"{symbol}","side":"{side}",{kind},"qty":"{qty}","tif":"{tif}","stp":"{stp}","post_only":{post_only}}}"#
+    )
+}
+
+/// One random command; `owners[n]` is the account that placed fresh id `f{n}`.
+pub fn random_command(random: &mut Random, owners: &mut Vec<&'static str>) -> String {
+    let mut account = random.pick(&ACCOUNTS);
+    let terms = random_terms(random);
+    let Terms { market, price, qty, .. } = &terms;
     let pool_id = format!("p{}", random.below(30));
     let kind = random.below(40);
     let existing_id = if (20..=36).contains(&kind) && !owners.is_empty() && random.below(3) != 0 {
@@ -147,17 +206,7 @@ pub fn random_command(random: &mut Random, owners: &mut Vec<&'static str>) -> St
                 owners.push(account);
                 format!("f{}", owners.len() - 1)
             };
-            let tif = random.pick(&["gtc", "gtc", "gtc", "gtc", "ioc", "fok"]);
-            let stp = random.pick(&["none", "cancel_taker", "cancel_maker", "cancel_both"]);
-            let post_only = random.below(6) == 0;
-            let kind = if random.below(12) == 0 {
-                r#""type":"market""#.to_string()
-            } else {
-                format!(r#""type":"limit","price":"{price}""#)
-            };
-            format!(
-                r#"{{"cmd":"order","account":"{account}","id":"{id}","symbol":"{symbol}","side":"{side}",{kind},"qty":"{qty}","tif":"{tif}","stp":"{stp}","post_only":{post_only}}}"#
-            )
+            random_order_line(random, account, &id, &terms)
         }
         20..=26 => format!(r#"{{"cmd":"cancel","account":"{account}","id":"{existing_id}"}}"#),
         27..=30 => {

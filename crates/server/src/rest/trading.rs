@@ -257,15 +257,7 @@ async fn check_open_order_limit(state: &Shared, account: AccountId) -> ApiResult
 async fn duplicate(state: &Shared, account: &str, client_id: &str) -> ApiError {
     let error = ApiError::rejected(RejectReason::DuplicateId);
     let Ok(Some(account_id)) = state.account_id(account).await else { return error };
-    let client = client_id.to_string();
-    let record = state
-        .link
-        .read(move |venue| {
-            venue
-                .activity()
-                .and_then(|activity| activity.order_by_client(account_id, &client).cloned())
-        })
-        .await;
+    let record = state.link.order_by_client(account_id, client_id).await;
     match (record, state.reference_knowing(usize::MAX).await) {
         (Ok(Some(record)), Ok(reference)) => error.with("order", order_json(&reference, &record)),
         _ => error,
@@ -280,11 +272,7 @@ async fn own_order(
 ) -> ApiResult<(AccountId, OrderRecord)> {
     let account = caller.account()?;
     let account_id = state.account_id(account).await?.ok_or_else(ApiError::unknown_order)?;
-    let record = state
-        .link
-        .read(move |venue| venue.activity().and_then(|activity| activity.order(order_id).cloned()))
-        .await?;
-    match record {
+    match state.link.order(order_id).await? {
         Some(record) if record.account == account_id => Ok((account_id, record)),
         _ => Err(ApiError::unknown_order()),
     }
@@ -366,14 +354,18 @@ async fn submit_and_show(
     if let Some(Event::Rejected { reason, .. }) = reply.events().first() {
         return Err(ApiError::rejected(*reason));
     }
-    let client = client_id.to_string();
+    show_order_by_client(state, account_id, client_id).await
+}
+
+/// The caller's order `client_id` as JSON, or `unknown_order`.
+async fn show_order_by_client(
+    state: &Shared,
+    account_id: AccountId,
+    client_id: &str,
+) -> ApiResult<Response> {
     let record = state
         .link
-        .read(move |venue| {
-            venue
-                .activity()
-                .and_then(|activity| activity.order_by_client(account_id, &client).cloned())
-        })
+        .order_by_client(account_id, client_id)
         .await?
         .ok_or_else(ApiError::unknown_order)?;
     let reference = state.reference_knowing(record.instrument.index() + 1).await?;
@@ -390,17 +382,7 @@ pub async fn list_orders(
         return Ok(ok(json!({ "orders": [] })));
     };
     if let Some(client_id) = query.client_order_id {
-        let record = state
-            .link
-            .read(move |venue| {
-                venue
-                    .activity()
-                    .and_then(|activity| activity.order_by_client(account_id, &client_id).cloned())
-            })
-            .await?
-            .ok_or_else(ApiError::unknown_order)?;
-        let reference = state.reference_knowing(record.instrument.index() + 1).await?;
-        return Ok(ok(order_json(&reference, &record)));
+        return show_order_by_client(&state, account_id, &client_id).await;
     }
     let finished = match query.status.as_deref() {
         None | Some("open") => false,

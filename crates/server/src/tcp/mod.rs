@@ -379,19 +379,8 @@ impl Connection {
     async fn order_id_of(&mut self, client_order_id: &str, seq: u64) -> u64 {
         self.follow_account().await;
         let Some(account) = self.account else { return seq };
-        let client = client_order_id.to_string();
-        self.state
-            .link
-            .read(move |venue| {
-                venue
-                    .activity()
-                    .and_then(|activity| activity.order_by_client(account, &client))
-                    .map(|record| record.order_id)
-            })
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or(seq)
+        let record = self.state.link.order_by_client(account, client_order_id).await;
+        record.ok().flatten().map_or(seq, |record| record.order_id)
     }
 
     async fn status(&mut self, request_id: u64, client_order_id: &str) {
@@ -403,23 +392,10 @@ impl Connection {
                 client_order_id,
             );
         };
-        let client = client_order_id.to_string();
-        let record = self
-            .state
-            .link
-            .read(move |venue| {
-                venue
-                    .activity()
-                    .and_then(|activity| activity.order_by_client(account, &client).cloned())
-            })
-            .await;
-        match record {
-            Ok(Some(record)) => self.send(order_frame(
-                server::ORDER_STATE,
-                Some(request_id),
-                &self.state.reference(),
-                &record,
-            )),
+        match self.state.link.order_by_client(account, client_order_id).await {
+            Ok(Some(record)) => {
+                self.send(order_state_frame(request_id, &self.state.reference(), &record))
+            }
             Ok(None) => self.reject(
                 request_id,
                 wire::reject_code(RejectReason::UnknownOrder),
@@ -498,10 +474,27 @@ fn wire_decimal(value: &Value) -> WireDecimal {
 
 /// ORDER_UPDATE from an order as the REST/WebSocket JSON shows it.
 fn order_update_frame(order: &Value) -> Option<Vec<u8>> {
+    Some(order_fields(FrameWriter::new(server::ORDER_UPDATE), order)?.finish())
+}
+
+/// ORDER_STATE (the answer to ORDER_STATUS, with its request id) from a record.
+fn order_state_frame(
+    request_id: u64,
+    reference: &crate::render::Reference,
+    record: &OrderRecord,
+) -> Vec<u8> {
+    let shown = crate::render::order_json(reference, record);
+    let frame = FrameWriter::new(server::ORDER_STATE).u64(request_id);
+    // A record always renders with every field the layout needs.
+    order_fields(frame, &shown).map_or_else(Vec::new, FrameWriter::finish)
+}
+
+/// The fields ORDER_UPDATE and ORDER_STATE share, from the order's JSON.
+fn order_fields(frame: FrameWriter, order: &Value) -> Option<FrameWriter> {
     let price = wire_decimal(&order["price"]);
     let (filled, remaining) = (wire_decimal(&order["filled"]), wire_decimal(&order["remaining"]));
     Some(
-        FrameWriter::new(server::ORDER_UPDATE)
+        frame
             .u64(order["order_id"].as_u64()?)
             .text(order["client_order_id"].as_str()?, wire::CLIENT_ORDER_ID_BYTES)
             .u8(status_code(order["status"].as_str()?))
@@ -511,37 +504,8 @@ fn order_update_frame(order: &Value) -> Option<Vec<u8>> {
             .i64(price.mantissa)
             .i64(filled.mantissa)
             .i64(remaining.mantissa)
-            .u64(order["updated_ns"].as_u64()?)
-            .finish(),
+            .u64(order["updated_ns"].as_u64()?),
     )
-}
-
-/// ORDER_STATE (the answer to ORDER_STATUS, with its request id) from a record.
-fn order_frame(
-    kind: u8,
-    request_id: Option<u64>,
-    reference: &crate::render::Reference,
-    record: &OrderRecord,
-) -> Vec<u8> {
-    let shown = crate::render::order_json(reference, record);
-    let price = wire_decimal(&shown["price"]);
-    let (filled, remaining) = (wire_decimal(&shown["filled"]), wire_decimal(&shown["remaining"]));
-    let mut frame = FrameWriter::new(kind);
-    if let Some(request_id) = request_id {
-        frame = frame.u64(request_id);
-    }
-    frame
-        .u64(record.order_id)
-        .text(record.client_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
-        .u8(status_code(record.status.code()))
-        .u8(price.scale)
-        .u8(filled.scale)
-        .u8(remaining.scale)
-        .i64(price.mantissa)
-        .i64(filled.mantissa)
-        .i64(remaining.mantissa)
-        .u64(record.updated_ns)
-        .finish()
 }
 
 /// FILL from a fill as the WebSocket JSON shows it.
