@@ -53,12 +53,13 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|error| format!("cannot start the async runtime: {error}"))?;
     runtime.block_on(async move {
+        let signals = StopSignals::install()?;
         let mut server =
             bourse_server::start(config, args.demo).await.map_err(|error| error.to_string())?;
         print_notes(&server.notes);
         let stop = server.take_stop();
         tokio::spawn(async move {
-            wait_for_signal().await;
+            signals.wait().await;
             eprintln!("bourse: stopping (finishing requests in progress, then a snapshot)");
             if let Some(stop) = stop {
                 let _ = stop.send(());
@@ -70,25 +71,30 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     })
 }
 
-async fn wait_for_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(terminate) => terminate,
-                Err(_) => {
-                    let _ = interrupt.await;
-                    return;
-                }
-            };
+/// Signal handlers installed before the banner is printed, so that a SIGTERM sent as soon
+/// as the server says it serves is a clean stop, never the default (an abrupt end).
+struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> Result<StopSignals, String> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let install =
+            |kind| signal(kind).map_err(|error| format!("cannot handle signals: {error}"));
+        Ok(StopSignals {
+            terminate: install(SignalKind::terminate())?,
+            interrupt: install(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn wait(mut self) {
         tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
         }
     }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
 }
 
 fn print_notes(notes: &StartNotes) {

@@ -29,6 +29,8 @@ fn serve(data_dir: &Path, demo: bool) -> Served {
     if demo {
         command.arg("--demo");
     }
+    // Tests send faster than a trader key's default rate.
+    command.env("BOURSE_REQUESTS_PER_SECOND", "1000000");
     let mut child = command.spawn().unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let mut lines = Vec::new();
@@ -119,4 +121,113 @@ fn a_taken_port_is_a_clear_error_and_a_non_zero_exit() {
     let output = bourse().args(["serve", "--durability", "sometimes"]).output().unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("durability"));
+}
+
+/// One signed request with the key in `key_file` (`key = "..."`, `secret = "..."`);
+/// `None` when the server is gone.
+fn signed(
+    address: &str,
+    credentials: &(String, String),
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Option<(u16, String)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = bourse_server::now_ms();
+    let timestamp = LAST.fetch_max(now, Ordering::SeqCst).max(now - 1) + 1;
+    LAST.fetch_max(timestamp, Ordering::SeqCst);
+    let message = format!("{timestamp}\n{method}\n{path}\n{body}");
+    let signature = bourse_server::keys::sign(&credentials.1, message.as_bytes());
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nX-Bourse-Key: {}\r\nX-Bourse-Timestamp: {timestamp}\r\nX-Bourse-Signature: {signature}\r\n\r\n{body}",
+        body.len(),
+        credentials.0
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    Some((status, response))
+}
+
+fn admin_credentials(data_dir: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(data_dir.join("server/admin.key")).unwrap();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} = \"")))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .unwrap()
+            .to_string()
+    };
+    (field("key"), field("secret"))
+}
+
+fn json_field(response: &str, field: &str) -> String {
+    let start = response.find(&format!("\"{field}\":\"")).unwrap() + field.len() + 4;
+    response[start..].split('"').next().unwrap().to_string()
+}
+
+#[test]
+fn every_acknowledged_order_survives_a_kill_9_of_the_server() {
+    let directory = tempfile::tempdir().unwrap();
+    let data_dir = directory.path().join("data");
+    let served = serve(&data_dir, false);
+    let http = served.http.clone();
+    let admin = admin_credentials(&data_dir);
+    for (path, body) in [
+        ("/v1/admin/assets", r#"{"asset":"USD","decimals":2}"#),
+        ("/v1/admin/assets", r#"{"asset":"BTC","decimals":4}"#),
+        (
+            "/v1/admin/instruments",
+            r#"{"symbol":"BTC-USD","base":"BTC","quote":"USD","tick":"1","lot":"0.01","min_qty":"0.01","max_qty":"1000","maker_fee_bps":0,"taker_fee_bps":0,"market_band_bps":500}"#,
+        ),
+        ("/v1/admin/accounts", r#"{"name":"alice"}"#),
+        ("/v1/admin/deposits", r#"{"account":"alice","asset":"USD","amount":"100000000"}"#),
+    ] {
+        let (status, response) = signed(&http, &admin, "POST", path, body).unwrap();
+        assert!(status == 200 || status == 201, "{response}");
+    }
+    let (_, response) =
+        signed(&http, &admin, "POST", "/v1/admin/keys", r#"{"account":"alice"}"#).unwrap();
+    let alice = (json_field(&response, "key"), json_field(&response, "secret"));
+
+    // Orders one after another; each acknowledged one is noted; kill -9 in the middle.
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sender = {
+        let (acknowledged, http, alice) = (acknowledged.clone(), http.clone(), alice.clone());
+        std::thread::spawn(move || {
+            for index in 0..100_000 {
+                let body = format!(
+                    r#"{{"symbol":"BTC-USD","side":"buy","type":"limit","price":"1","qty":"1","client_order_id":"o{index}"}}"#
+                );
+                match signed(&http, &alice, "POST", "/v1/orders", &body) {
+                    Some((200, _)) => acknowledged.lock().unwrap().push(format!("o{index}")),
+                    _ => return,
+                }
+            }
+        })
+    };
+    while acknowledged.lock().unwrap().len() < 200 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut child = served.child;
+    child.kill().unwrap(); // SIGKILL: no shutdown, no snapshot
+    child.wait().unwrap();
+    sender.join().unwrap();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+
+    let again = serve(&data_dir, false);
+    for id in &acknowledged {
+        let (status, response) =
+            signed(&again.http, &alice, "GET", &format!("/v1/orders?client_order_id={id}"), "")
+                .unwrap();
+        assert_eq!(status, 200, "acknowledged order {id} was lost: {response}");
+        assert!(response.contains("\"status\":\"open\""), "{response}");
+    }
+    assert!(terminate(again).success());
 }
