@@ -118,6 +118,18 @@ fn malformed_mistyped_unknown_and_oversized_bodies_get_clear_errors() {
         "malformed",
     );
     expect(trader.get("/v1/orders?status=sideways"), 400, "malformed");
+    expect(trader.get("/v1/fills?limit=many"), 400, "malformed");
+    expect(trader.get("/v1/orders?colour=red"), 400, "malformed");
+    expect(
+        request(server.address, "GET", "/v1/depth/BTC-USD?levels=abc", &[], b""),
+        400,
+        "malformed",
+    );
+    expect(
+        request(server.address, "GET", "/v1/trades/BTC-USD?bogus=1", &[], b""),
+        400,
+        "malformed",
+    );
 
     // The admin's inputs too.
     let admin = &server.admin;

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
 use bourse_core::command::{InstrumentCommand, TransferCommand};
@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::trading::account_balances;
-use super::{created, ok, parse_body, parse_decimal, Shared};
+use super::{created, ok, parse_body, parse_decimal, ApiPath, ApiQuery, Shared};
 use crate::keys::{KeyRecord, Role};
 
 #[derive(Deserialize)]
@@ -152,7 +152,7 @@ pub async fn account_balances_admin(state: &Shared, account: &str) -> ApiResult<
 pub async fn account_balances_route(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(account): Path<String>,
+    ApiPath(account): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let balances = account_balances_admin(&state, &account).await?;
@@ -199,7 +199,7 @@ pub async fn list_keys(
 pub async fn revoke_key(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(key_id): Path<String>,
+    ApiPath(key_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let key = state.keys.revoke(&key_id)?;
@@ -258,7 +258,7 @@ async fn halt_or_resume(state: &Shared, symbol: String, halt: bool) -> ApiResult
 pub async fn halt(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(symbol): Path<String>,
+    ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     halt_or_resume(&state, symbol, true).await
@@ -267,7 +267,7 @@ pub async fn halt(
 pub async fn resume(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(symbol): Path<String>,
+    ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     halt_or_resume(&state, symbol, false).await
@@ -278,8 +278,8 @@ pub async fn resume(
 pub async fn cancel_all(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(account): Path<String>,
-    Query(query): Query<CancelAllQuery>,
+    ApiPath(account): ApiPath<String>,
+    ApiQuery(query): ApiQuery<CancelAllQuery>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     if state.keys.account(&account).is_none() {

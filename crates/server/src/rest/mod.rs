@@ -100,6 +100,24 @@ impl AppState {
         self.refresh_reference().await
     }
 
+    /// The reference data, read again only when it does not know `symbol` yet.
+    pub async fn reference_with_symbol(&self, symbol: &str) -> ApiResult<Arc<Reference>> {
+        let reference = self.reference();
+        if reference.find_instrument(symbol).is_some() {
+            return Ok(reference);
+        }
+        self.refresh_reference().await
+    }
+
+    /// The reference data knowing every instrument of `instruments`.
+    pub async fn reference_for(
+        &self,
+        instruments: impl Iterator<Item = bourse_core::ids::InstrumentId>,
+    ) -> ApiResult<Arc<Reference>> {
+        let needed = instruments.map(|instrument| instrument.index() + 1).max().unwrap_or(0);
+        self.reference_knowing(needed).await
+    }
+
     /// The engine's id of `account`, once it exists there (its first deposit).
     pub async fn account_id(&self, account: &str) -> ApiResult<Option<AccountId>> {
         if let Some(id) = self.cached_account_id(account) {
@@ -263,6 +281,41 @@ async fn authenticate(State(state): State<Shared>, request: Request, next: Next)
             next.run(Request::from_parts(parts, Body::from(bytes))).await
         }
         Err(error) => error.into_response(),
+    }
+}
+
+/// `axum::extract::Query` with this API's error shape: a query string that does not
+/// parse (a wrong type, an unknown parameter) is `400 malformed` with the reason.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Err(rejection) => Err(ApiError::malformed(rejection.body_text())),
+        }
+    }
+}
+
+/// `axum::extract::Path` with this API's error shape.
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> axum::extract::FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => Err(ApiError::malformed(rejection.body_text())),
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{ApiError, ApiResult};
-use super::{ok, Shared};
+use super::{ok, ApiPath, ApiQuery, Shared};
 
 /// Depth levels per side, at most.
 pub const DEPTH_LEVELS_MAX: usize = 1_000;
@@ -63,8 +63,8 @@ pub async fn instruments(State(state): State<Shared>) -> ApiResult<Response> {
 
 pub async fn depth(
     State(state): State<Shared>,
-    Path(symbol): Path<String>,
-    Query(query): Query<DepthQuery>,
+    ApiPath(symbol): ApiPath<String>,
+    ApiQuery(query): ApiQuery<DepthQuery>,
 ) -> ApiResult<Response> {
     let levels = query.levels.unwrap_or(DEPTH_LEVELS_DEFAULT);
     if levels == 0 || levels > DEPTH_LEVELS_MAX {
@@ -114,10 +114,7 @@ async fn instrument_of(
     state: &Shared,
     symbol: &str,
 ) -> ApiResult<(bourse_core::ids::InstrumentId, crate::render::InstrumentInfo)> {
-    let mut reference = state.reference();
-    if reference.find_instrument(symbol).is_none() {
-        reference = state.refresh_reference().await?;
-    }
+    let reference = state.reference_with_symbol(symbol).await?;
     let (instrument, info) = reference
         .find_instrument(symbol)
         .ok_or_else(|| ApiError::rejected(bourse_core::RejectReason::UnknownSymbol))?;
@@ -126,8 +123,8 @@ async fn instrument_of(
 
 pub async fn trades(
     State(state): State<Shared>,
-    Path(symbol): Path<String>,
-    Query(query): Query<TradesQuery>,
+    ApiPath(symbol): ApiPath<String>,
+    ApiQuery(query): ApiQuery<TradesQuery>,
 ) -> ApiResult<Response> {
     let limit = query.limit.unwrap_or(100);
     if limit == 0 || limit > crate::ws::market::RECENT_TRADES_KEPT {
@@ -144,7 +141,7 @@ pub async fn trades(
 
 pub async fn ticker(
     State(state): State<Shared>,
-    Path(symbol): Path<String>,
+    ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     let (instrument, info) = instrument_of(&state, &symbol).await?;
     let now_ns = crate::now_ms().saturating_mul(1_000_000);

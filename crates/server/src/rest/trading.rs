@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
-use super::{ok, parse_body, parse_decimal, Shared};
+use super::{ok, parse_body, parse_decimal, ApiPath, ApiQuery, Shared};
 use crate::render::{decimal, fill_json, order_json, placed_from_events, Reference};
 
 /// Client order ids: 1 to 36 printable ASCII characters, no spaces (a UUID fits).
@@ -142,7 +142,7 @@ pub async fn place_order(
         }
         Some(Event::Rejected { reason, .. }) => Err(ApiError::rejected(*reason)),
         _ => {
-            let reference = state.reference_knowing(usize::MAX).await;
+            let reference = state.reference_with_symbol(&request.symbol).await;
             let reference = match reference {
                 Ok(reference) => reference,
                 Err(_) => state.reference(),
@@ -257,10 +257,12 @@ async fn check_open_order_limit(state: &Shared, account: AccountId) -> ApiResult
 async fn duplicate(state: &Shared, account: &str, client_id: &str) -> ApiError {
     let error = ApiError::rejected(RejectReason::DuplicateId);
     let Ok(Some(account_id)) = state.account_id(account).await else { return error };
-    let record = state.link.order_by_client(account_id, client_id).await;
-    match (record, state.reference_knowing(usize::MAX).await) {
-        (Ok(Some(record)), Ok(reference)) => error.with("order", order_json(&reference, &record)),
-        _ => error,
+    let Ok(Some(record)) = state.link.order_by_client(account_id, client_id).await else {
+        return error;
+    };
+    match state.reference_knowing(record.instrument.index() + 1).await {
+        Ok(reference) => error.with("order", order_json(&reference, &record)),
+        Err(_) => error,
     }
 }
 
@@ -286,7 +288,7 @@ fn parse_order_id(text: &str) -> ApiResult<u64> {
 pub async fn get_order(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(order_id): Path<String>,
+    ApiPath(order_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let (_, record) = own_order(&state, &caller, parse_order_id(&order_id)?).await?;
     let reference = state.reference_knowing(record.instrument.index() + 1).await?;
@@ -296,7 +298,7 @@ pub async fn get_order(
 pub async fn cancel_order(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(order_id): Path<String>,
+    ApiPath(order_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let order_id = parse_order_id(&order_id)?;
     let (account_id, record) = own_order(&state, &caller, order_id).await?;
@@ -310,7 +312,7 @@ pub async fn cancel_order(
 pub async fn cancel_by_client(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Query(query): Query<ClientIdQuery>,
+    ApiQuery(query): ApiQuery<ClientIdQuery>,
 ) -> ApiResult<Response> {
     let account = caller.account()?;
     let account_id = state.account_id(account).await?.ok_or_else(ApiError::unknown_order)?;
@@ -324,7 +326,7 @@ pub async fn cancel_by_client(
 pub async fn amend_order(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(order_id): Path<String>,
+    ApiPath(order_id): ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
     let request: AmendRequest = parse_body(&body)?;
@@ -375,7 +377,7 @@ async fn show_order_by_client(
 pub async fn list_orders(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Query(query): Query<OrdersQuery>,
+    ApiQuery(query): ApiQuery<OrdersQuery>,
 ) -> ApiResult<Response> {
     let account = caller.account()?;
     let Some(account_id) = state.account_id(account).await? else {
@@ -402,7 +404,7 @@ pub async fn list_orders(
             }
         })
         .await?;
-    let reference = state.reference_knowing(usize::MAX).await?;
+    let reference = state.reference_for(records.iter().map(|record| record.instrument)).await?;
     let symbol = query.symbol;
     let orders: Vec<Value> = records
         .iter()
@@ -425,7 +427,7 @@ fn matches_symbol(
 pub async fn fills(
     State(state): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Query(query): Query<FillsQuery>,
+    ApiQuery(query): ApiQuery<FillsQuery>,
 ) -> ApiResult<Response> {
     let account = caller.account()?;
     let Some(account_id) = state.account_id(account).await? else {
@@ -439,7 +441,7 @@ pub async fn fills(
             })
         })
         .await?;
-    let reference = state.reference_knowing(usize::MAX).await?;
+    let reference = state.reference_for(fills.iter().map(|fill| fill.instrument)).await?;
     let limit = query.limit.unwrap_or(usize::MAX);
     let mut shown: Vec<Value> = fills
         .iter()

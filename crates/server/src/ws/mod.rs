@@ -46,7 +46,20 @@ enum Request {
     Ping,
 }
 
-pub async fn upgrade(upgrade: WebSocketUpgrade, State(state): State<Shared>) -> Response {
+pub async fn upgrade(
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+    State(state): State<Shared>,
+) -> Response {
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => {
+            let message =
+                format!("{} (a WebSocket upgrade request is needed)", rejection.body_text());
+            return axum::response::IntoResponse::into_response(
+                crate::rest::error::ApiError::malformed(message),
+            );
+        }
+    };
     upgrade
         .max_message_size(INBOUND_MESSAGE_BYTES_MAX)
         .max_frame_size(INBOUND_MESSAGE_BYTES_MAX)
@@ -184,8 +197,11 @@ impl Connection {
         let public = |make: fn(bourse_core::ids::InstrumentId) -> Channel| async move {
             let symbol =
                 symbol.ok_or(("malformed", format!("the {name} channel needs a symbol")))?;
-            let reference =
-                self.state.reference_knowing(usize::MAX).await.map_err(|e| (e.code, e.message))?;
+            let reference = self
+                .state
+                .reference_with_symbol(&symbol)
+                .await
+                .map_err(|error| (error.code, error.message))?;
             let (instrument, _) = reference
                 .find_instrument(&symbol)
                 .ok_or(("unknown_symbol", format!("no instrument {symbol:?}")))?;
