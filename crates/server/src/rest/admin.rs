@@ -3,6 +3,7 @@
 //! commands (journaled, replayed); accounts and keys are the key store's.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -68,6 +69,17 @@ pub struct TransferRequest {
     amount: String,
 }
 
+/// Runs a key store change (it writes and syncs `keys.json`) off the async workers.
+async fn on_disk<T: Send + 'static>(change: impl FnOnce() -> T + Send + 'static) -> ApiResult<T> {
+    tokio::task::spawn_blocking(change).await.map_err(|error| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "key_store_failed",
+            format!("the key store change did not finish: {error}"),
+        )
+    })
+}
+
 /// Submits an admin command; its `rejected` reason becomes the error.
 async fn submit_admin(state: &Shared, command: &Command<'_>) -> ApiResult<u64> {
     let reply = state.link.submit(command).await?;
@@ -124,7 +136,8 @@ pub async fn create_account(
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let request: AccountRequest = parse_body(&body)?;
-    let record = state.keys.create_account(&request.name, crate::now_ms())?;
+    let keys = Arc::clone(&state.keys);
+    let record = on_disk(move || keys.create_account(&request.name, crate::now_ms())).await??;
     Ok(created(json!({ "account": record.name, "created_ms": record.created_ms })))
 }
 
@@ -178,8 +191,11 @@ pub async fn create_key(
     caller.require_admin()?;
     let request: KeyRequest = parse_body(&body)?;
     let label = request.label.unwrap_or_default();
-    let (key, secret) =
-        state.keys.create_key(Role::Trader, Some(&request.account), &label, crate::now_ms())?;
+    let (key, secret) = on_disk({
+        let keys = Arc::clone(&state.keys);
+        move || keys.create_key(Role::Trader, Some(&request.account), &label, crate::now_ms())
+    })
+    .await??;
     let mut shown = key_json(&key);
     if let Some(object) = shown.as_object_mut() {
         object.insert("secret".to_string(), Value::String(secret.expose().to_string()));
@@ -202,7 +218,8 @@ pub async fn revoke_key(
     ApiPath(key_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    let key = state.keys.revoke(&key_id)?;
+    let keys = Arc::clone(&state.keys);
+    let key = on_disk(move || keys.revoke(&key_id)).await??;
     Ok(ok(key_json(&key)))
 }
 
