@@ -48,6 +48,9 @@ pub struct AuthConfig {
     pub timestamp_window_ms: u64,
     /// A TCP connection must log in within this long.
     pub login_timeout_ms: u64,
+    /// Where the master key (64 hex digits) is, when it is kept off the data directory;
+    /// by default `DATA_DIR/server/master.key`, made on first start.
+    pub master_key_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -95,7 +98,7 @@ impl Default for HttpConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        AuthConfig { timestamp_window_ms: 5_000, login_timeout_ms: 10_000 }
+        AuthConfig { timestamp_window_ms: 5_000, login_timeout_ms: 10_000, master_key_file: None }
     }
 }
 
@@ -193,6 +196,7 @@ impl ServeConfig {
                     value.parse().map_err(|_| invalid("an address like 127.0.0.1:9090"))?
             }
             "BOURSE_DURABILITY" => self.durability = value,
+            "BOURSE_MASTER_KEY_FILE" => self.auth.master_key_file = Some(PathBuf::from(&value)),
             "BOURSE_REQUESTS_PER_SECOND" => {
                 self.limits.requests_per_second =
                     value.parse().map_err(|_| invalid("a whole number"))?

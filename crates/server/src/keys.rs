@@ -136,8 +136,22 @@ impl KeyStore {
     /// Opens the store in `directory`, making the master key and the admin key on
     /// first start (then `FirstStart` says where the admin key went).
     pub fn open(directory: &Path, now_ms: u64) -> Result<(KeyStore, Option<FirstStart>), KeyError> {
+        KeyStore::open_with_master(directory, None, now_ms)
+    }
+
+    /// `open`, with the master key read from `master_file` when given (kept off the
+    /// data directory: on another volume, a secrets mount); it must exist then.
+    /// Without it the master key is `directory/master.key`, made on first start.
+    pub fn open_with_master(
+        directory: &Path,
+        master_file: Option<&Path>,
+        now_ms: u64,
+    ) -> Result<(KeyStore, Option<FirstStart>), KeyError> {
         fs::create_dir_all(directory).map_err(|source| io(directory, source))?;
-        let master = load_or_make_master(&directory.join(MASTER_FILE))?;
+        let master = match master_file {
+            Some(path) => read_master(path)?,
+            None => load_or_make_master(&directory.join(MASTER_FILE))?,
+        };
         let keys_path = directory.join(KEYS_FILE);
         let stored = match fs::read(&keys_path) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| KeyError::Damaged {
@@ -292,18 +306,23 @@ pub fn valid_account_name(name: &str) -> bool {
         && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_-.".contains(&byte))
 }
 
+/// A master key file: 64 hex digits (32 bytes).
+fn read_master(path: &Path) -> Result<[u8; 32], KeyError> {
+    let text = fs::read_to_string(path).map_err(|source| io(path, source))?;
+    parse_master(path, &text)
+}
+
+fn parse_master(path: &Path, text: &str) -> Result<[u8; 32], KeyError> {
+    let damaged = |reason: String| KeyError::Damaged { path: path.to_path_buf(), reason };
+    let bytes = hex::decode(text.trim()).map_err(|error| damaged(error.to_string()))?;
+    bytes
+        .try_into()
+        .map_err(|_| damaged("the master key is not 32 bytes (64 hex digits)".to_string()))
+}
+
 fn load_or_make_master(path: &Path) -> Result<[u8; 32], KeyError> {
     match fs::read_to_string(path) {
-        Ok(text) => {
-            let bytes = hex::decode(text.trim()).map_err(|error| KeyError::Damaged {
-                path: path.to_path_buf(),
-                reason: error.to_string(),
-            })?;
-            bytes.try_into().map_err(|_| KeyError::Damaged {
-                path: path.to_path_buf(),
-                reason: "the master key is not 32 bytes".to_string(),
-            })
-        }
+        Ok(text) => parse_master(path, &text),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             let master = random_bytes::<32>()?;
             write_private(path, hex::encode(master).as_bytes())?;
@@ -437,6 +456,30 @@ mod tests {
             store.create_key(Role::Trader, Some("bob"), "", 1),
             Err(KeyError::UnknownAccount(_))
         ));
+    }
+
+    #[test]
+    fn a_master_key_kept_elsewhere_is_used_and_none_is_written_beside_the_keys() {
+        let directory = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let master_file = elsewhere.path().join("bourse-master");
+        fs::write(&master_file, format!("{}\n", "ab".repeat(32))).unwrap();
+        let (store, first) =
+            KeyStore::open_with_master(directory.path(), Some(&master_file), 1).unwrap();
+        let first = first.unwrap();
+        assert!(!directory.path().join(MASTER_FILE).exists());
+        let message = b"hello";
+        let signature = signature(&sign(first.admin_secret.expose(), message));
+        assert!(store.verify(&first.admin_key.id, message, &signature));
+        drop(store);
+        // Without it, the same keys are not valid: the secrets come from that master.
+        fs::write(directory.path().join(MASTER_FILE), "cd".repeat(32)).unwrap();
+        let (other, _) = KeyStore::open(directory.path(), 2).unwrap();
+        assert!(!other.verify(&first.admin_key.id, message, &signature));
+        let missing = elsewhere.path().join("missing");
+        assert!(KeyStore::open_with_master(directory.path(), Some(&missing), 3).is_err());
+        fs::write(&master_file, "short").unwrap();
+        assert!(KeyStore::open_with_master(directory.path(), Some(&master_file), 3).is_err());
     }
 
     #[test]

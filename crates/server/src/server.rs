@@ -91,7 +91,9 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         .and_then(|()| check_writable(&config.data_dir))
         .map_err(|source| ServeError::DataDir { path: config.data_dir.clone(), source })?;
     let server_dir = config.data_dir.join("server");
-    let (keys, first_start) = KeyStore::open(&server_dir, crate::now_ms())?;
+    let master_file = config.auth.master_key_file.as_deref();
+    let (keys, first_start) =
+        KeyStore::open_with_master(&server_dir, master_file, crate::now_ms())?;
     let keys = Arc::new(keys);
     let mut engine_config = EngineConfig::new(&config.data_dir);
     engine_config.durability = durability;
