@@ -281,3 +281,25 @@ fn a_client_that_does_not_read_is_disconnected_as_slow_and_others_go_on() {
     send(&mut watcher, json!({ "op": "ping" }));
     assert_eq!(until(&mut watcher, |m| m["type"] == "pong")["type"], "pong");
 }
+
+#[test]
+fn a_logged_in_connection_shares_its_keys_request_rate() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.limits.requests_per_second = 1;
+    config.limits.requests_burst = 5;
+    let server = TestServer::start_with(config, false);
+    let trader = server.trader("alice", &[]);
+    let mut socket = connect(server.address);
+    login(&mut socket, &trader);
+    let answers: Vec<Value> = (0..10)
+        .map(|_| {
+            send(&mut socket, json!({ "op": "ping" }));
+            next(&mut socket)
+        })
+        .collect();
+    let limited = answers.iter().filter(|answer| answer["code"] == "rate_limited").count();
+    let pongs = answers.iter().filter(|answer| answer["type"] == "pong").count();
+    assert!(limited >= 4 && pongs >= 4, "{answers:?}");
+    assert_eq!(limited + pongs, 10);
+}

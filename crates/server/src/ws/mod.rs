@@ -104,7 +104,7 @@ impl Connection {
                         }
                     }
                     Some(Ok(Message::Binary(_))) => {
-                        let answer = error("malformed", "messages are JSON text");
+                        let answer = error_message("malformed", "messages are JSON text");
                         if !send(&mut socket, answer.to_string()).await {
                             break None;
                         }
@@ -144,8 +144,16 @@ impl Connection {
     async fn handle(&mut self, text: &str) -> Option<Value> {
         let request: Request = match serde_json::from_str(text) {
             Ok(request) => request,
-            Err(problem) => return Some(error("malformed", &format!("not a request: {problem}"))),
+            Err(problem) => {
+                return Some(error_message("malformed", &format!("not a request: {problem}")))
+            }
         };
+        // A logged-in connection's requests count against its key's rate, as REST's do.
+        if let Some(caller) = &self.caller {
+            if let Err(error) = self.state.auth.take_token(&caller.key.id) {
+                return Some(error_message(error.code, &error.message));
+            }
+        }
         let answer = match request {
             Request::Ping => Ok(Some(json!({ "type": "pong" }))),
             Request::Login { key, timestamp, signature } => {
@@ -156,7 +164,7 @@ impl Connection {
                 self.unsubscribe(&channel, symbol).await.map(Some)
             }
         };
-        answer.unwrap_or_else(|(code, message)| Some(error(code, &message)))
+        answer.unwrap_or_else(|(code, message)| Some(error_message(code, &message)))
     }
 
     fn login(
@@ -283,7 +291,7 @@ impl Connection {
     }
 }
 
-fn error(code: &str, message: &str) -> Value {
+fn error_message(code: &str, message: &str) -> Value {
     json!({ "type": "error", "code": code, "message": message })
 }
 
