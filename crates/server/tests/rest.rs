@@ -46,9 +46,7 @@ fn the_demo_serves_instruments_depth_and_funded_accounts() {
 fn an_order_is_acknowledged_with_its_fills_and_reads_back_the_same() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
-    server.declare_btc_usd();
-    let seller = server.trader("seller", &[("BTC", "2")]);
-    let buyer = server.trader("buyer", &[("USD", "100000")]);
+    let (seller, buyer) = server.seller_and_buyer("2", "100000");
     let (status, placed) =
         seller.post("/v1/orders", &order_body("BTC-USD", "sell", "100", "1.5", "s1"));
     assert_eq!(status, 200, "{placed}");
@@ -198,9 +196,7 @@ fn retrying_a_submission_never_creates_a_second_order() {
 fn after_a_restart_orders_fills_balances_keys_and_retries_answer_the_same() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
-    server.declare_btc_usd();
-    let seller = server.trader("seller", &[("BTC", "1")]);
-    let buyer = server.trader("buyer", &[("USD", "1000")]);
+    let (seller, buyer) = server.seller_and_buyer("1", "1000");
     seller.post("/v1/orders", &order_body("BTC-USD", "sell", "100", "0.5", "s"));
     let (_, taken) = buyer.post("/v1/orders", &order_body("BTC-USD", "buy", "100", "0.2", "b"));
     let before: Vec<(u16, Value)> = vec![
@@ -259,9 +255,7 @@ fn openapi_describes_exactly_the_routes_the_server_serves() {
 fn metrics_count_requests_commands_rejects_trades_connections_and_journal_syncs() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
-    server.declare_btc_usd();
-    let seller = server.trader("seller", &[("BTC", "1")]);
-    let buyer = server.trader("buyer", &[("USD", "1000")]);
+    let (seller, buyer) = server.seller_and_buyer("1", "1000");
     seller.post("/v1/orders", &order_body("BTC-USD", "sell", "100", "0.5", "s"));
     buyer.post("/v1/orders", &order_body("BTC-USD", "buy", "100", "0.2", "b"));
     let (status, _) =
@@ -361,9 +355,7 @@ fn cancel_all_cancels_every_open_order_of_the_account_and_releases_its_holds() {
 fn recent_trades_and_the_ticker_follow_the_trades() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
-    server.declare_btc_usd();
-    let seller = server.trader("seller", &[("BTC", "1")]);
-    let buyer = server.trader("buyer", &[("USD", "1000")]);
+    let (seller, buyer) = server.seller_and_buyer("1", "1000");
     let (_, empty) = support::request(server.address, "GET", "/v1/ticker/BTC-USD", &[], b"");
     assert_eq!(
         (empty["data"]["last"].clone(), empty["data"]["trades_24h"].clone()),

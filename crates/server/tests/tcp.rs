@@ -143,9 +143,7 @@ impl TcpClient {
 fn pipelined_orders_are_all_answered_and_both_sides_hear_of_their_fills() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
-    server.declare_btc_usd();
-    let seller = server.trader("seller", &[("BTC", "10")]);
-    let buyer = server.trader("buyer", &[("USD", "1000000")]);
+    let (seller, buyer) = server.seller_and_buyer("10", "1000000");
     let mut maker = TcpClient::connect(server.tcp_address);
     maker.login(&seller);
     let mut taker = TcpClient::connect(server.tcp_address);

@@ -75,9 +75,7 @@ fn order(client: &Client, side: &str, price: &str, qty: &str, id: &str) -> Value
 fn depth_is_a_snapshot_then_numbered_deltas_and_trades_and_ticker_follow_the_book() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
-    server.declare_btc_usd();
-    let seller = server.trader("seller", &[("BTC", "10")]);
-    let buyer = server.trader("buyer", &[("USD", "100000")]);
+    let (seller, buyer) = server.seller_and_buyer("10", "100000");
     order(&seller, "sell", "101", "1", "s1");
 
     let mut socket = connect(server.address);
@@ -144,9 +142,7 @@ fn depth_is_a_snapshot_then_numbered_deltas_and_trades_and_ticker_follow_the_boo
 fn private_channels_need_a_login_and_carry_only_the_accounts_own_events() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
-    server.declare_btc_usd();
-    let seller = server.trader("seller", &[("BTC", "10")]);
-    let buyer = server.trader("buyer", &[("USD", "100000")]);
+    let (seller, buyer) = server.seller_and_buyer("10", "100000");
 
     let mut socket = connect(server.address);
     send(&mut socket, json!({ "op": "subscribe", "channel": "fills" }));
@@ -244,9 +240,7 @@ fn a_client_that_does_not_read_is_disconnected_as_slow_and_others_go_on() {
     config.limits.requests_per_second = 100_000;
     config.limits.requests_burst = 100_000;
     let server = TestServer::start_with(config, false);
-    server.declare_btc_usd();
-    let seller = server.trader("seller", &[("BTC", "100")]);
-    let buyer = server.trader("buyer", &[("USD", "10000000")]);
+    let (seller, buyer) = server.seller_and_buyer("100", "10000000");
 
     let mut slow = connect(server.address);
     send(&mut slow, json!({ "op": "subscribe", "channel": "trades", "symbol": "BTC-USD" }));

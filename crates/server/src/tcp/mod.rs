@@ -235,10 +235,18 @@ impl Connection {
                 connection: self.id,
                 channel,
                 outbound: self.hub_outbound.clone(),
+                acknowledgement: None,
             };
             if self.state.hub.send(command).await.is_err() {
-                self.kill.kill("shutting_down");
+                return self.kill.kill("shutting_down");
             }
+        }
+        // Requests go to the engine only once the subscriptions are in place, so that no
+        // fill or update they cause can pass the hub before it knows this connection.
+        let (reply, in_place) = tokio::sync::oneshot::channel();
+        if self.state.hub.send(HubCommand::Barrier(reply)).await.is_err() || in_place.await.is_err()
+        {
+            self.kill.kill("shutting_down");
         }
     }
 

@@ -97,9 +97,23 @@ impl Outbound {
 }
 
 pub enum HubCommand {
-    Subscribe { connection: u64, channel: Channel, outbound: Outbound },
-    Unsubscribe { connection: u64, channel: Channel },
-    Disconnected { connection: u64 },
+    /// `acknowledgement` goes to the connection once the subscription is in place, so
+    /// that every event the client causes after reading it finds the subscription.
+    Subscribe {
+        connection: u64,
+        channel: Channel,
+        outbound: Outbound,
+        acknowledgement: Option<Arc<str>>,
+    },
+    Unsubscribe {
+        connection: u64,
+        channel: Channel,
+    },
+    /// Answered once every command sent before it is in effect.
+    Barrier(tokio::sync::oneshot::Sender<()>),
+    Disconnected {
+        connection: u64,
+    },
 }
 
 /// The engine's side of the tap: queues each release for the hub without waiting.
@@ -173,12 +187,12 @@ impl Hub {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                released = tap.recv() => match released {
-                    Some(released) => self.on_release(released).await,
-                    None => break,
-                },
                 command = commands.recv() => match command {
                     Some(command) => self.on_command(command).await,
+                    None => break,
+                },
+                released = tap.recv() => match released {
+                    Some(released) => self.on_release(released).await,
                     None => break,
                 },
                 _ = tick.tick() => self.publish_depth().await,
@@ -210,18 +224,24 @@ impl Hub {
 
     async fn on_command(&mut self, command: HubCommand) {
         match command {
-            HubCommand::Subscribe { connection, channel, outbound } => {
+            HubCommand::Subscribe { connection, channel, outbound, acknowledgement } => {
                 let first = self.subscribers.get(&channel).is_none_or(HashMap::is_empty);
                 self.subscribers
                     .entry(channel.clone())
                     .or_default()
                     .insert(connection, outbound.clone());
+                if let Some(acknowledgement) = acknowledgement {
+                    outbound.send(&acknowledgement);
+                }
                 self.welcome(&channel, &outbound, first).await;
             }
             HubCommand::Unsubscribe { connection, channel } => {
                 if let Some(connections) = self.subscribers.get_mut(&channel) {
                     connections.remove(&connection);
                 }
+            }
+            HubCommand::Barrier(reply) => {
+                let _ = reply.send(());
             }
             HubCommand::Disconnected { connection } => {
                 for connections in self.subscribers.values_mut() {

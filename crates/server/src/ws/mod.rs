@@ -247,8 +247,8 @@ impl Connection {
         }
     }
 
-    /// Answers through the connection's queue (so the acknowledgement comes before the
-    /// channel's first message); `Ok(None)` then.
+    /// The hub answers (through the connection's queue) once the subscription is in
+    /// place, before the channel's first message; `Ok(None)` then.
     async fn subscribe(
         &mut self,
         name: &str,
@@ -263,9 +263,12 @@ impl Connection {
         }
         self.subscriptions.insert(channel.clone());
         let answer = json!({ "type": "subscribed", "channel": name, "symbol": symbol });
-        self.outbound.send(&Arc::from(answer.to_string()));
-        let command =
-            HubCommand::Subscribe { connection: self.id, channel, outbound: self.outbound.clone() };
+        let command = HubCommand::Subscribe {
+            connection: self.id,
+            channel,
+            outbound: self.outbound.clone(),
+            acknowledgement: Some(Arc::from(answer.to_string())),
+        };
         self.state
             .hub
             .send(command)

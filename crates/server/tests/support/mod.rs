@@ -98,6 +98,14 @@ impl TestServer {
         self.client(body["key"].as_str().unwrap(), body["secret"].as_str().unwrap())
     }
 
+    /// BTC-USD, a `seller` with `seller_btc` BTC and a `buyer` with `buyer_usd` USD.
+    pub fn seller_and_buyer(&self, seller_btc: &str, buyer_usd: &str) -> (Client, Client) {
+        self.declare_btc_usd();
+        let seller = self.trader("seller", &[("BTC", seller_btc)]);
+        let buyer = self.trader("buyer", &[("USD", buyer_usd)]);
+        (seller, buyer)
+    }
+
     /// USD (6 decimals), BTC (8) and BTC-USD (tick 0.01, lot 0.0001).
     pub fn declare_btc_usd(&self) {
         for (asset, decimals) in [("USD", 6), ("BTC", 8)] {
