@@ -4,6 +4,7 @@
 mod bench;
 mod input;
 mod journal;
+mod loadgen;
 mod replay;
 mod serve;
 
@@ -30,6 +31,9 @@ enum CliCommand {
         #[command(subcommand)]
         journal: journal::JournalCommand,
     },
+    /// Load a running server (binary TCP order entry, open loop) and report latency
+    /// from each request's scheduled send time.
+    Loadgen(loadgen::LoadgenArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
         CliCommand::Replay(args) => replay::run(&args),
         CliCommand::Journal { journal } => journal::run(journal),
         CliCommand::Bench { bench } => bench::run(bench),
+        CliCommand::Loadgen(args) => loadgen::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

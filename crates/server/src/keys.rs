@@ -53,6 +53,10 @@ pub struct KeyRecord {
     pub label: String,
     pub created_ms: u64,
     pub revoked: bool,
+    /// The key's own request rate (REST, TCP and WebSocket together), instead of the
+    /// server's `[limits] requests_per_second`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<u32>,
 }
 
 /// A key's secret: shown once, when the key is made.
@@ -211,6 +215,18 @@ impl KeyStore {
         label: &str,
         now_ms: u64,
     ) -> Result<(KeyRecord, Secret), KeyError> {
+        self.create_key_with_rate(role, account, label, None, now_ms)
+    }
+
+    /// `create_key`, with the key's own request rate (`None`: the server's).
+    pub fn create_key_with_rate(
+        &self,
+        role: Role,
+        account: Option<&str>,
+        label: &str,
+        requests_per_second: Option<u32>,
+        now_ms: u64,
+    ) -> Result<(KeyRecord, Secret), KeyError> {
         let mut stored = self.write();
         if let Some(account) = account {
             if !stored.accounts.contains_key(account) {
@@ -230,6 +246,7 @@ impl KeyStore {
             label: label.chars().take(128).collect(),
             created_ms: now_ms,
             revoked: false,
+            requests_per_second,
         };
         let mut next = stored.clone();
         next.keys.insert(id.clone(), record.clone());

@@ -187,6 +187,14 @@ fn too_many_requests_and_too_many_open_orders_are_limits_with_their_own_codes() 
     expect(trader.post("/v1/orders", &order("3")), 422, "too_many_open_orders");
     let limited = trader.get("/v1/balances");
     expect(limited, 429, "rate_limited");
+    // A key made with its own rate has that rate instead of the server's.
+    let (status, fast) =
+        server.admin.post("/v1/admin/keys", r#"{"account":"alice","requests_per_second":1000000}"#);
+    assert_eq!((status, fast["requests_per_second"].as_u64()), (201, Some(1_000_000)));
+    let fast = server.client(fast["key"].as_str().unwrap(), fast["secret"].as_str().unwrap());
+    for _ in 0..20 {
+        assert_eq!(fast.get("/v1/balances").0, 200);
+    }
 }
 
 #[test]

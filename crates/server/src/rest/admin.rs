@@ -53,6 +53,8 @@ pub struct AccountRequest {
 pub struct KeyRequest {
     account: String,
     label: Option<String>,
+    /// The key's own requests per second (default: the server's limit).
+    requests_per_second: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -180,6 +182,7 @@ fn key_json(key: &KeyRecord) -> Value {
         "label": key.label,
         "created_ms": key.created_ms,
         "revoked": key.revoked,
+        "requests_per_second": key.requests_per_second,
     })
 }
 
@@ -193,7 +196,11 @@ pub async fn create_key(
     let label = request.label.unwrap_or_default();
     let (key, secret) = on_disk({
         let keys = Arc::clone(&state.keys);
-        move || keys.create_key(Role::Trader, Some(&request.account), &label, crate::now_ms())
+        let rate = request.requests_per_second;
+        move || {
+            let account = Some(request.account.as_str());
+            keys.create_key_with_rate(Role::Trader, account, &label, rate, crate::now_ms())
+        }
     })
     .await??;
     let mut shown = key_json(&key);

@@ -188,7 +188,7 @@ impl Authenticator {
         // The operator's own keys are not rate limited: a venue under load must still be
         // manageable.
         if key.role != Role::Admin {
-            self.take_token(key_id)?;
+            self.take_token(&key)?;
         }
         Ok(Caller { key })
     }
@@ -215,22 +215,26 @@ impl Authenticator {
         Ok(())
     }
 
-    /// Takes one request from `key_id`'s bucket; `rate_limited` when it is empty.
-    pub fn take_token(&self, key_id: &str) -> Result<(), ApiError> {
+    /// Takes one request from `key`'s bucket; `rate_limited` when it is empty. A key
+    /// made with its own rate (`KeyRecord::requests_per_second`) has that rate and a
+    /// burst of twice it; the others the server's.
+    pub fn take_token(&self, key: &KeyRecord) -> Result<(), ApiError> {
+        let (rate, burst) = match key.requests_per_second {
+            Some(rate) => (f64::from(rate.max(1)), 2.0 * f64::from(rate.max(1))),
+            None => (self.requests_per_second, self.requests_burst),
+        };
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = Instant::now();
-        let bucket = buckets
-            .entry(key_id.to_string())
-            .or_insert(Bucket { tokens: self.requests_burst, refilled: now });
+        let bucket =
+            buckets.entry(key.id.clone()).or_insert(Bucket { tokens: burst, refilled: now });
         let elapsed = now.duration_since(bucket.refilled).as_secs_f64();
-        bucket.tokens =
-            (bucket.tokens + elapsed * self.requests_per_second).min(self.requests_burst);
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
         bucket.refilled = now;
         if bucket.tokens < 1.0 {
             let mut error = ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",
-                format!("more than {} requests per second for this key", self.requests_per_second),
+                format!("more than {rate} requests per second for this key"),
             );
             error.retry_after_s = Some(1);
             return Err(error);

@@ -174,7 +174,8 @@ fn schemas() -> Value {
         "AccountRequest": { "type": "object", "additionalProperties": false, "required": ["name"],
             "properties": { "name": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" } } },
         "KeyRequest": { "type": "object", "additionalProperties": false, "required": ["account"],
-            "properties": { "account": { "type": "string" }, "label": { "type": "string" } } },
+            "properties": { "account": { "type": "string" }, "label": { "type": "string" },
+                            "requests_per_second": { "type": "integer", "minimum": 1 } } },
         "TransferRequest": { "type": "object", "additionalProperties": false, "required": ["account", "asset", "amount"],
             "properties": { "account": { "type": "string" }, "asset": { "type": "string" }, "amount": decimal() } }
     })

@@ -66,6 +66,8 @@ struct Completion {
     /// The request's name and when it arrived (for `/metrics`).
     route: &'static str,
     started: std::time::Instant,
+    /// The exchange's id of the order acted on (a new order's is its command's seq).
+    order_id: u64,
 }
 
 struct Connection {
@@ -175,7 +177,7 @@ impl Connection {
             _ if self.caller.is_none() => self.kill.kill("login_required"),
             other => {
                 let Some(caller) = &self.caller else { return };
-                if let Err(error) = self.state.auth.take_token(&caller.key.id) {
+                if let Err(error) = self.state.auth.take_token(&caller.key) {
                     let (request_id, client_order_id) = request_of(&other);
                     return self.reject(
                         request_id,
@@ -331,9 +333,31 @@ impl Connection {
             Ok(pending) => {
                 self.in_flight += 1;
                 let completions = self.completions.clone();
+                let (state, account) = (Arc::clone(&self.state), self.account);
                 tokio::spawn(async move {
                     let result = pending.wait().await;
-                    let done = Completion { request_id, client_order_id, result, route, started };
+                    let seq =
+                        result.as_ref().ok().and_then(Reply::result).map_or(0, |result| result.seq);
+                    // A cancel or amend names its order by client id: its exchange id is
+                    // looked up here, off the connection's loop.
+                    let order_id = match (route, account) {
+                        ("new_order", _) | (_, None) => seq,
+                        (_, Some(account)) => state
+                            .link
+                            .order_by_client(account, &client_order_id)
+                            .await
+                            .ok()
+                            .flatten()
+                            .map_or(seq, |record| record.order_id),
+                    };
+                    let done = Completion {
+                        request_id,
+                        client_order_id,
+                        result,
+                        route,
+                        started,
+                        order_id,
+                    };
                     let _ = completions.send(done).await;
                 });
             }
@@ -345,7 +369,7 @@ impl Connection {
 
     async fn complete(&mut self, done: Completion) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        let Completion { request_id, client_order_id, result, route, started } = done;
+        let Completion { request_id, client_order_id, result, route, started, order_id } = done;
         let status = match &result {
             Ok(reply) => match reply.events().first() {
                 Some(Event::Rejected { reason, .. }) => wire::reject_code(*reason),
@@ -370,7 +394,6 @@ impl Connection {
             }
             _ => {
                 let (seq, ts) = reply.result().map_or((0, 0), |result| (result.seq, result.ts));
-                let order_id = self.order_id_of(&client_order_id, seq).await;
                 let frame = FrameWriter::new(server::ACCEPTED)
                     .u64(request_id)
                     .u64(order_id)
@@ -381,14 +404,6 @@ impl Connection {
                 self.send(frame);
             }
         }
-    }
-
-    /// The exchange's id of the order `client_order_id` (the seq that placed it).
-    async fn order_id_of(&mut self, client_order_id: &str, seq: u64) -> u64 {
-        self.follow_account().await;
-        let Some(account) = self.account else { return seq };
-        let record = self.state.link.order_by_client(account, client_order_id).await;
-        record.ok().flatten().map_or(seq, |record| record.order_id)
     }
 
     async fn status(&mut self, request_id: u64, client_order_id: &str) {

@@ -150,7 +150,7 @@ impl Connection {
         };
         // A logged-in connection's requests count against its key's rate, as REST's do.
         if let Some(caller) = &self.caller {
-            if let Err(error) = self.state.auth.take_token(&caller.key.id) {
+            if let Err(error) = self.state.auth.take_token(&caller.key) {
                 return Some(error_message(error.code, &error.message));
             }
         }

@@ -1,0 +1,245 @@
+//! `bourse loadgen`: load against a running `bourse serve`, measured honestly. Open loop
+//! at a target rate, each request's latency taken from its scheduled send time (so a
+//! server that falls behind cannot hide its queue: no coordinated omission), HDR
+//! histograms, a progress line, a summary and `--json` results. It sets up its own
+//! instrument, accounts, money and keys through the admin API.
+//!
+//! This first part drives the binary TCP protocol; REST and WebSocket order entry, the
+//! closed loop, rate steps, profiles, the HTML report and `bench compare` come next
+//! (issue 5).
+
+pub mod admin;
+pub mod tcp;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+
+use admin::Credentials;
+use tcp::{ConnectionPlan, Tally};
+
+#[derive(Args, Clone, Debug)]
+pub struct LoadgenArgs {
+    /// The server's REST address (for the setup through the admin API).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http: SocketAddr,
+    /// The server's binary order-entry address.
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    tcp: SocketAddr,
+    /// The admin key file the server wrote on its first start.
+    #[arg(long, default_value = "data/server/admin.key")]
+    admin_key_file: PathBuf,
+    /// Orders per second over all connections (open loop).
+    #[arg(long, default_value_t = 10_000.0)]
+    rate: f64,
+    /// Seconds of load.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    #[arg(long, default_value_t = 2)]
+    connections: usize,
+    /// The instrument to trade (declared if missing).
+    #[arg(long, default_value = "LG-BTC-USD")]
+    symbol: String,
+    /// Print the results as one JSON document on standard output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &LoadgenArgs) -> Result<(), String> {
+    if !(args.rate > 0.0 && args.duration > 0.0 && args.connections > 0) {
+        return Err("--rate, --duration and --connections must be positive".to_string());
+    }
+    let admin = Credentials::from_file(&args.admin_key_file)?;
+    let run_id = bourse_server::now_ms() % 1_000_000_000;
+    let accounts: Vec<String> =
+        (0..args.connections).map(|index| format!("lg{run_id}-{index}")).collect();
+    let keys = admin::set_up(args.http, &admin, &args.symbol, &accounts)?;
+    let per_connection_rate = args.rate / args.connections as f64;
+    let requests = (per_connection_rate * args.duration).round().max(1.0) as u64;
+    let tallies: Vec<Arc<Tally>> =
+        (0..args.connections).map(|_| Tally::new().map(Arc::new)).collect::<Result<_, _>>()?;
+    let start = Instant::now() + Duration::from_millis(200);
+    let threads: Vec<_> = keys
+        .into_iter()
+        .enumerate()
+        .map(|(index, credentials)| {
+            let plan = ConnectionPlan {
+                address: args.tcp,
+                credentials,
+                symbol: args.symbol.clone(),
+                rate: per_connection_rate,
+                requests,
+                index,
+            };
+            let tally = Arc::clone(&tallies[index]);
+            std::thread::Builder::new()
+                .name(format!("loadgen-send-{index}"))
+                .spawn(move || tcp::run(plan, tally, start))
+                .map_err(|error| error.to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    let timeline = watch(&tallies, start, args.json);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let results = summarise(args, &tallies, elapsed, timeline)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&results).map_err(|error| error.to_string())?);
+    } else {
+        print_summary(&results);
+    }
+    let failures: Vec<String> = tallies
+        .iter()
+        .filter_map(|tally| tally.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        .collect();
+    if let Some(failure) = failures.first() {
+        return Err(format!("{} connection(s) failed; the first: {failure}", failures.len()));
+    }
+    Ok(())
+}
+
+/// The progress line, once a second, until every connection is done; returns the
+/// per-second timeline (completed answers and their p99).
+fn watch(tallies: &[Arc<Tally>], start: Instant, quiet: bool) -> Vec<Value> {
+    let mut timeline = Vec::new();
+    let mut completed_before = 0u64;
+    let mut second = 0u64;
+    while !tallies.iter().all(|tally| tally.done.load(Ordering::SeqCst)) {
+        std::thread::sleep(Duration::from_millis(100));
+        if start.elapsed() < Duration::from_secs(second + 1) {
+            continue;
+        }
+        second += 1;
+        let mut interval = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).ok();
+        let (mut completed, mut errors, mut worst_p99) = (0u64, 0u64, 0u64);
+        for tally in tallies {
+            completed += tally.ok.load(Ordering::Relaxed) + tally.rejected.load(Ordering::Relaxed);
+            errors += tally.errors.load(Ordering::Relaxed);
+            let mut latency = tally.latency.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            worst_p99 = worst_p99.max(latency.0.value_at_quantile(0.99));
+            if let Some(interval) = interval.as_mut() {
+                let _ = interval.add(&latency.1);
+            }
+            latency.1.reset();
+        }
+        let interval_p99 = interval.map_or(0, |interval| interval.value_at_quantile(0.99));
+        timeline.push(json!({
+            "second": second, "completed": completed - completed_before, "p99_us": interval_p99,
+        }));
+        if !quiet {
+            eprintln!(
+                "loadgen: {second:>4} s  {:>9} answers/s  errors {errors}  p99 so far {worst_p99} µs",
+                completed - completed_before
+            );
+        }
+        completed_before = completed;
+    }
+    timeline
+}
+
+fn summarise(
+    args: &LoadgenArgs,
+    tallies: &[Arc<Tally>],
+    elapsed_s: f64,
+    timeline: Vec<Value>,
+) -> Result<Value, String> {
+    let mut latency =
+        Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).map_err(|e| e.to_string())?;
+    let (mut ok, mut rejected, mut errors, mut sent) = (0u64, 0u64, 0u64, 0u64);
+    let mut reasons = vec![0u64; 256];
+    for tally in tallies {
+        ok += tally.ok.load(Ordering::Relaxed);
+        rejected += tally.rejected.load(Ordering::Relaxed);
+        errors += tally.errors.load(Ordering::Relaxed);
+        sent += tally.sent.load(Ordering::Relaxed);
+        let whole = tally.latency.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        latency.add(&whole.0).map_err(|error| error.to_string())?;
+        for (code, count) in
+            tally.reasons.lock().unwrap_or_else(|p| p.into_inner()).iter().enumerate()
+        {
+            reasons[code] += count;
+        }
+    }
+    let by_reason: serde_json::Map<String, Value> = reasons
+        .iter()
+        .enumerate()
+        .filter(|(_, count)| **count > 0)
+        .map(|(code, count)| (reason_name(code as u16), json!(count)))
+        .collect();
+    let quantile = |q: f64| latency.value_at_quantile(q);
+    Ok(json!({
+        "protocol": "tcp",
+        "mode": "open",
+        "target_rate_per_sec": args.rate,
+        "connections": args.connections,
+        "duration_s": args.duration,
+        "elapsed_s": elapsed_s,
+        "sent": sent,
+        "ok": ok,
+        "rejected": rejected,
+        "rejected_by_reason": by_reason,
+        "errors": errors,
+        "throughput_per_sec": (ok + rejected) as f64 / elapsed_s,
+        "p50_us": quantile(0.5),
+        "p90_us": quantile(0.9),
+        "p99_us": quantile(0.99),
+        "p99_9_us": quantile(0.999),
+        "p99_99_us": quantile(0.9999),
+        "max_us": latency.max(),
+        "latency_from": "scheduled send time",
+        "timeline": timeline,
+        "machine": machine(),
+    }))
+}
+
+fn reason_name(code: u16) -> String {
+    use bourse_core::RejectReason;
+    match code {
+        1..=99 => RejectReason::ALL
+            .get(usize::from(code) - 1)
+            .map_or_else(|| code.to_string(), |reason| reason.code().to_string()),
+        _ => format!("server_{code}"),
+    }
+}
+
+fn machine() -> Value {
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                line.strip_prefix("model name")
+                    .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_default();
+    json!({ "cpus": cpus, "cpu_model": model, "os": std::env::consts::OS })
+}
+
+fn print_summary(results: &Value) {
+    println!(
+        "loadgen: {} orders/s over {:.1} s ({} ok, {} rejected, {} errors) on {} connection(s)",
+        results["throughput_per_sec"].as_f64().map_or(0, |rate| rate.round() as u64),
+        results["elapsed_s"].as_f64().unwrap_or(0.0),
+        results["ok"],
+        results["rejected"],
+        results["errors"],
+        results["connections"],
+    );
+    println!(
+        "loadgen: latency from the scheduled send time, µs: p50 {} p90 {} p99 {} p99.9 {} p99.99 {} max {}",
+        results["p50_us"], results["p90_us"], results["p99_us"], results["p99_9_us"], results["p99_99_us"], results["max_us"],
+    );
+    if let Some(reasons) =
+        results["rejected_by_reason"].as_object().filter(|reasons| !reasons.is_empty())
+    {
+        println!("loadgen: rejected by reason: {}", Value::Object(reasons.clone()));
+    }
+}

@@ -1,0 +1,85 @@
+//! `bourse loadgen` against a real `bourse serve`: it sets up its market through the
+//! admin API, sends on schedule, and reports what it measured, as text or JSON.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+fn bourse() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bourse"))
+}
+
+struct Served {
+    child: Child,
+    http: String,
+    tcp: String,
+}
+
+fn serve(data_dir: &std::path::Path) -> Served {
+    let mut child = bourse()
+        .args(["serve", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut http, mut tcp) = (String::new(), String::new());
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.strip_prefix("bourse: serving REST and WebSocket on http://") {
+            http = rest.split_whitespace().next().unwrap().to_string();
+        }
+        if let Some(rest) = line.strip_prefix("bourse: serving binary order entry on tcp://") {
+            tcp = rest.trim().to_string();
+        }
+        if line.contains("admin API key") {
+            break;
+        }
+    }
+    Served { child, http, tcp }
+}
+
+#[test]
+fn an_open_loop_run_reports_every_order_answered_with_its_latency() {
+    let directory = tempfile::tempdir().unwrap();
+    let data_dir = directory.path().join("data");
+    let mut served = serve(&data_dir);
+    let output = bourse()
+        .args(["loadgen", "--http", &served.http, "--tcp", &served.tcp, "--admin-key-file"])
+        .arg(data_dir.join("server/admin.key"))
+        .args(["--rate", "1000", "--duration", "1", "--connections", "2", "--json"])
+        .output()
+        .unwrap();
+    served.child.kill().unwrap();
+    let _ = served.child.wait();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    let results: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(results["sent"], 1000, "{results}");
+    assert_eq!(results["ok"], 1000, "every order accepted: {results}");
+    assert_eq!((results["rejected"].as_u64(), results["errors"].as_u64()), (Some(0), Some(0)));
+    let (p50, p99, max) = (
+        results["p50_us"].as_u64().unwrap(),
+        results["p99_us"].as_u64().unwrap(),
+        results["max_us"].as_u64().unwrap(),
+    );
+    assert!(0 < p50 && p50 <= p99 && p99 <= max, "{results}");
+    assert!(results["throughput_per_sec"].as_f64().unwrap() > 500.0, "{results}");
+    assert!(!results["timeline"].as_array().unwrap().is_empty());
+    assert_eq!(results["latency_from"], "scheduled send time");
+}
+
+#[test]
+fn bad_arguments_and_a_missing_admin_key_are_errors() {
+    let directory = tempfile::tempdir().unwrap();
+    let output = bourse().args(["loadgen", "--rate", "0"]).output().unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("must be positive"));
+    let output = bourse()
+        .args(["loadgen", "--admin-key-file"])
+        .arg(directory.path().join("nope.key"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
+}
