@@ -182,13 +182,26 @@ pub enum Command<'a> {
         account: AccountRef<'a>,
         symbol: Option<Cow<'a, str>>,
     },
+    /// A venue command: sets the venue's limits. `open_orders_per_account` is the most
+    /// open orders an account may have (0: no limit); an `order` of an account that
+    /// has that many already is rejected `too_many_open_orders` (enforced by a venue
+    /// that tracks activity: see `Venue::apply`).
+    SetLimits {
+        open_orders_per_account: u64,
+    },
 }
 
 impl Command<'_> {
-    /// Whether this is a venue command (`Halt`, `Resume`, `CancelAll`): one that only a
-    /// `Venue` applies and the replay format does not have.
+    /// Whether this is a venue command (`Halt`, `Resume`, `CancelAll`, `SetLimits`): one
+    /// that only a `Venue` applies and the replay format does not have.
     pub fn is_venue_command(&self) -> bool {
-        matches!(self, Command::Halt { .. } | Command::Resume { .. } | Command::CancelAll { .. })
+        matches!(
+            self,
+            Command::Halt { .. }
+                | Command::Resume { .. }
+                | Command::CancelAll { .. }
+                | Command::SetLimits { .. }
+        )
     }
 
     /// The account and client order id an order, cancel or amend refers to; echoed in
@@ -269,6 +282,9 @@ impl Command<'_> {
             Command::Resume { symbol } => Command::Resume { symbol: owned(symbol) },
             Command::CancelAll { account, symbol } => {
                 Command::CancelAll { account: account.into_owned(), symbol: symbol.map(owned) }
+            }
+            Command::SetLimits { open_orders_per_account } => {
+                Command::SetLimits { open_orders_per_account }
             }
         }
     }

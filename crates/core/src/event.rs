@@ -30,12 +30,15 @@ pub enum RejectReason {
     /// A venue's: an order or amend on an instrument that is halted (`Command::Halt`).
     /// Not in the replay format, whose batch mode has no halts.
     InstrumentHalted,
+    /// A venue's: an order of an account that already has as many open orders as the
+    /// venue allows (`Command::SetLimits`). Not in the replay format.
+    TooManyOpenOrders,
 }
 
 impl RejectReason {
     /// Every reason; positions are stable (gateways number reasons by them), so a new
     /// reason is appended.
-    pub const ALL: [RejectReason; 16] = [
+    pub const ALL: [RejectReason; 17] = [
         RejectReason::Malformed,
         RejectReason::DuplicateAsset,
         RejectReason::InvalidDecimals,
@@ -52,6 +55,7 @@ impl RejectReason {
         RejectReason::NoLiquidity,
         RejectReason::UnknownOrder,
         RejectReason::InstrumentHalted,
+        RejectReason::TooManyOpenOrders,
     ];
 
     pub fn code(self) -> &'static str {
@@ -72,6 +76,7 @@ impl RejectReason {
             RejectReason::NoLiquidity => "no_liquidity",
             RejectReason::UnknownOrder => "unknown_order",
             RejectReason::InstrumentHalted => "instrument_halted",
+            RejectReason::TooManyOpenOrders => "too_many_open_orders",
         }
     }
 }

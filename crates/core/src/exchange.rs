@@ -308,10 +308,11 @@ impl Exchange {
     /// Applies one command stamped `seq` (and `ts`, when it carries one) and appends
     /// its events: first `accepted` or `rejected`, then any others.
     ///
-    /// Venue commands (`Halt`, `Resume`, `CancelAll`: `Command::is_venue_command`) are
-    /// rejected `malformed` and change nothing, not even the time: only a `Venue`
-    /// applies them, and the exchange alone is the replay format's reference (`bourse
-    /// replay`), which has no halts and no cancel-all.
+    /// Venue commands (`Halt`, `Resume`, `CancelAll`, `SetLimits`:
+    /// `Command::is_venue_command`) are rejected `malformed` and change nothing, not
+    /// even the time: only a `Venue` applies them, and the exchange alone is the replay
+    /// format's reference (`bourse replay`), which has no halts, no cancel-all and no
+    /// limits.
     pub fn apply(
         &mut self,
         seq: u64,
@@ -332,9 +333,10 @@ impl Exchange {
             Command::Order(order) => self.place_order(seq, order, events),
             Command::Cancel { account, id } => self.cancel(seq, account, id, events),
             Command::Amend(amend) => self.amend(seq, amend, events),
-            Command::Halt { .. } | Command::Resume { .. } | Command::CancelAll { .. } => {
-                Err(RejectReason::Malformed)
-            }
+            Command::Halt { .. }
+            | Command::Resume { .. }
+            | Command::CancelAll { .. }
+            | Command::SetLimits { .. } => Err(RejectReason::Malformed),
         };
         let order_key = || {
             command.order_key().map(|(account, id)| CommandOrderKey {

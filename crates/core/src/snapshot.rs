@@ -51,17 +51,20 @@
 //!
 //! # Venue snapshots (`encode_venue`, `decode_venue`), version 1
 //!
-//! A `Venue` without activity and without halted instruments is stored as its
-//! exchange: exactly `encode_state`'s bytes, so an old snapshot and a new one of such a
-//! venue are the same thing. A venue with activity (`venue::Activity`) or with halted
-//! instruments (`Command::Halt`) gets its own container, in the same varints and
+//! A `Venue` without activity, without halted instruments and without an open-orders
+//! limit is stored as its exchange: exactly `encode_state`'s bytes, so an old snapshot
+//! and a new one of such a venue are the same thing. A venue with activity
+//! (`venue::Activity`), with halted instruments (`Command::Halt`) or with an open-orders
+//! limit (`Command::SetLimits`, not 0) gets its own container, in the same varints and
 //! strings:
 //!
 //! ```text
 //! magic BOURSVEN, version (little-endian u32)
 //! state length;     then exactly that many bytes: the exchange, as `encode_state`
-//! flags             one byte: bit 0 set when the activity section follows; the other
-//!                   bits 0
+//! flags             one byte: bit 0 set when the activity section follows, bit 1 set
+//!                   when the limit follows; the other bits 0
+//! limit             (only when flags bit 1 is set): the open orders an account may
+//!                   have, never 0 (no limit is stored as bit 1 clear)
 //! halted count;     per halted instrument, ascending: instrument index
 //! activity          (only when flags bit 0 is set):
 //!   account count   (accounts with any activity)
@@ -84,10 +87,11 @@
 //!
 //! A fill's fee asset is not stored: it is what its side receives (the base for a buy,
 //! the quote for a sell). Nothing may follow. A container with neither activity nor a
-//! halted instrument is invalid (that venue is stored as its exchange). Decoding checks
-//! the exchange as `decode_state` does (an error inside it is reported at its offset in
-//! the container), the flags, the halted instruments (each an instrument of the
-//! exchange, strictly ascending), then every record and fill against the exchange: instruments in range, prices and quantities
+//! halted instrument nor a limit is invalid (that venue is stored as its exchange).
+//! Decoding checks the exchange as `decode_state` does (an error inside it is reported
+//! at its offset in the container), the flags, the limit (not 0), the halted
+//! instruments (each an instrument of the exchange, strictly ascending), then every
+//! record and fill against the exchange: instruments in range, prices and quantities
 //! in ticks and lots, kinds, statuses and times consistent (market orders have no price
 //! and never rest; open records are resting orders, finished ones have nothing
 //! remaining; no time after the exchange's), open records ascending by order id and
@@ -121,7 +125,7 @@ use crate::venue::{
 pub const MAGIC: [u8; 8] = *b"BOURSNAP";
 /// The format version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
-/// The first bytes of a venue snapshot with activity.
+/// The first bytes of a venue snapshot with activity, halts or an open-orders limit.
 pub const VENUE_MAGIC: [u8; 8] = *b"BOURSVEN";
 /// The venue container's version this build writes and reads.
 pub const VENUE_FORMAT_VERSION: u32 = 1;
@@ -945,13 +949,18 @@ const FILL_FLAGS: u8 = 0b11;
 
 /// Set in the venue container's flags when the activity section follows.
 const VENUE_HAS_ACTIVITY: u8 = 0b1;
+/// Set in the venue container's flags when the open-orders limit follows them.
+const VENUE_HAS_LIMIT: u8 = 0b10;
+const VENUE_FLAGS: u8 = VENUE_HAS_ACTIVITY | VENUE_HAS_LIMIT;
 
-/// Appends `venue`: without activity and halts exactly `encode_state` of its exchange
-/// (the old format); otherwise the venue container (see the module documentation).
+/// Appends `venue`: without activity, halts and limit exactly `encode_state` of its
+/// exchange (the old format); otherwise the venue container (see the module
+/// documentation).
 pub fn encode_venue(venue: &Venue, out: &mut Vec<u8>) {
     let activity = venue.activity();
     let halted_count = venue.halted_instruments().count();
-    if activity.is_none() && halted_count == 0 {
+    let limit = venue.open_orders_limit();
+    if activity.is_none() && halted_count == 0 && limit == 0 {
         encode_state(venue.exchange(), out);
         return;
     }
@@ -962,7 +971,12 @@ pub fn encode_venue(venue: &Venue, out: &mut Vec<u8>) {
     let mut length = Vec::with_capacity(10);
     put_varint(&mut length, (out.len() - start) as u64);
     out.splice(start..start, length);
-    out.push(if activity.is_some() { VENUE_HAS_ACTIVITY } else { 0 });
+    let flags = if activity.is_some() { VENUE_HAS_ACTIVITY } else { 0 }
+        | if limit != 0 { VENUE_HAS_LIMIT } else { 0 };
+    out.push(flags);
+    if limit != 0 {
+        put_varint(out, limit);
+    }
     put_varint(out, halted_count as u64);
     for instrument in venue.halted_instruments() {
         put_varint(out, u64::from(instrument.0));
@@ -1060,8 +1074,8 @@ fn put_fill(out: &mut Vec<u8>, fill: &Fill) {
 /// - `BOURSVEN` with activity without `track_activity`: the activity is checked, then
 ///   dropped.
 ///
-/// The halted instruments are always kept. Any bytes that are not exactly one valid
-/// snapshot give an error, never a panic.
+/// The halted instruments and the open-orders limit are always kept. Any bytes that
+/// are not exactly one valid snapshot give an error, never a panic.
 pub fn decode_venue(
     bytes: &[u8],
     config: ExchangeConfig,
@@ -1086,14 +1100,25 @@ pub fn decode_venue(
     let exchange = decode_state(state, config).map_err(|error| within(error, state_at))?;
     let flags_at = reader.offset;
     let flags = reader.byte()?;
-    if flags & !VENUE_HAS_ACTIVITY != 0 {
+    if flags & !VENUE_FLAGS != 0 {
         return Err(invalid(flags_at, "unknown venue flags"));
     }
+    let limit = match flags & VENUE_HAS_LIMIT {
+        0 => 0,
+        _ => {
+            let at = reader.offset;
+            match reader.varint()? {
+                0 => return Err(invalid(at, "an open-orders limit of 0 (stored as none)")),
+                limit => limit,
+            }
+        }
+    };
     let halted = read_halted(&mut reader, &exchange)?;
-    if flags & VENUE_HAS_ACTIVITY == 0 && halted.is_empty() {
+    if flags & VENUE_HAS_ACTIVITY == 0 && halted.is_empty() && limit == 0 {
         return Err(invalid(
             flags_at,
-            "a venue container with neither activity nor halts (stored as its exchange)",
+            "a venue container with neither activity nor halts nor a limit (stored as its \
+             exchange)",
         ));
     }
     let activity = match flags & VENUE_HAS_ACTIVITY {
@@ -1105,9 +1130,9 @@ pub fn decode_venue(
     }
     let Some(activity) = activity else {
         let (exchange, activity) = Venue::new(exchange, track_activity).into_parts();
-        return Ok(Venue::from_parts(exchange, activity, &halted));
+        return Ok(Venue::from_parts(exchange, activity, &halted, limit));
     };
-    let venue = Venue::from_parts(exchange, Some(activity), &halted);
+    let venue = Venue::from_parts(exchange, Some(activity), &halted, limit);
     // `decode_state` has checked the exchange's invariants: the activity's remain.
     venue
         .check_activity()
@@ -1116,7 +1141,7 @@ pub fn decode_venue(
         Ok(venue)
     } else {
         let (exchange, _) = venue.into_parts();
-        Ok(Venue::from_parts(exchange, None, &halted))
+        Ok(Venue::from_parts(exchange, None, &halted, limit))
     }
 }
 

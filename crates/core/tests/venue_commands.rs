@@ -9,9 +9,10 @@
 //! order without; the activity's records become `canceled`. The exchange alone rejects
 //! these commands `malformed` and changes nothing. Snapshots carry the halts, with and
 //! without activity, and hostile snapshot bytes never panic. Random streams with halts,
-//! resumes and cancel-alls mixed in check every rule against a model, the invariants
-//! after every command, and that a venue restored from a snapshot taken anywhere goes
-//! on exactly like the original.
+//! resumes and cancel-alls (and, in some, set-limits) mixed in check every rule
+//! against a model, the invariants after every command, and that a venue restored from
+//! a snapshot taken anywhere goes on exactly like the original. The open-orders limit's
+//! own scenarios are `venue_limits.rs`'s.
 //!
 //! The funded venue (`venue_support`): BTC-USD tick 1, lot 0.01, qty 0.1..=100, no
 //! fees; ETH-USD tick 0.01, lot 1, qty 1..=1000, maker 10 bps, taker 25 bps; BTC has 8
@@ -37,7 +38,10 @@ use bourse_core::{
 use random::Random;
 use snapshot_bytes::{state_bytes, tiny_config, venue_bytes};
 use support::{amend_price, amend_qty, assert_events, buy, cancel, sell, Cmd, Fed};
-use venue_stream::{command_of, random_venue_stream, with_fresh_ids, DEFINITIONS, MARKETS};
+use venue_stream::{
+    command_of, random_venue_stream, random_venue_stream_with_limits, with_fresh_ids, DEFINITIONS,
+    MARKETS,
+};
 use venue_support::{
     command_for, container, decodes_sanely, events_json, owned_command, Forks, Harness, BTC_USD,
     ETH_USD,
@@ -467,6 +471,8 @@ fn the_exchange_alone_rejects_venue_commands_malformed_and_changes_nothing() {
             symbol: Some("BTC-USD".into()),
         },
         Command::Halt { symbol: "NOPE".into() },
+        Command::SetLimits { open_orders_per_account: 1 },
+        Command::SetLimits { open_orders_per_account: 0 },
     ];
     for (index, command) in commands.iter().enumerate() {
         assert!(command.is_venue_command());
@@ -482,14 +488,21 @@ fn the_exchange_alone_rejects_venue_commands_malformed_and_changes_nothing() {
     let mut out = String::new();
     replay.feed_line(r#"{"cmd":"halt","symbol":"BTC-USD"}"#, &mut out);
     assert_eq!(out.trim_end(), r#"{"ev":"rejected","seq":1,"reason":"malformed"}"#);
+    out.clear();
+    replay.feed_line(r#"{"cmd":"set_limits","open_orders_per_account":1}"#, &mut out);
+    assert_eq!(out.trim_end(), r#"{"ev":"rejected","seq":2,"reason":"malformed"}"#);
 }
 
 #[test]
-fn the_new_reason_is_appended() {
-    assert_eq!(RejectReason::ALL.len(), 16);
+fn the_new_reasons_are_appended() {
+    assert_eq!(RejectReason::ALL.len(), 17);
+    assert_eq!(RejectReason::ALL[14], RejectReason::UnknownOrder);
     assert_eq!(RejectReason::ALL[15], RejectReason::InstrumentHalted);
     assert_eq!(RejectReason::InstrumentHalted.code(), "instrument_halted");
-    assert_eq!(RejectReason::ALL[14], RejectReason::UnknownOrder);
+    assert_eq!(RejectReason::ALL[16], RejectReason::TooManyOpenOrders);
+    assert_eq!(RejectReason::TooManyOpenOrders.code(), "too_many_open_orders");
+    let codes: BTreeSet<&str> = RejectReason::ALL.iter().map(|reason| reason.code()).collect();
+    assert_eq!(codes.len(), RejectReason::ALL.len());
 }
 
 // ----------------------------------------------------------------------------------
@@ -586,10 +599,15 @@ fn each_kind_of_bad_halt_list_has_its_error() {
         decode(&[0, 2, 1, 1]),
         invalid("halted instruments out of order or listed twice", 3)
     );
-    assert_eq!(decode(&[2, 1, 0]), invalid("unknown venue flags", 0));
+    assert_eq!(decode(&[4, 1, 0]), invalid("unknown venue flags", 0));
+    assert_eq!(decode(&[0x80, 1, 0]), invalid("unknown venue flags", 0));
     assert_eq!(
         decode(&[0, 0]),
-        invalid("a venue container with neither activity nor halts (stored as its exchange)", 0)
+        invalid(
+            "a venue container with neither activity nor halts nor a limit (stored as its \
+             exchange)",
+            0
+        )
     );
     assert_eq!(decode(&[0, 1, 0, 0]), invalid("bytes after the end of the snapshot", 3));
     assert!(matches!(decode(&[0, 3, 0, 1]), Err(SnapshotError::Truncated { .. })));
@@ -662,6 +680,10 @@ struct Seen {
     cancel_all_dones: usize,
     unknown_symbols: usize,
     trades: usize,
+    limit_sets: usize,
+    too_many_rejections: usize,
+    /// Orders accepted while a limit was in force (with activity).
+    accepted_under_limit: usize,
 }
 
 /// The open orders a cancel-all of `account` (on `only`, if given) must cancel, as
@@ -700,9 +722,10 @@ fn expected_cancels(
 }
 
 /// Runs one stream through a venue (with activity when `track_activity`), checking
-/// every rule of the venue's commands against a model of the halts, the invariants
-/// after every command, and that venues restored from snapshots taken at `cuts` give
-/// exactly the same events afterwards and end in exactly the same venue.
+/// every rule of the venue's commands against a model of the halts and the open-orders
+/// limit, the invariants after every command, and that venues restored from snapshots
+/// taken at `cuts` give exactly the same events afterwards and end in exactly the same
+/// venue.
 fn run_stream(
     lines: &[String],
     track_activity: bool,
@@ -712,6 +735,7 @@ fn run_stream(
 ) {
     let mut venue = Venue::new(Exchange::default(), track_activity);
     let mut halted: BTreeSet<String> = BTreeSet::new();
+    let mut limit = 0u64;
     let mut forks = Forks::new(cuts, track_activity, false);
     for index in 0..=lines.len() {
         forks.cut(index, &venue);
@@ -732,6 +756,16 @@ fn run_stream(
             AccountRef::Name(name) => exchange.ledger().find_account(name),
             AccountRef::Id(id) => Some(*id),
         };
+        // An order's account's open orders before it, when the venue counts them.
+        let open_before = match &command {
+            Command::Order(order) => {
+                venue.activity().zip(resolve(&order.account)).map(|(activity, account)| {
+                    let remembered = activity.order_by_client(account, &order.id).is_some();
+                    (account, activity.open_order_count(account) as u64, remembered)
+                })
+            }
+            _ => None,
+        };
         let expected: Option<Vec<Event>> = match &command {
             Command::Order(order) if halted.contains(&*order.symbol) => {
                 Some(vec![Event::Rejected {
@@ -740,6 +774,22 @@ fn run_stream(
                     order: Some(echo(&order.account, &order.id)),
                 }])
             }
+            // The limit: after unknown_symbol, the halt and duplicate_id (a remembered
+            // id, open or finished), with activity only.
+            Command::Order(order) => {
+                let at_limit = limit > 0
+                    && known(&order.symbol)
+                    && open_before
+                        .is_some_and(|(_, open, remembered)| !remembered && open >= limit);
+                at_limit.then(|| {
+                    vec![Event::Rejected {
+                        seq,
+                        reason: RejectReason::TooManyOpenOrders,
+                        order: Some(echo(&order.account, &order.id)),
+                    }]
+                })
+            }
+            Command::SetLimits { .. } => Some(vec![Event::Accepted { seq, order: None }]),
             Command::Amend(amend) => {
                 let on_halted = resolve(&amend.account)
                     .and_then(|account| exchange.open_order(account, &amend.id))
@@ -823,6 +873,26 @@ fn run_stream(
                     );
                 }
             }
+            (Command::SetLimits { open_orders_per_account }, Event::Accepted { .. }) => {
+                limit = *open_orders_per_account;
+                seen.limit_sets += 1;
+            }
+            (Command::Order(_), Event::Accepted { .. }) => {
+                // An account below the limit, or no limit: never above it by an order.
+                if let Some((account, open, _)) = open_before.filter(|_| limit > 0) {
+                    assert!(open < limit, "seq {seq}: accepted at {open} open of {limit}");
+                    let after = venue.activity().unwrap().open_order_count(account) as u64;
+                    assert!(after <= limit, "seq {seq}: {after} open of {limit}");
+                    seen.accepted_under_limit += 1;
+                }
+            }
+            (_, Event::Rejected { reason: RejectReason::TooManyOpenOrders, .. }) => {
+                assert!(
+                    expected.is_some() && track_activity && limit > 0,
+                    "seq {seq}: {line}: too_many_open_orders the model did not expect"
+                );
+                seen.too_many_rejections += 1;
+            }
             (_, Event::Rejected { reason: RejectReason::InstrumentHalted, .. }) => {
                 seen.halted_rejections += 1
             }
@@ -831,6 +901,7 @@ fn run_stream(
             }
             _ => {}
         }
+        assert_eq!(venue.open_orders_limit(), limit, "seq {seq}");
         let symbols: Vec<&str> = venue.halted_symbols().collect();
         assert!(
             symbols.iter().copied().eq(halted.iter().map(String::as_str)),
@@ -875,6 +946,25 @@ fn random_streams_with_halts_and_cancel_alls_keep_every_rule_and_restore_anywher
     assert!(seen.cancel_alls > 100 && seen.cancel_all_dones > 300, "{seen:?}");
     assert!(seen.unknown_symbols > 50, "{seen:?}");
     assert!(seen.trades > 1_000, "{seen:?}");
+}
+
+#[test]
+fn random_streams_with_limits_keep_every_rule_and_restore_anywhere() {
+    let mut seen = Seen::default();
+    for seed in 1..=6u64 {
+        let lines = random_venue_stream_with_limits(seed * 4_099, 5_000);
+        let mut random = Random(seed * 131 + 7);
+        let mut cuts = vec![0, 9, lines.len()];
+        cuts.extend((0..5).map(|_| DEFINITIONS.len() + random.below(lines.len() as u64) as usize));
+        run_stream(&lines, seed % 3 != 0, seed % 2 == 0, &cuts, &mut seen);
+    }
+    eprintln!("{seen:?}");
+    assert!(seen.limit_sets > 60, "{seen:?}");
+    assert!(seen.too_many_rejections > 500, "{seen:?}");
+    assert!(seen.accepted_under_limit > 500, "{seen:?}");
+    assert!(seen.halted_rejections > 500 && seen.cancel_all_dones > 100, "{seen:?}");
+    // Fewer than without limits: small limits keep the books thin.
+    assert!(seen.trades > 400, "{seen:?}");
 }
 
 #[test]

@@ -6,13 +6,15 @@
 //! payload that is not exactly one well-formed command is a `CodecError`. Encoding
 //! refuses what the replay format could not express (an empty name), so every journaled
 //! command of the replay format exports to a replay line that parses back to the same
-//! command. The venue's own commands (`halt`, `resume`, `cancel_all`: tags 8 to 10)
-//! export in the same style, but the replay format does not have them.
+//! command. The venue's own commands (`halt`, `resume`, `cancel_all`, `set_limits`:
+//! tags 8 to 11) export in the same style, but the replay format does not have them.
 //!
 //! ```text
 //! halt, resume:  tag, symbol
 //! cancel_all:    tag, account, symbol flag (one byte: 0 none, 1 a symbol follows),
 //!                [symbol]
+//! set_limits:    tag, open orders per account (unsigned varint, at most 64 bits; 0 no
+//!                limit)
 //! ```
 
 use std::borrow::Cow;
@@ -33,6 +35,7 @@ const TAG_AMEND: u8 = 7;
 const TAG_HALT: u8 = 8;
 const TAG_RESUME: u8 = 9;
 const TAG_CANCEL_ALL: u8 = 10;
+const TAG_SET_LIMITS: u8 = 11;
 
 const NO_SYMBOL: u8 = 0;
 const WITH_SYMBOL: u8 = 1;
@@ -158,6 +161,10 @@ fn encode_fields(command: &Command<'_>, out: &mut Vec<u8>) -> Result<(), CodecEr
                 None => writer.byte(NO_SYMBOL),
             }
         }
+        Command::SetLimits { open_orders_per_account } => {
+            writer.byte(TAG_SET_LIMITS);
+            writer.unsigned(u128::from(*open_orders_per_account));
+        }
     }
     Ok(())
 }
@@ -218,6 +225,9 @@ pub fn decode_command(payload: &[u8]) -> Result<Command<'_>, CodecError> {
         TAG_HALT => Command::Halt { symbol: reader.name("symbol")? },
         TAG_RESUME => Command::Resume { symbol: reader.name("symbol")? },
         TAG_CANCEL_ALL => decode_cancel_all(&mut reader)?,
+        TAG_SET_LIMITS => {
+            Command::SetLimits { open_orders_per_account: reader.u64("open_orders_per_account")? }
+        }
         tag => return Err(CodecError::UnknownTag { tag }),
     };
     let extra = payload.len() - reader.offset;
@@ -410,6 +420,11 @@ impl<'a> Reader<'a> {
         Ok(((zigzag >> 1) as i128) ^ -((zigzag & 1) as i128))
     }
 
+    fn u64(&mut self, field: &'static str) -> Result<u64, CodecError> {
+        let offset = self.offset;
+        u64::try_from(self.unsigned(field)?).map_err(|_| CodecError::Invalid { field, offset })
+    }
+
     fn i64(&mut self, field: &'static str) -> Result<i64, CodecError> {
         let offset = self.offset;
         i64::try_from(self.signed(field)?).map_err(|_| CodecError::Invalid { field, offset })
@@ -528,6 +543,10 @@ mod tests {
                 account: AccountRef::Id(AccountId(0)),
                 symbol: Some("ETH-USD".into()),
             },
+            Command::SetLimits { open_orders_per_account: 0 },
+            Command::SetLimits { open_orders_per_account: 127 },
+            Command::SetLimits { open_orders_per_account: 10_000 },
+            Command::SetLimits { open_orders_per_account: u64::MAX },
         ]
     }
 
@@ -632,7 +651,7 @@ mod tests {
         );
         assert!(payload.is_empty());
         assert_eq!(decode_command(&[TAG_HALT, 0]), Err(CodecError::BadName { field: "symbol" }));
-        assert_eq!(decode_command(&[11]), Err(CodecError::UnknownTag { tag: 11 }));
+        assert_eq!(decode_command(&[12]), Err(CodecError::UnknownTag { tag: 12 }));
     }
 
     #[test]
@@ -645,7 +664,7 @@ mod tests {
             state
         };
         for round in 0..20_000 {
-            let tag = [TAG_HALT, TAG_RESUME, TAG_CANCEL_ALL][round % 3];
+            let tag = [TAG_HALT, TAG_RESUME, TAG_CANCEL_ALL, TAG_SET_LIMITS][round % 4];
             let length = (next() % 12) as usize;
             let mut payload = vec![tag];
             payload.extend((0..length).map(|_| match next() % 4 {
@@ -661,6 +680,51 @@ mod tests {
                 assert_eq!(decode_command(&again).unwrap(), command, "{payload:?}");
             }
         }
+    }
+
+    #[test]
+    fn set_limits_has_its_tag_and_a_varint() {
+        let encode = |limit: u64| {
+            let mut payload = Vec::new();
+            encode_command(&Command::SetLimits { open_orders_per_account: limit }, &mut payload)
+                .unwrap();
+            payload
+        };
+        assert_eq!(encode(0), [TAG_SET_LIMITS, 0]);
+        assert_eq!(encode(5), [TAG_SET_LIMITS, 5]);
+        assert_eq!(encode(300), [TAG_SET_LIMITS, 0xac, 0x02]);
+        let max = encode(u64::MAX);
+        assert_eq!(max.len(), 11);
+        assert_eq!(
+            decode_command(&max),
+            Ok(Command::SetLimits { open_orders_per_account: u64::MAX })
+        );
+        // Nothing after the tag is a truncation; 2^64 does not fit.
+        assert_eq!(decode_command(&[TAG_SET_LIMITS]), Err(CodecError::Truncated { offset: 1 }));
+        let mut beyond = vec![TAG_SET_LIMITS];
+        beyond.extend([0x80; 9]);
+        beyond.push(0x02);
+        assert_eq!(
+            decode_command(&beyond),
+            Err(CodecError::Invalid { field: "open_orders_per_account", offset: 1 })
+        );
+        // Beyond 128 bits, or a varint that never ends, is damage too.
+        let mut endless = vec![TAG_SET_LIMITS];
+        endless.extend([0xff; 20]);
+        assert!(matches!(decode_command(&endless), Err(CodecError::Invalid { .. })));
+        let mut unfinished = vec![TAG_SET_LIMITS];
+        unfinished.extend([0xff; 5]);
+        assert!(matches!(decode_command(&unfinished), Err(CodecError::Truncated { .. })));
+        // A longer form of a value decodes (varints need not be minimal), to the value.
+        assert_eq!(
+            decode_command(&[TAG_SET_LIMITS, 0x85, 0x00]),
+            Ok(Command::SetLimits { open_orders_per_account: 5 })
+        );
+        // Trailing bytes are refused.
+        assert_eq!(
+            decode_command(&[TAG_SET_LIMITS, 5, 0]),
+            Err(CodecError::TrailingBytes { extra: 1 })
+        );
     }
 
     #[test]

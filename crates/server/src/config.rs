@@ -62,9 +62,10 @@ pub struct LimitsConfig {
     pub requests_burst: u32,
     /// Largest request body, in bytes.
     pub body_bytes_max: usize,
-    /// Open orders per account, at most; an order beyond it is rejected
-    /// `too_many_open_orders`.
-    pub open_orders_per_account: usize,
+    /// Open orders per account, at most (0: no limit); an order beyond it is rejected
+    /// `too_many_open_orders` by the engine (a journaled venue setting, applied at start
+    /// when it differs from the data directory's).
+    pub open_orders_per_account: u64,
     /// Requests a client may have waiting for the engine, over all keys; beyond it the
     /// server answers `busy` (503).
     pub in_flight_max: usize,

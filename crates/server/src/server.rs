@@ -136,6 +136,7 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
     let hub = crate::ws::hub::Hub::new(Arc::clone(&state), tap_overflowed);
     tokio::spawn(hub.run(tap_receiver, hub_receiver));
     state.refresh_reference().await.map_err(|error| ServeError::Internal(error.message))?;
+    apply_limits(&state, config.limits.open_orders_per_account).await?;
     let demo_keys = if demo {
         crate::demo::set_up(&state).await.map_err(ServeError::Demo)?
     } else {
@@ -180,6 +181,32 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         recovered_seq,
     };
     Ok(RunningServer { notes, stop: Some(stop), task })
+}
+
+/// The venue's open-orders limit is a journaled setting (so that every replay rejects
+/// the same orders); the configured one is set when it differs.
+async fn apply_limits(state: &AppState, open_orders_per_account: u64) -> Result<(), ServeError> {
+    let current = state
+        .link
+        .read(|venue| venue.open_orders_limit())
+        .await
+        .map_err(|error| ServeError::Internal(error.to_string()))?;
+    if current == open_orders_per_account {
+        return Ok(());
+    }
+    let command = bourse_core::Command::SetLimits { open_orders_per_account };
+    let reply = state
+        .link
+        .submit(&command)
+        .await
+        .map_err(|error| ServeError::Internal(error.to_string()))?;
+    match reply.events().first() {
+        Some(bourse_core::Event::Accepted { .. }) => {
+            tracing::info!(open_orders_per_account, previous = current, "venue limits set");
+            Ok(())
+        }
+        other => Err(ServeError::Internal(format!("the venue refused its limits: {other:?}"))),
+    }
 }
 
 /// A data directory we cannot write to fails now, with its reason, not at the first

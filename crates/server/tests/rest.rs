@@ -394,3 +394,34 @@ fn recent_trades_and_the_ticker_follow_the_trades() {
         support::request(server.address, "GET", "/v1/trades/BTC-USD?limit=0", &[], b"");
     assert_eq!(status, 400);
 }
+
+#[test]
+fn the_open_orders_limit_is_the_engines_and_follows_the_configuration_across_restarts() {
+    let directory = tempfile::tempdir().unwrap();
+    let limited = |limit: u64| {
+        let mut config = support::config(directory.path());
+        config.limits.open_orders_per_account = limit;
+        TestServer::start_with(config, false)
+    };
+    let server = limited(2);
+    server.declare_btc_usd();
+    let trader = server.trader("trader", &[("USD", "1000")]);
+    let place = |client: &support::Client, id: &str| {
+        client.post("/v1/orders", &order_body("BTC-USD", "buy", "1", "1", id))
+    };
+    assert_eq!(place(&trader, "a").0, 200);
+    assert_eq!(place(&trader, "b").0, 200);
+    let (status, refused) = place(&trader, "c");
+    assert_eq!((status, refused["code"].as_str()), (422, Some("too_many_open_orders")));
+    // A retry of the refused order after a cancel frees a slot is a new order.
+    trader.delete("/v1/orders?client_order_id=a");
+    assert_eq!(place(&trader, "c").0, 200);
+    let key = trader.clone();
+    server.stop();
+
+    let server = limited(3);
+    let trader = server.client(&key.key, &key.secret);
+    assert_eq!(place(&trader, "d").0, 200, "the new limit is in force after the restart");
+    let (status, refused) = place(&trader, "e");
+    assert_eq!((status, refused["code"].as_str()), (422, Some("too_many_open_orders")));
+}

@@ -166,9 +166,9 @@ fn write_trade(out: &mut String, exchange: &Exchange, trade: &TradeEvent) {
 /// given. Parsing the line gives back the same command, except for the venue's own
 /// commands (`Command::is_venue_command`), which are printed in the same style
 /// (`{"cmd":"halt","symbol":...}`, `{"cmd":"resume","symbol":...}`,
-/// `{"cmd":"cancel_all","account":...,"symbol":...}`, `symbol` only when given) but
-/// are not replay-format commands: parsing them gives `malformed`, as the spec says of
-/// an unknown `cmd`.
+/// `{"cmd":"cancel_all","account":...,"symbol":...}`, `symbol` only when given,
+/// `{"cmd":"set_limits","open_orders_per_account":N}`) but are not replay-format
+/// commands: parsing them gives `malformed`, as the spec says of an unknown `cmd`.
 pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<u64>) {
     let mut line = CommandLine { out, first: true };
     match command {
@@ -252,6 +252,10 @@ pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<u64>) {
             if let Some(symbol) = symbol {
                 line.string("symbol", symbol);
             }
+        }
+        Command::SetLimits { open_orders_per_account } => {
+            line.string("cmd", "set_limits");
+            let _ = write!(line.key("open_orders_per_account"), "{open_orders_per_account}");
         }
     }
     if let Some(ts) = ts {
@@ -354,6 +358,21 @@ mod tests {
                 Command::CancelAll { account: AccountRef::Id(AccountId(3)), symbol: None },
                 Some(9),
                 r##"{"cmd":"cancel_all","account":"#3","ts":9}"##,
+            ),
+            (
+                Command::SetLimits { open_orders_per_account: 25 },
+                None,
+                r#"{"cmd":"set_limits","open_orders_per_account":25}"#,
+            ),
+            (
+                Command::SetLimits { open_orders_per_account: u64::MAX },
+                Some(3),
+                r#"{"cmd":"set_limits","open_orders_per_account":18446744073709551615,"ts":3}"#,
+            ),
+            (
+                Command::SetLimits { open_orders_per_account: 0 },
+                None,
+                r#"{"cmd":"set_limits","open_orders_per_account":0}"#,
             ),
         ];
         for (command, ts, expected) in cases {

@@ -13,15 +13,17 @@
 //!
 //! A venue also has commands of its own, which the replay format does not have (its
 //! batch mode, `Exchange` alone, rejects them `malformed`): `halt` and `resume` an
-//! instrument, and `cancel_all` of an account's open orders (see `Venue::apply`). The
-//! halted instruments are part of the state machine too, and snapshots carry them.
+//! instrument, `cancel_all` of an account's open orders, and `set_limits`, the most
+//! open orders an account may have (see `Venue::apply`). The halted instruments and
+//! the limit are part of the state machine too, and snapshots carry them.
 //!
 //! The exchange is untouched: `Venue::apply` calls `Exchange::apply` as it is and then
 //! reads the events it appended; a cancel-all cancels each order through the one path
 //! a `cancel` takes (`Exchange::cancel_open_order`). For the replay format's commands,
 //! a venue without activity and without halts gives exactly the exchange's events;
 //! with activity, exactly the same events except the rejections of reused finished
-//! ids; with halts, except the rejections `instrument_halted`.
+//! ids and, under a limit, `too_many_open_orders`; with halts, except the rejections
+//! `instrument_halted`.
 //!
 //! Preconditions, as the engine's sequencer guarantees them: `seq`s increase (an
 //! order's id is the seq of its `order` command, and an account's open orders are
@@ -52,6 +54,8 @@ pub struct Venue {
     halted: Vec<bool>,
     /// How many instruments are halted: when none, orders and amends skip the check.
     halted_count: usize,
+    /// The most open orders an account may have (`Command::SetLimits`); 0: no limit.
+    open_orders_limit: u64,
 }
 
 impl Venue {
@@ -67,7 +71,7 @@ impl Venue {
     /// Such an exchange has no remembered finished orders and no fills.
     pub fn new(exchange: Exchange, track_activity: bool) -> Venue {
         let activity = track_activity.then(|| rebuild_open_records(&exchange));
-        Venue { exchange, activity, halted: Vec::new(), halted_count: 0 }
+        Venue { exchange, activity, halted: Vec::new(), halted_count: 0, open_orders_limit: 0 }
     }
 
     /// A venue from parts that the caller has checked (`snapshot::decode_venue`):
@@ -76,8 +80,10 @@ impl Venue {
         exchange: Exchange,
         activity: Option<Activity>,
         halted: &[InstrumentId],
+        open_orders_limit: u64,
     ) -> Venue {
-        let mut venue = Venue { exchange, activity, halted: Vec::new(), halted_count: 0 };
+        let mut venue =
+            Venue { exchange, activity, halted: Vec::new(), halted_count: 0, open_orders_limit };
         for &instrument in halted {
             venue.set_halted(instrument, true);
         }
@@ -118,8 +124,15 @@ impl Venue {
         self.halted_instruments().map(|instrument| &*self.exchange.instrument(instrument).symbol)
     }
 
-    /// The exchange and the activity; the halts are dropped (read them first with
-    /// `halted_instruments`).
+    /// The most open orders an account may have (`Command::SetLimits`); 0 means no
+    /// limit. A venue without activity keeps it (and its snapshots carry it) but does
+    /// not enforce it: see `apply`.
+    pub fn open_orders_limit(&self) -> u64 {
+        self.open_orders_limit
+    }
+
+    /// The exchange and the activity; the halts and the limit are dropped (read them
+    /// first with `halted_instruments` and `open_orders_limit`).
     pub fn into_parts(self) -> (Exchange, Option<Activity>) {
         (self.exchange, self.activity)
     }
@@ -132,6 +145,18 @@ impl Venue {
     /// the replay format puts `duplicate_id`: after `unknown_symbol` (an order on an
     /// unknown symbol reaches the exchange and is rejected `unknown_symbol`), before
     /// everything else.
+    ///
+    /// The open-orders limit (`set_limits`, when not 0), with activity only: an `order`
+    /// of an account that already has that many open orders is rejected
+    /// `too_many_open_orders`, echoing its key, with only the time moved. It is checked
+    /// on arrival, whatever the order would do: an IOC, FOK or market order of an
+    /// account at the limit is rejected too, though it would never rest. It comes after
+    /// `unknown_symbol`, `instrument_halted` and `duplicate_id` (the reuse rule, and the
+    /// exchange's for an id that is open), before everything else (prices, quantities,
+    /// `would_cross`, `no_liquidity`, `insufficient_funds`). Amends, cancels and
+    /// cancel-alls are never limited. Without activity the limit is kept (and
+    /// snapshotted) but not enforced: only the activity knows an account's open orders
+    /// without a walk of the books.
     ///
     /// Halts: while an instrument is halted, an `order` on it is rejected
     /// `instrument_halted` (after `unknown_symbol`, before the reuse rule and
@@ -154,6 +179,10 @@ impl Venue {
     ///   account's open records); without, instrument by instrument in id order, bids
     ///   then asks, each side in priority order. The activity follows them like any
     ///   other `done`s.
+    /// - `set_limits`: always `accepted` (no order key); sets the open-orders limit to
+    ///   its value, whatever it is (0 removes the limit). Orders already open stay open
+    ///   when a lower limit leaves an account above it; its next orders are rejected
+    ///   until it is below again.
     pub fn apply(
         &mut self,
         seq: u64,
@@ -166,6 +195,12 @@ impl Venue {
             Command::Resume { symbol } => return self.halt(seq, ts, symbol, false, events),
             Command::CancelAll { account, symbol } => {
                 return self.cancel_all(seq, ts, account, symbol.as_deref(), events)
+            }
+            Command::SetLimits { open_orders_per_account } => {
+                self.exchange.advance_time(ts);
+                self.open_orders_limit = *open_orders_per_account;
+                events.push(Event::Accepted { seq, order: None });
+                return;
             }
             // `reject_if_halted` has emitted the rejection when it says so.
             Command::Order(_) | Command::Amend(_)
@@ -183,8 +218,21 @@ impl Venue {
             Command::Order(order) => {
                 let account = self.exchange.resolve(&order.account);
                 if let Some(account) = account {
-                    if activity.is_finished_id(account, &order.id)
-                        && self.exchange.find_instrument(&order.symbol).is_some()
+                    let limit = self.open_orders_limit;
+                    let reason = if activity.is_finished_id(account, &order.id) {
+                        Some(RejectReason::DuplicateId)
+                    } else if limit > 0 && activity.open_order_count(account) as u64 >= limit {
+                        // An open id is the exchange's to reject `duplicate_id`.
+                        self.exchange
+                            .open_order(account, &order.id)
+                            .is_none()
+                            .then_some(RejectReason::TooManyOpenOrders)
+                    } else {
+                        None
+                    };
+                    // An unknown symbol is the exchange's to reject, first.
+                    if let Some(reason) =
+                        reason.filter(|_| self.exchange.find_instrument(&order.symbol).is_some())
                     {
                         self.exchange.advance_time(ts);
                         let name = match &order.account {
@@ -195,7 +243,7 @@ impl Venue {
                         };
                         events.push(Event::Rejected {
                             seq,
-                            reason: RejectReason::DuplicateId,
+                            reason,
                             order: Some(CommandOrderKey {
                                 account: name,
                                 id: ClientOrderId::new(&order.id),

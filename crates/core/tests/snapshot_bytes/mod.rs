@@ -14,7 +14,8 @@ pub fn state_bytes(exchange: &Exchange) -> Vec<u8> {
     bytes
 }
 
-/// The venue's snapshot (its exchange's, when it has neither activity nor halts).
+/// The venue's snapshot (its exchange's, when it has no activity, no halts and no
+/// open-orders limit).
 pub fn venue_bytes(venue: &Venue) -> Vec<u8> {
     let mut bytes = Vec::new();
     encode_venue(venue, &mut bytes);

@@ -1,8 +1,9 @@
 //! The random command streams of the venue tests (`venue.rs`, `venue_commands.rs`):
 //! three instruments, five accounts, every kind of order, cancels, amends, deposits
 //! and withdrawals as replay-format lines, and, for the venue's own commands, halts,
-//! resumes and cancel-alls mixed in (as the lines `write_command` prints for them,
-//! which `command_of` reads). `snapshot.rs` draws its own streams over the same
+//! resumes and cancel-alls mixed in, and in `random_venue_stream_with_limits`
+//! set-limits too (as the lines `write_command` prints for them, which `command_of`
+//! reads). `snapshot.rs` draws its own streams over the same
 //! markets with `stream_of`, `random_terms` and `random_order_line`.
 #![allow(dead_code)]
 
@@ -252,6 +253,24 @@ pub fn random_venue_stream(seed: u64, commands: usize) -> Vec<String> {
     mixed
 }
 
+/// `random_venue_stream`, with about one command in 250 a `set_limits` of a small limit
+/// (0, no limit, now and then), so that accounts meet the limit often and leave it by
+/// cancels, fills and cancel-alls.
+pub fn random_venue_stream_with_limits(seed: u64, commands: usize) -> Vec<String> {
+    let mut random = Random(seed ^ 0x0011_1175_eeed);
+    let lines = random_venue_stream(seed, commands);
+    let definitions = DEFINITIONS.len() + 16;
+    let mut mixed = Vec::with_capacity(lines.len() + commands / 100);
+    for (index, line) in lines.into_iter().enumerate() {
+        if index >= definitions && random.below(250) == 0 {
+            let limit = [0, 1, 2, 3, 3, 5, 8, 13][random.below(8) as usize];
+            mixed.push(format!(r#"{{"cmd":"set_limits","open_orders_per_account":{limit}}}"#));
+        }
+        mixed.push(line);
+    }
+    mixed
+}
+
 fn random_symbol(random: &mut Random) -> &'static str {
     match random.below(12) {
         0 => "NOPE",
@@ -294,6 +313,9 @@ pub fn command_of(line: &str) -> (Command<'_>, Option<u64>) {
         Some("cancel_all") => Command::CancelAll {
             account: AccountRef::Name(text("account").expect("an account")),
             symbol: text("symbol"),
+        },
+        Some("set_limits") => Command::SetLimits {
+            open_orders_per_account: value["open_orders_per_account"].as_u64().expect("a limit"),
         },
         _ => panic!("neither a replay-format line nor a venue command: {line}"),
     };

@@ -92,6 +92,9 @@ fn rejection_message(reason: RejectReason) -> &'static str {
         RejectReason::NoLiquidity => "a market order found nothing on the other side",
         RejectReason::UnknownOrder => "no such open order of this account",
         RejectReason::InstrumentHalted => "the instrument is halted: cancels only until it resumes",
+        RejectReason::TooManyOpenOrders => {
+            "the account has as many open orders as the venue allows"
+        }
     }
 }
 

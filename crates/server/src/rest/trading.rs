@@ -130,9 +130,6 @@ pub async fn place_order(
     let client_id = client_order_id(request.client_order_id.clone())?;
     let order = order_command(&request, &account, &client_id)?;
     let account_id = state.account_id(&account).await?;
-    if let Some(account_id) = account_id {
-        check_open_order_limit(&state, account_id).await?;
-    }
     let reply = state.link.submit(&Command::Order(order.clone())).await?;
     let result = reply.result().ok_or_else(|| ApiError::malformed("no result"))?.clone();
     let events = reply.events();
@@ -232,24 +229,6 @@ fn order_command(
             StpText::None => StpMode::None,
         },
     })
-}
-
-async fn check_open_order_limit(state: &Shared, account: AccountId) -> ApiResult<()> {
-    let open = state
-        .link
-        .read(move |venue| {
-            venue.activity().map_or(0, |activity| activity.open_order_count(account))
-        })
-        .await?;
-    let limit = state.limits.open_orders_per_account;
-    if open >= limit {
-        return Err(ApiError::new(
-            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-            "too_many_open_orders",
-            format!("the account has {open} open orders; at most {limit} are allowed"),
-        ));
-    }
-    Ok(())
 }
 
 /// The answer to a reused client order id: the order it names, which is the one a

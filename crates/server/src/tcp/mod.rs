@@ -270,37 +270,16 @@ impl Connection {
         };
         let started = std::time::Instant::now();
         let command = match message {
-            ClientMessage::NewOrder(order) => {
-                if let Some(account_id) = self.account {
-                    let open = self
-                        .state
-                        .link
-                        .read(move |venue| {
-                            venue
-                                .activity()
-                                .map_or(0, |activity| activity.open_order_count(account_id))
-                        })
-                        .await
-                        .unwrap_or(0);
-                    if open >= self.state.limits.open_orders_per_account {
-                        return self.reject(
-                            request_id,
-                            code::TOO_MANY_OPEN_ORDERS,
-                            &client_order_id,
-                        );
-                    }
+            ClientMessage::NewOrder(order) => match order_command(&order, &account) {
+                Some(command) => command,
+                None => {
+                    return self.reject(
+                        request_id,
+                        wire::reject_code(RejectReason::Malformed),
+                        &client_order_id,
+                    )
                 }
-                match order_command(&order, &account) {
-                    Some(command) => command,
-                    None => {
-                        return self.reject(
-                            request_id,
-                            wire::reject_code(RejectReason::Malformed),
-                            &client_order_id,
-                        )
-                    }
-                }
-            }
+            },
             ClientMessage::Cancel { .. } => Command::Cancel {
                 account: AccountRef::Name(Cow::Owned(account)),
                 id: Cow::Owned(client_order_id.clone()),

@@ -34,13 +34,13 @@ pub mod server {
     pub const GOODBYE: u8 = 0x8F;
 }
 
-/// Reason codes of `Rejected` and `Goodbye`: the replay format's reject reasons are
-/// 1 to 15 in the spec's order (`RejectReason::ALL`); the server's own from 100.
+/// Reason codes of `Rejected` and `Goodbye`: the engine's reject reasons are their
+/// place in `RejectReason::ALL` plus one (the replay format's 1 to 15 in the spec's
+/// order, then the venue's); the server's own from 100.
 pub mod code {
     pub const BUSY: u16 = 100;
     pub const ENGINE_STOPPED: u16 = 101;
     pub const RATE_LIMITED: u16 = 102;
-    pub const TOO_MANY_OPEN_ORDERS: u16 = 103;
     pub const LOGIN_REQUIRED: u16 = 104;
     pub const INVALID_KEY: u16 = 105;
     pub const INVALID_SIGNATURE: u16 = 106;
@@ -65,7 +65,6 @@ pub fn server_code(name: &str) -> u16 {
         "busy" => code::BUSY,
         "engine_stopped" => code::ENGINE_STOPPED,
         "rate_limited" => code::RATE_LIMITED,
-        "too_many_open_orders" => code::TOO_MANY_OPEN_ORDERS,
         "missing_signature" | "login_required" | "login_timeout" => code::LOGIN_REQUIRED,
         "idle_timeout" => code::IDLE_TIMEOUT,
         "already_logged_in" => code::ALREADY_LOGGED_IN,
