@@ -112,7 +112,7 @@ pub fn set_up(
     let mut keys = Vec::with_capacity(accounts.len());
     for account in accounts {
         ensure(http, admin, "/v1/admin/accounts", &format!(r#"{{"name":"{account}"}}"#))?;
-        for (asset, amount) in [("USD", "1000000000000"), ("BTC", "10000000")] {
+        for (asset, amount) in [("USD", "1000000000"), ("BTC", "1000000")] {
             let body =
                 format!(r#"{{"account":"{account}","asset":"{asset}","amount":"{amount}"}}"#);
             ensure(http, admin, "/v1/admin/deposits", &body)?;
