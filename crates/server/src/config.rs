@@ -74,6 +74,9 @@ pub struct LimitsConfig {
     /// Messages waiting to be sent to one WebSocket client; a client that lets more
     /// pile up is disconnected (`slow_consumer`).
     pub ws_queue_messages: usize,
+    /// The same for a binary TCP connection (its acknowledgements, fills and updates;
+    /// larger, as an order-entry client at full rate gets several per order).
+    pub tcp_queue_frames: usize,
     /// A TCP connection that sends nothing (not even a heartbeat) for this long is closed.
     pub idle_timeout_ms: u64,
 }
@@ -113,6 +116,7 @@ impl Default for LimitsConfig {
             in_flight_max: 50_000,
             connections_per_key: 16,
             ws_queue_messages: 4_096,
+            tcp_queue_frames: 65_536,
             idle_timeout_ms: 30_000,
         }
     }

@@ -151,12 +151,11 @@ fn send_on_schedule(
         let elapsed_ns = start.elapsed().as_nanos() as f64;
         let due = ((elapsed_ns / period_ns).floor() as u64 + 1).min(plan.requests);
         if due <= next {
-            let wait_ns = (next as f64 * period_ns - elapsed_ns).max(0.0);
-            if wait_ns > 200_000.0 {
-                std::thread::sleep(Duration::from_nanos((wait_ns - 100_000.0) as u64));
-            } else {
-                std::hint::spin_loop();
-            }
+            // Sleep, never spin: on a machine the server shares, a spinning sender would
+            // take the CPU the server needs. Waking late only makes the next write carry
+            // more orders; their latency still counts from when each was due.
+            let wait_ns = (next as f64 * period_ns - elapsed_ns).max(10_000.0);
+            std::thread::sleep(Duration::from_nanos(wait_ns as u64));
             continue;
         }
         batch.clear();

@@ -91,7 +91,7 @@ impl Connection {
     ) {
         state.metrics.connection_opened("tcp");
         let (read_half, write_half) = stream.into_split();
-        let queue = state.limits.ws_queue_messages.max(1);
+        let queue = state.limits.tcp_queue_frames.max(1);
         let (frames, frame_receiver) = mpsc::channel(queue);
         let kill = Arc::new(Kill::default());
         let (hub_sender, mut hub_receiver) = mpsc::channel(queue);
@@ -573,13 +573,28 @@ async fn read_frames(
     }
 }
 
+/// Bytes gathered from queued frames into one write, at most.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
+/// Writes the queued frames, as many as are waiting (up to `WRITE_BATCH_BYTES`) in one
+/// system call: under load a connection's acknowledgements, fills and updates go out
+/// together instead of a `send` each.
 async fn write_frames(
     mut write_half: OwnedWriteHalf,
     mut frames: mpsc::Receiver<Vec<u8>>,
     kill: Arc<Kill>,
 ) {
+    let mut batch = Vec::with_capacity(WRITE_BATCH_BYTES);
     while let Some(frame) = frames.recv().await {
-        match tokio::time::timeout(WRITE_TIMEOUT, write_half.write_all(&frame)).await {
+        batch.clear();
+        batch.extend_from_slice(&frame);
+        while batch.len() < WRITE_BATCH_BYTES {
+            match frames.try_recv() {
+                Ok(frame) => batch.extend_from_slice(&frame),
+                Err(_) => break,
+            }
+        }
+        match tokio::time::timeout(WRITE_TIMEOUT, write_half.write_all(&batch)).await {
             Ok(Ok(())) => {}
             _ => return kill.kill("slow_consumer"),
         }

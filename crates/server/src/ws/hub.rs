@@ -32,6 +32,8 @@ pub const DEPTH_LEVELS: usize = 50;
 pub const DEPTH_TICK: Duration = Duration::from_millis(50);
 /// Releases waiting for the hub, at most; beyond it the hub is behind (`resync`).
 pub const TAP_QUEUE_RELEASES: usize = 4_096;
+/// Releases the hub takes in one round, at most.
+const RELEASES_PER_ROUND: usize = 1_024;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Channel {
@@ -192,7 +194,20 @@ impl Hub {
                     None => break,
                 },
                 released = tap.recv() => match released {
-                    Some(released) => self.on_release(released).await,
+                    Some(released) => {
+                        // Everything already waiting is taken together, so that the reads
+                        // private channels need (records, balances) are one engine query
+                        // per round, not one per release: the feed keeps up by batching,
+                        // like the engine.
+                        let mut releases = vec![released];
+                        while releases.len() < RELEASES_PER_ROUND {
+                            match tap.try_recv() {
+                                Ok(released) => releases.push(released),
+                                Err(_) => break,
+                            }
+                        }
+                        self.on_releases(releases).await
+                    }
                     None => break,
                 },
                 _ = tick.tick() => self.publish_depth().await,
@@ -307,11 +322,11 @@ impl Hub {
         }
     }
 
-    async fn on_release(&mut self, released: Released) {
+    async fn on_releases(&mut self, releases: Vec<Released>) {
         let mut touched = Touched::default();
-        let highest = released
-            .events
+        let highest = releases
             .iter()
+            .flat_map(|released| released.events.iter())
             .filter_map(|event| match event {
                 Event::Trade(trade) => Some(trade.instrument.index() + 1),
                 Event::Done { instrument, .. } | Event::Amended { instrument, .. } => {
@@ -325,12 +340,14 @@ impl Hub {
             Ok(reference) => reference,
             Err(_) => self.state.reference(),
         };
-        for outcome in &released.outcomes {
-            let Outcome::Applied(result) = outcome else { continue };
-            let mut trade_index = 0u32;
-            for event in released.events_of(result) {
-                self.books_changed = true;
-                self.on_event(&reference, event, result.ts, &mut trade_index, &mut touched);
+        for released in &releases {
+            for outcome in &released.outcomes {
+                let Outcome::Applied(result) = outcome else { continue };
+                let mut trade_index = 0u32;
+                for event in released.events_of(result) {
+                    self.books_changed = true;
+                    self.on_event(&reference, event, result.ts, &mut trade_index, &mut touched);
+                }
             }
         }
         for instrument in std::mem::take(&mut touched.traded) {
