@@ -83,3 +83,36 @@ fn bad_arguments_and_a_missing_admin_key_are_errors() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
 }
+
+#[test]
+fn bench_compare_exits_one_on_a_regression_and_zero_otherwise() {
+    let directory = tempfile::tempdir().unwrap();
+    let baseline = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../benchmarks/baseline/loadgen-tcp-50k.json");
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();
+    let mut worse = kept.clone();
+    worse["p99_us"] = serde_json::json!(kept["p99_us"].as_u64().unwrap() * 2);
+    let worse_path = directory.path().join("worse.json");
+    std::fs::write(&worse_path, worse.to_string()).unwrap();
+    let same = bourse().args(["bench", "compare"]).arg(&baseline).arg(&baseline).output().unwrap();
+    assert_eq!(same.status.code(), Some(0), "{}", String::from_utf8_lossy(&same.stdout));
+    let regressed =
+        bourse().args(["bench", "compare"]).arg(&baseline).arg(&worse_path).output().unwrap();
+    assert_eq!(regressed.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&regressed.stdout).contains("p99_us"));
+    let lenient = bourse()
+        .args(["bench", "compare", "--threshold-percent", "150"])
+        .arg(&baseline)
+        .arg(&worse_path)
+        .output()
+        .unwrap();
+    assert_eq!(lenient.status.code(), Some(0));
+    let missing = bourse()
+        .args(["bench", "compare"])
+        .arg(&baseline)
+        .arg(directory.path().join("nope.json"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+}

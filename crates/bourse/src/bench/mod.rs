@@ -2,6 +2,7 @@
 //! benches, never in timed unit tests; figures go to `docs/benchmarks.md` with the
 //! command that produced them.
 
+mod compare;
 mod crash;
 mod durable;
 mod engine;
@@ -36,6 +37,9 @@ pub enum BenchCommand {
     Memory(memory::MemoryArgs),
     /// Write a generated workload as replay-format lines (input for `bourse replay`).
     Generate(generate::GenerateArgs),
+    /// Compare a run's JSON results with a baseline: exit 1 if a figure got worse
+    /// than the threshold (default 5%).
+    Compare(compare::CompareArgs),
 }
 
 pub fn run(bench: BenchCommand) -> Result<(), String> {
@@ -48,5 +52,9 @@ pub fn run(bench: BenchCommand) -> Result<(), String> {
         BenchCommand::Recovery(args) => recovery::run(&args),
         BenchCommand::Snapshot(args) => snapshot::run(&args),
         BenchCommand::Generate(args) => generate::run(&args),
+        BenchCommand::Compare(args) => match compare::run(&args)? {
+            true => Ok(()),
+            false => std::process::exit(1),
+        },
     }
 }
