@@ -34,6 +34,8 @@ enum CliCommand {
     /// Load a running server (binary TCP order entry, open loop) and report latency
     /// from each request's scheduled send time.
     Loadgen(loadgen::LoadgenArgs),
+    /// A stand-in server that answers every order at once, to measure `loadgen` alone.
+    LoadgenSink(loadgen::sink::SinkArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         CliCommand::Journal { journal } => journal::run(journal),
         CliCommand::Bench { bench } => bench::run(bench),
         CliCommand::Loadgen(args) => loadgen::run(&args),
+        CliCommand::LoadgenSink(args) => loadgen::sink::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -116,3 +116,33 @@ fn bench_compare_exits_one_on_a_regression_and_zero_otherwise() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
 }
+
+#[test]
+fn against_the_sink_every_order_is_answered_without_any_setup() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let mut sink = bourse()
+        .args(["loadgen-sink", "--tcp", &address])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(sink.stdout.take().unwrap()).read_line(&mut banner).unwrap();
+    assert!(banner.contains(&address), "{banner}");
+    let output = bourse()
+        .args(["loadgen", "--tcp", &address, "--key", "any", "--secret", "any"])
+        .args(["--rate", "20000", "--duration", "1", "--connections", "2", "--json"])
+        .output()
+        .unwrap();
+    sink.kill().unwrap();
+    let _ = sink.wait();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let results: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (results["ok"].as_u64(), results["errors"].as_u64()),
+        (Some(20_000), Some(0)),
+        "{results}"
+    );
+}

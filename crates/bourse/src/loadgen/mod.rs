@@ -9,6 +9,7 @@
 //! (issue 5).
 
 pub mod admin;
+pub mod sink;
 pub mod tcp;
 
 use std::net::SocketAddr;
@@ -49,17 +50,30 @@ pub struct LoadgenArgs {
     /// Print the results as one JSON document on standard output.
     #[arg(long)]
     json: bool,
+    /// Use this key (with `--secret`) for every connection and set nothing up: for a
+    /// market set up before, or for `bourse loadgen-sink`.
+    #[arg(long, requires = "secret")]
+    key: Option<String>,
+    #[arg(long, requires = "key")]
+    secret: Option<String>,
 }
 
 pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     if !(args.rate > 0.0 && args.duration > 0.0 && args.connections > 0) {
         return Err("--rate, --duration and --connections must be positive".to_string());
     }
-    let admin = Credentials::from_file(&args.admin_key_file)?;
-    let run_id = bourse_server::now_ms() % 1_000_000_000;
-    let accounts: Vec<String> =
-        (0..args.connections).map(|index| format!("lg{run_id}-{index}")).collect();
-    let keys = admin::set_up(args.http, &admin, &args.symbol, &accounts)?;
+    let keys = match (&args.key, &args.secret) {
+        (Some(key), Some(secret)) => {
+            vec![Credentials { key: key.clone(), secret: secret.clone() }; args.connections]
+        }
+        _ => {
+            let admin = Credentials::from_file(&args.admin_key_file)?;
+            let run_id = bourse_server::now_ms() % 1_000_000_000;
+            let accounts: Vec<String> =
+                (0..args.connections).map(|index| format!("lg{run_id}-{index}")).collect();
+            admin::set_up(args.http, &admin, &args.symbol, &accounts)?
+        }
+    };
     let per_connection_rate = args.rate / args.connections as f64;
     let requests = (per_connection_rate * args.duration).round().max(1.0) as u64;
     let tallies: Vec<Arc<Tally>> =
