@@ -43,8 +43,7 @@ use venue_stream::{
     MARKETS,
 };
 use venue_support::{
-    command_for, container, decodes_sanely, events_json, owned_command, Forks, Harness, BTC_USD,
-    ETH_USD,
+    command_for, container, decodes_sanely, owned_command, Forks, Harness, BTC_USD, ETH_USD,
 };
 
 // ----------------------------------------------------------------------------------
@@ -524,20 +523,16 @@ fn halts_survive_a_snapshot_with_activity() {
         harness.venue.activity().unwrap().order_count()
     );
     // The restored venue goes on exactly like the original.
-    for line in [
-        buy("carol", "c1", "20", "2").on("ETH-USD"),
-        resume("ETH-USD"),
-        buy("carol", "c1", "30", "1").on("ETH-USD"),
-        cancel_all("alice"),
-        buy("alice", "a1", "1", "1"),
-    ] {
-        let (command, ts) = owned_command(&line);
-        let mut events = Vec::new();
-        restored.apply(harness.seq + 1, ts, &command, &mut events);
-        let fed = harness.feed(line);
-        assert_eq!(events_json(restored.exchange(), &events), fed.events, "{}", fed.line);
-    }
-    assert!(venue_bytes(&restored) == harness.encoded());
+    harness.go_on_in_step(
+        &mut restored,
+        [
+            buy("carol", "c1", "20", "2").on("ETH-USD"),
+            resume("ETH-USD"),
+            buy("carol", "c1", "30", "1").on("ETH-USD"),
+            cancel_all("alice"),
+            buy("alice", "a1", "1", "1"),
+        ],
+    );
     // Decoded without activity: the activity is dropped, the halt kept.
     let plain = decode_venue(&bytes, ExchangeConfig::default(), false).unwrap();
     assert!(plain.activity().is_none() && plain.is_halted(ETH_USD));

@@ -33,7 +33,7 @@ use support::{
     amend, amend_price, amend_qty, assert_events, buy, cancel, market_buy, sell, Cmd, Fed,
 };
 use venue_stream::{command_of, random_venue_stream_with_limits};
-use venue_support::{container, decodes_sanely, events_json, owned_command, Harness, BTC_USD};
+use venue_support::{container, decodes_sanely, owned_command, Harness, BTC_USD};
 
 fn set_limits(open_orders_per_account: u64) -> Cmd {
     Cmd::new("set_limits").with("open_orders_per_account", open_orders_per_account)
@@ -438,22 +438,18 @@ fn the_limit_survives_a_snapshot_with_activity() {
     assert_eq!(restored.open_orders_limit(), 3);
     assert!(venue_bytes(&restored) == bytes);
     // The restored venue goes on exactly like the original.
-    for line in [
-        buy("alice", "b1", "80", "1"),
-        buy("alice", "b2", "80", "1"),
-        set_limits(4),
-        buy("alice", "b2", "80", "1"),
-        cancel_all("alice"),
-        set_limits(0),
-        buy("alice", "b3", "80", "1"),
-    ] {
-        let (command, ts) = owned_command(&line);
-        let mut events = Vec::new();
-        restored.apply(harness.seq + 1, ts, &command, &mut events);
-        let fed = harness.feed(line);
-        assert_eq!(events_json(restored.exchange(), &events), fed.events, "{}", fed.line);
-    }
-    assert!(venue_bytes(&restored) == harness.encoded());
+    harness.go_on_in_step(
+        &mut restored,
+        [
+            buy("alice", "b1", "80", "1"),
+            buy("alice", "b2", "80", "1"),
+            set_limits(4),
+            buy("alice", "b2", "80", "1"),
+            cancel_all("alice"),
+            set_limits(0),
+            buy("alice", "b3", "80", "1"),
+        ],
+    );
     // Decoded without activity: the activity dropped, the limit and the halt kept,
     // right after the flags (bit 1: a limit follows).
     let plain = decode_venue(&bytes, ExchangeConfig::default(), false).unwrap();

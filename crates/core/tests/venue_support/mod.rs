@@ -122,6 +122,23 @@ impl Harness {
         self.venue.halted_symbols().collect()
     }
 
+    /// Feeds each line to this harness and to `restored` (a venue decoded from one of its
+    /// snapshots): the same events each time, and the same bytes at the end.
+    pub fn go_on_in_step<L: fmt::Display>(
+        &mut self,
+        restored: &mut Venue,
+        lines: impl IntoIterator<Item = L>,
+    ) {
+        for line in lines {
+            let (command, ts) = owned_command(&line);
+            let mut events = Vec::new();
+            restored.apply(self.seq + 1, ts, &command, &mut events);
+            let fed = self.feed(line);
+            assert_eq!(events_json(restored.exchange(), &events), fed.events, "{}", fed.line);
+        }
+        assert!(venue_bytes(restored) == self.encoded());
+    }
+
     pub fn encoded(&self) -> Vec<u8> {
         venue_bytes(&self.venue)
     }
