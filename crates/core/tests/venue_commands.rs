@@ -36,14 +36,15 @@ use bourse_core::{
     Venue,
 };
 use random::Random;
-use snapshot_bytes::{state_bytes, tiny_config, venue_bytes};
+use snapshot_bytes::{state_bytes, venue_bytes};
 use support::{amend_price, amend_qty, assert_events, buy, cancel, sell, Cmd, Fed};
 use venue_stream::{
     command_of, random_venue_stream, random_venue_stream_with_limits, with_fresh_ids, DEFINITIONS,
     MARKETS,
 };
 use venue_support::{
-    command_for, container, decodes_sanely, owned_command, Forks, Harness, BTC_USD, ETH_USD,
+    assert_every_truncation_fails, command_for, container, decodes_sanely, owned_command, Forks,
+    Harness, BTC_USD, ETH_USD,
 };
 
 // ----------------------------------------------------------------------------------
@@ -639,13 +640,7 @@ fn every_truncation_of_a_snapshot_with_halts_is_an_error_and_flipped_bytes_never
         assert!(venue.halted_instruments().count() >= 1);
         let bytes = venue_bytes(&venue);
         assert!(bytes.starts_with(&VENUE_MAGIC));
-        for length in 0..bytes.len() {
-            assert!(
-                decode_venue(&bytes[..length], tiny_config(), track_activity).is_err(),
-                "cut to {length} of {}",
-                bytes.len()
-            );
-        }
+        assert_every_truncation_fails(&bytes, track_activity);
         // Mostly in what follows the state: the flags, the halts and the activity.
         let tail_at = container(&state_bytes(venue.exchange()), &[]).len();
         for _ in 0..800 {

@@ -28,12 +28,14 @@ use bourse_core::ids::AccountId;
 use bourse_core::snapshot::{decode_venue, SnapshotError, MAGIC, VENUE_MAGIC};
 use bourse_core::{AccountRef, Command, Event, Exchange, ExchangeConfig, RejectReason, Venue};
 use random::Random;
-use snapshot_bytes::{state_bytes, tiny_config, venue_bytes};
+use snapshot_bytes::{state_bytes, venue_bytes};
 use support::{
     amend, amend_price, amend_qty, assert_events, buy, cancel, market_buy, sell, Cmd, Fed,
 };
 use venue_stream::{command_of, random_venue_stream_with_limits};
-use venue_support::{container, decodes_sanely, owned_command, Harness, BTC_USD};
+use venue_support::{
+    assert_every_truncation_fails, container, decodes_sanely, owned_command, Harness, BTC_USD,
+};
 
 fn set_limits(open_orders_per_account: u64) -> Cmd {
     Cmd::new("set_limits").with("open_orders_per_account", open_orders_per_account)
@@ -553,13 +555,7 @@ fn every_truncation_of_a_snapshot_with_a_limit_is_an_error_and_flipped_bytes_nev
         assert_eq!(venue.open_orders_limit(), 200);
         let bytes = venue_bytes(&venue);
         assert!(bytes.starts_with(&VENUE_MAGIC));
-        for length in 0..bytes.len() {
-            assert!(
-                decode_venue(&bytes[..length], tiny_config(), track_activity).is_err(),
-                "cut to {length} of {}",
-                bytes.len()
-            );
-        }
+        assert_every_truncation_fails(&bytes, track_activity);
         // Mostly in what follows the state: the flags, the limit, the halts and the
         // activity.
         let tail_at = container(&state_bytes(venue.exchange()), &[]).len();

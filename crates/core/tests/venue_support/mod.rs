@@ -145,6 +145,17 @@ impl Harness {
 }
 
 /// Events as the JSON objects `write_event` prints for them.
+/// Every proper prefix of a venue snapshot is an error.
+pub fn assert_every_truncation_fails(bytes: &[u8], track_activity: bool) {
+    for length in 0..bytes.len() {
+        assert!(
+            decode_venue(&bytes[..length], tiny_config(), track_activity).is_err(),
+            "cut to {length} of {}",
+            bytes.len()
+        );
+    }
+}
+
 pub fn events_json(exchange: &Exchange, events: &[Event]) -> Vec<Value> {
     events
         .iter()
