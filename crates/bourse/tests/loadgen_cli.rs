@@ -146,3 +146,51 @@ fn against_the_sink_every_order_is_answered_without_any_setup() {
         "{results}"
     );
 }
+
+#[test]
+fn a_rate_step_reports_the_knee_and_stops_past_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let mut sink = bourse()
+        .args(["loadgen-sink", "--tcp", &address])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(sink.stdout.take().unwrap()).read_line(&mut banner).unwrap();
+    let step = |bound_us: &str| {
+        let output = bourse()
+            .args(["loadgen", "--tcp", &address, "--key", "k", "--secret", "s", "--json"])
+            .args([
+                "--rate",
+                "2000",
+                "--step-to",
+                "8000",
+                "--step-factor",
+                "2",
+                "--duration",
+                "0.5",
+            ])
+            .args(["--p99-bound-us", bound_us])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let generous = step("10000000");
+    assert_eq!(generous["knee_rate_per_sec"], 8000.0, "{generous}");
+    let rates: Vec<f64> = generous["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["target_rate_per_sec"].as_f64().unwrap())
+        .collect();
+    assert_eq!(rates, [2000.0, 4000.0, 8000.0]);
+    let impossible = step("1");
+    assert!(impossible["knee_rate_per_sec"].is_null(), "{impossible}");
+    assert_eq!(impossible["steps"].as_array().unwrap().len(), 1, "it stops past the knee");
+    sink.kill().unwrap();
+    let _ = sink.wait();
+}

@@ -56,6 +56,15 @@ pub struct LoadgenArgs {
     key: Option<String>,
     #[arg(long, requires = "key")]
     secret: Option<String>,
+    /// Rate step: run at `--rate`, then `--step-factor` times more each step up to this
+    /// rate, and report the knee: the highest rate answered in full, without errors,
+    /// with p99 under `--p99-bound-us`. Stops at the first step past the knee.
+    #[arg(long)]
+    step_to: Option<f64>,
+    #[arg(long, default_value_t = 1.5)]
+    step_factor: f64,
+    #[arg(long, default_value_t = 1_000)]
+    p99_bound_us: u64,
 }
 
 pub fn run(args: &LoadgenArgs) -> Result<(), String> {
@@ -74,13 +83,106 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
             admin::set_up(args.http, &admin, &args.symbol, &accounts)?
         }
     };
-    let per_connection_rate = args.rate / args.connections as f64;
+    match args.step_to {
+        None => {
+            let (results, failures) = run_once(args, &keys, args.rate, &id_prefix(0))?;
+            if args.json {
+                println!("{}", pretty(&results)?);
+            } else {
+                print_summary(&results);
+            }
+            match failures.first() {
+                Some(failure) => {
+                    Err(format!("{} connection(s) failed; the first: {failure}", failures.len()))
+                }
+                None => Ok(()),
+            }
+        }
+        Some(step_to) => step(args, &keys, step_to),
+    }
+}
+
+/// Client order ids unique to this process's run and step, so that runs and steps
+/// with the same accounts never reuse one (the venue would refuse it).
+fn id_prefix(step: usize) -> String {
+    format!("{:x}s{step}", bourse_server::now_ms() % 0xff_ffff)
+}
+
+fn pretty(value: &Value) -> Result<String, String> {
+    serde_json::to_string_pretty(value).map_err(|error| error.to_string())
+}
+
+/// The rate step: see `LoadgenArgs::step_to`.
+fn step(args: &LoadgenArgs, keys: &[Credentials], step_to: f64) -> Result<(), String> {
+    if !(args.step_factor > 1.0 && step_to >= args.rate) {
+        return Err("--step-factor must be above 1 and --step-to at least --rate".to_string());
+    }
+    let mut steps = Vec::new();
+    let mut knee: Option<f64> = None;
+    let mut rate = args.rate;
+    for index in 0.. {
+        let (results, failures) = run_once(args, keys, rate, &id_prefix(index))?;
+        let answered =
+            results["ok"].as_u64().unwrap_or(0) + results["rejected"].as_u64().unwrap_or(0);
+        let p99 = results["p99_us"].as_u64().unwrap_or(u64::MAX);
+        let holds = failures.is_empty()
+            && results["errors"].as_u64() == Some(0)
+            && answered == results["sent"].as_u64().unwrap_or(0)
+            && p99 <= args.p99_bound_us;
+        if !args.json {
+            println!(
+                "loadgen: step {rate:>10.0}/s  answered {answered:>9}  errors {}  p50 {} µs  p99 {p99} µs  {}",
+                results["errors"],
+                results["p50_us"],
+                if holds { "holds" } else { "past the knee" }
+            );
+        }
+        steps.push(results);
+        if !holds {
+            break;
+        }
+        knee = Some(rate);
+        if rate >= step_to {
+            break;
+        }
+        rate = (rate * args.step_factor).min(step_to);
+    }
+    let summary = json!({
+        "mode": "step",
+        "p99_bound_us": args.p99_bound_us,
+        "knee_rate_per_sec": knee,
+        "steps": steps,
+    });
+    if args.json {
+        println!("{}", pretty(&summary)?);
+    } else {
+        match knee {
+            Some(knee) => println!(
+                "loadgen: knee: {knee:.0} orders/s with p99 under {} µs",
+                args.p99_bound_us
+            ),
+            None => println!("loadgen: no step held p99 under {} µs", args.p99_bound_us),
+        }
+    }
+    Ok(())
+}
+
+/// One open-loop run at `rate` over all connections: its results and the connections'
+/// failures.
+fn run_once(
+    args: &LoadgenArgs,
+    keys: &[Credentials],
+    rate: f64,
+    id_prefix: &str,
+) -> Result<(Value, Vec<String>), String> {
+    let per_connection_rate = rate / args.connections as f64;
     let requests = (per_connection_rate * args.duration).round().max(1.0) as u64;
     let tallies: Vec<Arc<Tally>> =
         (0..args.connections).map(|_| Tally::new().map(Arc::new)).collect::<Result<_, _>>()?;
     let start = Instant::now() + Duration::from_millis(200);
     let threads: Vec<_> = keys
-        .into_iter()
+        .iter()
+        .cloned()
         .enumerate()
         .map(|(index, credentials)| {
             let plan = ConnectionPlan {
@@ -90,6 +192,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
                 rate: per_connection_rate,
                 requests,
                 index,
+                id_prefix: id_prefix.to_string(),
             };
             let tally = Arc::clone(&tallies[index]);
             std::thread::Builder::new()
@@ -103,20 +206,12 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         let _ = thread.join();
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let results = summarise(args, &tallies, elapsed, timeline)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&results).map_err(|error| error.to_string())?);
-    } else {
-        print_summary(&results);
-    }
+    let results = summarise(args, rate, &tallies, elapsed, timeline)?;
     let failures: Vec<String> = tallies
         .iter()
         .filter_map(|tally| tally.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
         .collect();
-    if let Some(failure) = failures.first() {
-        return Err(format!("{} connection(s) failed; the first: {failure}", failures.len()));
-    }
-    Ok(())
+    Ok((results, failures))
 }
 
 /// The progress line, once a second, until every connection is done; returns the
@@ -160,6 +255,7 @@ fn watch(tallies: &[Arc<Tally>], start: Instant, quiet: bool) -> Vec<Value> {
 
 fn summarise(
     args: &LoadgenArgs,
+    rate: f64,
     tallies: &[Arc<Tally>],
     elapsed_s: f64,
     timeline: Vec<Value>,
@@ -191,7 +287,7 @@ fn summarise(
     Ok(json!({
         "protocol": "tcp",
         "mode": "open",
-        "target_rate_per_sec": args.rate,
+        "target_rate_per_sec": rate,
         "connections": args.connections,
         "duration_s": args.duration,
         "elapsed_s": elapsed_s,

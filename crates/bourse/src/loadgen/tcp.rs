@@ -27,6 +27,8 @@ pub struct ConnectionPlan {
     pub requests: u64,
     /// The connection's place among all, to keep client order ids apart.
     pub index: usize,
+    /// Starts every client order id: unique to the run (see `loadgen::id_prefix`).
+    pub id_prefix: String,
 }
 
 /// Counts and latencies of one connection, shared with the progress line.
@@ -119,7 +121,7 @@ fn log_in(stream: &mut TcpStream, credentials: &Credentials) -> Result<(), Strin
 /// meets the buy before it and the book stays a handful of orders deep.
 fn new_order(plan: &ConnectionPlan, request_id: u64, out: &mut Vec<u8>) {
     let side = if request_id.is_multiple_of(2) { 1 } else { 2 };
-    let client_order_id = format!("lg{}-{request_id}", plan.index);
+    let client_order_id = format!("{}c{}-{request_id}", plan.id_prefix, plan.index);
     let frame = FrameWriter::new(client::NEW_ORDER)
         .u64(request_id)
         .text(&client_order_id, wire::CLIENT_ORDER_ID_BYTES)
