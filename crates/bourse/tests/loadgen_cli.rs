@@ -194,3 +194,36 @@ fn a_rate_step_reports_the_knee_and_stops_past_it() {
     sink.kill().unwrap();
     let _ = sink.wait();
 }
+
+#[test]
+fn a_closed_loop_keeps_its_window_in_flight_and_says_where_latency_is_from() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let mut sink = bourse()
+        .args(["loadgen-sink", "--tcp", &address])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(sink.stdout.take().unwrap()).read_line(&mut banner).unwrap();
+    let output = bourse()
+        .args(["loadgen", "--tcp", &address, "--key", "k", "--secret", "s", "--json"])
+        .args(["--closed", "8", "--duration", "0.5", "--connections", "2"])
+        .output()
+        .unwrap();
+    sink.kill().unwrap();
+    let _ = sink.wait();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let results: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (results["mode"].as_str(), results["latency_from"].as_str()),
+        (Some("closed"), Some("actual send time"))
+    );
+    assert_eq!(results["ok"], results["sent"], "every order answered: {results}");
+    assert!(results["ok"].as_u64().unwrap() > 1_000, "{results}");
+    assert_eq!(results["errors"], 0);
+    let refused = bourse().args(["loadgen", "--closed", "0"]).output().unwrap();
+    assert!(!refused.status.success());
+}

@@ -65,6 +65,10 @@ pub struct LoadgenArgs {
     step_factor: f64,
     #[arg(long, default_value_t = 1_000)]
     p99_bound_us: u64,
+    /// Closed loop instead: each connection keeps this many orders in flight (a new
+    /// one as each answer comes) for `--duration`; `--rate` is not used.
+    #[arg(long)]
+    closed: Option<usize>,
 }
 
 pub fn run(args: &LoadgenArgs) -> Result<(), String> {
@@ -83,6 +87,11 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
             admin::set_up(args.http, &admin, &args.symbol, &accounts)?
         }
     };
+    if args.closed.is_some_and(|window| window == 0)
+        || (args.closed.is_some() && args.step_to.is_some())
+    {
+        return Err("--closed needs a window of 1 or more, and no --step-to".to_string());
+    }
     match args.step_to {
         None => {
             let (results, failures) = run_once(args, &keys, args.rate, &id_prefix(0))?;
@@ -195,9 +204,14 @@ fn run_once(
                 id_prefix: id_prefix.to_string(),
             };
             let tally = Arc::clone(&tallies[index]);
+            let closed = args.closed;
+            let duration = Duration::from_secs_f64(args.duration);
             std::thread::Builder::new()
                 .name(format!("loadgen-send-{index}"))
-                .spawn(move || tcp::run(plan, tally, start))
+                .spawn(move || match closed {
+                    Some(window) => tcp::run_closed(plan, tally, window, start, duration),
+                    None => tcp::run(plan, tally, start),
+                })
                 .map_err(|error| error.to_string())
         })
         .collect::<Result<_, _>>()?;
@@ -286,8 +300,9 @@ fn summarise(
     let quantile = |q: f64| latency.value_at_quantile(q);
     Ok(json!({
         "protocol": "tcp",
-        "mode": "open",
-        "target_rate_per_sec": rate,
+        "mode": if args.closed.is_some() { "closed" } else { "open" },
+        "window_per_connection": args.closed,
+        "target_rate_per_sec": if args.closed.is_some() { Value::Null } else { json!(rate) },
         "connections": args.connections,
         "duration_s": args.duration,
         "elapsed_s": elapsed_s,
@@ -303,7 +318,7 @@ fn summarise(
         "p99_9_us": quantile(0.999),
         "p99_99_us": quantile(0.9999),
         "max_us": latency.max(),
-        "latency_from": "scheduled send time",
+        "latency_from": if args.closed.is_some() { "actual send time" } else { "scheduled send time" },
         "timeline": timeline,
         "machine": machine(),
     }))
@@ -344,8 +359,14 @@ fn print_summary(results: &Value) {
         results["connections"],
     );
     println!(
-        "loadgen: latency from the scheduled send time, µs: p50 {} p90 {} p99 {} p99.9 {} p99.99 {} max {}",
-        results["p50_us"], results["p90_us"], results["p99_us"], results["p99_9_us"], results["p99_99_us"], results["max_us"],
+        "loadgen: latency from the {}, µs: p50 {} p90 {} p99 {} p99.9 {} p99.99 {} max {}",
+        results["latency_from"].as_str().unwrap_or("send"),
+        results["p50_us"],
+        results["p90_us"],
+        results["p99_us"],
+        results["p99_9_us"],
+        results["p99_99_us"],
+        results["max_us"],
     );
     if let Some(reasons) =
         results["rejected_by_reason"].as_object().filter(|reasons| !reasons.is_empty())

@@ -247,3 +247,88 @@ fn read_frame(stream: &mut impl Read) -> Result<(u8, Vec<u8>), String> {
     let body = frame.split_off(1);
     Ok((frame[0], body))
 }
+
+/// Closed loop: keeps `window` orders in flight on the connection (a new one as each
+/// answer comes) for `duration`, then waits for the last answers. Latency is from each
+/// order's actual send: in a closed loop the client waits, so this shows what one
+/// client sees, not what an open stream of orders would meet (use the open loop for
+/// that).
+pub fn run_closed(
+    plan: ConnectionPlan,
+    tally: Arc<Tally>,
+    window: usize,
+    start: Instant,
+    duration: Duration,
+) {
+    if let Err(error) = drive_closed(&plan, &tally, window, start, duration) {
+        tally.fail(error);
+    }
+    tally.done.store(true, Ordering::SeqCst);
+}
+
+fn drive_closed(
+    plan: &ConnectionPlan,
+    tally: &Tally,
+    window: usize,
+    start: Instant,
+    duration: Duration,
+) -> Result<(), String> {
+    let mut stream =
+        TcpStream::connect(plan.address).map_err(|error| format!("connect: {error}"))?;
+    stream.set_nodelay(true).map_err(|error| error.to_string())?;
+    log_in(&mut stream, &plan.credentials)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|error| error.to_string())?;
+    let mut reader = std::io::BufReader::with_capacity(
+        256 * 1024,
+        stream.try_clone().map_err(|e| e.to_string())?,
+    );
+    std::thread::sleep(start.saturating_duration_since(Instant::now()));
+    let started = start;
+    let mut in_flight: std::collections::VecDeque<Instant> =
+        std::collections::VecDeque::with_capacity(window);
+    let mut next = 0u64;
+    let mut batch = Vec::with_capacity(window * 90);
+    let mut send =
+        |count: usize, next: &mut u64, in_flight: &mut std::collections::VecDeque<Instant>| {
+            batch.clear();
+            for _ in 0..count {
+                new_order(plan, *next, &mut batch);
+                *next += 1;
+                in_flight.push_back(Instant::now());
+            }
+            stream.write_all(&batch).map_err(|error| format!("send: {error}"))
+        };
+    send(window.max(1), &mut next, &mut in_flight)?;
+    tally.sent.store(next, Ordering::Relaxed);
+    while let Some(&sent_at) = in_flight.front() {
+        let (kind, body) = read_frame(&mut reader)?;
+        match kind {
+            server::ACCEPTED => tally.ok.fetch_add(1, Ordering::Relaxed),
+            server::REJECTED => {
+                let code = body.get(8..10).map_or(0, |code| u16::from_le_bytes([code[0], code[1]]));
+                let mut reasons =
+                    tally.reasons.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                reasons[usize::from(code).min(255)] += 1;
+                tally.rejected.fetch_add(1, Ordering::Relaxed)
+            }
+            server::GOODBYE => {
+                let reason = text_of(body.get(2..).unwrap_or(&[]));
+                tally.errors.fetch_add(in_flight.len() as u64, Ordering::Relaxed);
+                return Err(format!("the server closed the connection: {reason}"));
+            }
+            _ => continue,
+        };
+        in_flight.pop_front();
+        let latency_us = (sent_at.elapsed().as_micros() as u64).max(1);
+        {
+            let mut latency = tally.latency.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let _ = latency.0.record(latency_us);
+            let _ = latency.1.record(latency_us);
+        }
+        if started.elapsed() < duration {
+            send(1, &mut next, &mut in_flight)?;
+            tally.sent.store(next, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
