@@ -22,7 +22,6 @@ use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::ids::AccountId;
 use bourse_core::venue::OrderRecord;
 use bourse_core::{AccountRef, Command, Event, RejectReason, Side, StpMode, TimeInForce};
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -31,7 +30,7 @@ use tokio::sync::{mpsc, watch};
 use crate::link::{LinkError, Reply};
 use crate::rest::auth::{Caller, Signed};
 use crate::rest::Shared;
-use crate::ws::hub::{Channel, HubCommand, Kill, Outbound};
+use crate::ws::hub::{Channel, FeedBody, FeedMessage, FillMessage, HubCommand, Kill, Outbound};
 use wire::{code, server, ClientMessage, FrameWriter, NewOrder, WireDecimal};
 
 /// Requests of one connection waiting for the engine, at most; beyond it `busy`.
@@ -121,7 +120,7 @@ impl Connection {
                     None => break,
                 },
                 Some(done) = completed.recv() => connection.complete(done).await,
-                Some(json) = hub_receiver.recv() => connection.forward(&json),
+                Some(message) = hub_receiver.recv() => connection.forward(&message),
                 _ = &mut login_deadline, if connection.caller.is_none() => {
                     kill.kill("login_timeout");
                 }
@@ -407,13 +406,16 @@ impl Connection {
         }
     }
 
-    /// A hub message (the account's order update or fill, as JSON) as a binary frame.
-    fn forward(&self, json: &str) {
-        let Ok(message) = serde_json::from_str::<Value>(json) else { return };
-        let frame = match message["channel"].as_str() {
-            Some("fills") => fill_frame(&message["data"]),
-            Some("orders") => order_update_frame(&message["data"]),
-            _ => None,
+    /// A hub message (the account's order update or fill) as a binary frame, straight
+    /// from its typed form.
+    fn forward(&self, message: &FeedMessage) {
+        let frame = match &message.body {
+            FeedBody::Fill { fill, reference, .. } => fill_frame(reference, fill),
+            FeedBody::Order { record, reference, .. } => {
+                order_fields(FrameWriter::new(server::ORDER_UPDATE), reference, record)
+                    .map(FrameWriter::finish)
+            }
+            FeedBody::Text(_) | FeedBody::Json { .. } => None,
         };
         if let Some(frame) = frame {
             self.send(frame);
@@ -470,58 +472,71 @@ fn status_code(status: &str) -> u8 {
     }
 }
 
-fn wire_decimal(value: &Value) -> WireDecimal {
-    value.as_str().and_then(WireDecimal::from_text).unwrap_or(WireDecimal { mantissa: 0, scale: 0 })
-}
-
-/// ORDER_UPDATE from an order as the REST/WebSocket JSON shows it.
-fn order_update_frame(order: &Value) -> Option<Vec<u8>> {
-    Some(order_fields(FrameWriter::new(server::ORDER_UPDATE), order)?.finish())
-}
-
 /// ORDER_STATE (the answer to ORDER_STATUS, with its request id) from a record.
 fn order_state_frame(
     request_id: u64,
     reference: &crate::render::Reference,
     record: &OrderRecord,
 ) -> Vec<u8> {
-    let shown = crate::render::order_json(reference, record);
     let frame = FrameWriter::new(server::ORDER_STATE).u64(request_id);
-    // A record always renders with every field the layout needs.
-    order_fields(frame, &shown).map_or_else(Vec::new, FrameWriter::finish)
+    order_fields(frame, reference, record).map_or_else(Vec::new, FrameWriter::finish)
 }
 
-/// The fields ORDER_UPDATE and ORDER_STATE share, from the order's JSON.
-fn order_fields(frame: FrameWriter, order: &Value) -> Option<FrameWriter> {
-    let price = wire_decimal(&order["price"]);
-    let (filled, remaining) = (wire_decimal(&order["filled"]), wire_decimal(&order["remaining"]));
+/// A count of `10^-scale` units as the wire's decimal, in its shortest form.
+fn wire_units(units: i64, scale: u32) -> WireDecimal {
+    let decimal = bourse_core::Decimal::from_units(i128::from(units), scale);
+    WireDecimal {
+        mantissa: i64::try_from(decimal.mantissa()).unwrap_or(units),
+        scale: u8::try_from(decimal.scale()).unwrap_or(0),
+    }
+}
+
+/// The fields ORDER_UPDATE and ORDER_STATE share; `None` for an instrument the
+/// reference data does not know.
+fn order_fields(
+    frame: FrameWriter,
+    reference: &crate::render::Reference,
+    record: &OrderRecord,
+) -> Option<FrameWriter> {
+    let info = reference.instrument(record.instrument)?;
+    let price = record.price.map_or(WireDecimal { mantissa: 0, scale: 0 }, |price| {
+        wire_units(price.0, info.price_decimals)
+    });
+    let filled = wire_units(record.filled.0, info.qty_decimals);
+    let remaining = wire_units(record.remaining.0, info.qty_decimals);
     Some(
         frame
-            .u64(order["order_id"].as_u64()?)
-            .text(order["client_order_id"].as_str()?, wire::CLIENT_ORDER_ID_BYTES)
-            .u8(status_code(order["status"].as_str()?))
+            .u64(record.order_id)
+            .text(record.client_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
+            .u8(status_code(record.status.code()))
             .u8(price.scale)
             .u8(filled.scale)
             .u8(remaining.scale)
             .i64(price.mantissa)
             .i64(filled.mantissa)
             .i64(remaining.mantissa)
-            .u64(order["updated_ns"].as_u64()?),
+            .u64(record.updated_ns),
     )
 }
 
-/// FILL from a fill as the WebSocket JSON shows it.
-fn fill_frame(fill: &Value) -> Option<Vec<u8>> {
-    let (seq, index) = fill["trade_id"].as_str()?.split_once('-')?;
-    let (price, qty, fee) =
-        (wire_decimal(&fill["price"]), wire_decimal(&fill["qty"]), wire_decimal(&fill["fee"]));
+/// FILL from a typed fill.
+fn fill_frame(reference: &crate::render::Reference, fill: &FillMessage) -> Option<Vec<u8>> {
+    let info = reference.instrument(fill.instrument)?;
+    let (fee_asset, fee_decimals) = if fill.side == Side::Buy {
+        (&info.base, info.base_decimals)
+    } else {
+        (&info.quote, info.quote_decimals)
+    };
+    let price = wire_units(fill.price, info.price_decimals);
+    let qty = wire_units(fill.qty, info.qty_decimals);
+    let fee = wire_units(fill.fee, fee_decimals);
     Some(
         FrameWriter::new(server::FILL)
-            .text(fill["client_order_id"].as_str()?, wire::CLIENT_ORDER_ID_BYTES)
-            .u64(seq.parse().ok()?)
-            .u32(index.parse().ok()?)
-            .u8(if fill["side"] == "buy" { 1 } else { 2 })
-            .u8(if fill["liquidity"] == "maker" { 1 } else { 2 })
+            .text(fill.client_order_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
+            .u64(fill.trade_seq)
+            .u32(fill.trade_index)
+            .u8(if fill.side == Side::Buy { 1 } else { 2 })
+            .u8(if fill.maker { 1 } else { 2 })
             .u8(price.scale)
             .u8(qty.scale)
             .u8(fee.scale)
@@ -529,8 +544,8 @@ fn fill_frame(fill: &Value) -> Option<Vec<u8>> {
             .i64(price.mantissa)
             .i64(qty.mantissa)
             .i64(fee.mantissa)
-            .text(fill["fee_asset"].as_str()?, wire::ASSET_BYTES)
-            .u64(fill["ts_ns"].as_u64()?)
+            .text(fee_asset, wire::ASSET_BYTES)
+            .u64(fill.ts_ns)
             .finish(),
     )
 }

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
+use bourse_core::venue::OrderRecord;
 use bourse_core::{Event, Side};
 use bourse_engine::{Outcome, Released, ResultSink};
 use serde_json::{json, Value};
@@ -76,16 +77,107 @@ impl Kill {
     }
 }
 
+/// A fill on a private channel, in engine units: each protocol renders it.
+#[derive(Clone, Debug)]
+pub struct FillMessage {
+    pub trade_seq: u64,
+    pub trade_index: u32,
+    pub client_order_id: ClientOrderId,
+    pub instrument: InstrumentId,
+    pub side: Side,
+    pub maker: bool,
+    pub price: i64,
+    pub qty: i64,
+    /// In the asset this side received (base for a buyer, quote for a seller).
+    pub fee: i64,
+    pub ts_ns: u64,
+}
+
+/// What a channel message holds. Private messages stay typed, so that a binary
+/// connection never goes through JSON; `FeedMessage::text` renders JSON once, for
+/// WebSocket connections, however many share it.
+pub enum FeedBody {
+    /// Already JSON (acknowledgements, depth snapshots).
+    Text(Arc<str>),
+    /// JSON to which the channel's name and number are added.
+    Json {
+        channel: &'static str,
+        seq: u64,
+        message: Value,
+    },
+    Order {
+        seq: u64,
+        record: OrderRecord,
+        reference: Arc<Reference>,
+    },
+    Fill {
+        seq: u64,
+        fill: FillMessage,
+        reference: Arc<Reference>,
+    },
+}
+
+pub struct FeedMessage {
+    pub body: FeedBody,
+    text: std::sync::OnceLock<Arc<str>>,
+}
+
+impl FeedMessage {
+    pub fn new(body: FeedBody) -> Arc<FeedMessage> {
+        Arc::new(FeedMessage { body, text: std::sync::OnceLock::new() })
+    }
+
+    pub fn text_message(text: String) -> Arc<FeedMessage> {
+        FeedMessage::new(FeedBody::Text(Arc::from(text)))
+    }
+
+    /// The message as WebSocket JSON (rendered on first use).
+    pub fn text(&self) -> Arc<str> {
+        Arc::clone(self.text.get_or_init(|| match &self.body {
+            FeedBody::Text(text) => Arc::clone(text),
+            FeedBody::Json { channel, seq, message } => {
+                let mut message = message.clone();
+                message["channel"] = json!(channel);
+                message["seq"] = json!(seq);
+                Arc::from(message.to_string())
+            }
+            FeedBody::Order { seq, record, reference } => Arc::from(
+                json!({ "channel": "orders", "seq": seq, "data": order_json(reference, record) })
+                    .to_string(),
+            ),
+            FeedBody::Fill { seq, fill, reference } => {
+                Arc::from(json!({ "channel": "fills", "seq": seq, "data": fill_json(reference, fill) }).to_string())
+            }
+        }))
+    }
+}
+
+fn fill_json(reference: &Reference, fill: &FillMessage) -> Value {
+    let Some(info) = reference.instrument(fill.instrument) else { return Value::Null };
+    let (fee_asset, fee_decimals) = if fill.side == Side::Buy {
+        (&info.base, info.base_decimals)
+    } else {
+        (&info.quote, info.quote_decimals)
+    };
+    json!({
+        "trade_id": format!("{}-{}", fill.trade_seq, fill.trade_index),
+        "client_order_id": fill.client_order_id.as_str(), "symbol": info.symbol,
+        "side": fill.side.as_str(), "price": info.price(fill.price), "qty": info.qty(fill.qty),
+        "fee": decimal(i128::from(fill.fee), fee_decimals), "fee_asset": fee_asset,
+        "liquidity": if fill.maker { "maker" } else { "taker" }, "ts_ns": fill.ts_ns,
+    })
+}
+
 /// Where a connection's messages go: its bounded queue.
 #[derive(Clone)]
 pub struct Outbound {
-    pub sender: mpsc::Sender<Arc<str>>,
+    pub sender: mpsc::Sender<Arc<FeedMessage>>,
     pub kill: Arc<Kill>,
 }
 
 impl Outbound {
     /// Queues `message`; a full queue kills the connection (`slow_consumer`).
-    pub fn send(&self, message: &Arc<str>) -> bool {
+    pub fn send(&self, message: &Arc<FeedMessage>) -> bool {
         match self.sender.try_send(Arc::clone(message)) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -105,7 +197,7 @@ pub enum HubCommand {
         connection: u64,
         channel: Channel,
         outbound: Outbound,
-        acknowledgement: Option<Arc<str>>,
+        acknowledgement: Option<Arc<FeedMessage>>,
     },
     Unsubscribe {
         connection: u64,
@@ -287,7 +379,7 @@ impl Hub {
                     "channel": "depth", "symbol": info.symbol, "seq": seq, "type": "snapshot",
                     "bids": levels_json(info, &book.bids), "asks": levels_json(info, &book.asks),
                 });
-                outbound.send(&Arc::from(message.to_string()));
+                outbound.send(&FeedMessage::text_message(message.to_string()));
             }
             Channel::Balances(account) => {
                 self.balances.remove(account);
@@ -301,17 +393,21 @@ impl Hub {
         self.subscribers.contains_key(channel)
     }
 
-    /// Sends `data` on `channel` with the channel's next number.
-    fn publish(&mut self, channel: Channel, mut message: Value) {
+    /// Sends JSON `message` on `channel` with the channel's next number.
+    fn publish(&mut self, channel: Channel, message: Value) {
+        let name = channel.name();
+        self.publish_body(channel, |seq| FeedBody::Json { channel: name, seq, message });
+    }
+
+    /// Sends the body `make` builds for the channel's next number.
+    fn publish_body(&mut self, channel: Channel, make: impl FnOnce(u64) -> FeedBody) {
         let Some(connections) = self.subscribers.get(&channel) else { return };
         let seq = self.seqs.entry(channel.clone()).or_insert(0);
         *seq += 1;
-        message["channel"] = json!(channel.name());
-        message["seq"] = json!(*seq);
-        let text: Arc<str> = Arc::from(message.to_string());
+        let message = FeedMessage::new(make(*seq));
         let mut gone = Vec::new();
         for (connection, outbound) in connections {
-            if !outbound.send(&text) {
+            if !outbound.send(&message) {
                 gone.push(*connection);
             }
         }
@@ -359,7 +455,7 @@ impl Hub {
 
     fn on_event(
         &mut self,
-        reference: &Reference,
+        reference: &Arc<Reference>,
         event: &Event,
         ts: u64,
         trade_index: &mut u32,
@@ -387,36 +483,44 @@ impl Hub {
                         "trade_id": trade_id, "price": info.price(trade.price.0), "qty": info.qty(trade.qty.0),
                         "taker_side": trade.taker_side.as_str(), "ts_ns": ts } }),
                 );
-                for (account, client_id, side, fee, liquidity) in [
+                let trade_index_now = *trade_index - 1;
+                for (account, client_id, side, fee, maker) in [
                     (
                         trade.maker_account,
                         &trade.maker_id,
                         trade.taker_side.opposite(),
                         trade.maker_fee,
-                        "maker",
+                        true,
                     ),
                     (
                         trade.taker_account,
                         &trade.taker_id,
                         trade.taker_side,
                         trade.taker_fee,
-                        "taker",
+                        false,
                     ),
                 ] {
                     touched.orders.insert((account, client_id.clone()), ());
                     touched.accounts.insert(account);
-                    let (fee_asset, fee_decimals) = if side == Side::Buy {
-                        (&info.base, info.base_decimals)
-                    } else {
-                        (&info.quote, info.quote_decimals)
-                    };
                     if self.has(&Channel::Fills(account)) {
-                        let fill = json!({ "data": {
-                            "trade_id": trade_id, "client_order_id": client_id.as_str(), "symbol": info.symbol,
-                            "side": side.as_str(), "price": info.price(trade.price.0), "qty": info.qty(trade.qty.0),
-                            "fee": decimal(i128::from(fee.0), fee_decimals), "fee_asset": fee_asset,
-                            "liquidity": liquidity, "ts_ns": ts } });
-                        self.publish(Channel::Fills(account), fill);
+                        let fill = FillMessage {
+                            trade_seq: trade.seq,
+                            trade_index: trade_index_now,
+                            client_order_id: client_id.clone(),
+                            instrument: trade.instrument,
+                            side,
+                            maker,
+                            price: trade.price.0,
+                            qty: trade.qty.0,
+                            fee: fee.0,
+                            ts_ns: ts,
+                        };
+                        let reference = Arc::clone(reference);
+                        self.publish_body(Channel::Fills(account), |seq| FeedBody::Fill {
+                            seq,
+                            fill,
+                            reference,
+                        });
                     }
                 }
             }
@@ -459,7 +563,7 @@ impl Hub {
     }
 
     /// The records of the orders this release changed, for accounts that follow them.
-    async fn publish_orders(&mut self, reference: &Reference, touched: &Touched) {
+    async fn publish_orders(&mut self, reference: &Arc<Reference>, touched: &Touched) {
         let mut wanted: Vec<(AccountId, ClientOrderId)> = touched
             .orders
             .keys()
@@ -494,8 +598,12 @@ impl Hub {
         let mut records = records;
         records.sort_by_key(|record| (record.updated_ns, record.order_id));
         for record in records {
-            let message = json!({ "data": order_json(reference, &record) });
-            self.publish(Channel::Orders(record.account), message);
+            let reference = Arc::clone(reference);
+            self.publish_body(Channel::Orders(record.account), |seq| FeedBody::Order {
+                seq,
+                record,
+                reference,
+            });
         }
     }
 

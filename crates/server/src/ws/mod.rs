@@ -70,7 +70,7 @@ struct Connection {
     id: u64,
     state: Shared,
     outbound: Outbound,
-    receiver: mpsc::Receiver<Arc<str>>,
+    receiver: mpsc::Receiver<Arc<hub::FeedMessage>>,
     caller: Option<Caller>,
     subscriptions: HashSet<Channel>,
 }
@@ -115,7 +115,7 @@ impl Connection {
                 },
                 queued = self.receiver.recv() => match queued {
                     Some(message) => {
-                        if !send(&mut socket, message.to_string()).await {
+                        if !send(&mut socket, message.text().to_string()).await {
                             break Some("slow_consumer");
                         }
                     }
@@ -267,7 +267,7 @@ impl Connection {
             connection: self.id,
             channel,
             outbound: self.outbound.clone(),
-            acknowledgement: Some(Arc::from(answer.to_string())),
+            acknowledgement: Some(hub::FeedMessage::text_message(answer.to_string())),
         };
         self.state
             .hub
