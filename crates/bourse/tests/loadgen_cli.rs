@@ -117,8 +117,8 @@ fn bench_compare_exits_one_on_a_regression_and_zero_otherwise() {
     assert_eq!(missing.status.code(), Some(2));
 }
 
-#[test]
-fn against_the_sink_every_order_is_answered_without_any_setup() {
+/// `bourse loadgen-sink` on a free port, once it says where it listens.
+fn start_sink() -> (Child, String) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
     drop(listener);
@@ -131,6 +131,12 @@ fn against_the_sink_every_order_is_answered_without_any_setup() {
     let mut banner = String::new();
     BufReader::new(sink.stdout.take().unwrap()).read_line(&mut banner).unwrap();
     assert!(banner.contains(&address), "{banner}");
+    (sink, address)
+}
+
+#[test]
+fn against_the_sink_every_order_is_answered_without_any_setup() {
+    let (mut sink, address) = start_sink();
     let output = bourse()
         .args(["loadgen", "--tcp", &address, "--key", "any", "--secret", "any"])
         .args(["--rate", "20000", "--duration", "1", "--connections", "2", "--json"])
@@ -149,17 +155,7 @@ fn against_the_sink_every_order_is_answered_without_any_setup() {
 
 #[test]
 fn a_rate_step_reports_the_knee_and_stops_past_it() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    drop(listener);
-    let mut sink = bourse()
-        .args(["loadgen-sink", "--tcp", &address])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    BufReader::new(sink.stdout.take().unwrap()).read_line(&mut banner).unwrap();
+    let (mut sink, address) = start_sink();
     let step = |bound_us: &str| {
         let output = bourse()
             .args(["loadgen", "--tcp", &address, "--key", "k", "--secret", "s", "--json"])
@@ -197,17 +193,7 @@ fn a_rate_step_reports_the_knee_and_stops_past_it() {
 
 #[test]
 fn a_closed_loop_keeps_its_window_in_flight_and_says_where_latency_is_from() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    drop(listener);
-    let mut sink = bourse()
-        .args(["loadgen-sink", "--tcp", &address])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    BufReader::new(sink.stdout.take().unwrap()).read_line(&mut banner).unwrap();
+    let (mut sink, address) = start_sink();
     let output = bourse()
         .args(["loadgen", "--tcp", &address, "--key", "k", "--secret", "s", "--json"])
         .args(["--closed", "8", "--duration", "0.5", "--connections", "2"])
