@@ -11,11 +11,12 @@
 //! releases fills), every connection is closed with `resync`, so nobody misses private
 //! events without knowing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bourse_core::event::CommandOrderKey;
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
 use bourse_core::venue::OrderRecord;
 use bourse_core::{Event, Side};
@@ -251,9 +252,11 @@ pub struct Hub {
 /// What one release touched that private channels may need to show.
 #[derive(Default)]
 struct Touched {
-    orders: BTreeMap<(AccountId, ClientOrderId), ()>,
+    orders: BTreeSet<(AccountId, ClientOrderId)>,
     accounts: HashSet<AccountId>,
-    names: HashSet<String>,
+    /// Orders accepted by account name (an `accepted` event names the account as the
+    /// command did); `resolve_names` folds them into `orders` and `accounts`.
+    named: Vec<CommandOrderKey>,
     every_balance: bool,
     traded: HashSet<InstrumentId>,
     latest_ns: u64,
@@ -449,6 +452,7 @@ impl Hub {
         for instrument in std::mem::take(&mut touched.traded) {
             self.publish_ticker(&reference, instrument, touched.latest_ns);
         }
+        self.resolve_names(&mut touched).await;
         self.publish_orders(&reference, &touched).await;
         self.publish_touched_balances(touched).await;
     }
@@ -500,7 +504,7 @@ impl Hub {
                         false,
                     ),
                 ] {
-                    touched.orders.insert((account, client_id.clone()), ());
+                    touched.orders.insert((account, client_id.clone()));
                     touched.accounts.insert(account);
                     if self.has(&Channel::Fills(account)) {
                         let fill = FillMessage {
@@ -525,11 +529,11 @@ impl Hub {
                 }
             }
             Event::Done { account, id, .. } | Event::Amended { account, id, .. } => {
-                touched.orders.insert((*account, id.clone()), ());
+                touched.orders.insert((*account, id.clone()));
                 touched.accounts.insert(*account);
             }
             Event::Accepted { order: Some(key), .. } => {
-                touched.names.insert(format!("{}\u{0}{}", key.account, key.id));
+                touched.named.push(key.clone());
             }
             Event::Accepted { order: None, .. } => touched.every_balance = true,
             Event::Rejected { .. } => {}
@@ -562,24 +566,31 @@ impl Hub {
         self.publish(Channel::Ticker(instrument), message);
     }
 
+    /// Folds the orders accepted by account name into `orders` and `accounts`, once,
+    /// when anyone follows a private channel (account ids are cached after the first).
+    async fn resolve_names(&self, touched: &mut Touched) {
+        let private = self.subscribers.keys().any(|channel| {
+            matches!(channel, Channel::Orders(_) | Channel::Fills(_) | Channel::Balances(_))
+        });
+        if !private {
+            return;
+        }
+        for key in std::mem::take(&mut touched.named) {
+            if let Ok(Some(account)) = self.state.account_id(&key.account).await {
+                touched.orders.insert((account, key.id));
+                touched.accounts.insert(account);
+            }
+        }
+    }
+
     /// The records of the orders this release changed, for accounts that follow them.
     async fn publish_orders(&mut self, reference: &Arc<Reference>, touched: &Touched) {
-        let mut wanted: Vec<(AccountId, ClientOrderId)> = touched
+        let wanted: Vec<(AccountId, ClientOrderId)> = touched
             .orders
-            .keys()
+            .iter()
             .filter(|(account, _)| self.has(&Channel::Orders(*account)))
             .cloned()
             .collect();
-        for name_and_id in &touched.names {
-            let Some((name, id)) = name_and_id.split_once('\u{0}') else { continue };
-            if let Ok(Some(account)) = self.state.account_id(name).await {
-                if self.has(&Channel::Orders(account))
-                    && !wanted.iter().any(|(a, i)| *a == account && i == id)
-                {
-                    wanted.push((account, ClientOrderId::from(id)));
-                }
-            }
-        }
         if wanted.is_empty() {
             return;
         }
@@ -620,14 +631,7 @@ impl Hub {
                 _ => None,
             })
             .collect();
-        for name_and_id in &touched.names {
-            let Some((name, _)) = name_and_id.split_once('\u{0}') else { continue };
-            if let Ok(Some(account)) = self.state.account_id(name).await {
-                if self.has(&Channel::Balances(account)) && !accounts.contains(&account) {
-                    accounts.push(account);
-                }
-            }
-        }
+        accounts.sort();
         self.publish_balances(accounts).await;
     }
 
