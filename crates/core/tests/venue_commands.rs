@@ -43,8 +43,8 @@ use venue_stream::{
     MARKETS,
 };
 use venue_support::{
-    assert_every_truncation_fails, command_for, container, decodes_sanely, owned_command, Forks,
-    Harness, BTC_USD, ETH_USD,
+    assert_every_truncation_fails, command_for, container, decodes_sanely, owned_command,
+    venue_after, Forks, Harness, BTC_USD, ETH_USD,
 };
 
 // ----------------------------------------------------------------------------------
@@ -620,16 +620,8 @@ fn each_kind_of_bad_halt_list_has_its_error() {
 
 /// A venue of a random stream with halts (and activity when `track_activity`).
 fn venue_of_stream(seed: u64, commands: usize, track_activity: bool) -> Venue {
-    let lines = random_venue_stream(seed, commands);
-    let mut venue = Venue::new(Exchange::default(), track_activity);
-    let mut events = Vec::new();
-    for (index, line) in lines.iter().enumerate() {
-        let (command, ts) = command_of(line);
-        venue.apply(index as u64 + 1, ts, &command, &mut events);
-    }
-    let halt = Command::Halt { symbol: MARKETS[1].symbol.into() };
-    venue.apply(lines.len() as u64 + 1, None, &halt, &mut events);
-    venue
+    let last = Command::Halt { symbol: MARKETS[1].symbol.into() };
+    venue_after(&random_venue_stream(seed, commands), &last, track_activity)
 }
 
 #[test]

@@ -26,7 +26,7 @@ mod venue_support;
 use bourse_core::format::{parse_line, write_command};
 use bourse_core::ids::AccountId;
 use bourse_core::snapshot::{decode_venue, SnapshotError, MAGIC, VENUE_MAGIC};
-use bourse_core::{AccountRef, Command, Event, Exchange, ExchangeConfig, RejectReason, Venue};
+use bourse_core::{AccountRef, Command, Event, ExchangeConfig, RejectReason, Venue};
 use random::Random;
 use snapshot_bytes::{state_bytes, venue_bytes};
 use support::{
@@ -34,7 +34,8 @@ use support::{
 };
 use venue_stream::{command_of, random_venue_stream_with_limits};
 use venue_support::{
-    assert_every_truncation_fails, container, decodes_sanely, owned_command, Harness, BTC_USD,
+    assert_every_truncation_fails, container, decodes_sanely, owned_command, venue_after, Harness,
+    BTC_USD,
 };
 
 fn set_limits(open_orders_per_account: u64) -> Cmd {
@@ -535,16 +536,8 @@ fn each_kind_of_bad_limit_has_its_error() {
 
 /// A venue of a random stream with limits, ending with a limit in force.
 fn venue_of_stream(seed: u64, commands: usize, track_activity: bool) -> Venue {
-    let lines = random_venue_stream_with_limits(seed, commands);
-    let mut venue = Venue::new(Exchange::default(), track_activity);
-    let mut events = Vec::new();
-    for (index, line) in lines.iter().enumerate() {
-        let (command, ts) = command_of(line);
-        venue.apply(index as u64 + 1, ts, &command, &mut events);
-    }
-    let limit = Command::SetLimits { open_orders_per_account: 200 };
-    venue.apply(lines.len() as u64 + 1, None, &limit, &mut events);
-    venue
+    let last = Command::SetLimits { open_orders_per_account: 200 };
+    venue_after(&random_venue_stream_with_limits(seed, commands), &last, track_activity)
 }
 
 #[test]

@@ -145,6 +145,19 @@ impl Harness {
 }
 
 /// Events as the JSON objects `write_event` prints for them.
+/// A venue that applied `lines` (replay-format commands, seqs 1, 2, ...) and then
+/// `last`.
+pub fn venue_after(lines: &[String], last: &Command<'_>, track_activity: bool) -> Venue {
+    let mut venue = Venue::new(Exchange::default(), track_activity);
+    let mut events = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        let (command, ts) = command_of(line);
+        venue.apply(index as u64 + 1, ts, &command, &mut events);
+    }
+    venue.apply(lines.len() as u64 + 1, None, last, &mut events);
+    venue
+}
+
 /// Every proper prefix of a venue snapshot is an error.
 pub fn assert_every_truncation_fails(bytes: &[u8], track_activity: bool) {
     for length in 0..bytes.len() {
