@@ -134,18 +134,24 @@ fn start_sink() -> (Child, String) {
     (sink, address)
 }
 
+/// `bourse loadgen --json` against the sink at `address` with `args`; its results.
+fn against_sink(address: &str, args: &[&str]) -> serde_json::Value {
+    let output = bourse()
+        .args(["loadgen", "--tcp", address, "--key", "k", "--secret", "s", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 #[test]
 fn against_the_sink_every_order_is_answered_without_any_setup() {
     let (mut sink, address) = start_sink();
-    let output = bourse()
-        .args(["loadgen", "--tcp", &address, "--key", "any", "--secret", "any"])
-        .args(["--rate", "20000", "--duration", "1", "--connections", "2", "--json"])
-        .output()
-        .unwrap();
+    let results =
+        against_sink(&address, &["--rate", "20000", "--duration", "1", "--connections", "2"]);
     sink.kill().unwrap();
     let _ = sink.wait();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let results: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         (results["ok"].as_u64(), results["errors"].as_u64()),
         (Some(20_000), Some(0)),
@@ -157,23 +163,9 @@ fn against_the_sink_every_order_is_answered_without_any_setup() {
 fn a_rate_step_reports_the_knee_and_stops_past_it() {
     let (mut sink, address) = start_sink();
     let step = |bound_us: &str| {
-        let output = bourse()
-            .args(["loadgen", "--tcp", &address, "--key", "k", "--secret", "s", "--json"])
-            .args([
-                "--rate",
-                "2000",
-                "--step-to",
-                "8000",
-                "--step-factor",
-                "2",
-                "--duration",
-                "0.5",
-            ])
-            .args(["--p99-bound-us", bound_us])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+        let steps = ["--rate", "2000", "--step-to", "8000", "--step-factor", "2"];
+        let rest = ["--duration", "0.5", "--p99-bound-us", bound_us];
+        against_sink(&address, &[&steps[..], &rest[..]].concat())
     };
     let generous = step("10000000");
     assert_eq!(generous["knee_rate_per_sec"], 8000.0, "{generous}");
@@ -194,15 +186,10 @@ fn a_rate_step_reports_the_knee_and_stops_past_it() {
 #[test]
 fn a_closed_loop_keeps_its_window_in_flight_and_says_where_latency_is_from() {
     let (mut sink, address) = start_sink();
-    let output = bourse()
-        .args(["loadgen", "--tcp", &address, "--key", "k", "--secret", "s", "--json"])
-        .args(["--closed", "8", "--duration", "0.5", "--connections", "2"])
-        .output()
-        .unwrap();
+    let results =
+        against_sink(&address, &["--closed", "8", "--duration", "0.5", "--connections", "2"]);
     sink.kill().unwrap();
     let _ = sink.wait();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let results: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         (results["mode"].as_str(), results["latency_from"].as_str()),
         (Some("closed"), Some("actual send time"))
