@@ -200,3 +200,152 @@ fn a_closed_loop_keeps_its_window_in_flight_and_says_where_latency_is_from() {
     let refused = bourse().args(["loadgen", "--closed", "0"]).output().unwrap();
     assert!(!refused.status.success());
 }
+
+#[test]
+fn an_html_report_is_one_self_contained_page_for_a_run_and_for_a_step() {
+    let (mut sink, address) = start_sink();
+    let directory = tempfile::tempdir().unwrap();
+    let page_of = |args: &[&str], name: &str| {
+        let path = directory.path().join(name);
+        let path_text = path.to_str().unwrap();
+        let results = against_sink(&address, &[args, &["--html", path_text]].concat());
+        (results, std::fs::read_to_string(&path).unwrap())
+    };
+    let (results, page) =
+        page_of(&["--rate", "4000", "--duration", "1.5", "--connections", "2"], "run.html");
+    let percentiles = results["percentiles"].as_array().unwrap();
+    assert_eq!(percentiles.last().unwrap(), &serde_json::json!([100.0, results["max_us"]]));
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(page.contains("<svg") && page.contains("Latency by percentile"));
+    for parameter in ["target_rate_per_sec", "connections", "duration_s", "cpu_model"] {
+        assert!(page.contains(parameter), "{parameter} missing");
+    }
+    for external in ["<script src", "http://", "https://", "<link", "url("] {
+        assert!(!page.contains(external), "{external} in the page");
+    }
+    let steps = ["--rate", "2000", "--step-to", "4000", "--step-factor", "2"];
+    let rest = ["--duration", "0.5", "--p99-bound-us", "10000000"];
+    let (_, page) = page_of(&[&steps[..], &rest[..]].concat(), "step.html");
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("Knee: 4,000 orders/s"), "{page}");
+    assert!(page.contains("Step 1: 2,000 orders/s") && page.contains("Step 2: 4,000 orders/s"));
+    let (_, page) = page_of(&["--closed", "4", "--duration", "0.5"], "closed.html");
+    assert!(page.contains("closed loop") && page.contains("actual send time"));
+    sink.kill().unwrap();
+    let _ = sink.wait();
+}
+
+#[test]
+fn watching_the_sinks_pid_samples_its_resident_memory() {
+    let (mut sink, address) = start_sink();
+    let pid = sink.id().to_string();
+    let results =
+        against_sink(&address, &["--rate", "4000", "--duration", "1.5", "--watch-pid", &pid]);
+    sink.kill().unwrap();
+    let _ = sink.wait();
+    let rss = &results["server_rss_kib"];
+    assert!(rss["max"].as_u64().unwrap() > 0, "{results}");
+    assert!(rss["first"].as_u64().unwrap() > 0 && rss["last"].as_u64().unwrap() > 0);
+    assert_eq!(rss["pid"].to_string(), pid);
+    let timeline = results["timeline"].as_array().unwrap();
+    assert!(!timeline.is_empty());
+    assert!(timeline.iter().all(|second| second["rss_kib"].as_u64().unwrap() > 0), "{results}");
+    let missing = bourse()
+        .args(["loadgen", "--key", "k", "--secret", "s", "--watch-pid", "4294967295"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success());
+    assert!(stderr.contains("cannot read /proc/4294967295/status"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `bourse loadgen-sink` answering binary order entry and REST and WebSocket: its
+/// process and the two addresses (`tcp`, `http`).
+fn start_sink_with_http() -> (Child, String, String) {
+    let free = || {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let (tcp, http) = (free(), free());
+    let mut sink = bourse()
+        .args(["loadgen-sink", "--tcp", &tcp, "--http", &http])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(sink.stdout.take().unwrap()).lines();
+    let banners = [lines.next().unwrap().unwrap(), lines.next().unwrap().unwrap()];
+    assert!(banners[0].contains(&tcp) && banners[1].contains(&http), "{banners:?}");
+    (sink, tcp, http)
+}
+
+/// Every order of a run answered `ok`, nothing else, and the run's JSON fields.
+fn assert_all_ok(results: &serde_json::Value, protocol: &str, sent: u64) {
+    assert_eq!(results["protocol"], protocol, "{results}");
+    assert_eq!(results["sent"], sent, "{results}");
+    assert_eq!(results["ok"], sent, "every order accepted: {results}");
+    assert_eq!((results["rejected"].as_u64(), results["errors"].as_u64()), (Some(0), Some(0)));
+    let (p50, p99, max) = (
+        results["p50_us"].as_u64().unwrap(),
+        results["p99_us"].as_u64().unwrap(),
+        results["max_us"].as_u64().unwrap(),
+    );
+    assert!(0 < p50 && p50 <= p99 && p99 <= max, "{results}");
+    assert!(!results["timeline"].as_array().unwrap().is_empty(), "{results}");
+}
+
+#[test]
+fn rest_and_websocket_runs_against_the_sink_answer_every_order() {
+    let (mut sink, _, http) = start_sink_with_http();
+    let run = |protocol: &str, args: &[&str]| {
+        let output = bourse()
+            .args(["loadgen", "--protocol", protocol, "--http", &http])
+            .args(["--key", "k", "--secret", "s", "--json", "--connections", "2"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    for protocol in ["rest", "ws"] {
+        let results = run(protocol, &["--rate", "20000", "--duration", "1"]);
+        assert_all_ok(&results, protocol, 20_000);
+        assert_eq!(results["latency_from"], "scheduled send time");
+        let closed = run(protocol, &["--closed", "8", "--duration", "0.5"]);
+        assert_eq!(
+            (closed["mode"].as_str(), closed["protocol"].as_str()),
+            (Some("closed"), Some(protocol))
+        );
+        assert_eq!(closed["ok"], closed["sent"], "every order answered: {closed}");
+        assert!(closed["ok"].as_u64().unwrap() > 1_000, "{closed}");
+        assert_eq!(closed["errors"], 0);
+    }
+    sink.kill().unwrap();
+    let _ = sink.wait();
+}
+
+#[test]
+fn rest_and_websocket_runs_against_bourse_serve_have_every_order_accepted() {
+    let directory = tempfile::tempdir().unwrap();
+    let data_dir = directory.path().join("data");
+    let mut served = serve(&data_dir);
+    let run = |protocol: &str, symbol: &str| {
+        bourse()
+            .args(["loadgen", "--protocol", protocol, "--http", &served.http, "--tcp", &served.tcp])
+            .arg("--admin-key-file")
+            .arg(data_dir.join("server/admin.key"))
+            .args(["--symbol", symbol])
+            .args(["--rate", "400", "--duration", "1", "--connections", "2", "--json"])
+            .output()
+            .unwrap()
+    };
+    let outputs = [("rest", run("rest", "LG-REST")), ("ws", run("ws", "LG-WS"))];
+    served.child.kill().unwrap();
+    let _ = served.child.wait();
+    for (protocol, output) in outputs {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+        let results: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_all_ok(&results, protocol, 400);
+    }
+}

@@ -38,7 +38,8 @@ use support::{
 };
 use venue_stream::{deposit_line, random_stream, with_fresh_ids, DEFINITIONS};
 use venue_support::{
-    command_for, decodes_sanely, split_venue_snapshot, Forks, Harness, BTC_USD, ETH_USD,
+    command_for, decodes_sanely, owned_command, split_venue_snapshot, Forks, Harness, BTC_USD,
+    ETH_USD,
 };
 
 // ----------------------------------------------------------------------------------
@@ -1075,4 +1076,37 @@ fn measure_the_cost_of_tracking_activity() {
     }
     eprintln!("tracking activity: {:.2}x the exchange's time", best[2] / best[0]);
     assert_eq!(outcome[0], outcome[2], "the stream reuses no finished id");
+}
+
+#[test]
+fn order_id_of_names_the_order_each_accepted_order_command_acted_on() {
+    let mut harness = Harness::funded(true);
+    let acted_on = |harness: &mut Harness, line: String| {
+        let (command, ts) = owned_command(line);
+        harness.seq += 1;
+        let mut events = Vec::new();
+        harness.venue.apply(harness.seq, ts, &command, &mut events);
+        harness.venue.order_id_of(harness.seq, &command, &events)
+    };
+    let placed_seq = harness.seq + 1;
+    assert_eq!(
+        acted_on(&mut harness, buy("alice", "b1", "100", "5").to_string()),
+        Some(placed_seq)
+    );
+    let amended = acted_on(&mut harness, amend_qty("alice", "b1", "3").to_string());
+    assert_eq!(amended, Some(placed_seq));
+    assert_eq!(acted_on(&mut harness, cancel("alice", "b1").to_string()), Some(placed_seq));
+    // Rejected: an unknown order, a reused id; and a command that names no order.
+    assert_eq!(acted_on(&mut harness, cancel("alice", "nope").to_string()), None);
+    assert_eq!(acted_on(&mut harness, buy("alice", "b1", "100", "5").to_string()), None);
+    assert_eq!(acted_on(&mut harness, deposit("alice", "BTC", "1").to_string()), None);
+}
+
+#[test]
+fn order_id_of_is_none_without_activity() {
+    let mut harness = Harness::funded(false);
+    let (command, ts) = owned_command(buy("alice", "b1", "100", "5").to_string());
+    let mut events = Vec::new();
+    harness.venue.apply(harness.seq + 1, ts, &command, &mut events);
+    assert_eq!(harness.venue.order_id_of(harness.seq + 1, &command, &events), None);
 }

@@ -113,15 +113,18 @@ impl Applier {
                     write_event(&mut released.rendered, self.venue.exchange(), event);
                 }
             }
+            let order_id = self.venue.order_id_of(seq, command, &released.events[events_start..]);
             released.outcomes.push(Outcome::Applied(CommandResult {
                 correlation: origin.correlation,
                 seq,
                 ts,
+                order_id,
                 events: events_start..released.events.len(),
                 rendered: rendered_start..released.rendered.len(),
             }));
             if tap != NO_TAP && tap != origin.session {
-                self.copy_to_tap(tap, origin.session, events_start, (origin.correlation, seq, ts));
+                let stamp = (origin.correlation, seq, ts, order_id);
+                self.copy_to_tap(tap, origin.session, events_start, stamp);
             }
             // Releasing (or holding) in chunks rather than at the batch's end keeps a
             // large batch from delaying its first outcomes, and each release small.
@@ -137,8 +140,14 @@ impl Applier {
 
     /// Gives the tap session the outcome just gathered for `origin` (its events from
     /// `events_start`), so that the tap sees every command, released like any session's.
-    fn copy_to_tap(&mut self, tap: u32, origin: u32, events_start: usize, stamp: (u64, u64, u64)) {
-        let (correlation, seq, ts) = stamp;
+    fn copy_to_tap(
+        &mut self,
+        tap: u32,
+        origin: u32,
+        events_start: usize,
+        stamp: (u64, u64, u64, Option<u64>),
+    ) {
+        let (correlation, seq, ts, order_id) = stamp;
         pending(&mut self.per_session, &mut self.touched, tap);
         let (origin_index, tap_index) = (origin as usize, tap as usize);
         let (from, to) = if origin_index < tap_index {
@@ -154,6 +163,7 @@ impl Applier {
             correlation,
             seq,
             ts,
+            order_id,
             events: start..to.events.len(),
             rendered: 0..0,
         }));

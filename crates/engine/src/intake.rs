@@ -92,6 +92,10 @@ pub struct CommandResult {
     pub correlation: u64,
     pub seq: u64,
     pub ts: u64,
+    /// The exchange's id of the order the command acted on, when the engine keeps the
+    /// order activity: a new order's (its `seq`, if accepted), or the order a cancel or
+    /// amend named (if remembered). `None` otherwise.
+    pub order_id: Option<u64>,
     /// `accepted` or `rejected` first, then trades, dones, amends: `Released::events`.
     pub events: Range<usize>,
     /// The events as replay-format lines (when the engine renders them):

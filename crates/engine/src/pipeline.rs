@@ -200,6 +200,22 @@ impl Shared {
         self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
+    /// Gives `sink` a session id (reusing a closed session's).
+    fn register(&self, sink: Arc<dyn ResultSink>) -> u32 {
+        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        let id = match sessions.iter().position(Option::is_none) {
+            Some(free) => {
+                sessions[free] = Some(sink);
+                free
+            }
+            None => {
+                sessions.push(Some(sink));
+                sessions.len() - 1
+            }
+        };
+        id as u32
+    }
+
     pub(crate) fn stats_snapshot(&self) -> StatsSnapshot {
         let stats = &self.stats;
         StatsSnapshot {
@@ -307,18 +323,8 @@ impl Engine {
 
     /// Registers a producer whose outcomes go to `sink`.
     pub fn open_session(&self, sink: Arc<dyn ResultSink>) -> Session {
-        let mut sessions = self.shared.sessions.write().unwrap_or_else(|p| p.into_inner());
-        let id = match sessions.iter().position(Option::is_none) {
-            Some(free) => {
-                sessions[free] = Some(sink);
-                free
-            }
-            None => {
-                sessions.push(Some(sink));
-                sessions.len() - 1
-            }
-        };
-        Session { id: id as u32, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
+        let id = self.shared.register(sink);
+        Session { id, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
     }
 
     /// Opens the tap: a session whose sink gets, besides its own outcomes, every applied
@@ -453,6 +459,14 @@ impl Session {
             }
             Err(TrySendError::Disconnected(_)) => Err(self.stopped_error()),
         }
+    }
+
+    /// Opens another session on the same engine, whose outcomes go to `sink`: a
+    /// gateway gives each connection its own, so that outcomes come back to the
+    /// connection that sent the command without a shared table of waiters.
+    pub fn open_sibling(&self, sink: Arc<dyn ResultSink>) -> Session {
+        let id = self.shared.register(sink);
+        Session { id, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
     }
 
     /// Why the engine stopped taking commands, if it did.

@@ -1,20 +1,21 @@
 //! The gateways' one way into the engine: submit a command and await its outcome, or
 //! run a read on the engine's state and await its answer, from async code.
 //!
-//! All gateways share one engine session. Each submission gets a correlation number and
-//! a oneshot channel; the engine's applier thread delivers outcomes (once durable, in
+//! A binary TCP connection opens its own `Lane` (its own engine session, its outcomes
+//! on its own channel). The other gateways share one engine session: each submission
+//! gets a correlation number and a oneshot channel; the engine's applier thread delivers outcomes (once durable, in
 //! `sync` mode) to `Waiting`, which hands each to its waiter without blocking. A
 //! waiter that went away (a client that disconnected) simply drops its outcome: the
 //! command was still sequenced and applied, and its result can be read back.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bourse_core::venue::Venue;
 use bourse_core::{Command, Event};
 use bourse_engine::{CommandResult, Outcome, Released, ResultSink, Session, SubmitError};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 /// The outcome of one command, with its events.
 #[derive(Clone, Debug)]
@@ -106,6 +107,69 @@ pub struct EngineLink {
     waiting: Arc<Waiting>,
     next_correlation: AtomicU64,
     in_flight_max: usize,
+    /// Commands submitted through lanes whose outcomes their lane has not taken yet.
+    lanes_in_flight: Arc<AtomicUsize>,
+}
+
+/// What a lane's sink hands its connection: a release of outcomes, in sequence order.
+pub type LaneReleases = mpsc::UnboundedReceiver<Arc<Released>>;
+
+struct LaneSink(mpsc::UnboundedSender<Arc<Released>>);
+
+impl ResultSink for LaneSink {
+    fn deliver(&self, released: Released) {
+        // A connection that is gone has nothing to answer.
+        let _ = self.0.send(Arc::new(released));
+    }
+}
+
+/// One connection's own session on the engine. Its commands' outcomes come back on
+/// its own channel (`LaneReleases`), in the order the commands were submitted, as the
+/// engine releases them: no shared table of waiters, no task per request. The
+/// connection matches them to its requests by correlation number, oldest first, and
+/// calls `taken` for each.
+pub struct Lane {
+    session: Session,
+    next_correlation: u64,
+    /// This lane's commands not yet `taken`.
+    in_flight: usize,
+    /// Over all lanes, shared with the link for `in_flight_max` and `/metrics`.
+    lanes_in_flight: Arc<AtomicUsize>,
+    in_flight_max: usize,
+}
+
+impl Lane {
+    /// Submits `command`: its correlation number, to find its outcome by. `Busy` when
+    /// the gateways already have `in_flight_max` commands waiting, or the engine's
+    /// queue is full.
+    pub fn submit(&mut self, command: &Command<'_>) -> Result<u64, LinkError> {
+        if self.lanes_in_flight.load(Ordering::Relaxed) >= self.in_flight_max {
+            return Err(LinkError::Busy(self.in_flight_max));
+        }
+        let correlation = self.next_correlation;
+        self.session.submit(command, correlation)?;
+        self.next_correlation += 1;
+        self.in_flight += 1;
+        self.lanes_in_flight.fetch_add(1, Ordering::Relaxed);
+        Ok(correlation)
+    }
+
+    /// Notes that `count` outcomes were taken from the lane's releases.
+    pub fn taken(&mut self, count: usize) {
+        let count = count.min(self.in_flight);
+        self.in_flight -= count;
+        self.lanes_in_flight.fetch_sub(count, Ordering::Relaxed);
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        self.lanes_in_flight.fetch_sub(self.in_flight, Ordering::Relaxed);
+    }
 }
 
 impl EngineLink {
@@ -114,7 +178,28 @@ impl EngineLink {
     pub fn open(engine: &bourse_engine::Engine, in_flight_max: usize) -> EngineLink {
         let waiting = Arc::new(Waiting::default());
         let session = Arc::new(engine.open_session(Arc::clone(&waiting) as Arc<dyn ResultSink>));
-        EngineLink { session, waiting, next_correlation: AtomicU64::new(1), in_flight_max }
+        EngineLink {
+            session,
+            waiting,
+            next_correlation: AtomicU64::new(1),
+            in_flight_max,
+            lanes_in_flight: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Opens a connection's own lane into the engine, and the channel its outcomes
+    /// come back on.
+    pub fn open_lane(&self) -> (Lane, LaneReleases) {
+        let (sender, releases) = mpsc::unbounded_channel();
+        let session = self.session.open_sibling(Arc::new(LaneSink(sender)));
+        let lane = Lane {
+            session,
+            next_correlation: 1,
+            in_flight: 0,
+            lanes_in_flight: Arc::clone(&self.lanes_in_flight),
+            in_flight_max: self.in_flight_max,
+        };
+        (lane, releases)
     }
 
     /// Submits `command` and waits until its outcome is released (durable, in `sync`
@@ -130,7 +215,7 @@ impl EngineLink {
         let (sender, receiver) = oneshot::channel();
         {
             let mut waiters = self.waiters();
-            if waiters.len() >= self.in_flight_max {
+            if waiters.len() + self.lanes_in_flight.load(Ordering::Relaxed) >= self.in_flight_max {
                 return Err(LinkError::Busy(self.in_flight_max));
             }
             waiters.insert(correlation, sender);
@@ -184,8 +269,11 @@ impl EngineLink {
     /// What `/metrics` reads of the engine at each scrape.
     pub fn figures(&self) -> crate::metrics::EngineFigures {
         let waiting = Arc::clone(&self.waiting);
-        let in_flight =
-            move || waiting.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len();
+        let lanes_in_flight = Arc::clone(&self.lanes_in_flight);
+        let in_flight = move || {
+            waiting.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+                + lanes_in_flight.load(Ordering::Relaxed)
+        };
         crate::metrics::EngineFigures::new(Arc::clone(&self.session), Arc::new(in_flight))
     }
 
@@ -195,7 +283,7 @@ impl EngineLink {
     }
 
     pub fn in_flight(&self) -> usize {
-        self.waiters().len()
+        self.waiters().len() + self.lanes_in_flight.load(Ordering::Relaxed)
     }
 
     fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {

@@ -123,6 +123,19 @@ impl Metrics {
         self.connections.get_or_create(&ProtocolLabels { protocol }).dec();
     }
 
+    /// The counter and latency histogram of one protocol, route and status, looked up
+    /// once: a connection that answers many requests keeps them (counting through
+    /// them is two atomic additions, no label lookup).
+    pub fn route(&self, protocol: &'static str, route: &str, status: u16) -> RouteMetrics {
+        let labels = RequestLabels { protocol, route: route.to_string(), status };
+        let requests = self.requests.get_or_create(&labels).clone();
+        let seconds = self
+            .request_seconds
+            .get_or_create(&RouteLabels { protocol, route: route.to_string() })
+            .clone();
+        RouteMetrics { requests, seconds }
+    }
+
     pub fn request(&self, protocol: &'static str, route: &str, status: u16, seconds: f64) {
         self.requests
             .get_or_create(&RequestLabels { protocol, route: route.to_string(), status })
@@ -130,6 +143,20 @@ impl Metrics {
         self.request_seconds
             .get_or_create(&RouteLabels { protocol, route: route.to_string() })
             .observe(seconds);
+    }
+}
+
+/// What `Metrics::route` returns: counts one answered request.
+#[derive(Clone, Debug)]
+pub struct RouteMetrics {
+    requests: Counter,
+    seconds: Histogram,
+}
+
+impl RouteMetrics {
+    pub fn observe(&self, seconds: f64) {
+        self.requests.inc();
+        self.seconds.observe(seconds);
     }
 }
 

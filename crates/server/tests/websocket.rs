@@ -297,3 +297,215 @@ fn a_logged_in_connection_shares_its_keys_request_rate() {
     assert!(limited >= 4 && pongs >= 4, "{answers:?}");
     assert_eq!(limited + pongs, 10);
 }
+
+// Order entry over WebSocket: `order`, `cancel` and `amend` with a `req_id`.
+
+fn entry(socket: &mut Socket, request: Value) -> Value {
+    send(socket, request);
+    next(socket)
+}
+
+fn limit(req_id: u64, side: &str, price: &str, qty: &str, id: &str) -> Value {
+    json!({ "op": "order", "req_id": req_id, "symbol": "BTC-USD", "side": side, "type": "limit",
+            "price": price, "qty": qty, "client_order_id": id })
+}
+
+#[test]
+fn orders_are_placed_cancelled_and_amended_with_their_req_id_echoed() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let (seller, buyer) = server.seller_and_buyer("10", "100000");
+    let mut socket = connect(server.address);
+    login(&mut socket, &seller);
+
+    let placed = entry(&mut socket, limit(1, "sell", "101", "1", "w1"));
+    assert_eq!((placed["op"].as_str(), placed["req_id"].as_u64()), (Some("ack"), Some(1)));
+    let order = &placed["order"];
+    assert_eq!(
+        (order["client_order_id"].as_str(), order["status"].as_str(), order["price"].as_str()),
+        (Some("w1"), Some("open"), Some("101")),
+        "{placed}"
+    );
+    assert_eq!(placed["fills"], json!([]));
+    // The same order object as REST's.
+    let order_id = order["order_id"].as_u64().unwrap();
+    let (status, rest) = seller.get(&format!("/v1/orders/{order_id}"));
+    assert_eq!(status, 200);
+    assert_eq!(&rest, order);
+
+    // A reused client order id: duplicate_id with the original order, like REST's 409.
+    let again = entry(&mut socket, limit(2, "sell", "105", "2", "w1"));
+    assert_eq!(
+        (again["op"].as_str(), again["req_id"].as_u64(), again["code"].as_str()),
+        (Some("error"), Some(2), Some("duplicate_id")),
+        "{again}"
+    );
+    assert_eq!(again["order"]["order_id"].as_u64(), Some(order_id));
+    assert_eq!(again["order"]["price"], "101");
+
+    // A string req_id is echoed too; amend by the exchange's id.
+    let amended = entry(
+        &mut socket,
+        json!({ "op": "amend", "req_id": "a-3", "order_id": order_id, "price": "102" }),
+    );
+    assert_eq!((amended["op"].as_str(), amended["req_id"].as_str()), (Some("ack"), Some("a-3")));
+    assert_eq!(amended["order"]["price"], "102", "{amended}");
+    let amended = entry(
+        &mut socket,
+        json!({ "op": "amend", "req_id": 4, "client_order_id": "w1", "qty": "0.5" }),
+    );
+    assert_eq!(amended["order"]["remaining"], "0.5", "{amended}");
+
+    // Another account's trade shows in the order the next answer carries.
+    let (status, _) = buyer.post(
+        "/v1/orders",
+        r#"{"symbol":"BTC-USD","side":"buy","type":"limit","price":"102","qty":"0.2","client_order_id":"b1"}"#,
+    );
+    assert_eq!(status, 200);
+    let cancelled =
+        entry(&mut socket, json!({ "op": "cancel", "req_id": 5, "client_order_id": "w1" }));
+    assert_eq!((cancelled["op"].as_str(), cancelled["req_id"].as_u64()), (Some("ack"), Some(5)));
+    assert_eq!(
+        (cancelled["order"]["status"].as_str(), cancelled["order"]["filled"].as_str()),
+        (Some("canceled"), Some("0.2")),
+        "{cancelled}"
+    );
+    // Cancelling it again, or an order that is not there: the engine's reason.
+    let gone = entry(&mut socket, json!({ "op": "cancel", "req_id": 6, "order_id": order_id }));
+    assert_eq!((gone["req_id"].as_u64(), gone["code"].as_str()), (Some(6), Some("unknown_order")));
+    let gone = entry(&mut socket, json!({ "op": "cancel", "req_id": 7, "order_id": 999_999 }));
+    assert_eq!(gone["code"], "unknown_order");
+
+    // A taker order's fills come with its answer, like REST's.
+    entry(&mut socket, limit(8, "sell", "100", "1", "w2"));
+    let mut taker = connect(server.address);
+    login(&mut taker, &buyer);
+    let taken = entry(&mut taker, limit(9, "buy", "100", "0.25", "b2"));
+    assert_eq!(taken["order"]["status"], "filled", "{taken}");
+    assert_eq!(
+        (taken["fills"][0]["qty"].as_str(), taken["fills"][0]["liquidity"].as_str()),
+        (Some("0.25"), Some("taker"))
+    );
+    // Cancel by the exchange's id.
+    let w2 = seller.get("/v1/orders?client_order_id=w2").1["order_id"].as_u64().unwrap();
+    let cancelled = entry(&mut socket, json!({ "op": "cancel", "req_id": 10, "order_id": w2 }));
+    assert_eq!(cancelled["order"]["status"], "canceled", "{cancelled}");
+}
+
+#[test]
+fn order_entry_errors_carry_the_req_id_and_rests_codes() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let (seller, _) = server.seller_and_buyer("10", "100000");
+    let mut socket = connect(server.address);
+    let before = entry(&mut socket, limit(1, "sell", "101", "1", "e1"));
+    assert_eq!(
+        (before["op"].as_str(), before["req_id"].as_u64(), before["code"].as_str()),
+        (Some("error"), Some(1), Some("login_required")),
+        "{before}"
+    );
+    login(&mut socket, &seller);
+    let order = |fields: Value| {
+        let mut request = limit(2, "sell", "101", "1", "e2");
+        for (field, value) in fields.as_object().unwrap() {
+            if value.is_null() {
+                request.as_object_mut().unwrap().remove(field);
+            } else {
+                request[field] = value.clone();
+            }
+        }
+        request
+    };
+    for (request, code) in [
+        (order(json!({ "price": "abc" })), "malformed"),
+        (order(json!({ "price": 101 })), "malformed"),
+        (order(json!({ "side": "sideways" })), "malformed"),
+        (order(json!({ "colour": "blue" })), "malformed"),
+        (order(json!({ "price": null })), "malformed"),
+        (order(json!({ "client_order_id": "has space" })), "malformed"),
+        (order(json!({ "req_id": null })), "malformed"),
+        (order(json!({ "req_id": [1] })), "malformed"),
+        (order(json!({ "symbol": "NOPE" })), "unknown_symbol"),
+        (order(json!({ "price": "101.001" })), "invalid_price"),
+        (order(json!({ "qty": "100" })), "insufficient_funds"),
+        (json!({ "op": "cancel", "req_id": 2 }), "malformed"),
+        (json!({ "op": "cancel", "req_id": 2, "order_id": "x" }), "malformed"),
+        (
+            json!({ "op": "cancel", "req_id": 2, "order_id": 1, "client_order_id": "a" }),
+            "malformed",
+        ),
+        (json!({ "op": "cancel", "req_id": 2, "client_order_id": "a", "extra": 1 }), "malformed"),
+        (json!({ "op": "amend", "req_id": 2, "client_order_id": "nope" }), "malformed"),
+        (
+            json!({ "op": "amend", "req_id": 2, "client_order_id": "nope", "price": "1" }),
+            "unknown_order",
+        ),
+    ] {
+        let answer = entry(&mut socket, request.clone());
+        assert_eq!(
+            (answer["op"].as_str(), answer["code"].as_str()),
+            (Some("error"), Some(code)),
+            "{request} answered {answer}"
+        );
+        if request["req_id"].is_u64() {
+            assert_eq!(answer["req_id"], 2, "{answer}");
+        }
+    }
+    send(&mut socket, json!({ "op": "ping" }));
+    assert_eq!(next(&mut socket)["type"], "pong", "the connection stays usable");
+}
+
+#[test]
+fn order_entry_counts_against_the_keys_request_rate() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.limits.requests_per_second = 1;
+    config.limits.requests_burst = 5;
+    let server = TestServer::start_with(config, false);
+    server.declare_btc_usd();
+    let trader = server.trader("alice", &[("BTC", "10")]);
+    let mut socket = connect(server.address);
+    login(&mut socket, &trader);
+    for index in 0..10 {
+        send(&mut socket, limit(index, "sell", "101", "0.1", &format!("r{index}")));
+    }
+    let answers: Vec<Value> = (0..10).map(|_| next(&mut socket)).collect();
+    let req_ids: Vec<u64> =
+        answers.iter().map(|answer| answer["req_id"].as_u64().unwrap()).collect();
+    assert_eq!(req_ids, (0..10).collect::<Vec<_>>(), "answers in the order of the requests");
+    let limited = answers.iter().filter(|answer| answer["code"] == "rate_limited").count();
+    let acked = answers.iter().filter(|answer| answer["op"] == "ack").count();
+    assert!(limited >= 4 && acked >= 4, "{answers:?}");
+    assert_eq!(limited + acked, 10, "{answers:?}");
+}
+
+#[test]
+fn five_hundred_pipelined_orders_are_all_acknowledged_in_order() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.limits.requests_per_second = 100_000;
+    config.limits.requests_burst = 100_000;
+    let server = TestServer::start_with(config, false);
+    let (seller, _) = server.seller_and_buyer("100", "100000");
+    let mut socket = connect(server.address);
+    login(&mut socket, &seller);
+    // All 500 go out before any answer is read.
+    for index in 0..500u64 {
+        let price = format!("{}", 200 + index);
+        let request = limit(index, "sell", &price, "0.01", &format!("p{index}"));
+        socket.write(Message::Text(request.to_string().into())).unwrap();
+    }
+    socket.flush().unwrap();
+    for index in 0..500u64 {
+        let answer = next(&mut socket);
+        assert_eq!(
+            (answer["op"].as_str(), answer["req_id"].as_u64()),
+            (Some("ack"), Some(index)),
+            "{answer}"
+        );
+        assert_eq!(answer["order"]["client_order_id"], format!("p{index}"));
+    }
+    let (status, open) = seller.get("/v1/orders");
+    assert_eq!(status, 200);
+    assert_eq!(open["orders"].as_array().unwrap().len(), 500);
+}

@@ -10,7 +10,7 @@ mod generate;
 mod memory;
 mod recovery;
 mod snapshot;
-mod workload;
+pub(crate) mod workload;
 
 use clap::Subcommand;
 

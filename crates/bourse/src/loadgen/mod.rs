@@ -4,13 +4,19 @@
 //! histograms, a progress line, a summary and `--json` results. It sets up its own
 //! instrument, accounts, money and keys through the admin API.
 //!
-//! This first part drives the binary TCP protocol; REST and WebSocket order entry, the
-//! closed loop, rate steps, profiles, the HTML report and `bench compare` come next
-//! (issue 5).
+//! It drives order entry over the binary TCP protocol (`tcp`), REST (`rest`) or
+//! WebSocket (`ws`), open or closed loop (`drive`), and steps the rate to find the knee.
+//! `--html` writes a self-contained report (`report`), `--watch-pid` samples
+//! the server's memory once a second (`memory`).
 
 pub mod admin;
+pub mod drive;
+pub mod memory;
+pub mod report;
+pub mod rest;
 pub mod sink;
 pub mod tcp;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,11 +29,16 @@ use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
 use admin::Credentials;
-use tcp::{ConnectionPlan, Tally};
+use drive::{ConnectionPlan, Protocol, Tally};
 
 #[derive(Args, Clone, Debug)]
 pub struct LoadgenArgs {
-    /// The server's REST address (for the setup through the admin API).
+    /// The order-entry protocol: binary TCP (on `--tcp`), REST or WebSocket (on
+    /// `--http`).
+    #[arg(long, value_enum, default_value = "tcp")]
+    protocol: Protocol,
+    /// The server's REST and WebSocket address (also for the setup through the admin
+    /// API).
     #[arg(long, default_value = "127.0.0.1:8080")]
     http: SocketAddr,
     /// The server's binary order-entry address.
@@ -69,11 +80,21 @@ pub struct LoadgenArgs {
     /// one as each answer comes) for `--duration`; `--rate` is not used.
     #[arg(long)]
     closed: Option<usize>,
+    /// Also write the results as one self-contained HTML page (tables and plots) here.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// Sample this process's resident memory (the server's) once a second: `rss_kib`
+    /// in the timeline, `server_rss_kib` (first, last, max) in the results.
+    #[arg(long)]
+    watch_pid: Option<u32>,
 }
 
 pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     if !(args.rate > 0.0 && args.duration > 0.0 && args.connections > 0) {
         return Err("--rate, --duration and --connections must be positive".to_string());
+    }
+    if let Some(pid) = args.watch_pid {
+        memory::rss_kib(pid)?;
     }
     let keys = match (&args.key, &args.secret) {
         (Some(key), Some(secret)) => {
@@ -95,6 +116,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     match args.step_to {
         None => {
             let (results, failures) = run_once(args, &keys, args.rate, &id_prefix(0))?;
+            write_report(args, &results)?;
             if args.json {
                 println!("{}", pretty(&results)?);
             } else {
@@ -119,6 +141,16 @@ fn id_prefix(step: usize) -> String {
 
 fn pretty(value: &Value) -> Result<String, String> {
     serde_json::to_string_pretty(value).map_err(|error| error.to_string())
+}
+
+/// `--html`: the report of `results` (a run's or a rate step's).
+fn write_report(args: &LoadgenArgs, results: &Value) -> Result<(), String> {
+    let Some(path) = &args.html else { return Ok(()) };
+    report::write(path, results)?;
+    if !args.json {
+        eprintln!("loadgen: report written to {}", path.display());
+    }
+    Ok(())
 }
 
 /// The rate step: see `LoadgenArgs::step_to`.
@@ -162,6 +194,7 @@ fn step(args: &LoadgenArgs, keys: &[Credentials], step_to: f64) -> Result<(), St
         "knee_rate_per_sec": knee,
         "steps": steps,
     });
+    write_report(args, &summary)?;
     if args.json {
         println!("{}", pretty(&summary)?);
     } else {
@@ -188,6 +221,7 @@ fn run_once(
     let requests = (per_connection_rate * args.duration).round().max(1.0) as u64;
     let tallies: Vec<Arc<Tally>> =
         (0..args.connections).map(|_| Tally::new().map(Arc::new)).collect::<Result<_, _>>()?;
+    let rss_before = args.watch_pid.map(memory::rss_kib).transpose()?;
     let start = Instant::now() + Duration::from_millis(200);
     let threads: Vec<_> = keys
         .iter()
@@ -195,7 +229,10 @@ fn run_once(
         .enumerate()
         .map(|(index, credentials)| {
             let plan = ConnectionPlan {
-                address: args.tcp,
+                address: match args.protocol {
+                    Protocol::Tcp => args.tcp,
+                    Protocol::Rest | Protocol::Ws => args.http,
+                },
                 credentials,
                 symbol: args.symbol.clone(),
                 rate: per_connection_rate,
@@ -204,23 +241,33 @@ fn run_once(
                 id_prefix: id_prefix.to_string(),
             };
             let tally = Arc::clone(&tallies[index]);
-            let closed = args.closed;
+            let (closed, protocol) = (args.closed, args.protocol);
             let duration = Duration::from_secs_f64(args.duration);
             std::thread::Builder::new()
                 .name(format!("loadgen-send-{index}"))
-                .spawn(move || match closed {
-                    Some(window) => tcp::run_closed(plan, tally, window, start, duration),
-                    None => tcp::run(plan, tally, start),
+                .spawn(move || match protocol {
+                    Protocol::Tcp => drive::run(plan, tally, closed, start, duration, tcp::connect),
+                    Protocol::Rest => {
+                        drive::run(plan, tally, closed, start, duration, rest::connect)
+                    }
+                    Protocol::Ws => drive::run(plan, tally, closed, start, duration, ws::connect),
                 })
                 .map_err(|error| error.to_string())
         })
         .collect::<Result<_, _>>()?;
-    let timeline = watch(&tallies, start, args.json);
+    let timeline = watch(&tallies, start, args.json, args.watch_pid);
     for thread in threads {
         let _ = thread.join();
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let results = summarise(args, rate, &tallies, elapsed, timeline)?;
+    let rss = args.watch_pid.map(|pid| {
+        let after = memory::rss_kib(pid).ok();
+        memory::summary(pid, rss_before, &timeline, after)
+    });
+    let mut results = summarise(args, rate, &tallies, elapsed, timeline)?;
+    if let Some(rss) = rss {
+        results["server_rss_kib"] = rss;
+    }
     let failures: Vec<String> = tallies
         .iter()
         .filter_map(|tally| tally.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
@@ -229,9 +276,15 @@ fn run_once(
 }
 
 /// The progress line, once a second, until every connection is done; returns the
-/// per-second timeline (completed answers and their p99).
-fn watch(tallies: &[Arc<Tally>], start: Instant, quiet: bool) -> Vec<Value> {
-    let mut timeline = Vec::new();
+/// per-second timeline (completed answers and their p99, and the resident memory of
+/// process `watch_pid`).
+fn watch(
+    tallies: &[Arc<Tally>],
+    start: Instant,
+    quiet: bool,
+    watch_pid: Option<u32>,
+) -> Vec<Value> {
+    let mut timeline: Vec<Value> = Vec::new();
     let mut completed_before = 0u64;
     let mut second = 0u64;
     while !tallies.iter().all(|tally| tally.done.load(Ordering::SeqCst)) {
@@ -253,12 +306,29 @@ fn watch(tallies: &[Arc<Tally>], start: Instant, quiet: bool) -> Vec<Value> {
             latency.1.reset();
         }
         let interval_p99 = interval.map_or(0, |interval| interval.value_at_quantile(0.99));
-        timeline.push(json!({
+        let mut entry = json!({
             "second": second, "completed": completed - completed_before, "p99_us": interval_p99,
-        }));
+        });
+        let mut rss = String::new();
+        if let Some(pid) = watch_pid {
+            match memory::rss_kib(pid) {
+                Ok(kib) => {
+                    rss = format!("  rss {:.1} MiB", kib as f64 / 1024.0);
+                    entry["rss_kib"] = json!(kib);
+                }
+                Err(error) => {
+                    // Said once, when the process goes away; its seconds get null.
+                    if !matches!(timeline.last(), Some(last) if last["rss_kib"].is_null()) {
+                        eprintln!("loadgen: {error}");
+                    }
+                    entry["rss_kib"] = Value::Null;
+                }
+            }
+        }
+        timeline.push(entry);
         if !quiet {
             eprintln!(
-                "loadgen: {second:>4} s  {:>9} answers/s  errors {errors}  p99 so far {worst_p99} µs",
+                "loadgen: {second:>4} s  {:>9} answers/s  errors {errors}  p99 so far {worst_p99} µs{rss}",
                 completed - completed_before
             );
         }
@@ -299,7 +369,7 @@ fn summarise(
         .collect();
     let quantile = |q: f64| latency.value_at_quantile(q);
     Ok(json!({
-        "protocol": "tcp",
+        "protocol": args.protocol.name(),
         "mode": if args.closed.is_some() { "closed" } else { "open" },
         "window_per_connection": args.closed,
         "target_rate_per_sec": if args.closed.is_some() { Value::Null } else { json!(rate) },
@@ -318,6 +388,7 @@ fn summarise(
         "p99_9_us": quantile(0.999),
         "p99_99_us": quantile(0.9999),
         "max_us": latency.max(),
+        "percentiles": report::percentiles(&latency),
         "latency_from": if args.closed.is_some() { "actual send time" } else { "scheduled send time" },
         "timeline": timeline,
         "machine": machine(),
@@ -372,5 +443,12 @@ fn print_summary(results: &Value) {
         results["rejected_by_reason"].as_object().filter(|reasons| !reasons.is_empty())
     {
         println!("loadgen: rejected by reason: {}", Value::Object(reasons.clone()));
+    }
+    let rss = &results["server_rss_kib"];
+    if rss.is_object() {
+        println!(
+            "loadgen: resident memory of process {}, KiB: first {} last {} max {}",
+            rss["pid"], rss["first"], rss["last"], rss["max"]
+        );
     }
 }

@@ -131,6 +131,26 @@ impl Venue {
         self.open_orders_limit
     }
 
+    /// After `apply(seq, _, command, events)`: the exchange's id of the order the
+    /// command acted on, for the gateways' acknowledgements. An accepted new order's is
+    /// `seq`; an accepted cancel's or amend's is the named order's, from the activity
+    /// (`None` without activity or once the order is forgotten). `None` for a rejected
+    /// command and for every other command.
+    pub fn order_id_of(&self, seq: u64, command: &Command<'_>, events: &[Event]) -> Option<u64> {
+        if !matches!(events.first(), Some(Event::Accepted { .. })) {
+            return None;
+        }
+        let (account, id) = match command {
+            Command::Order(_) => return self.activity.is_some().then_some(seq),
+            Command::Cancel { account, id } => (account, id),
+            Command::Amend(amend) => (&amend.account, &amend.id),
+            _ => return None,
+        };
+        let activity = self.activity.as_ref()?;
+        let account = self.exchange.resolve(account)?;
+        activity.order_by_client(account, id).map(|record| record.order_id)
+    }
+
     /// The exchange and the activity; the halts and the limit are dropped (read them
     /// first with `halted_instruments` and `open_orders_limit`).
     pub fn into_parts(self) -> (Exchange, Option<Activity>) {

@@ -225,8 +225,11 @@ impl Authenticator {
         };
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = Instant::now();
-        let bucket =
-            buckets.entry(key.id.clone()).or_insert(Bucket { tokens: burst, refilled: now });
+        // Looked up before inserting, so that a known key costs no allocation.
+        if !buckets.contains_key(&key.id) {
+            buckets.insert(key.id.clone(), Bucket { tokens: burst, refilled: now });
+        }
+        let Some(bucket) = buckets.get_mut(&key.id) else { return Ok(()) };
         let elapsed = now.duration_since(bucket.refilled).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
         bucket.refilled = now;

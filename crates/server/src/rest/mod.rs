@@ -8,7 +8,7 @@ pub mod auth;
 pub mod error;
 pub mod openapi;
 mod public;
-mod trading;
+pub(crate) mod trading;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,7 +12,7 @@ use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::ids::{AccountId, ClientOrderId};
 use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
 use bourse_core::{
-    AccountRef, Command, Event, Price, Qty, RejectReason, Side, StpMode, TimeInForce,
+    AccountRef, Command, Decimal, Event, Price, Qty, RejectReason, Side, StpMode, TimeInForce,
 };
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::{ok, parse_body, parse_decimal, ApiPath, ApiQuery, Shared};
+use crate::link::Reply;
 use crate::render::{decimal, fill_json, order_json, placed_from_events, Reference};
 
 /// Client order ids: 1 to 36 printable ASCII characters, no spaces (a UUID fits).
@@ -127,24 +128,49 @@ pub async fn place_order(
 ) -> ApiResult<Response> {
     let account = caller.account()?.to_string();
     let request: OrderRequest = parse_body(&body)?;
-    let client_id = client_order_id(request.client_order_id.clone())?;
-    let order = order_command(&request, &account, &client_id)?;
-    let account_id = state.account_id(&account).await?;
+    let (client_id, order) = order_from_request(&request, &account)?;
     let reply = state.link.submit(&Command::Order(order.clone())).await?;
+    Ok(ok(placed_answer(&state, &account, &client_id, &order, &reply).await?))
+}
+
+/// An order request checked and made into its command for `account`, with its client
+/// order id (one is made when the request has none). Shared by REST and WebSocket.
+pub(crate) fn order_from_request(
+    request: &OrderRequest,
+    account: &str,
+) -> ApiResult<(String, OrderCommand<'static>)> {
+    let client_id = client_order_id(request.client_order_id.clone())?;
+    let order = order_command(request, account, &client_id)?;
+    Ok((client_id, order))
+}
+
+/// What a placed order answers, from the engine's reply to `order`: `{"order", "fills"}`,
+/// or the rejection (`duplicate_id` with the order the id names).
+pub(crate) async fn placed_answer(
+    state: &Shared,
+    account: &str,
+    client_id: &str,
+    order: &OrderCommand<'_>,
+    reply: &Reply,
+) -> ApiResult<Value> {
     let result = reply.result().ok_or_else(|| ApiError::malformed("no result"))?.clone();
     let events = reply.events();
     match events.first() {
         Some(Event::Rejected { reason: RejectReason::DuplicateId, .. }) => {
-            Err(duplicate(&state, &account, &client_id).await)
+            Err(duplicate(state, account, client_id).await)
         }
         Some(Event::Rejected { reason, .. }) => Err(ApiError::rejected(*reason)),
         _ => {
-            let reference = state.reference_with_symbol(&request.symbol).await;
+            let symbol = order.symbol.as_ref();
+            // (The events name the account too: this only fills in an order that
+            // neither traded nor finished.)
+            let account_id = state.account_id(account).await.ok().flatten();
+            let reference = state.reference_with_symbol(symbol).await;
             let reference = match reference {
                 Ok(reference) => reference,
                 Err(_) => state.reference(),
             };
-            let Some((instrument, info)) = reference.find_instrument(&request.symbol) else {
+            let Some((instrument, info)) = reference.find_instrument(symbol) else {
                 return Err(ApiError::malformed("the instrument vanished"));
             };
             let price = match order.order_type {
@@ -162,11 +188,11 @@ pub async fn place_order(
             let submitted = OrderRecord {
                 order_id: result.seq,
                 account: account_id.unwrap_or(AccountId(u32::MAX)),
-                client_id: ClientOrderId::from(client_id.as_str()),
+                client_id: ClientOrderId::from(client_id),
                 instrument,
                 side: order.side,
                 kind: if price.is_some() { OrderKind::Limit } else { OrderKind::Market },
-                time_in_force: applied_time_in_force(&order),
+                time_in_force: applied_time_in_force(order),
                 post_only: order.post_only && price.is_some(),
                 stp: order.stp,
                 price,
@@ -180,7 +206,7 @@ pub async fn place_order(
             let placed = placed_from_events(&reference, submitted, &events[1..]);
             let fills: Vec<Value> =
                 placed.fills.iter().map(|fill| fill_json(&reference, fill)).collect();
-            Ok(ok(json!({ "order": order_json(&reference, &placed.record), "fills": fills })))
+            Ok(json!({ "order": order_json(&reference, &placed.record), "fills": fills }))
         }
     }
 }
@@ -246,7 +272,7 @@ async fn duplicate(state: &Shared, account: &str, client_id: &str) -> ApiError {
 }
 
 /// The caller's order `order_id`, or `unknown_order` (also for another account's).
-async fn own_order(
+pub(crate) async fn own_order(
     state: &Shared,
     caller: &Caller,
     order_id: u64,
@@ -309,11 +335,7 @@ pub async fn amend_order(
     body: Bytes,
 ) -> ApiResult<Response> {
     let request: AmendRequest = parse_body(&body)?;
-    if request.price.is_none() && request.qty.is_none() {
-        return Err(ApiError::malformed("an amend needs price, qty or both"));
-    }
-    let price = request.price.as_deref().map(|price| parse_decimal("price", price)).transpose()?;
-    let qty = request.qty.as_deref().map(|qty| parse_decimal("qty", qty)).transpose()?;
+    let (price, qty) = amend_values(&request)?;
     let (account_id, record) = own_order(&state, &caller, parse_order_id(&order_id)?).await?;
     let command = Command::Amend(AmendCommand {
         account: AccountRef::Id(account_id),
@@ -324,6 +346,18 @@ pub async fn amend_order(
     submit_and_show(&state, &command, account_id, record.client_id.as_str()).await
 }
 
+/// An amend's new price and quantity (at least one), checked.
+pub(crate) fn amend_values(
+    request: &AmendRequest,
+) -> ApiResult<(Option<Decimal>, Option<Decimal>)> {
+    if request.price.is_none() && request.qty.is_none() {
+        return Err(ApiError::malformed("an amend needs price, qty or both"));
+    }
+    let price = request.price.as_deref().map(|price| parse_decimal("price", price)).transpose()?;
+    let qty = request.qty.as_deref().map(|qty| parse_decimal("qty", qty)).transpose()?;
+    Ok((price, qty))
+}
+
 /// Submits a cancel or amend and answers with the order as it stands after it.
 async fn submit_and_show(
     state: &Shared,
@@ -332,10 +366,21 @@ async fn submit_and_show(
     client_id: &str,
 ) -> ApiResult<Response> {
     let reply = state.link.submit(command).await?;
+    Ok(ok(shown_after(state, &reply, account_id, client_id).await?))
+}
+
+/// What a cancel or amend answers once the engine replied: the order as it stands after
+/// it, or the rejection. Shared by REST and WebSocket.
+pub(crate) async fn shown_after(
+    state: &Shared,
+    reply: &Reply,
+    account_id: AccountId,
+    client_id: &str,
+) -> ApiResult<Value> {
     if let Some(Event::Rejected { reason, .. }) = reply.events().first() {
         return Err(ApiError::rejected(*reason));
     }
-    show_order_by_client(state, account_id, client_id).await
+    order_by_client_json(state, account_id, client_id).await
 }
 
 /// The caller's order `client_id` as JSON, or `unknown_order`.
@@ -344,13 +389,21 @@ async fn show_order_by_client(
     account_id: AccountId,
     client_id: &str,
 ) -> ApiResult<Response> {
+    Ok(ok(order_by_client_json(state, account_id, client_id).await?))
+}
+
+async fn order_by_client_json(
+    state: &Shared,
+    account_id: AccountId,
+    client_id: &str,
+) -> ApiResult<Value> {
     let record = state
         .link
         .order_by_client(account_id, client_id)
         .await?
         .ok_or_else(ApiError::unknown_order)?;
     let reference = state.reference_knowing(record.instrument.index() + 1).await?;
-    Ok(ok(order_json(&reference, &record)))
+    Ok(order_json(&reference, &record))
 }
 
 pub async fn list_orders(

@@ -4,41 +4,56 @@
 //! rejects come back by request id, fills and order updates as they happen (from the
 //! hub's private channels, so a maker hears of its fills too).
 //!
-//! Each connection is three tasks: a reader that turns bytes into messages (and closes
-//! on a bad frame), the connection's own loop, and a writer with a bounded queue. A
-//! client that does not read is closed (`slow_consumer`); a client that sends nothing
-//! for `[limits] idle_timeout_ms` is closed (`idle_timeout`), one that does not log in
+//! Each connection is one task with its own engine lane (`link::Lane`): it reads what
+//! the socket has, decodes every whole frame in it and submits the commands; the
+//! engine hands the lane's outcomes back in submission order, in releases of many,
+//! which the task matches to its waiting requests oldest first. Answers, fills and
+//! updates are built into one output buffer and written without waiting: whatever the
+//! socket does not take stays queued. No task, channel or allocation per request.
+//!
+//! A connection with `IN_FLIGHT_PER_CONNECTION_MAX` requests waiting is not read until
+//! answers come (TCP flow control holds the client back). A client that does not read
+//! is closed (`slow_consumer`: more than `[limits] tcp_queue_frames` frames queued, or
+//! nothing taken for `WRITE_TIMEOUT`); one that sends nothing for
+//! `[limits] idle_timeout_ms` is closed (`idle_timeout`), one that does not log in
 //! within `[auth] login_timeout_ms` too (`login_required`).
 
 pub mod wire;
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::ids::AccountId;
 use bourse_core::venue::OrderRecord;
 use bourse_core::{AccountRef, Command, Event, RejectReason, Side, StpMode, TimeInForce};
+use bourse_engine::{Outcome, Released};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::link::{LinkError, Reply};
+use crate::link::Lane;
+use crate::metrics::RouteMetrics;
+use crate::render::InstrumentInfo;
 use crate::rest::auth::{Caller, Signed};
 use crate::rest::Shared;
 use crate::ws::hub::{Channel, FeedBody, FeedMessage, FillMessage, HubCommand, Kill, Outbound};
-use wire::{code, server, ClientMessage, FrameWriter, NewOrder, WireDecimal};
+use wire::{server, ClientMessage, FrameWriter, NewOrder, WireDecimal};
 
-/// Requests of one connection waiting for the engine, at most; beyond it `busy`.
+/// Requests of one connection waiting for the engine, at most: at this many the
+/// connection is not read until answers come.
 pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 4_096;
-/// A frame the client does not take within this long closes the connection.
+/// Queued output the client does not take within this long closes the connection.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The path a login signs (method `GET`, empty body), as for WebSocket.
 pub const LOGIN_PATH: &str = "/v1/tcp";
+/// Bytes read from the socket at a time, at most.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1_000_000_000);
 
@@ -57,28 +72,110 @@ pub async fn serve(listener: TcpListener, state: Shared, mut stop: watch::Receiv
     }
 }
 
-/// What a finished request answers.
-struct Completion {
+/// The requests that go to the engine, for `/metrics`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    NewOrder,
+    Cancel,
+    Amend,
+}
+
+impl Route {
+    fn name(self) -> &'static str {
+        match self {
+            Route::NewOrder => "new_order",
+            Route::Cancel => "cancel",
+            Route::Amend => "amend",
+        }
+    }
+}
+
+/// A request submitted to the engine, waiting for its outcome.
+struct Waiting {
+    correlation: u64,
     request_id: u64,
     client_order_id: String,
-    result: Result<Reply, LinkError>,
-    /// The request's name and when it arrived (for `/metrics`).
-    route: &'static str,
-    started: std::time::Instant,
-    /// The exchange's id of the order acted on (a new order's is its command's seq).
-    order_id: u64,
+    route: Route,
+    started: Instant,
+}
+
+/// The connection's answers, fills and updates not yet taken by the socket.
+#[derive(Default)]
+struct Output {
+    bytes: Vec<u8>,
+    /// `bytes[..written]` went out already.
+    written: usize,
+    /// Frames added since the buffer was last empty.
+    frames: usize,
+    /// When the socket last took something while bytes were waiting (or they began to).
+    waiting_since: Option<Instant>,
+}
+
+impl Output {
+    fn pending(&self) -> bool {
+        self.written < self.bytes.len()
+    }
+
+    /// Writes what the socket takes now, without waiting. `false` if the socket failed.
+    fn flush(&mut self, socket: &OwnedWriteHalf) -> bool {
+        while self.pending() {
+            match socket.try_write(&self.bytes[self.written..]) {
+                Ok(0) => return false,
+                Ok(count) => {
+                    self.written += count;
+                    self.waiting_since = Some(Instant::now());
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => return false,
+            }
+        }
+        if self.pending() {
+            self.waiting_since.get_or_insert_with(Instant::now);
+            if self.written >= READ_BUFFER_BYTES {
+                self.bytes.drain(..self.written);
+                self.written = 0;
+            }
+        } else {
+            self.bytes.clear();
+            self.written = 0;
+            self.frames = 0;
+            self.waiting_since = None;
+        }
+        true
+    }
+
+    /// Writes everything left, waiting up to `WRITE_TIMEOUT` (when the connection ends).
+    async fn drain(&mut self, socket: &mut OwnedWriteHalf) {
+        let rest = &self.bytes[self.written..];
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(rest)).await;
+        let _ = socket.shutdown().await;
+    }
 }
 
 struct Connection {
     state: Shared,
     id: u64,
-    frames: mpsc::Sender<Vec<u8>>,
     kill: Arc<Kill>,
     hub_outbound: Outbound,
     caller: Option<Caller>,
     account: Option<AccountId>,
-    completions: mpsc::Sender<Completion>,
-    in_flight: usize,
+    lane: Lane,
+    /// Submitted requests in submission order: the order their outcomes come in.
+    waiting: VecDeque<Waiting>,
+    output: Output,
+    /// Frames queued at most before the client counts as not reading.
+    output_frames_max: usize,
+    /// `/metrics` handles by route and status, looked up once.
+    route_metrics: Vec<(Route, u16, RouteMetrics)>,
+}
+
+/// What the connection's loop keeps of the socket's input.
+struct Input {
+    buffer: Vec<u8>,
+    filled: usize,
+    /// False once the peer closed its side (or reading failed).
+    open: bool,
+    last_read: Instant,
 }
 
 impl Connection {
@@ -89,43 +186,85 @@ impl Connection {
         mut stop: watch::Receiver<bool>,
     ) {
         state.metrics.connection_opened("tcp");
-        let (read_half, write_half) = stream.into_split();
+        let (mut read_half, mut write_half) = stream.into_split();
         let queue = state.limits.tcp_queue_frames.max(1);
-        let (frames, frame_receiver) = mpsc::channel(queue);
         let kill = Arc::new(Kill::default());
         let (hub_sender, mut hub_receiver) = mpsc::channel(queue);
-        let (messages_sender, mut messages) = mpsc::channel(64);
-        let (completions, mut completed) = mpsc::channel(IN_FLIGHT_PER_CONNECTION_MAX);
-        let writer = tokio::spawn(write_frames(write_half, frame_receiver, Arc::clone(&kill)));
+        let (lane, mut releases) = state.link.open_lane();
         let idle_timeout = Duration::from_millis(state.limits.idle_timeout_ms.max(1));
-        let reader =
-            tokio::spawn(read_frames(read_half, messages_sender, Arc::clone(&kill), idle_timeout));
+        let login_timeout = state.login_timeout;
         let mut connection = Connection {
             hub_outbound: Outbound { sender: hub_sender, kill: Arc::clone(&kill) },
             id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
             state,
-            frames,
             kill: Arc::clone(&kill),
             caller: None,
             account: None,
-            completions,
-            in_flight: 0,
+            lane,
+            waiting: VecDeque::new(),
+            output: Output::default(),
+            output_frames_max: queue,
+            route_metrics: Vec::new(),
         };
-        let login_deadline = tokio::time::sleep(connection.state.login_timeout);
-        tokio::pin!(login_deadline);
+        let opened = Instant::now();
+        let mut input =
+            Input { buffer: vec![0; READ_BUFFER_BYTES], filled: 0, open: true, last_read: opened };
+        // Checks the deadlines (login, idle, a client not reading) a few times each.
+        let tick = (idle_timeout.min(login_timeout).min(WRITE_TIMEOUT) / 4)
+            .clamp(Duration::from_millis(5), Duration::from_millis(250));
+        let mut watchdog = tokio::time::interval(tick);
+        watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let readable = input.open && connection.waiting.len() < IN_FLIGHT_PER_CONNECTION_MAX;
+            let writing = connection.output.pending();
             tokio::select! {
-                message = messages.recv() => match message {
-                    Some(message) => connection.handle(message).await,
-                    None => break,
-                },
-                Some(done) = completed.recv() => connection.complete(done).await,
-                Some(message) = hub_receiver.recv() => connection.forward(&message),
-                _ = &mut login_deadline, if connection.caller.is_none() => {
-                    kill.kill("login_timeout");
-                }
+                biased;
                 _ = kill.notify.notified() => break,
                 _ = stop.changed() => kill.kill("shutting_down"),
+                Some(released) = releases.recv() => connection.take_released(&released).await,
+                read = read_half.read(&mut input.buffer[input.filled..]), if readable => {
+                    match read {
+                        Ok(0) | Err(_) => input.open = false,
+                        Ok(count) => {
+                            input.filled += count;
+                            input.last_read = Instant::now();
+                            connection.take_input(&mut input).await;
+                        }
+                    }
+                }
+                Some(message) = hub_receiver.recv() => connection.forward(&message),
+                written = write_half.writable(), if writing => {
+                    if written.is_err() {
+                        kill.kill("closed");
+                    }
+                }
+                _ = watchdog.tick() => {
+                    let now = Instant::now();
+                    if connection.caller.is_none() && now - opened >= login_timeout {
+                        kill.kill("login_timeout");
+                    } else if input.open && now - input.last_read >= idle_timeout {
+                        kill.kill("idle_timeout");
+                    } else if connection
+                        .output
+                        .waiting_since
+                        .is_some_and(|since| now - since >= WRITE_TIMEOUT)
+                    {
+                        kill.kill("slow_consumer");
+                    }
+                }
+            }
+            // Whatever else is ready goes out in the same write.
+            while let Ok(released) = releases.try_recv() {
+                connection.take_released(&released).await;
+            }
+            while let Ok(message) = hub_receiver.try_recv() {
+                connection.forward(&message);
+            }
+            if !connection.output.flush(&write_half) {
+                kill.kill("closed");
+            }
+            if !input.open && connection.waiting.is_empty() && !connection.output.pending() {
+                break;
             }
         }
         let reason = kill.reason().unwrap_or("closed");
@@ -133,9 +272,9 @@ impl Connection {
         if reason != "closed" {
             connection.goodbye(reason);
         }
-        drop(connection.frames);
-        let _ = tokio::time::timeout(WRITE_TIMEOUT, writer).await;
-        reader.abort();
+        if reason != "slow_consumer" {
+            connection.output.drain(&mut write_half).await;
+        }
         let _ =
             connection.state.hub.send(HubCommand::Disconnected { connection: connection.id }).await;
         if let Some(caller) = &connection.caller {
@@ -144,32 +283,62 @@ impl Connection {
         connection.state.metrics.connection_closed("tcp");
     }
 
-    fn send(&self, frame: Vec<u8>) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.frames.try_send(frame) {
+    /// Handles every whole frame in the input, keeping a partial one for the next read.
+    /// A bad frame closes the connection (`malformed_frame`).
+    async fn take_input(&mut self, input: &mut Input) {
+        let mut at = 0;
+        while input.filled - at >= wire::FRAME_HEADER_BYTES {
+            let length = usize::from(u16::from_le_bytes([input.buffer[at], input.buffer[at + 1]]));
+            if length == 0 || length > wire::FRAME_BYTES_MAX {
+                input.open = false;
+                return self.kill.kill("malformed_frame");
+            }
+            let end = at + wire::FRAME_HEADER_BYTES + length;
+            if end > input.filled {
+                break;
+            }
+            match wire::decode_client(&input.buffer[at + wire::FRAME_HEADER_BYTES..end]) {
+                Ok(message) => self.handle(message).await,
+                Err(_) => {
+                    input.open = false;
+                    return self.kill.kill("malformed_frame");
+                }
+            }
+            at = end;
+            if self.kill.reason().is_some() {
+                input.open = false;
+                return;
+            }
+        }
+        input.buffer.copy_within(at..input.filled, 0);
+        input.filled -= at;
+    }
+
+    /// Appends one frame to the output; too many queued closes the connection.
+    fn emit(&mut self, kind: u8, build: impl FnOnce(FrameWriter) -> FrameWriter) {
+        let frame = FrameWriter::after(std::mem::take(&mut self.output.bytes), kind);
+        self.output.bytes = build(frame).finish();
+        self.output.frames += 1;
+        if self.output.frames > self.output_frames_max {
             self.kill.kill("slow_consumer");
         }
     }
 
-    fn goodbye(&self, reason: &str) {
-        let frame = FrameWriter::new(server::GOODBYE)
-            .u16(wire::server_code(reason))
-            .text(reason, wire::TEXT_BYTES)
-            .finish();
-        let _ = self.frames.try_send(frame);
+    fn goodbye(&mut self, reason: &str) {
+        let frame = FrameWriter::after(std::mem::take(&mut self.output.bytes), server::GOODBYE);
+        self.output.bytes =
+            frame.u16(wire::server_code(reason)).text(reason, wire::TEXT_BYTES).finish();
     }
 
-    fn reject(&self, request_id: u64, code: u16, client_order_id: &str) {
-        let frame = FrameWriter::new(server::REJECTED)
-            .u64(request_id)
-            .u16(code)
-            .text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
-            .finish();
-        self.send(frame);
+    fn reject(&mut self, request_id: u64, code: u16, client_order_id: &str) {
+        self.emit(server::REJECTED, |frame| {
+            frame.u64(request_id).u16(code).text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
+        });
     }
 
     async fn handle(&mut self, message: ClientMessage) {
         match message {
-            ClientMessage::Heartbeat => self.send(FrameWriter::new(server::HEARTBEAT).finish()),
+            ClientMessage::Heartbeat => self.emit(server::HEARTBEAT, |frame| frame),
             ClientMessage::Login { key, timestamp_ms, signature } => {
                 self.login(&key, timestamp_ms, &signature).await
             }
@@ -178,11 +347,7 @@ impl Connection {
                 let Some(caller) = &self.caller else { return };
                 if let Err(error) = self.state.auth.take_token(&caller.key) {
                     let (request_id, client_order_id) = request_of(&other);
-                    return self.reject(
-                        request_id,
-                        wire::server_code(error.code),
-                        &client_order_id,
-                    );
+                    return self.reject(request_id, wire::server_code(error.code), client_order_id);
                 }
                 self.request(other).await;
             }
@@ -215,7 +380,7 @@ impl Connection {
         }
         tracing::info!(connection = self.id, key = %caller.key.id, "tcp login");
         self.caller = Some(caller);
-        self.send(FrameWriter::new(server::LOGGED_IN).text(&account, wire::TEXT_BYTES).finish());
+        self.emit(server::LOGGED_IN, |frame| frame.text(&account, wire::TEXT_BYTES));
         self.follow_account().await;
     }
 
@@ -253,117 +418,102 @@ impl Connection {
 
     async fn request(&mut self, message: ClientMessage) {
         self.follow_account().await;
-        let Some(account) = self.caller.as_ref().and_then(|caller| caller.key.account.clone())
+        let Some(account_name) = self.caller.as_ref().and_then(|caller| caller.key.account.clone())
         else {
             return;
         };
-        let (request_id, client_order_id) = request_of(&message);
-        if self.in_flight >= IN_FLIGHT_PER_CONNECTION_MAX {
-            return self.reject(request_id, code::BUSY, &client_order_id);
-        }
-        let route = match &message {
-            ClientMessage::NewOrder(_) => "new_order",
-            ClientMessage::Cancel { .. } => "cancel",
-            ClientMessage::Amend { .. } => "amend",
-            _ => "other",
+        // Once the account is known the command names it by id (no lookup by name).
+        let account = match self.account {
+            Some(id) => AccountRef::Id(id),
+            None => AccountRef::Name(Cow::Borrowed(account_name.as_str())),
         };
-        let started = std::time::Instant::now();
-        let command = match message {
-            ClientMessage::NewOrder(order) => match order_command(&order, &account) {
-                Some(command) => command,
-                None => {
-                    return self.reject(
-                        request_id,
-                        wire::reject_code(RejectReason::Malformed),
-                        &client_order_id,
-                    )
-                }
+        let (request_id, client_order_id) = request_of(&message);
+        let (route, command) = match &message {
+            ClientMessage::NewOrder(order) => match order_command(order, account) {
+                Some(command) => (Route::NewOrder, command),
+                None => return self.reject_malformed(request_id, client_order_id),
             },
-            ClientMessage::Cancel { .. } => Command::Cancel {
-                account: AccountRef::Name(Cow::Owned(account)),
-                id: Cow::Owned(client_order_id.clone()),
-            },
-            ClientMessage::Amend { price, qty, .. } => {
+            ClientMessage::Cancel { client_order_id, .. } => (
+                Route::Cancel,
+                Command::Cancel { account, id: Cow::Borrowed(client_order_id.as_str()) },
+            ),
+            ClientMessage::Amend { price, qty, client_order_id, .. } => {
                 let price = price.map(WireDecimal::to_decimal);
                 let qty = qty.map(WireDecimal::to_decimal);
                 if price.is_some_and(|price| price.is_none())
                     || qty.is_some_and(|qty| qty.is_none())
                 {
-                    return self.reject(
-                        request_id,
-                        wire::reject_code(RejectReason::Malformed),
-                        &client_order_id,
-                    );
+                    return self.reject_malformed(request_id, &client_order_id.clone());
                 }
-                Command::Amend(AmendCommand {
-                    account: AccountRef::Name(Cow::Owned(account)),
-                    id: Cow::Owned(client_order_id.clone()),
+                let amend = AmendCommand {
+                    account,
+                    id: Cow::Borrowed(client_order_id.as_str()),
                     price: price.flatten(),
                     qty: qty.flatten(),
-                })
+                };
+                (Route::Amend, Command::Amend(amend))
             }
-            ClientMessage::OrderStatus { .. } => {
-                return self.status(request_id, &client_order_id).await
+            ClientMessage::OrderStatus { client_order_id, .. } => {
+                let client_order_id = client_order_id.clone();
+                return self.status(request_id, &client_order_id).await;
             }
             ClientMessage::Login { .. } | ClientMessage::Heartbeat => return,
         };
-        match self.state.link.enqueue(&command) {
-            Ok(pending) => {
-                self.in_flight += 1;
-                let completions = self.completions.clone();
-                let (state, account) = (Arc::clone(&self.state), self.account);
-                tokio::spawn(async move {
-                    let result = pending.wait().await;
-                    let seq =
-                        result.as_ref().ok().and_then(Reply::result).map_or(0, |result| result.seq);
-                    // A cancel or amend names its order by client id: its exchange id is
-                    // looked up here, off the connection's loop.
-                    let order_id = match (route, account) {
-                        ("new_order", _) | (_, None) => seq,
-                        (_, Some(account)) => state
-                            .link
-                            .order_by_client(account, &client_order_id)
-                            .await
-                            .ok()
-                            .flatten()
-                            .map_or(seq, |record| record.order_id),
-                    };
-                    let done = Completion {
-                        request_id,
-                        client_order_id,
-                        result,
-                        route,
-                        started,
-                        order_id,
-                    };
-                    let _ = completions.send(done).await;
-                });
-            }
+        let submitted = self.lane.submit(&command);
+        drop(command);
+        let client_order_id = into_client_order_id(message);
+        match submitted {
+            Ok(correlation) => self.waiting.push_back(Waiting {
+                correlation,
+                request_id,
+                client_order_id,
+                route,
+                started: Instant::now(),
+            }),
             Err(error) => {
+                self.observe(route, wire::server_code(error.code()), Duration::ZERO);
                 self.reject(request_id, wire::server_code(error.code()), &client_order_id)
             }
         }
     }
 
-    async fn complete(&mut self, done: Completion) {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        let Completion { request_id, client_order_id, result, route, started, order_id } = done;
-        let status = match &result {
-            Ok(reply) => match reply.events().first() {
-                Some(Event::Rejected { reason, .. }) => wire::reject_code(*reason),
-                _ => 0,
-            },
-            Err(error) => wire::server_code(error.code()),
-        };
-        self.state.metrics.request("tcp", route, status, started.elapsed().as_secs_f64());
-        let reply = match result {
-            Ok(reply) => reply,
-            Err(error) => {
-                return self.reject(request_id, wire::server_code(error.code()), &client_order_id)
+    fn reject_malformed(&mut self, request_id: u64, client_order_id: &str) {
+        self.reject(request_id, wire::reject_code(RejectReason::Malformed), client_order_id)
+    }
+
+    /// Answers the waiting requests whose outcomes `released` carries (the oldest
+    /// waiting ones: a lane's outcomes come in submission order).
+    async fn take_released(&mut self, released: &Released) {
+        let mut taken = 0;
+        for outcome in &released.outcomes {
+            let Some(position) = self.position_of(outcome.correlation()) else { continue };
+            let Some(request) = self.waiting.remove(position) else { continue };
+            taken += 1;
+            self.answer(request, outcome, released).await;
+        }
+        self.lane.taken(taken);
+    }
+
+    fn position_of(&self, correlation: u64) -> Option<usize> {
+        match self.waiting.front() {
+            Some(front) if front.correlation == correlation => Some(0),
+            _ => self.waiting.iter().position(|request| request.correlation == correlation),
+        }
+    }
+
+    async fn answer(&mut self, request: Waiting, outcome: &Outcome, released: &Released) {
+        let Waiting { request_id, client_order_id, route, started, .. } = request;
+        let result = match outcome {
+            Outcome::Applied(result) => result,
+            Outcome::Failed { .. } => {
+                let code = wire::server_code("engine_stopped");
+                self.observe(route, code, started.elapsed());
+                return self.reject(request_id, code, &client_order_id);
             }
         };
-        match reply.events().first() {
+        match released.events_of(result).first() {
             Some(Event::Rejected { reason, .. }) => {
+                self.observe(route, wire::reject_code(*reason), started.elapsed());
                 self.reject(request_id, wire::reject_code(*reason), &client_order_id);
                 if *reason == RejectReason::DuplicateId {
                     // The retried order: its state, so the client learns its outcome.
@@ -371,17 +521,34 @@ impl Connection {
                 }
             }
             _ => {
-                let (seq, ts) = reply.result().map_or((0, 0), |result| (result.seq, result.ts));
-                let frame = FrameWriter::new(server::ACCEPTED)
-                    .u64(request_id)
-                    .u64(order_id)
-                    .u64(seq)
-                    .u64(ts)
-                    .text(&client_order_id, wire::CLIENT_ORDER_ID_BYTES)
-                    .finish();
-                self.send(frame);
+                self.observe(route, 0, started.elapsed());
+                let order_id = result.order_id.unwrap_or(result.seq);
+                self.emit(server::ACCEPTED, |frame| {
+                    frame
+                        .u64(request_id)
+                        .u64(order_id)
+                        .u64(result.seq)
+                        .u64(result.ts)
+                        .text(&client_order_id, wire::CLIENT_ORDER_ID_BYTES)
+                });
             }
         }
+    }
+
+    /// Counts an answered request in `/metrics`.
+    fn observe(&mut self, route: Route, status: u16, took: Duration) {
+        let known = self.route_metrics.iter().find(|(known_route, known_status, _)| {
+            *known_route == route && *known_status == status
+        });
+        let metrics = match known {
+            Some((_, _, metrics)) => metrics.clone(),
+            None => {
+                let metrics = self.state.metrics.route("tcp", route.name(), status);
+                self.route_metrics.push((route, status, metrics.clone()));
+                metrics
+            }
+        };
+        metrics.observe(took.as_secs_f64());
     }
 
     async fn status(&mut self, request_id: u64, client_order_id: &str) {
@@ -395,7 +562,12 @@ impl Connection {
         };
         match self.state.link.order_by_client(account, client_order_id).await {
             Ok(Some(record)) => {
-                self.send(order_state_frame(request_id, &self.state.reference(), &record))
+                let reference = self.state.reference();
+                if let Some(info) = reference.instrument(record.instrument) {
+                    self.emit(server::ORDER_STATE, |frame| {
+                        order_fields(frame.u64(request_id), info, &record)
+                    });
+                }
             }
             Ok(None) => self.reject(
                 request_id,
@@ -408,42 +580,55 @@ impl Connection {
 
     /// A hub message (the account's order update or fill) as a binary frame, straight
     /// from its typed form.
-    fn forward(&self, message: &FeedMessage) {
-        let frame = match &message.body {
-            FeedBody::Fill { fill, reference, .. } => fill_frame(reference, fill),
-            FeedBody::Order { record, reference, .. } => {
-                order_fields(FrameWriter::new(server::ORDER_UPDATE), reference, record)
-                    .map(FrameWriter::finish)
+    fn forward(&mut self, message: &FeedMessage) {
+        match &message.body {
+            FeedBody::Fill { fill, reference, .. } => {
+                if let Some(info) = reference.instrument(fill.instrument) {
+                    self.emit(server::FILL, |frame| fill_fields(frame, info, fill));
+                }
             }
-            FeedBody::Text(_) | FeedBody::Json { .. } => None,
-        };
-        if let Some(frame) = frame {
-            self.send(frame);
+            FeedBody::Order { record, reference, .. } => {
+                if let Some(info) = reference.instrument(record.instrument) {
+                    self.emit(server::ORDER_UPDATE, |frame| order_fields(frame, info, record));
+                }
+            }
+            FeedBody::Text(_) | FeedBody::Json { .. } => {}
         }
     }
 }
 
-fn request_of(message: &ClientMessage) -> (u64, String) {
+/// The client order id a request carries (moved out of it).
+fn into_client_order_id(message: ClientMessage) -> String {
     match message {
-        ClientMessage::NewOrder(order) => (order.request_id, order.client_order_id.clone()),
+        ClientMessage::NewOrder(order) => order.client_order_id,
+        ClientMessage::Cancel { client_order_id, .. }
+        | ClientMessage::Amend { client_order_id, .. }
+        | ClientMessage::OrderStatus { client_order_id, .. } => client_order_id,
+        ClientMessage::Login { .. } | ClientMessage::Heartbeat => String::new(),
+    }
+}
+
+fn request_of(message: &ClientMessage) -> (u64, &str) {
+    match message {
+        ClientMessage::NewOrder(order) => (order.request_id, &order.client_order_id),
         ClientMessage::Cancel { request_id, client_order_id }
         | ClientMessage::Amend { request_id, client_order_id, .. }
         | ClientMessage::OrderStatus { request_id, client_order_id } => {
-            (*request_id, client_order_id.clone())
+            (*request_id, client_order_id)
         }
-        ClientMessage::Login { .. } | ClientMessage::Heartbeat => (0, String::new()),
+        ClientMessage::Login { .. } | ClientMessage::Heartbeat => (0, ""),
     }
 }
 
-fn order_command(order: &NewOrder, account: &str) -> Option<Command<'static>> {
+fn order_command<'a>(order: &'a NewOrder, account: AccountRef<'a>) -> Option<Command<'a>> {
     let order_type = match order.kind {
         1 => OrderType::Limit { price: order.price.to_decimal()? },
         _ => OrderType::Market,
     };
     Some(Command::Order(OrderCommand {
-        account: AccountRef::Name(Cow::Owned(account.to_string())),
-        id: Cow::Owned(order.client_order_id.clone()),
-        symbol: Cow::Owned(order.symbol.clone()),
+        account,
+        id: Cow::Borrowed(order.client_order_id.as_str()),
+        symbol: Cow::Borrowed(order.symbol.as_str()),
         side: if order.side == 1 { Side::Buy } else { Side::Sell },
         order_type,
         qty: order.qty.to_decimal()?,
@@ -472,16 +657,6 @@ fn status_code(status: &str) -> u8 {
     }
 }
 
-/// ORDER_STATE (the answer to ORDER_STATUS, with its request id) from a record.
-fn order_state_frame(
-    request_id: u64,
-    reference: &crate::render::Reference,
-    record: &OrderRecord,
-) -> Vec<u8> {
-    let frame = FrameWriter::new(server::ORDER_STATE).u64(request_id);
-    order_fields(frame, reference, record).map_or_else(Vec::new, FrameWriter::finish)
-}
-
 /// A count of `10^-scale` units as the wire's decimal, in its shortest form.
 fn wire_units(units: i64, scale: u32) -> WireDecimal {
     let decimal = bourse_core::Decimal::from_units(i128::from(units), scale);
@@ -491,37 +666,28 @@ fn wire_units(units: i64, scale: u32) -> WireDecimal {
     }
 }
 
-/// The fields ORDER_UPDATE and ORDER_STATE share; `None` for an instrument the
-/// reference data does not know.
-fn order_fields(
-    frame: FrameWriter,
-    reference: &crate::render::Reference,
-    record: &OrderRecord,
-) -> Option<FrameWriter> {
-    let info = reference.instrument(record.instrument)?;
+/// The fields ORDER_UPDATE and ORDER_STATE share.
+fn order_fields(frame: FrameWriter, info: &InstrumentInfo, record: &OrderRecord) -> FrameWriter {
     let price = record.price.map_or(WireDecimal { mantissa: 0, scale: 0 }, |price| {
         wire_units(price.0, info.price_decimals)
     });
     let filled = wire_units(record.filled.0, info.qty_decimals);
     let remaining = wire_units(record.remaining.0, info.qty_decimals);
-    Some(
-        frame
-            .u64(record.order_id)
-            .text(record.client_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
-            .u8(status_code(record.status.code()))
-            .u8(price.scale)
-            .u8(filled.scale)
-            .u8(remaining.scale)
-            .i64(price.mantissa)
-            .i64(filled.mantissa)
-            .i64(remaining.mantissa)
-            .u64(record.updated_ns),
-    )
+    frame
+        .u64(record.order_id)
+        .text(record.client_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
+        .u8(status_code(record.status.code()))
+        .u8(price.scale)
+        .u8(filled.scale)
+        .u8(remaining.scale)
+        .i64(price.mantissa)
+        .i64(filled.mantissa)
+        .i64(remaining.mantissa)
+        .u64(record.updated_ns)
 }
 
-/// FILL from a typed fill.
-fn fill_frame(reference: &crate::render::Reference, fill: &FillMessage) -> Option<Vec<u8>> {
-    let info = reference.instrument(fill.instrument)?;
+/// FILL's fields from a typed fill.
+fn fill_fields(frame: FrameWriter, info: &InstrumentInfo, fill: &FillMessage) -> FrameWriter {
     let (fee_asset, fee_decimals) = if fill.side == Side::Buy {
         (&info.base, info.base_decimals)
     } else {
@@ -530,89 +696,19 @@ fn fill_frame(reference: &crate::render::Reference, fill: &FillMessage) -> Optio
     let price = wire_units(fill.price, info.price_decimals);
     let qty = wire_units(fill.qty, info.qty_decimals);
     let fee = wire_units(fill.fee, fee_decimals);
-    Some(
-        FrameWriter::new(server::FILL)
-            .text(fill.client_order_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
-            .u64(fill.trade_seq)
-            .u32(fill.trade_index)
-            .u8(if fill.side == Side::Buy { 1 } else { 2 })
-            .u8(if fill.maker { 1 } else { 2 })
-            .u8(price.scale)
-            .u8(qty.scale)
-            .u8(fee.scale)
-            .bytes(&[0, 0, 0])
-            .i64(price.mantissa)
-            .i64(qty.mantissa)
-            .i64(fee.mantissa)
-            .text(fee_asset, wire::ASSET_BYTES)
-            .u64(fill.ts_ns)
-            .finish(),
-    )
-}
-
-/// Reads frames until the peer closes (then every frame read is still handled: the
-/// connection ends when they are), a frame is bad (the connection is closed with
-/// `malformed_frame`) or nothing comes for `idle_timeout`.
-async fn read_frames(
-    mut read_half: OwnedReadHalf,
-    messages: mpsc::Sender<ClientMessage>,
-    kill: Arc<Kill>,
-    idle_timeout: Duration,
-) {
-    let mut buffer = [0u8; wire::FRAME_BYTES_MAX];
-    loop {
-        let mut length = [0u8; 2];
-        match tokio::time::timeout(idle_timeout, read_half.read_exact(&mut length)).await {
-            Err(_) => return kill.kill("idle_timeout"),
-            Ok(Err(_)) => return,
-            Ok(Ok(_)) => {}
-        }
-        let length = usize::from(u16::from_le_bytes(length));
-        if length == 0 || length > wire::FRAME_BYTES_MAX {
-            return kill.kill("malformed_frame");
-        }
-        match tokio::time::timeout(idle_timeout, read_half.read_exact(&mut buffer[..length])).await
-        {
-            Err(_) => return kill.kill("idle_timeout"),
-            Ok(Err(_)) => return,
-            Ok(Ok(_)) => {}
-        }
-        match wire::decode_client(&buffer[..length]) {
-            Ok(message) => {
-                if messages.send(message).await.is_err() {
-                    return;
-                }
-            }
-            Err(_) => return kill.kill("malformed_frame"),
-        }
-    }
-}
-
-/// Bytes gathered from queued frames into one write, at most.
-const WRITE_BATCH_BYTES: usize = 64 * 1024;
-
-/// Writes the queued frames, as many as are waiting (up to `WRITE_BATCH_BYTES`) in one
-/// system call: under load a connection's acknowledgements, fills and updates go out
-/// together instead of a `send` each.
-async fn write_frames(
-    mut write_half: OwnedWriteHalf,
-    mut frames: mpsc::Receiver<Vec<u8>>,
-    kill: Arc<Kill>,
-) {
-    let mut batch = Vec::with_capacity(WRITE_BATCH_BYTES);
-    while let Some(frame) = frames.recv().await {
-        batch.clear();
-        batch.extend_from_slice(&frame);
-        while batch.len() < WRITE_BATCH_BYTES {
-            match frames.try_recv() {
-                Ok(frame) => batch.extend_from_slice(&frame),
-                Err(_) => break,
-            }
-        }
-        match tokio::time::timeout(WRITE_TIMEOUT, write_half.write_all(&batch)).await {
-            Ok(Ok(())) => {}
-            _ => return kill.kill("slow_consumer"),
-        }
-    }
-    let _ = write_half.shutdown().await;
+    frame
+        .text(fill.client_order_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
+        .u64(fill.trade_seq)
+        .u32(fill.trade_index)
+        .u8(if fill.side == Side::Buy { 1 } else { 2 })
+        .u8(if fill.maker { 1 } else { 2 })
+        .u8(price.scale)
+        .u8(qty.scale)
+        .u8(fee.scale)
+        .bytes(&[0, 0, 0])
+        .i64(price.mantissa)
+        .i64(qty.mantissa)
+        .i64(fee.mantissa)
+        .text(fee_asset, wire::ASSET_BYTES)
+        .u64(fill.ts_ns)
 }

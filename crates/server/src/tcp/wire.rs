@@ -293,13 +293,22 @@ fn decode_new_order(reader: &mut Reader<'_>) -> Result<NewOrder, FrameError> {
 /// the length.
 pub struct FrameWriter {
     bytes: Vec<u8>,
+    /// Where this frame starts in `bytes`.
+    start: usize,
 }
 
 impl FrameWriter {
     pub fn new(kind: u8) -> FrameWriter {
-        let mut bytes = Vec::with_capacity(128);
+        FrameWriter::after(Vec::with_capacity(128), kind)
+    }
+
+    /// A frame appended to `bytes` (frames already written stay before it): `finish`
+    /// gives the buffer back, so a connection builds its output without an allocation
+    /// per frame.
+    pub fn after(mut bytes: Vec<u8>, kind: u8) -> FrameWriter {
+        let start = bytes.len();
         bytes.extend_from_slice(&[0, 0, kind]);
-        FrameWriter { bytes }
+        FrameWriter { bytes, start }
     }
 
     pub fn u8(mut self, value: u8) -> Self {
@@ -341,8 +350,8 @@ impl FrameWriter {
     }
 
     pub fn finish(mut self) -> Vec<u8> {
-        let length = (self.bytes.len() - FRAME_HEADER_BYTES) as u16;
-        self.bytes[..2].copy_from_slice(&length.to_le_bytes());
+        let length = (self.bytes.len() - self.start - FRAME_HEADER_BYTES) as u16;
+        self.bytes[self.start..self.start + 2].copy_from_slice(&length.to_le_bytes());
         self.bytes
     }
 }

@@ -11,7 +11,7 @@
 //! releases fills), every connection is closed with `resync`, so nobody misses private
 //! events without knowing.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -247,12 +247,15 @@ pub struct Hub {
     balances: HashMap<AccountId, Value>,
     books_changed: bool,
     overflowed: Arc<AtomicBool>,
+    /// `/metrics` counters of accepted and rejected commands, looked up once.
+    accepted: prometheus_client::metrics::counter::Counter,
+    rejected: prometheus_client::metrics::counter::Counter,
 }
 
 /// What one release touched that private channels may need to show.
 #[derive(Default)]
 struct Touched {
-    orders: BTreeSet<(AccountId, ClientOrderId)>,
+    orders: HashSet<(AccountId, ClientOrderId)>,
     accounts: HashSet<AccountId>,
     /// Orders accepted by account name (an `accepted` event names the account as the
     /// command did); `resolve_names` folds them into `orders` and `accounts`.
@@ -265,14 +268,24 @@ struct Touched {
 impl Hub {
     pub fn new(state: Arc<AppState>, overflowed: Arc<AtomicBool>) -> Hub {
         Hub {
-            state,
             subscribers: HashMap::new(),
             seqs: HashMap::new(),
             books: HashMap::new(),
             balances: HashMap::new(),
             books_changed: false,
             overflowed,
+            accepted: Self::commands_counter(&state, "accepted"),
+            rejected: Self::commands_counter(&state, "rejected"),
+            state,
         }
+    }
+
+    fn commands_counter(
+        state: &AppState,
+        result: &'static str,
+    ) -> prometheus_client::metrics::counter::Counter {
+        let labels = crate::metrics::ResultLabels { result };
+        state.metrics.commands.get_or_create(&labels).clone()
     }
 
     pub async fn run(
@@ -481,12 +494,14 @@ impl Hub {
                 self.state.market().record(trade.instrument, record);
                 touched.traded.insert(trade.instrument);
                 touched.latest_ns = touched.latest_ns.max(ts);
-                self.publish(
-                    Channel::Trades(trade.instrument),
-                    json!({ "symbol": info.symbol, "data": {
-                        "trade_id": trade_id, "price": info.price(trade.price.0), "qty": info.qty(trade.qty.0),
-                        "taker_side": trade.taker_side.as_str(), "ts_ns": ts } }),
-                );
+                if self.has(&Channel::Trades(trade.instrument)) {
+                    self.publish(
+                        Channel::Trades(trade.instrument),
+                        json!({ "symbol": info.symbol, "data": {
+                            "trade_id": trade_id, "price": info.price(trade.price.0), "qty": info.qty(trade.qty.0),
+                            "taker_side": trade.taker_side.as_str(), "ts_ns": ts } }),
+                    );
+                }
                 let trade_index_now = *trade_index - 1;
                 for (account, client_id, side, fee, maker) in [
                     (
@@ -541,17 +556,15 @@ impl Hub {
     }
 
     fn count(&self, event: &Event) {
-        use crate::metrics::{ReasonLabels, ResultLabels};
-        let metrics = &self.state.metrics;
+        use crate::metrics::ReasonLabels;
         match event {
-            Event::Accepted { .. } => {
-                metrics.commands.get_or_create(&ResultLabels { result: "accepted" }).inc()
-            }
+            Event::Accepted { .. } => self.accepted.inc(),
             Event::Rejected { reason, .. } => {
-                metrics.commands.get_or_create(&ResultLabels { result: "rejected" }).inc();
-                metrics.rejects.get_or_create(&ReasonLabels { reason: reason.code() }).inc()
+                self.rejected.inc();
+                let rejects = &self.state.metrics.rejects;
+                rejects.get_or_create(&ReasonLabels { reason: reason.code() }).inc()
             }
-            Event::Trade(_) => metrics.trades.inc(),
+            Event::Trade(_) => self.state.metrics.trades.inc(),
             _ => 0,
         };
     }
@@ -575,8 +588,18 @@ impl Hub {
         if !private {
             return;
         }
+        // A round's orders come from few accounts: each name is looked up once.
+        let mut known = Vec::new();
         for key in std::mem::take(&mut touched.named) {
-            if let Ok(Some(account)) = self.state.account_id(&key.account).await {
+            let account = match known.iter().find(|(name, _)| *name == key.account) {
+                Some((_, account)) => *account,
+                None => {
+                    let account = self.state.account_id(&key.account).await.ok().flatten();
+                    known.push((key.account.clone(), account));
+                    account
+                }
+            };
+            if let Some(account) = account {
                 touched.orders.insert((account, key.id));
                 touched.accounts.insert(account);
             }

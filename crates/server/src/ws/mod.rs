@@ -1,6 +1,7 @@
 //! The WebSocket gateway at `/v1/ws`: subscribe and unsubscribe to public channels
 //! (depth, trades, ticker) and, after logging in with an API key, to the account's
-//! private ones (orders, fills, balances). `docs/websocket.md` is the protocol.
+//! private ones (orders, fills, balances), and enter orders (`orders`: place, cancel,
+//! amend, pipelined). `docs/websocket.md` is the protocol.
 //!
 //! A connection owns nothing but its subscriptions; the hub (`hub`) makes the messages.
 //! Every connection has a bounded queue; a client that does not keep up is closed with
@@ -8,23 +9,31 @@
 
 pub mod hub;
 pub mod market;
+pub mod orders;
 pub mod ticker;
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::Response;
+use futures_util::stream::FuturesOrdered;
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::rest::auth::{Caller, Signed};
+use crate::rest::error::{ApiError, ApiResult};
 use crate::rest::Shared;
 use hub::{Channel, HubCommand, Kill, Outbound};
+use orders::{EntryOp, IN_FLIGHT_PER_CONNECTION_MAX};
 
 /// Largest message a client may send.
 pub const INBOUND_MESSAGE_BYTES_MAX: usize = 4_096;
@@ -34,6 +43,8 @@ pub const SUBSCRIPTIONS_MAX: usize = 64;
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The path a login signs, with the method `GET` and an empty body.
 pub const LOGIN_PATH: &str = "/v1/ws";
+/// Answers to order entry that are ready together go out in one write, up to this many.
+const ANSWERS_PER_WRITE_MAX: usize = 256;
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
@@ -75,6 +86,10 @@ struct Connection {
     subscriptions: HashSet<Channel>,
 }
 
+/// A connection's order-entry requests waiting for their answers, in the order they
+/// came (kept out of `Connection`, which must be `Sync`).
+type InFlight = FuturesOrdered<orders::Answer>;
+
 impl Connection {
     fn new(state: Shared) -> Connection {
         let (sender, receiver) = mpsc::channel(state.limits.ws_queue_messages.max(1));
@@ -92,11 +107,12 @@ impl Connection {
     async fn run(mut self, mut socket: WebSocket) {
         self.state.metrics.connection_opened("websocket");
         let kill = Arc::clone(&self.outbound.kill);
+        let mut in_flight = InFlight::new();
         let reason = loop {
             tokio::select! {
                 incoming = socket.recv() => match incoming {
                     Some(Ok(Message::Text(text))) => {
-                        let answer = self.handle(text.as_str()).await;
+                        let answer = self.handle(text.as_str(), &mut in_flight).await;
                         if let Some(answer) = answer {
                             if !send(&mut socket, answer.to_string()).await {
                                 break None;
@@ -121,6 +137,19 @@ impl Connection {
                     }
                     None => break None,
                 },
+                Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
+                    // With the answers that are ready too, in one write.
+                    let mut answers = vec![answer];
+                    while answers.len() < ANSWERS_PER_WRITE_MAX {
+                        match in_flight.next().now_or_never() {
+                            Some(Some(answer)) => answers.push(answer),
+                            _ => break,
+                        }
+                    }
+                    if !send_all(&mut socket, answers).await {
+                        break Some("slow_consumer");
+                    }
+                }
                 _ = kill.notify.notified() => break kill.reason(),
             }
         };
@@ -141,8 +170,18 @@ impl Connection {
         self.state.metrics.connection_closed("websocket");
     }
 
-    async fn handle(&mut self, text: &str) -> Option<Value> {
-        let request: Request = match serde_json::from_str(text) {
+    async fn handle(&mut self, text: &str, in_flight: &mut InFlight) -> Option<Value> {
+        let request = match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(request)) => request,
+            Ok(_) => return Some(error_message("malformed", "not a request: not a JSON object")),
+            Err(problem) => {
+                return Some(error_message("malformed", &format!("not a request: {problem}")))
+            }
+        };
+        if let Some(op) = EntryOp::of(&request) {
+            return self.order_entry(op, request, in_flight);
+        }
+        let request: Request = match serde_json::from_value(Value::Object(request)) {
             Ok(request) => request,
             Err(problem) => {
                 return Some(error_message("malformed", &format!("not a request: {problem}")))
@@ -165,6 +204,69 @@ impl Connection {
             }
         };
         answer.unwrap_or_else(|(code, message)| Some(error_message(code, &message)))
+    }
+
+    /// An `order`, `cancel` or `amend`: its answer joins the requests in flight (even an
+    /// error found at once, so that answers keep the requests' order), except `busy`
+    /// when too many are in flight, which is returned to be sent at once.
+    fn order_entry(
+        &mut self,
+        op: EntryOp,
+        mut request: Map<String, Value>,
+        in_flight: &mut InFlight,
+    ) -> Option<Value> {
+        let started = Instant::now();
+        request.remove("op");
+        let req_id = request.remove("req_id").unwrap_or(Value::Null);
+        if in_flight.len() >= IN_FLIGHT_PER_CONNECTION_MAX {
+            let mut busy = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                format!(
+                    "{IN_FLIGHT_PER_CONNECTION_MAX} requests of this connection wait for their answers; read them first"
+                ),
+            );
+            busy.retry_after_s = Some(1);
+            return Some(orders::finish(&self.state, op, started, req_id, Err(busy)));
+        }
+        let answer: orders::Answer = match self.start_entry(op, &req_id, request) {
+            Ok(work) => {
+                let state = Arc::clone(&self.state);
+                Box::pin(async move {
+                    let result = work.await;
+                    orders::finish(&state, op, started, req_id, result).to_string()
+                })
+            }
+            Err(error) => {
+                let answer = orders::finish(&self.state, op, started, req_id, Err(error));
+                Box::pin(std::future::ready(answer.to_string()))
+            }
+        };
+        in_flight.push_back(answer);
+        None
+    }
+
+    fn start_entry(
+        &mut self,
+        op: EntryOp,
+        req_id: &Value,
+        request: Map<String, Value>,
+    ) -> ApiResult<Pin<Box<dyn Future<Output = ApiResult<Value>> + Send>>> {
+        if !(req_id.is_number() || req_id.is_string()) {
+            return Err(ApiError::malformed(format!(
+                "{} needs a req_id (a number or a string), echoed in its answer",
+                op.name()
+            )));
+        }
+        let Some(caller) = &self.caller else {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "login_required",
+                format!("log in before {}", op.name()),
+            ));
+        };
+        self.state.auth.take_token(&caller.key)?;
+        orders::start(&self.state, caller, op, request)
     }
 
     fn login(
@@ -296,6 +398,18 @@ impl Connection {
 
 fn error_message(code: &str, message: &str) -> Value {
     json!({ "type": "error", "code": code, "message": message })
+}
+
+/// Sends `texts` in one write; `false` when the client is gone or does not take them
+/// in time.
+async fn send_all(socket: &mut WebSocket, texts: Vec<String>) -> bool {
+    let sending = async {
+        for text in texts {
+            socket.feed(Message::Text(text.into())).await?;
+        }
+        socket.flush().await
+    };
+    matches!(tokio::time::timeout(WRITE_TIMEOUT, sending).await, Ok(Ok(())))
 }
 
 /// Sends one message; `false` when the client is gone or does not take it in time.

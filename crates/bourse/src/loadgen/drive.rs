@@ -1,0 +1,351 @@
+//! What every protocol's connection shares: the plan, the tally, and the two loops.
+//!
+//! Open loop: request `i` of a connection is due at `start + i / rate`; the sender (the
+//! connection's thread) sends all that are due in one write, and a reader thread takes
+//! each answer's latency from its request's due time, not from when it was actually
+//! sent. A server (or a client) that falls behind therefore shows as latency, however
+//! long the queue: coordinated omission cannot hide it.
+//!
+//! Closed loop: `window` requests in flight, a new one as each answer comes; latency
+//! from each request's actual send.
+//!
+//! A protocol (`tcp`, `rest`, `ws`) only connects, logs in, writes requests
+//! (`Requests`) and reads answers (`Answers`).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::ValueEnum;
+use hdrhistogram::Histogram;
+
+use super::admin::Credentials;
+
+/// The order-entry protocol a run drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Protocol {
+    /// The binary protocol (`docs/protocol-binary.md`), on `--tcp`.
+    Tcp,
+    /// Signed `POST /v1/orders`, HTTP/1.1 keep-alive and pipelined, on `--http`.
+    Rest,
+    /// The WebSocket `order` op (`docs/websocket.md`), on `--http`.
+    Ws,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Rest => "rest",
+            Protocol::Ws => "ws",
+        }
+    }
+}
+
+/// What one connection does.
+#[derive(Clone, Debug)]
+pub struct ConnectionPlan {
+    pub address: SocketAddr,
+    pub credentials: Credentials,
+    pub symbol: String,
+    /// Requests per second on this connection.
+    pub rate: f64,
+    pub requests: u64,
+    /// The connection's place among all, to keep client order ids apart.
+    pub index: usize,
+    /// Starts every client order id: unique to the run (see `loadgen::id_prefix`).
+    pub id_prefix: String,
+}
+
+impl ConnectionPlan {
+    /// Request `request`'s client order id: unique to the run, the connection and the
+    /// request.
+    pub fn client_order_id(&self, request: u64) -> String {
+        format!("{}c{}-{request}", self.id_prefix, self.index)
+    }
+
+    /// Request `request`'s side: buy and sell alternate at one price with `stp` none,
+    /// so every sell meets the buy before it and the book stays a handful of orders
+    /// deep.
+    pub fn buys(request: u64) -> bool {
+        request.is_multiple_of(2)
+    }
+}
+
+/// Counts and latencies of one connection, shared with the progress line.
+pub struct Tally {
+    pub sent: AtomicU64,
+    pub ok: AtomicU64,
+    pub rejected: AtomicU64,
+    pub errors: AtomicU64,
+    /// Rejections by reason code (index = code, up to 255).
+    pub reasons: Mutex<Vec<u64>>,
+    /// Latency from the scheduled send time, in µs: the whole run, and since the
+    /// progress line last took it.
+    pub latency: Mutex<(Histogram<u64>, Histogram<u64>)>,
+    pub done: AtomicBool,
+    pub failure: Mutex<Option<String>>,
+}
+
+impl Tally {
+    pub fn new() -> Result<Tally, String> {
+        let histogram = || {
+            Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)
+                .map_err(|error| error.to_string())
+        };
+        Ok(Tally {
+            sent: AtomicU64::new(0),
+            ok: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            reasons: Mutex::new(vec![0; 256]),
+            latency: Mutex::new((histogram()?, histogram()?)),
+            done: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        })
+    }
+
+    pub fn fail(&self, reason: String) {
+        self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get_or_insert(reason);
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count(&self, outcome: Outcome) {
+        match outcome {
+            Outcome::Ok => {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Rejected(code) => {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+                let mut reasons =
+                    self.reasons.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                reasons[usize::from(code).min(255)] += 1;
+            }
+        }
+    }
+
+    fn record(&self, latency_us: u64) {
+        let mut latency = self.latency.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _ = latency.0.record(latency_us);
+        let _ = latency.1.record(latency_us);
+    }
+}
+
+/// How a request was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// Refused, with its code as the binary protocol numbers them (the engine's reasons
+    /// 1 to 99, the server's from 100; `bourse_server::tcp::wire`).
+    Rejected(u16),
+}
+
+/// An answer to request `request` (the connection's requests are numbered from 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub request: u64,
+    pub outcome: Outcome,
+}
+
+/// The code of a server's error named as REST names it (`busy`, `insufficient_funds`).
+pub fn code_of(name: &str) -> u16 {
+    bourse_server::tcp::wire::server_code(name)
+}
+
+/// The sending half of a connection.
+pub trait Requests: Send {
+    /// Sends requests `first`, `first + 1`, ... (fewer than `end`) in one write, as
+    /// many as fit its batch; returns the next request to send.
+    fn send(&mut self, plan: &ConnectionPlan, first: u64, end: u64) -> Result<u64, String>;
+}
+
+/// The reading half of a connection.
+pub trait Answers: Send {
+    /// The next answer; `None` for a message that answers no request (a fill, an order
+    /// update). An error ends the connection (the server closed it, say).
+    fn next(&mut self) -> Result<Option<Answer>, String>;
+}
+
+/// Runs `plan` (open loop, or closed with `closed: Some(window)`) on a connection that
+/// `connect` makes; records a failure in the tally, and marks it done.
+pub fn run<S, R>(
+    plan: ConnectionPlan,
+    tally: Arc<Tally>,
+    closed: Option<usize>,
+    start: Instant,
+    duration: Duration,
+    connect: impl FnOnce(&ConnectionPlan) -> Result<(S, R), String>,
+) where
+    S: Requests,
+    R: Answers + 'static,
+{
+    let outcome = connect(&plan).and_then(|(requests, answers)| match closed {
+        Some(window) => run_closed(&plan, &tally, window, start, duration, requests, answers),
+        None => run_open(&plan, &tally, start, requests, answers),
+    });
+    if let Err(error) = outcome {
+        tally.fail(error);
+    }
+    tally.done.store(true, Ordering::SeqCst);
+}
+
+fn run_open<S: Requests, R: Answers + 'static>(
+    plan: &ConnectionPlan,
+    tally: &Arc<Tally>,
+    start: Instant,
+    mut requests: S,
+    answers: R,
+) -> Result<(), String> {
+    let period_ns = 1e9 / plan.rate;
+    let reader = {
+        let (tally, count) = (Arc::clone(tally), plan.requests);
+        std::thread::Builder::new()
+            .name(format!("loadgen-read-{}", plan.index))
+            .spawn(move || read_answers(answers, &tally, count, start, period_ns))
+            .map_err(|error| error.to_string())?
+    };
+    let sent = send_on_schedule(&mut requests, plan, tally, start, period_ns);
+    let read = reader.join().map_err(|_| "the reader thread panicked".to_string())?;
+    sent.and(read)
+}
+
+fn send_on_schedule(
+    requests: &mut impl Requests,
+    plan: &ConnectionPlan,
+    tally: &Tally,
+    start: Instant,
+    period_ns: f64,
+) -> Result<(), String> {
+    let mut next = 0u64;
+    while next < plan.requests {
+        let elapsed_ns = start.elapsed().as_nanos() as f64;
+        let due = ((elapsed_ns / period_ns).floor() as u64 + 1).min(plan.requests);
+        if due <= next {
+            // Sleep, never spin: on a machine the server shares, a spinning sender would
+            // take the CPU the server needs. Waking late only makes the next write carry
+            // more requests; their latency still counts from when each was due.
+            let wait_ns = (next as f64 * period_ns - elapsed_ns).max(10_000.0);
+            std::thread::sleep(Duration::from_nanos(wait_ns as u64));
+            continue;
+        }
+        next = requests.send(plan, next, due)?;
+        tally.sent.store(next, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Reads until every request is answered (or the connection fails: each request left
+/// unanswered is an error).
+fn read_answers(
+    mut answers: impl Answers,
+    tally: &Tally,
+    requests: u64,
+    start: Instant,
+    period_ns: f64,
+) -> Result<(), String> {
+    let mut answered = 0u64;
+    while answered < requests {
+        let answer = match answers.next() {
+            Ok(Some(answer)) => answer,
+            Ok(None) => continue,
+            Err(error) => {
+                let missing = requests - answered;
+                tally.errors.fetch_add(missing, Ordering::Relaxed);
+                return Err(format!("{missing} requests unanswered: {error}"));
+            }
+        };
+        tally.count(answer.outcome);
+        answered += 1;
+        let scheduled_ns = answer.request as f64 * period_ns;
+        let latency_us =
+            ((start.elapsed().as_nanos() as f64 - scheduled_ns) / 1_000.0).max(1.0) as u64;
+        tally.record(latency_us);
+    }
+    Ok(())
+}
+
+/// Closed loop: keeps `window` requests in flight on the connection (a new one as each
+/// answer comes) for `duration`, then waits for the last answers. Latency is from each
+/// request's actual send: in a closed loop the client waits, so this shows what one
+/// client sees, not what an open stream of orders would meet (use the open loop for
+/// that).
+fn run_closed(
+    plan: &ConnectionPlan,
+    tally: &Tally,
+    window: usize,
+    start: Instant,
+    duration: Duration,
+    mut requests: impl Requests,
+    mut answers: impl Answers,
+) -> Result<(), String> {
+    std::thread::sleep(start.saturating_duration_since(Instant::now()));
+    let mut flight = Flight::default();
+    flight.send(&mut requests, plan, tally, window.max(1) as u64)?;
+    while flight.count > 0 {
+        let answer = match answers.next() {
+            Ok(Some(answer)) => answer,
+            Ok(None) => continue,
+            Err(error) => {
+                tally.errors.fetch_add(flight.count as u64, Ordering::Relaxed);
+                return Err(error);
+            }
+        };
+        let sent = flight.answered(answer.request)?;
+        tally.count(answer.outcome);
+        tally.record((sent.elapsed().as_micros() as u64).max(1));
+        if start.elapsed() < duration {
+            flight.send(&mut requests, plan, tally, 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// The closed loop's requests in flight.
+#[derive(Default)]
+struct Flight {
+    /// When each request from `first` on was sent (`None` once answered: answers may
+    /// come out of order).
+    sent_at: VecDeque<Option<Instant>>,
+    first: u64,
+    next: u64,
+    count: usize,
+}
+
+impl Flight {
+    /// Sends `count` more requests.
+    fn send(
+        &mut self,
+        requests: &mut impl Requests,
+        plan: &ConnectionPlan,
+        tally: &Tally,
+        count: u64,
+    ) -> Result<(), String> {
+        let end = self.next + count;
+        while self.next < end {
+            let now = Instant::now();
+            let after = requests.send(plan, self.next, end)?;
+            self.sent_at.extend((self.next..after).map(|_| Some(now)));
+            self.count += (after - self.next) as usize;
+            self.next = after;
+        }
+        tally.sent.store(self.next, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Request `request` is answered: when it was sent.
+    fn answered(&mut self, request: u64) -> Result<Instant, String> {
+        let sent = request
+            .checked_sub(self.first)
+            .and_then(|offset| self.sent_at.get_mut(usize::try_from(offset).ok()?))
+            .and_then(Option::take)
+            .ok_or_else(|| format!("an answer to request {request}, which is not in flight"))?;
+        while let Some(None) = self.sent_at.front() {
+            self.sent_at.pop_front();
+            self.first += 1;
+        }
+        self.count -= 1;
+        Ok(sent)
+    }
+}

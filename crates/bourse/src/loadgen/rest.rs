@@ -1,0 +1,185 @@
+//! Order entry over REST: signed `POST /v1/orders` (`docs/api.md`) on one keep-alive
+//! HTTP/1.1 connection, pipelined: the requests that are due go out back to back in
+//! one write, and the responses come back in the same order (HTTP/1.1 answers a
+//! connection's requests in order), so the `n`th response answers request `n`. The
+//! loops are `drive`'s.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests};
+
+const PATH: &str = "/v1/orders";
+/// A batch of requests stops growing past this many bytes.
+const BATCH_BYTES: usize = 60 * 1024;
+/// The largest response head or body taken.
+const RESPONSE_BYTES_MAX: usize = 1 << 20;
+
+/// Connects: the connection's sending and reading halves. REST has no login: every
+/// request is signed.
+pub fn connect(plan: &ConnectionPlan) -> Result<(RestRequests, RestAnswers), String> {
+    let stream = TcpStream::connect(plan.address).map_err(|error| format!("connect: {error}"))?;
+    stream.set_nodelay(true).map_err(|error| error.to_string())?;
+    let reader = stream.try_clone().map_err(|error| error.to_string())?;
+    reader.set_read_timeout(Some(Duration::from_secs(10))).map_err(|error| error.to_string())?;
+    let mac = Hmac::<Sha256>::new_from_slice(plan.credentials.secret.as_bytes())
+        .map_err(|error| format!("the secret: {error}"))?;
+    Ok((
+        RestRequests {
+            stream,
+            mac,
+            batch: Vec::with_capacity(BATCH_BYTES + 1024),
+            body: String::with_capacity(256),
+            message: Vec::with_capacity(512),
+        },
+        RestAnswers {
+            reader: BufReader::with_capacity(256 * 1024, reader),
+            answered: 0,
+            line: Vec::with_capacity(256),
+            body: Vec::with_capacity(1024),
+        },
+    ))
+}
+
+pub struct RestRequests {
+    stream: TcpStream,
+    /// HMAC-SHA256 keyed with the secret, cloned for each request.
+    mac: Hmac<Sha256>,
+    batch: Vec<u8>,
+    body: String,
+    message: Vec<u8>,
+}
+
+impl RestRequests {
+    /// Request `request`'s body: a 0.0001 limit at 60,000, GTC, `stp` none, buy and sell
+    /// alternating (the same orders as the binary protocol's run).
+    fn body(&mut self, plan: &ConnectionPlan, request: u64) {
+        use std::fmt::Write as _;
+        self.body.clear();
+        let side = if ConnectionPlan::buys(request) { "buy" } else { "sell" };
+        let _ = write!(
+            self.body,
+            r#"{{"symbol":"{}","side":"{side}","type":"limit","price":"60000","qty":"0.0001","stp":"none","client_order_id":"{}"}}"#,
+            plan.symbol,
+            plan.client_order_id(request)
+        );
+    }
+
+    /// Appends request `request`, signed with `timestamp_ms`, to the batch.
+    fn append(&mut self, plan: &ConnectionPlan, request: u64, timestamp_ms: u64) {
+        self.body(plan, request);
+        let timestamp = timestamp_ms.to_string();
+        self.message.clear();
+        for part in [&timestamp, "\nPOST\n", PATH, "\n", &self.body] {
+            self.message.extend_from_slice(part.as_bytes());
+        }
+        let mut mac = self.mac.clone();
+        mac.update(&self.message);
+        let signature = hex::encode(mac.finalize().into_bytes());
+        let _ = write!(
+            self.batch,
+            "POST {PATH} HTTP/1.1\r\nHost: bourse\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nX-Bourse-Key: {}\r\nX-Bourse-Timestamp: {timestamp}\r\n\
+             X-Bourse-Signature: {signature}\r\n\r\n{}",
+            self.body.len(),
+            plan.credentials.key,
+            self.body
+        );
+    }
+}
+
+impl Requests for RestRequests {
+    fn send(&mut self, plan: &ConnectionPlan, first: u64, end: u64) -> Result<u64, String> {
+        // Every body differs (its client order id), so requests signed in the same
+        // millisecond are never a replay of one another.
+        let timestamp_ms = bourse_server::now_ms();
+        self.batch.clear();
+        let mut next = first;
+        while next < end && self.batch.len() < BATCH_BYTES {
+            self.append(plan, next, timestamp_ms);
+            next += 1;
+        }
+        self.stream.write_all(&self.batch).map_err(|error| format!("send: {error}"))?;
+        Ok(next)
+    }
+}
+
+pub struct RestAnswers {
+    reader: BufReader<TcpStream>,
+    answered: u64,
+    line: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl RestAnswers {
+    /// One line of the response's head, without its CRLF.
+    fn read_line(&mut self) -> Result<(), String> {
+        self.line.clear();
+        let read = (&mut self.reader)
+            .take(RESPONSE_BYTES_MAX as u64)
+            .read_until(b'\n', &mut self.line)
+            .map_err(|error| format!("read: {error}"))?;
+        if read == 0 {
+            return Err("the server closed the connection".to_string());
+        }
+        if self.line.last() != Some(&b'\n') {
+            return Err("a response line too long".to_string());
+        }
+        while matches!(self.line.last(), Some(b'\n' | b'\r')) {
+            self.line.pop();
+        }
+        Ok(())
+    }
+}
+
+impl Answers for RestAnswers {
+    fn next(&mut self) -> Result<Option<Answer>, String> {
+        self.read_line()?;
+        let status: u16 = std::str::from_utf8(&self.line)
+            .ok()
+            .and_then(|line| line.strip_prefix("HTTP/1.1 "))
+            .and_then(|rest| rest.get(..3))
+            .and_then(|status| status.parse().ok())
+            .ok_or_else(|| {
+                format!("not an HTTP/1.1 response: {:?}", String::from_utf8_lossy(&self.line))
+            })?;
+        let mut length: Option<usize> = None;
+        loop {
+            self.read_line()?;
+            if self.line.is_empty() {
+                break;
+            }
+            let line = String::from_utf8_lossy(&self.line);
+            let Some((name, value)) = line.split_once(':') else { continue };
+            let (name, value) = (name.trim(), value.trim());
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.parse().ok();
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                return Err(format!("a response with transfer-encoding {value} (not supported)"));
+            }
+        }
+        let length = length.ok_or("a response without content-length")?;
+        if length > RESPONSE_BYTES_MAX {
+            return Err(format!("a response of {length} bytes"));
+        }
+        self.body.resize(length, 0);
+        self.reader.read_exact(&mut self.body).map_err(|error| format!("read: {error}"))?;
+        let request = self.answered;
+        self.answered += 1;
+        let outcome = if status == 200 {
+            Outcome::Ok
+        } else {
+            // An error's body is `{"code": ..., "message": ...}`.
+            let code = serde_json::from_slice::<serde_json::Value>(&self.body)
+                .ok()
+                .and_then(|body| body["code"].as_str().map(code_of));
+            // (255 when it has none: not one of the server's answers.)
+            Outcome::Rejected(code.unwrap_or(255))
+        };
+        Ok(Some(Answer { request, outcome }))
+    }
+}
