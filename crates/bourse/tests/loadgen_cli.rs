@@ -349,3 +349,97 @@ fn rest_and_websocket_runs_against_bourse_serve_have_every_order_accepted() {
         assert_all_ok(&results, protocol, 400);
     }
 }
+
+/// The text of `GET path` on `http` (the server's `/metrics`, say).
+fn http_get(http: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(http).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: bourse\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// The value of the `/metrics` line that starts with `prefix`, 0 if there is none.
+fn metric(metrics: &str, prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|line| line.starts_with(prefix))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn order_flow_profiles_send_amends_cancels_and_takers_over_every_protocol() {
+    let directory = tempfile::tempdir().unwrap();
+    let data_dir = directory.path().join("data");
+    let mut served = serve(&data_dir);
+    let mut runs = Vec::new();
+    for protocol in ["tcp", "rest", "ws"] {
+        for (profile, connections, symbols) in [("ec-mix", "2", "1"), ("maker-taker", "4", "3")] {
+            let output = bourse()
+                .args(["loadgen", "--protocol", protocol, "--http", &served.http])
+                .args(["--tcp", &served.tcp, "--admin-key-file"])
+                .arg(data_dir.join("server/admin.key"))
+                .args(["--symbol", &format!("{}-{protocol}", &profile[..2]), "--symbols", symbols])
+                .args(["--profile", profile, "--connections", connections])
+                .args(["--rate", "2000", "--duration", "1", "--json"])
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+            assert!(
+                output.status.success(),
+                "{}\n{stdout}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            runs.push((
+                protocol,
+                profile,
+                serde_json::from_str::<serde_json::Value>(&stdout).unwrap(),
+            ));
+        }
+    }
+    let metrics = http_get(&served.http, "/metrics");
+    served.child.kill().unwrap();
+    let _ = served.child.wait();
+    for (protocol, profile, results) in runs {
+        let (sent, ok, rejected) = (
+            results["sent"].as_u64().unwrap(),
+            results["ok"].as_u64().unwrap(),
+            results["rejected"].as_u64().unwrap(),
+        );
+        assert_eq!(
+            (results["profile"].as_str(), results["errors"].as_u64()),
+            (Some(profile), Some(0))
+        );
+        assert_eq!((sent, ok + rejected), (2_000, 2_000), "{protocol} {profile}: {results}");
+        // Only orders a connection believed open and another's IOC filled are refused.
+        let reasons = results["rejected_by_reason"].as_object().unwrap();
+        assert!(
+            reasons.keys().all(|reason| reason == "unknown_order"),
+            "{protocol} {profile}: {results}"
+        );
+        assert!(ok > sent * 3 / 4, "{protocol} {profile}: {results}");
+    }
+    // The binary gateway answered amends and cancels, accepted (status 0).
+    for route in ["new_order", "amend", "cancel"] {
+        let prefix =
+            format!(r#"bourse_requests_total{{protocol="tcp",route="{route}",status="0"}}"#);
+        assert!(metric(&metrics, &prefix) > 10.0, "{route}:\n{metrics}");
+    }
+}
+
+#[test]
+fn bursts_send_faster_at_the_start_of_each_period() {
+    let (mut sink, address) = start_sink();
+    // 1,000/s, the first 100 ms of each 500 ms at 5,000/s: 500 + 400 each period.
+    let results = against_sink(
+        &address,
+        &["--rate", "1000", "--duration", "1", "--connections", "1", "--burst-every-ms", "500"],
+    );
+    sink.kill().unwrap();
+    let _ = sink.wait();
+    assert_eq!((results["sent"].as_u64(), results["ok"].as_u64()), (Some(1_800), Some(1_800)));
+    assert_eq!(results["burst"]["factor"], 5.0, "{results}");
+}

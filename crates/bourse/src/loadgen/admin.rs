@@ -95,20 +95,22 @@ pub fn ensure(
     }
 }
 
-/// The market a run trades on: USD (6 decimals), BTC (8) and `symbol` (BTC/USD, tick
-/// 0.01, lot 0.0001, no fees), then `accounts` accounts with money and a key each.
+/// The market a run trades on: USD (6 decimals), BTC (8) and `symbols` (each BTC/USD,
+/// tick 0.01, lot 0.0001, no fees), then `accounts` accounts with money and a key each.
 pub fn set_up(
     http: SocketAddr,
     admin: &Credentials,
-    symbol: &str,
+    symbols: &[String],
     accounts: &[String],
 ) -> Result<Vec<Credentials>, String> {
     ensure(http, admin, "/v1/admin/assets", r#"{"asset":"USD","decimals":6}"#)?;
     ensure(http, admin, "/v1/admin/assets", r#"{"asset":"BTC","decimals":8}"#)?;
-    let instrument = format!(
-        r#"{{"symbol":"{symbol}","base":"BTC","quote":"USD","tick":"0.01","lot":"0.0001","min_qty":"0.0001","max_qty":"1000","maker_fee_bps":0,"taker_fee_bps":0,"market_band_bps":500}}"#
-    );
-    ensure(http, admin, "/v1/admin/instruments", &instrument)?;
+    for symbol in symbols {
+        let instrument = format!(
+            r#"{{"symbol":"{symbol}","base":"BTC","quote":"USD","tick":"0.01","lot":"0.0001","min_qty":"0.0001","max_qty":"1000","maker_fee_bps":0,"taker_fee_bps":0,"market_band_bps":500}}"#
+        );
+        ensure(http, admin, "/v1/admin/instruments", &instrument)?;
+    }
     let mut keys = Vec::with_capacity(accounts.len());
     for account in accounts {
         ensure(http, admin, "/v1/admin/accounts", &format!(r#"{{"name":"{account}"}}"#))?;

@@ -22,6 +22,7 @@ use clap::ValueEnum;
 use hdrhistogram::Histogram;
 
 use super::admin::Credentials;
+use super::flow::{Flow, Profile, Schedule};
 
 /// The order-entry protocol a run drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -49,28 +50,36 @@ impl Protocol {
 pub struct ConnectionPlan {
     pub address: SocketAddr,
     pub credentials: Credentials,
-    pub symbol: String,
-    /// Requests per second on this connection.
-    pub rate: f64,
+    /// The instruments the run trades (a flow's `symbol` indexes them).
+    pub symbols: Vec<String>,
+    /// When each request is due (open loop).
+    pub schedule: Schedule,
     pub requests: u64,
     /// The connection's place among all, to keep client order ids apart.
     pub index: usize,
+    pub connections: usize,
     /// Starts every client order id: unique to the run (see `loadgen::id_prefix`).
     pub id_prefix: String,
+    pub profile: Profile,
+    pub seed: u64,
 }
 
 impl ConnectionPlan {
-    /// Request `request`'s client order id: unique to the run, the connection and the
-    /// request.
-    pub fn client_order_id(&self, request: u64) -> String {
-        format!("{}c{}-{request}", self.id_prefix, self.index)
+    /// The connection's order flow.
+    pub fn flow(&self) -> Flow {
+        Flow::new(
+            self.profile,
+            self.seed,
+            self.index,
+            self.connections,
+            self.symbols.len(),
+            format!("{}c{}", self.id_prefix, self.index),
+        )
     }
 
-    /// Request `request`'s side: buy and sell alternate at one price with `stp` none,
-    /// so every sell meets the buy before it and the book stays a handful of orders
-    /// deep.
-    pub fn buys(request: u64) -> bool {
-        request.is_multiple_of(2)
+    /// The symbol a flow's request names.
+    pub fn symbol(&self, index: usize) -> &str {
+        self.symbols.get(index).or(self.symbols.first()).map_or("", String::as_str)
     }
 }
 
@@ -198,15 +207,14 @@ fn run_open<S: Requests, R: Answers + 'static>(
     mut requests: S,
     answers: R,
 ) -> Result<(), String> {
-    let period_ns = 1e9 / plan.rate;
     let reader = {
-        let (tally, count) = (Arc::clone(tally), plan.requests);
+        let (tally, count, schedule) = (Arc::clone(tally), plan.requests, plan.schedule);
         std::thread::Builder::new()
             .name(format!("loadgen-read-{}", plan.index))
-            .spawn(move || read_answers(answers, &tally, count, start, period_ns))
+            .spawn(move || read_answers(answers, &tally, count, start, schedule))
             .map_err(|error| error.to_string())?
     };
-    let sent = send_on_schedule(&mut requests, plan, tally, start, period_ns);
+    let sent = send_on_schedule(&mut requests, plan, tally, start);
     let read = reader.join().map_err(|_| "the reader thread panicked".to_string())?;
     sent.and(read)
 }
@@ -216,17 +224,16 @@ fn send_on_schedule(
     plan: &ConnectionPlan,
     tally: &Tally,
     start: Instant,
-    period_ns: f64,
 ) -> Result<(), String> {
     let mut next = 0u64;
     while next < plan.requests {
         let elapsed_ns = start.elapsed().as_nanos() as f64;
-        let due = ((elapsed_ns / period_ns).floor() as u64 + 1).min(plan.requests);
+        let due = plan.schedule.due_count(elapsed_ns).min(plan.requests);
         if due <= next {
             // Sleep, never spin: on a machine the server shares, a spinning sender would
             // take the CPU the server needs. Waking late only makes the next write carry
             // more requests; their latency still counts from when each was due.
-            let wait_ns = (next as f64 * period_ns - elapsed_ns).max(10_000.0);
+            let wait_ns = (plan.schedule.due_ns(next) - elapsed_ns).max(10_000.0);
             std::thread::sleep(Duration::from_nanos(wait_ns as u64));
             continue;
         }
@@ -243,7 +250,7 @@ fn read_answers(
     tally: &Tally,
     requests: u64,
     start: Instant,
-    period_ns: f64,
+    schedule: Schedule,
 ) -> Result<(), String> {
     let mut answered = 0u64;
     while answered < requests {
@@ -258,7 +265,7 @@ fn read_answers(
         };
         tally.count(answer.outcome);
         answered += 1;
-        let scheduled_ns = answer.request as f64 * period_ns;
+        let scheduled_ns = schedule.due_ns(answer.request);
         let latency_us =
             ((start.elapsed().as_nanos() as f64 - scheduled_ns) / 1_000.0).max(1.0) as u64;
         tally.record(latency_us);

@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod drive;
+pub mod flow;
 pub mod memory;
 pub mod report;
 pub mod rest;
@@ -30,6 +31,7 @@ use serde_json::{json, Value};
 
 use admin::Credentials;
 use drive::{ConnectionPlan, Protocol, Tally};
+use flow::{Burst, Profile, Schedule};
 
 #[derive(Args, Clone, Debug)]
 pub struct LoadgenArgs {
@@ -87,11 +89,68 @@ pub struct LoadgenArgs {
     /// in the timeline, `server_rss_kib` (first, last, max) in the results.
     #[arg(long)]
     watch_pid: Option<u32>,
+    /// The order flow (`loadgen::flow`): `cross` (buy and sell meet at one price),
+    /// `ec-mix` (exchange-core's mix of new orders, amends, cancels, IOC and FOK), or
+    /// `maker-taker` (half the connections quote and cancel-replace on every symbol,
+    /// the others take with IOC orders).
+    #[arg(long, value_enum, default_value = "cross")]
+    profile: Profile,
+    /// Instruments to trade: `--symbol` alone for 1, else `SYMBOL-0` … `SYMBOL-(N-1)`.
+    #[arg(long, default_value_t = 1)]
+    symbols: usize,
+    /// Seeds the flows (the same seed, the same orders).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Bursts: every this many ms, `--burst-ms` at `--burst-factor` times `--rate`
+    /// (open loop; the rest of each period at `--rate`).
+    #[arg(long)]
+    burst_every_ms: Option<u64>,
+    #[arg(long, default_value_t = 100)]
+    burst_ms: u64,
+    #[arg(long, default_value_t = 5.0)]
+    burst_factor: f64,
+}
+
+impl LoadgenArgs {
+    /// The instruments of the run.
+    fn symbol_names(&self) -> Vec<String> {
+        match self.symbols {
+            0 | 1 => vec![self.symbol.clone()],
+            count => (0..count).map(|index| format!("{}-{index}", self.symbol)).collect(),
+        }
+    }
+
+    /// The open loop's clock for one connection sending `rate` a second.
+    fn schedule(&self, rate: f64) -> Result<Schedule, String> {
+        let burst = match self.burst_every_ms {
+            None => None,
+            Some(every_ms) => {
+                if !(self.burst_factor >= 1.0 && self.burst_ms > 0 && self.burst_ms < every_ms) {
+                    return Err("bursts need --burst-ms below --burst-every-ms and a --burst-factor of 1 or more"
+                        .to_string());
+                }
+                Some(Burst {
+                    every: Duration::from_millis(every_ms),
+                    length: Duration::from_millis(self.burst_ms),
+                    factor: self.burst_factor,
+                })
+            }
+        };
+        Ok(Schedule { rate, burst })
+    }
 }
 
 pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     if !(args.rate > 0.0 && args.duration > 0.0 && args.connections > 0) {
         return Err("--rate, --duration and --connections must be positive".to_string());
+    }
+    let longest = args.symbol_names().iter().map(String::len).max().unwrap_or(0);
+    if args.protocol == Protocol::Tcp && longest > bourse_server::tcp::wire::SYMBOL_BYTES {
+        return Err(format!(
+            "the binary protocol carries symbols of up to {} bytes; --symbol (with its -N \
+             suffix for --symbols) is {longest}",
+            bourse_server::tcp::wire::SYMBOL_BYTES
+        ));
     }
     if let Some(pid) = args.watch_pid {
         memory::rss_kib(pid)?;
@@ -105,7 +164,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
             let run_id = bourse_server::now_ms() % 1_000_000_000;
             let accounts: Vec<String> =
                 (0..args.connections).map(|index| format!("lg{run_id}-{index}")).collect();
-            admin::set_up(args.http, &admin, &args.symbol, &accounts)?
+            admin::set_up(args.http, &admin, &args.symbol_names(), &accounts)?
         }
     };
     if args.closed.is_some_and(|window| window == 0)
@@ -217,8 +276,9 @@ fn run_once(
     rate: f64,
     id_prefix: &str,
 ) -> Result<(Value, Vec<String>), String> {
-    let per_connection_rate = rate / args.connections as f64;
-    let requests = (per_connection_rate * args.duration).round().max(1.0) as u64;
+    let schedule = args.schedule(rate / args.connections as f64)?;
+    let requests = schedule.requests_in(Duration::from_secs_f64(args.duration));
+    let symbols = args.symbol_names();
     let tallies: Vec<Arc<Tally>> =
         (0..args.connections).map(|_| Tally::new().map(Arc::new)).collect::<Result<_, _>>()?;
     let rss_before = args.watch_pid.map(memory::rss_kib).transpose()?;
@@ -234,11 +294,14 @@ fn run_once(
                     Protocol::Rest | Protocol::Ws => args.http,
                 },
                 credentials,
-                symbol: args.symbol.clone(),
-                rate: per_connection_rate,
+                symbols: symbols.clone(),
+                schedule,
                 requests,
                 index,
+                connections: args.connections,
                 id_prefix: id_prefix.to_string(),
+                profile: args.profile,
+                seed: args.seed,
             };
             let tally = Arc::clone(&tallies[index]);
             let (closed, protocol) = (args.closed, args.protocol);
@@ -374,6 +437,12 @@ fn summarise(
         "window_per_connection": args.closed,
         "target_rate_per_sec": if args.closed.is_some() { Value::Null } else { json!(rate) },
         "connections": args.connections,
+        "profile": args.profile.name(),
+        "symbols": args.symbol_names(),
+        "seed": args.seed,
+        "burst": args.burst_every_ms.map(|every_ms| json!({
+            "every_ms": every_ms, "length_ms": args.burst_ms, "factor": args.burst_factor,
+        })),
         "duration_s": args.duration,
         "elapsed_s": elapsed_s,
         "sent": sent,

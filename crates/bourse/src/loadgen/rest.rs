@@ -1,4 +1,5 @@
-//! Order entry over REST: signed `POST /v1/orders` (`docs/api.md`) on one keep-alive
+//! Order entry over REST: signed `POST /v1/orders`, and for cancels and amends
+//! `DELETE` and `PATCH /v1/orders?client_order_id=` (`docs/api.md`), on one keep-alive
 //! HTTP/1.1 connection, pipelined: the requests that are due go out back to back in
 //! one write, and the responses come back in the same order (HTTP/1.1 answers a
 //! connection's requests in order), so the `n`th response answers request `n`. The
@@ -12,6 +13,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests};
+use super::flow::{price_text, qty_text, Flow, OrderRequest, TimeInForce};
 
 const PATH: &str = "/v1/orders";
 /// A batch of requests stops growing past this many bytes.
@@ -34,7 +36,9 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(RestRequests, RestAnswers), Str
             mac,
             batch: Vec::with_capacity(BATCH_BYTES + 1024),
             body: String::with_capacity(256),
+            path: String::with_capacity(128),
             message: Vec::with_capacity(512),
+            flow: plan.flow(),
         },
         RestAnswers {
             reader: BufReader::with_capacity(256 * 1024, reader),
@@ -51,30 +55,60 @@ pub struct RestRequests {
     mac: Hmac<Sha256>,
     batch: Vec<u8>,
     body: String,
+    path: String,
     message: Vec<u8>,
+    flow: Flow,
 }
 
 impl RestRequests {
-    /// Request `request`'s body: a 0.0001 limit at 60,000, GTC, `stp` none, buy and sell
-    /// alternating (the same orders as the binary protocol's run).
-    fn body(&mut self, plan: &ConnectionPlan, request: u64) {
+    /// The flow's request as a method, a path (with its query) and a JSON body: a new
+    /// order is `POST /v1/orders`, a cancel `DELETE /v1/orders?client_order_id=`, an
+    /// amend `PATCH /v1/orders?client_order_id=`.
+    fn shape(&mut self, plan: &ConnectionPlan, request: &OrderRequest) -> &'static str {
         use std::fmt::Write as _;
         self.body.clear();
-        let side = if ConnectionPlan::buys(request) { "buy" } else { "sell" };
-        let _ = write!(
-            self.body,
-            r#"{{"symbol":"{}","side":"{side}","type":"limit","price":"60000","qty":"0.0001","stp":"none","client_order_id":"{}"}}"#,
-            plan.symbol,
-            plan.client_order_id(request)
-        );
+        self.path.clear();
+        self.path.push_str(PATH);
+        match request {
+            OrderRequest::New(order) => {
+                let _ = write!(
+                    self.body,
+                    r#"{{"symbol":"{}","side":"{}","type":"limit","price":"{}","qty":"{}","time_in_force":"{}","stp":"none","client_order_id":"{}"}}"#,
+                    plan.symbol(order.symbol),
+                    if order.buy { "buy" } else { "sell" },
+                    price_text(order.price_ticks),
+                    qty_text(order.qty_lots),
+                    match order.time_in_force {
+                        TimeInForce::GoodTillCancel => "gtc",
+                        TimeInForce::ImmediateOrCancel => "ioc",
+                        TimeInForce::FillOrKill => "fok",
+                    },
+                    order.client_order_id,
+                );
+                "POST"
+            }
+            OrderRequest::Cancel { client_order_id } => {
+                let _ = write!(self.path, "?client_order_id={client_order_id}");
+                "DELETE"
+            }
+            OrderRequest::Amend { client_order_id, price_ticks, qty_lots } => {
+                let _ = write!(self.path, "?client_order_id={client_order_id}");
+                let price = price_ticks.map(|ticks| format!(r#""price":"{}""#, price_text(ticks)));
+                let qty = qty_lots.map(|lots| format!(r#""qty":"{}""#, qty_text(lots)));
+                let fields: Vec<String> = price.into_iter().chain(qty).collect();
+                let _ = write!(self.body, "{{{}}}", fields.join(","));
+                "PATCH"
+            }
+        }
     }
 
     /// Appends request `request`, signed with `timestamp_ms`, to the batch.
     fn append(&mut self, plan: &ConnectionPlan, request: u64, timestamp_ms: u64) {
-        self.body(plan, request);
+        let order_request = self.flow.next(request);
+        let method = self.shape(plan, &order_request);
         let timestamp = timestamp_ms.to_string();
         self.message.clear();
-        for part in [&timestamp, "\nPOST\n", PATH, "\n", &self.body] {
+        for part in [&timestamp, "\n", method, "\n", &self.path, "\n", &self.body] {
             self.message.extend_from_slice(part.as_bytes());
         }
         let mut mac = self.mac.clone();
@@ -82,9 +116,10 @@ impl RestRequests {
         let signature = hex::encode(mac.finalize().into_bytes());
         let _ = write!(
             self.batch,
-            "POST {PATH} HTTP/1.1\r\nHost: bourse\r\nContent-Type: application/json\r\n\
+            "{method} {} HTTP/1.1\r\nHost: bourse\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\nX-Bourse-Key: {}\r\nX-Bourse-Timestamp: {timestamp}\r\n\
              X-Bourse-Signature: {signature}\r\n\r\n{}",
+            self.path,
             self.body.len(),
             plan.credentials.key,
             self.body
@@ -94,8 +129,9 @@ impl RestRequests {
 
 impl Requests for RestRequests {
     fn send(&mut self, plan: &ConnectionPlan, first: u64, end: u64) -> Result<u64, String> {
-        // Every body differs (its client order id), so requests signed in the same
-        // millisecond are never a replay of one another.
+        // Requests signed in the same millisecond differ (a new order's client order
+        // id; a cancel names an order once; an amend always moves its order), so none
+        // is refused as a replay of another.
         let timestamp_ms = bourse_server::now_ms();
         self.batch.clear();
         let mut next = first;

@@ -2,8 +2,8 @@
 //! and does nothing else (no engine, no journal, no checks), so that a load run against
 //! it measures the load generator alone: the rate the tool can drive, per protocol.
 //!
-//! - On `--tcp`, the binary protocol's framing: any login is accepted, each `NewOrder`
-//!   is answered `Accepted` with its request id.
+//! - On `--tcp`, the binary protocol's framing: any login is accepted, each
+//!   `NewOrder`, `Cancel` or `Amend` is answered `Accepted` with its request id.
 //! - On `--http` (if given), REST and WebSocket: each HTTP/1.1 request (keep-alive,
 //!   pipelined) is answered `200` with a fixed small JSON body; a WebSocket upgrade on
 //!   `/v1/ws` is accepted, any `login` answered `logged_in`, each `order`, `cancel` or
@@ -78,7 +78,7 @@ fn answer(stream: TcpStream) -> std::io::Result<()> {
         reader.read_exact(&mut frame[..length])?;
         let reply = match frame[0] {
             client::LOGIN => FrameWriter::new(server::LOGGED_IN).text("sink", TEXT_BYTES).finish(),
-            client::NEW_ORDER if length >= 9 => {
+            client::NEW_ORDER | client::CANCEL | client::AMEND if length >= 9 => {
                 let request_id = u64::from_le_bytes(frame[1..9].try_into().unwrap_or([0; 8]));
                 let client_order_id = &frame[9..(9 + CLIENT_ORDER_ID_BYTES).min(length)];
                 FrameWriter::new(server::ACCEPTED)

@@ -1,5 +1,5 @@
 //! Order entry over the binary protocol (`docs/protocol-binary.md`): a login frame,
-//! then `NewOrder` frames, all that are due in one write (up to 60 KiB), each answered
+//! then the flow's `NewOrder`, `Cancel` and `Amend` frames, all that are due in one write (up to 60 KiB), each answered
 //! `Accepted` or `Rejected` with its request id. The loops are `drive`'s.
 
 use std::io::{BufReader, Read, Write};
@@ -11,6 +11,7 @@ use bourse_server::tcp::wire::{self, client, server, FrameWriter};
 
 use super::admin::Credentials;
 use super::drive::{Answer, Answers, ConnectionPlan, Outcome, Requests};
+use super::flow::{Flow, OrderRequest, TimeInForce};
 
 /// Connects and logs in: the connection's sending and reading halves.
 pub fn connect(plan: &ConnectionPlan) -> Result<(TcpRequests, TcpAnswers), String> {
@@ -22,7 +23,7 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(TcpRequests, TcpAnswers), Strin
     // Nothing for 10 s while answers are awaited ends the connection.
     reader.set_read_timeout(Some(Duration::from_secs(10))).map_err(|error| error.to_string())?;
     Ok((
-        TcpRequests { stream, batch: Vec::with_capacity(64 * 1024) },
+        TcpRequests { stream, batch: Vec::with_capacity(64 * 1024), flow: plan.flow() },
         TcpAnswers { reader: BufReader::with_capacity(256 * 1024, reader) },
     ))
 }
@@ -48,31 +49,54 @@ fn log_in(stream: &mut TcpStream, credentials: &Credentials) -> Result<(), Strin
     }
 }
 
-/// A new order: a 0.0001 limit at 60,000.00, GTC, `stp` none, buy and sell alternating
-/// (`ConnectionPlan::buys`).
-fn new_order(plan: &ConnectionPlan, request_id: u64, out: &mut Vec<u8>) {
-    let side = if ConnectionPlan::buys(request_id) { 1 } else { 2 };
-    let frame = FrameWriter::new(client::NEW_ORDER)
-        .u64(request_id)
-        .text(&plan.client_order_id(request_id), wire::CLIENT_ORDER_ID_BYTES)
-        .text(&plan.symbol, wire::SYMBOL_BYTES)
-        .u8(side)
-        .u8(1) // limit
-        .u8(1) // gtc
-        .u8(0)
-        .u8(4) // stp none
-        .u8(2) // price scale
-        .u8(4) // qty scale
-        .u8(0)
-        .i64(6_000_000) // 60,000.00
-        .i64(1) // 0.0001
-        .finish();
-    out.extend_from_slice(&frame);
+/// Request `request_id` of the flow as its frame: `NewOrder`, `Cancel` or `Amend`
+/// (prices at scale 2, quantities at scale 4, `stp` none).
+fn frame(plan: &ConnectionPlan, request: &OrderRequest, request_id: u64, out: Vec<u8>) -> Vec<u8> {
+    let client_order_id = request.client_order_id();
+    match request {
+        OrderRequest::New(order) => FrameWriter::after(out, client::NEW_ORDER)
+            .u64(request_id)
+            .text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
+            .text(plan.symbol(order.symbol), wire::SYMBOL_BYTES)
+            .u8(if order.buy { 1 } else { 2 })
+            .u8(1) // limit
+            .u8(match order.time_in_force {
+                TimeInForce::GoodTillCancel => 1,
+                TimeInForce::ImmediateOrCancel => 2,
+                TimeInForce::FillOrKill => 3,
+            })
+            .u8(0)
+            .u8(4) // stp none
+            .u8(2) // price scale
+            .u8(4) // qty scale
+            .u8(0)
+            .i64(order.price_ticks)
+            .i64(order.qty_lots)
+            .finish(),
+        OrderRequest::Cancel { .. } => FrameWriter::after(out, client::CANCEL)
+            .u64(request_id)
+            .text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
+            .finish(),
+        OrderRequest::Amend { price_ticks, qty_lots, .. } => {
+            let flags = u8::from(price_ticks.is_some()) | (u8::from(qty_lots.is_some()) << 1);
+            FrameWriter::after(out, client::AMEND)
+                .u64(request_id)
+                .text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
+                .u8(flags)
+                .u8(2)
+                .u8(4)
+                .u8(0)
+                .i64(price_ticks.unwrap_or(0))
+                .i64(qty_lots.unwrap_or(0))
+                .finish()
+        }
+    }
 }
 
 pub struct TcpRequests {
     stream: TcpStream,
     batch: Vec<u8>,
+    flow: Flow,
 }
 
 impl Requests for TcpRequests {
@@ -80,7 +104,8 @@ impl Requests for TcpRequests {
         self.batch.clear();
         let mut next = first;
         while next < end && self.batch.len() < 60 * 1024 {
-            new_order(plan, next, &mut self.batch);
+            let request = self.flow.next(next);
+            self.batch = frame(plan, &request, next, std::mem::take(&mut self.batch));
             next += 1;
         }
         self.stream.write_all(&self.batch).map_err(|error| format!("send: {error}"))?;

@@ -16,6 +16,7 @@ use tungstenite::protocol::Role;
 use tungstenite::{Message, WebSocket};
 
 use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests};
+use super::flow::{price_text, qty_text, Flow, OrderRequest, TimeInForce};
 
 /// A batch of requests stops growing past this many bytes.
 const BATCH_BYTES: usize = 60 * 1024;
@@ -32,7 +33,10 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(WsRequests, WsAnswers), String>
         .map_err(|error| format!("the WebSocket upgrade: {error}"))?;
     log_in(&mut socket, plan)?;
     Ok((
-        WsRequests { socket: WebSocket::from_raw_socket(writer, Role::Client, None) },
+        WsRequests {
+            socket: WebSocket::from_raw_socket(writer, Role::Client, None),
+            flow: plan.flow(),
+        },
         WsAnswers { socket },
     ))
 }
@@ -63,17 +67,38 @@ fn log_in(socket: &mut WebSocket<TcpStream>, plan: &ConnectionPlan) -> Result<()
 
 pub struct WsRequests {
     socket: WebSocket<TcpStream>,
+    flow: Flow,
 }
 
-/// Request `request`: a 0.0001 limit at 60,000, GTC, `stp` none, buy and sell
-/// alternating (the same orders as the binary protocol's run).
-fn order(plan: &ConnectionPlan, request: u64) -> String {
-    let side = if ConnectionPlan::buys(request) { "buy" } else { "sell" };
-    format!(
-        r#"{{"op":"order","req_id":{request},"symbol":"{}","side":"{side}","type":"limit","price":"60000","qty":"0.0001","stp":"none","client_order_id":"{}"}}"#,
-        plan.symbol,
-        plan.client_order_id(request)
-    )
+/// Request `request` of the flow as its op: `order`, `cancel` or `amend`.
+fn op(plan: &ConnectionPlan, request: &OrderRequest, req_id: u64) -> String {
+    match request {
+        OrderRequest::New(order) => format!(
+            r#"{{"op":"order","req_id":{req_id},"symbol":"{}","side":"{}","type":"limit","price":"{}","qty":"{}","time_in_force":"{}","stp":"none","client_order_id":"{}"}}"#,
+            plan.symbol(order.symbol),
+            if order.buy { "buy" } else { "sell" },
+            price_text(order.price_ticks),
+            qty_text(order.qty_lots),
+            match order.time_in_force {
+                TimeInForce::GoodTillCancel => "gtc",
+                TimeInForce::ImmediateOrCancel => "ioc",
+                TimeInForce::FillOrKill => "fok",
+            },
+            order.client_order_id,
+        ),
+        OrderRequest::Cancel { client_order_id } => {
+            format!(r#"{{"op":"cancel","req_id":{req_id},"client_order_id":"{client_order_id}"}}"#)
+        }
+        OrderRequest::Amend { client_order_id, price_ticks, qty_lots } => {
+            let price = price_ticks.map(|ticks| format!(r#","price":"{}""#, price_text(ticks)));
+            let qty = qty_lots.map(|lots| format!(r#","qty":"{}""#, qty_text(lots)));
+            format!(
+                r#"{{"op":"amend","req_id":{req_id},"client_order_id":"{client_order_id}"{}{}}}"#,
+                price.unwrap_or_default(),
+                qty.unwrap_or_default()
+            )
+        }
+    }
 }
 
 impl Requests for WsRequests {
@@ -81,7 +106,8 @@ impl Requests for WsRequests {
         let mut next = first;
         let mut bytes = 0;
         while next < end && bytes < BATCH_BYTES {
-            let text = order(plan, next);
+            let request = self.flow.next(next);
+            let text = op(plan, &request, next);
             bytes += text.len() + 14;
             self.socket.write(Message::text(text)).map_err(|error| format!("send: {error}"))?;
             next += 1;

@@ -181,7 +181,10 @@ pub fn router(state: Shared) -> Router {
     let private = Router::new()
         .route(
             "/v1/orders",
-            post(trading::place_order).get(trading::list_orders).delete(trading::cancel_by_client),
+            post(trading::place_order)
+                .get(trading::list_orders)
+                .delete(trading::cancel_by_client)
+                .patch(trading::amend_by_client),
         )
         .route(
             "/v1/orders/{order_id}",

@@ -43,6 +43,13 @@ pub const ROUTES: &[(&str, &str, &str, bool, Option<&str>)] = &[
         None,
     ),
     ("/v1/orders", "delete", "Cancel by client order id (?client_order_id=)", true, None),
+    (
+        "/v1/orders",
+        "patch",
+        "Amend by client order id (?client_order_id=)",
+        true,
+        Some("AmendRequest"),
+    ),
     ("/v1/orders/{order_id}", "get", "One order by the exchange's id", true, None),
     ("/v1/orders/{order_id}", "delete", "Cancel an order", true, None),
     (

@@ -346,6 +346,26 @@ pub async fn amend_order(
     submit_and_show(&state, &command, account_id, record.client_id.as_str()).await
 }
 
+/// `PATCH /v1/orders?client_order_id=`: amends the order by the id the client gave it.
+pub async fn amend_by_client(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiQuery(query): ApiQuery<ClientIdQuery>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let request: AmendRequest = parse_body(&body)?;
+    let (price, qty) = amend_values(&request)?;
+    let account = caller.account()?;
+    let account_id = state.account_id(account).await?.ok_or_else(ApiError::unknown_order)?;
+    let command = Command::Amend(AmendCommand {
+        account: AccountRef::Id(account_id),
+        id: Cow::Owned(query.client_order_id.clone()),
+        price,
+        qty,
+    });
+    submit_and_show(&state, &command, account_id, &query.client_order_id).await
+}
+
 /// An amend's new price and quantity (at least one), checked.
 pub(crate) fn amend_values(
     request: &AmendRequest,
