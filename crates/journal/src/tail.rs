@@ -4,7 +4,9 @@
 //!
 //! Unlike `scan`, the tail reader never meets a torn tail: everything up to the bound
 //! it is given was written and synced before the bound was published, so any record
-//! that does not check is an error.
+//! that does not check is an error. A read may take in bytes past the bound that the
+//! writer is still writing; they are never parsed in that call, and are read again from
+//! the file in the next.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -60,6 +62,9 @@ impl JournalTail {
         until: u64,
         mut visit: impl FnMut(&RecordHeader, &[u8]),
     ) -> Result<(), JournalError> {
+        // Bytes read before, past the last record handed out, may be a record the
+        // writer was still writing then (past that call's bound): they are read again.
+        self.buffer.truncate(self.position);
         while self.next_seq <= until {
             if self.file.is_none() {
                 self.open_segment_holding(self.read_seq + 1)?;
