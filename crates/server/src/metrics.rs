@@ -202,34 +202,30 @@ fn gauge(
 }
 
 /// The engine's power-of-two sync buckets as a Prometheus histogram in seconds: bucket
-/// `i` holds syncs up to `2^i` ns.
+/// `i` holds syncs up to `2^i` ns; syncs under 1 µs are counted in the first. Counts
+/// per bucket, not cumulative: the encoder sums them.
 fn sync_histogram(stats: &StatsSnapshot) -> Vec<(f64, u64)> {
-    let mut cumulative = 0;
-    let mut buckets = Vec::with_capacity(stats.sync_ns_buckets.len() + 1);
-    for (index, count) in stats.sync_ns_buckets.iter().enumerate() {
-        cumulative += count;
-        if (10..=31).contains(&index) {
-            buckets.push(((1u64 << index) as f64 / 1e9, cumulative));
-        }
+    let first = 10;
+    let mut buckets = Vec::with_capacity(stats.sync_ns_buckets.len() - first + 1);
+    let below: u64 = stats.sync_ns_buckets[..=first].iter().sum();
+    buckets.push(((1u64 << first) as f64 / 1e9, below));
+    for (index, count) in stats.sync_ns_buckets.iter().enumerate().skip(first + 1) {
+        buckets.push(((1u64 << index) as f64 / 1e9, *count));
     }
-    buckets.push((f64::INFINITY, cumulative));
+    buckets.push((f64::INFINITY, 0));
     buckets
 }
 
 /// The engine's power-of-two batch-size buckets as a Prometheus histogram: bucket `i`
-/// holds batches of up to `2^i` commands.
+/// holds batches of up to `2^i` commands. Counts per bucket (the encoder sums them).
 fn batch_histogram(stats: &StatsSnapshot) -> Vec<(f64, u64)> {
-    let mut cumulative = 0;
     let mut buckets: Vec<(f64, u64)> = stats
         .batch_commands_buckets
         .iter()
         .enumerate()
-        .map(|(index, count)| {
-            cumulative += count;
-            ((1u64 << index) as f64, cumulative)
-        })
+        .map(|(index, count)| ((1u64 << index) as f64, *count))
         .collect();
-    buckets.push((f64::INFINITY, cumulative));
+    buckets.push((f64::INFINITY, 0));
     buckets
 }
 

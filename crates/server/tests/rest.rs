@@ -288,6 +288,21 @@ fn metrics_count_requests_commands_rejects_trades_connections_and_journal_syncs(
     ] {
         assert!(text.contains(expected), "{expected} missing from:\n{text}");
     }
+    // Histogram buckets are cumulative: the last one (+Inf) counts everything.
+    let value = |prefix: &str| {
+        text.lines()
+            .find(|line| line.starts_with(prefix))
+            .and_then(|line| line.rsplit(' ').next())
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("{prefix} missing from:\n{text}"))
+    };
+    for histogram in ["bourse_journal_batch_commands", "bourse_journal_sync_seconds"] {
+        assert_eq!(
+            value(&format!("{histogram}_bucket{{le=\"+Inf\"}}")),
+            value(&format!("{histogram}_count ")),
+            "{histogram}:\n{text}"
+        );
+    }
 }
 
 #[test]
