@@ -464,6 +464,11 @@ impl Session {
     /// Opens another session on the same engine, whose outcomes go to `sink`: a
     /// gateway gives each connection its own, so that outcomes come back to the
     /// connection that sent the command without a shared table of waiters.
+    ///
+    /// A closed session's id is given to the next one opened, and outcomes of its
+    /// commands still waiting for their sync then go to the new session's sink: a
+    /// producer that opens sessions as it goes must number its commands so that they
+    /// cannot be taken for another session's (as `bourse_server::link::Lane` does).
     pub fn open_sibling(&self, sink: Arc<dyn ResultSink>) -> Session {
         let id = self.shared.register(sink);
         Session { id, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }

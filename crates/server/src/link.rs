@@ -109,7 +109,15 @@ pub struct EngineLink {
     in_flight_max: usize,
     /// Commands submitted through lanes whose outcomes their lane has not taken yet.
     lanes_in_flight: Arc<AtomicUsize>,
+    /// Numbers the lanes: the high bits of each lane's correlation numbers.
+    lanes_opened: AtomicU64,
 }
+
+/// A lane's correlation numbers are its number times this, plus its count of
+/// submissions: unique to the lane (2^40 commands each), so that a closed lane's
+/// outcomes still in the engine (released after its session id was given to a new
+/// lane) never match the new lane's requests.
+const LANE_CORRELATIONS: u64 = 1 << 40;
 
 /// What a lane's sink hands its connection: a release of outcomes, in sequence order.
 pub type LaneReleases = mpsc::UnboundedReceiver<Arc<Released>>;
@@ -148,7 +156,7 @@ impl Lane {
         }
         let correlation = self.next_correlation;
         self.session.submit(command, correlation)?;
-        self.next_correlation += 1;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
         self.in_flight += 1;
         self.lanes_in_flight.fetch_add(1, Ordering::Relaxed);
         Ok(correlation)
@@ -184,6 +192,7 @@ impl EngineLink {
             next_correlation: AtomicU64::new(1),
             in_flight_max,
             lanes_in_flight: Arc::new(AtomicUsize::new(0)),
+            lanes_opened: AtomicU64::new(1),
         }
     }
 
@@ -192,9 +201,10 @@ impl EngineLink {
     pub fn open_lane(&self) -> (Lane, LaneReleases) {
         let (sender, releases) = mpsc::unbounded_channel();
         let session = self.session.open_sibling(Arc::new(LaneSink(sender)));
+        let number = self.lanes_opened.fetch_add(1, Ordering::Relaxed);
         let lane = Lane {
             session,
-            next_correlation: 1,
+            next_correlation: number.wrapping_mul(LANE_CORRELATIONS),
             in_flight: 0,
             lanes_in_flight: Arc::clone(&self.lanes_in_flight),
             in_flight_max: self.in_flight_max,
@@ -288,5 +298,56 @@ impl EngineLink {
 
     fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {
         self.waiting.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bourse_core::command::TransferCommand;
+    use bourse_core::Decimal;
+    use bourse_engine::{Durability, Engine, EngineConfig};
+
+    fn deposit() -> Command<'static> {
+        Command::Deposit(TransferCommand {
+            account: "nobody".into(),
+            asset: "USD".into(),
+            amount: Decimal::from_units(1, 0),
+        })
+    }
+
+    /// A lane's outcomes reach only that lane, and a lane opened after another closed
+    /// (and may get its engine session id) never shares a correlation number with it.
+    #[test]
+    fn lanes_number_their_commands_apart_and_hear_only_their_own() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut config = EngineConfig::new(directory.path());
+        config.durability = Durability::None;
+        let engine = Engine::start(config).unwrap();
+        let link = EngineLink::open(&engine, 100);
+        let (mut first, mut first_releases) = link.open_lane();
+        let first_correlation = first.submit(&deposit()).unwrap();
+        drop(first);
+        let (mut second, mut second_releases) = link.open_lane();
+        let second_correlation = second.submit(&deposit()).unwrap();
+        assert_ne!(first_correlation, second_correlation);
+        assert!(second_correlation.abs_diff(first_correlation) >= LANE_CORRELATIONS);
+        // The second lane may take over the first's engine session, and so get the
+        // first's outcome if it was released late: it is told apart by its number.
+        let mut seen = Vec::new();
+        while !seen.contains(&second_correlation) {
+            let released = second_releases.blocking_recv().unwrap();
+            seen.extend(released.outcomes.iter().map(Outcome::correlation));
+        }
+        assert!(seen.iter().all(|c| [first_correlation, second_correlation].contains(c)));
+        second.taken(1);
+        assert_eq!((second.in_flight(), link.in_flight()), (0, 0));
+        // The closed lane's channel got nothing of the second's.
+        while let Ok(released) = first_releases.try_recv() {
+            assert!(released.outcomes.iter().all(|o| o.correlation() == first_correlation));
+        }
+        drop(second);
+        drop(link);
+        engine.shutdown().unwrap();
     }
 }

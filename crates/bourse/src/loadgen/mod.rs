@@ -5,7 +5,8 @@
 //! instrument, accounts, money and keys through the admin API.
 //!
 //! It drives order entry over the binary TCP protocol (`tcp`), REST (`rest`) or
-//! WebSocket (`ws`), open or closed loop (`drive`), and steps the rate to find the knee.
+//! WebSocket (`ws`), open or closed loop (`drive`), with an order flow and a schedule
+//! (`flow`: profiles, several symbols, bursts), and steps the rate to find the knee.
 //! `--html` writes a self-contained report (`report`), `--watch-pid` samples
 //! the server's memory once a second (`memory`).
 
