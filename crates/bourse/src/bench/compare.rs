@@ -96,9 +96,13 @@ pub fn run(args: &CompareArgs) -> Result<bool, String> {
     }
     for change in &changes {
         let verdict = if change.regressed { "REGRESSED" } else { "ok" };
+        let direction = if change.worse_percent > 0.0 { "worse" } else { "better" };
         println!(
-            "{:<20} {:>14.1} -> {:>14.1}  {:>+8.1}% worse  {verdict}",
-            change.figure, change.baseline, change.result, change.worse_percent
+            "{:<20} {:>14.1} -> {:>14.1}  {:>7.1}% {direction:<6}  {verdict}",
+            change.figure,
+            change.baseline,
+            change.result,
+            change.worse_percent.abs()
         );
     }
     let regressed = changes.iter().filter(|change| change.regressed).count();
