@@ -73,6 +73,25 @@ pub struct NewOrder {
     pub time_in_force: TimeInForce,
 }
 
+impl NewOrder {
+    /// The order's fields as REST's order body and WebSocket's `order` op share them
+    /// (`"symbol":…,"client_order_id":…`, without braces), naming its symbol `symbol`.
+    pub fn json_fields(&self, symbol: &str) -> String {
+        format!(
+            r#""symbol":"{symbol}","side":"{}","type":"limit","price":"{}","qty":"{}","time_in_force":"{}","stp":"none","client_order_id":"{}""#,
+            if self.buy { "buy" } else { "sell" },
+            price_text(self.price_ticks),
+            qty_text(self.qty_lots),
+            match self.time_in_force {
+                TimeInForce::GoodTillCancel => "gtc",
+                TimeInForce::ImmediateOrCancel => "ioc",
+                TimeInForce::FillOrKill => "fok",
+            },
+            self.client_order_id,
+        )
+    }
+}
+
 /// One request of a flow.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OrderRequest {

@@ -13,7 +13,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests};
-use super::flow::{price_text, qty_text, Flow, OrderRequest, TimeInForce};
+use super::flow::{price_text, qty_text, Flow, OrderRequest};
 
 const PATH: &str = "/v1/orders";
 /// A batch of requests stops growing past this many bytes.
@@ -71,20 +71,7 @@ impl RestRequests {
         self.path.push_str(PATH);
         match request {
             OrderRequest::New(order) => {
-                let _ = write!(
-                    self.body,
-                    r#"{{"symbol":"{}","side":"{}","type":"limit","price":"{}","qty":"{}","time_in_force":"{}","stp":"none","client_order_id":"{}"}}"#,
-                    plan.symbol(order.symbol),
-                    if order.buy { "buy" } else { "sell" },
-                    price_text(order.price_ticks),
-                    qty_text(order.qty_lots),
-                    match order.time_in_force {
-                        TimeInForce::GoodTillCancel => "gtc",
-                        TimeInForce::ImmediateOrCancel => "ioc",
-                        TimeInForce::FillOrKill => "fok",
-                    },
-                    order.client_order_id,
-                );
+                let _ = write!(self.body, "{{{}}}", order.json_fields(plan.symbol(order.symbol)));
                 "POST"
             }
             OrderRequest::Cancel { client_order_id } => {

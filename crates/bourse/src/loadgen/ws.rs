@@ -16,7 +16,7 @@ use tungstenite::protocol::Role;
 use tungstenite::{Message, WebSocket};
 
 use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests};
-use super::flow::{price_text, qty_text, Flow, OrderRequest, TimeInForce};
+use super::flow::{price_text, qty_text, Flow, OrderRequest};
 
 /// A batch of requests stops growing past this many bytes.
 const BATCH_BYTES: usize = 60 * 1024;
@@ -74,17 +74,8 @@ pub struct WsRequests {
 fn op(plan: &ConnectionPlan, request: &OrderRequest, req_id: u64) -> String {
     match request {
         OrderRequest::New(order) => format!(
-            r#"{{"op":"order","req_id":{req_id},"symbol":"{}","side":"{}","type":"limit","price":"{}","qty":"{}","time_in_force":"{}","stp":"none","client_order_id":"{}"}}"#,
-            plan.symbol(order.symbol),
-            if order.buy { "buy" } else { "sell" },
-            price_text(order.price_ticks),
-            qty_text(order.qty_lots),
-            match order.time_in_force {
-                TimeInForce::GoodTillCancel => "gtc",
-                TimeInForce::ImmediateOrCancel => "ioc",
-                TimeInForce::FillOrKill => "fok",
-            },
-            order.client_order_id,
+            r#"{{"op":"order","req_id":{req_id},{}}}"#,
+            order.json_fields(plan.symbol(order.symbol))
         ),
         OrderRequest::Cancel { client_order_id } => {
             format!(r#"{{"op":"cancel","req_id":{req_id},"client_order_id":"{client_order_id}"}}"#)
