@@ -109,8 +109,11 @@ impl Connection {
         let kill = Arc::clone(&self.outbound.kill);
         let mut in_flight = InFlight::new();
         let reason = loop {
+            // With `IN_FLIGHT_PER_CONNECTION_MAX` requests waiting, the connection is
+            // not read until answers go out: TCP flow control holds the client back.
+            let readable = in_flight.len() < IN_FLIGHT_PER_CONNECTION_MAX;
             tokio::select! {
-                incoming = socket.recv() => match incoming {
+                incoming = socket.recv(), if readable => match incoming {
                     Some(Ok(Message::Text(text))) => {
                         let answer = self.handle(text.as_str(), &mut in_flight).await;
                         if let Some(answer) = answer {

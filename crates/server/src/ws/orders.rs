@@ -23,8 +23,9 @@ use crate::rest::trading::{
 };
 use crate::rest::Shared;
 
-/// Order-entry requests of one connection waiting for their answers, at most; beyond
-/// it a request is answered `busy` at once.
+/// Order-entry requests of one connection waiting for their answers, at most: at this
+/// many the connection is not read until answers go out (`busy` only if one arrives
+/// regardless).
 pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 4_096;
 
 /// A request's answer to come, rendered as the message's text.
