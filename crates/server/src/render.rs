@@ -119,48 +119,101 @@ pub fn stp_code(stp: StpMode) -> &'static str {
     stp.as_str()
 }
 
+/// An order as REST and WebSocket show it (fields in the order JSON objects list
+/// them: by name).
+#[derive(serde::Serialize)]
+pub struct OrderView<'a> {
+    client_order_id: &'a str,
+    created_ns: u64,
+    filled: String,
+    order_id: u64,
+    post_only: bool,
+    price: Option<String>,
+    qty: String,
+    remaining: String,
+    side: &'static str,
+    status: &'static str,
+    stp: &'static str,
+    symbol: &'a str,
+    time_in_force: &'static str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    updated_ns: u64,
+}
+
+impl<'a> OrderView<'a> {
+    /// `None` for an instrument the reference data does not know.
+    pub fn of(reference: &'a Reference, order: &'a OrderRecord) -> Option<OrderView<'a>> {
+        let info = reference.instrument(order.instrument)?;
+        Some(OrderView {
+            client_order_id: order.client_id.as_str(),
+            created_ns: order.created_ns,
+            filled: info.qty(order.filled.0),
+            order_id: order.order_id,
+            post_only: order.post_only,
+            price: order.price.map(|price| info.price(price.0)),
+            qty: info.qty(order.qty.0),
+            remaining: info.qty(order.remaining.0),
+            side: order.side.as_str(),
+            status: order.status.code(),
+            stp: stp_code(order.stp),
+            symbol: &info.symbol,
+            time_in_force: time_in_force_code(order.time_in_force),
+            kind: order.kind.code(),
+            updated_ns: order.updated_ns,
+        })
+    }
+}
+
+/// A fill as REST and WebSocket show it (fields by name).
+#[derive(serde::Serialize)]
+pub struct FillView<'a> {
+    client_order_id: &'a str,
+    fee: Option<String>,
+    fee_asset: Option<&'a str>,
+    liquidity: &'static str,
+    order_id: u64,
+    price: String,
+    qty: String,
+    seq: u64,
+    side: &'static str,
+    symbol: &'a str,
+    trade_id: String,
+    ts_ns: u64,
+}
+
+impl<'a> FillView<'a> {
+    /// `None` for an instrument the reference data does not know.
+    pub fn of(reference: &'a Reference, fill: &'a Fill) -> Option<FillView<'a>> {
+        let info = reference.instrument(fill.instrument)?;
+        let fee_asset = reference.asset(fill.fee_asset);
+        Some(FillView {
+            client_order_id: fill.client_id.as_str(),
+            fee: fee_asset.map(|(_, decimals)| decimal(i128::from(fill.fee.0), *decimals)),
+            fee_asset: fee_asset.map(|(name, _)| name.as_str()),
+            liquidity: fill.liquidity.code(),
+            order_id: fill.order_id,
+            price: info.price(fill.price.0),
+            qty: info.qty(fill.qty.0),
+            seq: fill.seq,
+            side: fill.side.as_str(),
+            symbol: &info.symbol,
+            trade_id: format!("{}-{}", fill.seq, fill.trade_index),
+            ts_ns: fill.ts_ns,
+        })
+    }
+}
+
 pub fn order_json(reference: &Reference, order: &OrderRecord) -> Value {
-    let Some(info) = reference.instrument(order.instrument) else {
-        return json!({ "order_id": order.order_id, "client_order_id": order.client_id.as_str() });
-    };
-    json!({
-        "order_id": order.order_id,
-        "client_order_id": order.client_id.as_str(),
-        "symbol": info.symbol,
-        "side": order.side.as_str(),
-        "type": order.kind.code(),
-        "time_in_force": time_in_force_code(order.time_in_force),
-        "post_only": order.post_only,
-        "stp": stp_code(order.stp),
-        "price": order.price.map(|price| info.price(price.0)),
-        "qty": info.qty(order.qty.0),
-        "filled": info.qty(order.filled.0),
-        "remaining": info.qty(order.remaining.0),
-        "status": order.status.code(),
-        "created_ns": order.created_ns,
-        "updated_ns": order.updated_ns,
-    })
+    OrderView::of(reference, order).and_then(|view| serde_json::to_value(view).ok()).unwrap_or_else(
+        || json!({ "order_id": order.order_id, "client_order_id": order.client_id.as_str() }),
+    )
 }
 
 pub fn fill_json(reference: &Reference, fill: &Fill) -> Value {
-    let Some(info) = reference.instrument(fill.instrument) else {
-        return json!({ "seq": fill.seq, "trade_index": fill.trade_index });
-    };
-    let fee_asset = reference.asset(fill.fee_asset);
-    json!({
-        "trade_id": format!("{}-{}", fill.seq, fill.trade_index),
-        "seq": fill.seq,
-        "order_id": fill.order_id,
-        "client_order_id": fill.client_id.as_str(),
-        "symbol": info.symbol,
-        "side": fill.side.as_str(),
-        "price": info.price(fill.price.0),
-        "qty": info.qty(fill.qty.0),
-        "fee": fee_asset.map(|(_, decimals)| decimal(i128::from(fill.fee.0), *decimals)),
-        "fee_asset": fee_asset.map(|(name, _)| name.as_str()),
-        "liquidity": fill.liquidity.code(),
-        "ts_ns": fill.ts_ns,
-    })
+    FillView::of(reference, fill)
+        .and_then(|view| serde_json::to_value(view).ok())
+        .unwrap_or_else(|| json!({ "seq": fill.seq, "trade_index": fill.trade_index }))
 }
 
 /// What one accepted `order` command did to the new order, read from its events: the

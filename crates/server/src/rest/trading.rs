@@ -21,7 +21,9 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult};
 use super::{ok, parse_body, parse_decimal, ApiPath, ApiQuery, Shared};
 use crate::link::Reply;
-use crate::render::{decimal, fill_json, order_json, placed_from_events, Reference};
+use crate::render::{
+    decimal, fill_json, order_json, placed_from_events, FillView, OrderView, Placed, Reference,
+};
 
 /// Client order ids: 1 to 36 printable ASCII characters, no spaces (a UUID fits).
 pub const CLIENT_ORDER_ID_BYTES_MAX: usize = 36;
@@ -153,6 +155,47 @@ pub(crate) async fn placed_answer(
     order: &OrderCommand<'_>,
     reply: &Reply,
 ) -> ApiResult<Value> {
+    let (reference, placed) = placed(state, account, client_id, order, reply).await?;
+    let fills: Vec<Value> = placed.fills.iter().map(|fill| fill_json(&reference, fill)).collect();
+    Ok(json!({ "order": order_json(&reference, &placed.record), "fills": fills }))
+}
+
+/// `placed_answer`'s object as text, without its braces (`"fills":[…],"order":{…}`),
+/// written straight from the order and fills: for answers that add fields of their own
+/// around it (WebSocket's `ack`) without building a JSON tree first.
+pub(crate) async fn placed_answer_fields(
+    state: &Shared,
+    account: &str,
+    client_id: &str,
+    order: &OrderCommand<'_>,
+    reply: &Reply,
+) -> ApiResult<String> {
+    let (reference, placed) = placed(state, account, client_id, order, reply).await?;
+    let unknown = || ApiError::malformed("the instrument vanished");
+    let order = OrderView::of(&reference, &placed.record).ok_or_else(unknown)?;
+    let fills: Vec<FillView> = placed
+        .fills
+        .iter()
+        .map(|fill| FillView::of(&reference, fill).ok_or_else(unknown))
+        .collect::<ApiResult<_>>()?;
+    let mut text = String::with_capacity(512);
+    text.push_str(r#""fills":"#);
+    text.push_str(&serde_json::to_string(&fills).map_err(|_| unknown())?);
+    text.push_str(r#","order":"#);
+    text.push_str(&serde_json::to_string(&order).map_err(|_| unknown())?);
+    Ok(text)
+}
+
+/// The new order as it stands after its command, and its fills (with the reference
+/// data they are printed with); or the rejection (`duplicate_id` with the order the id
+/// names).
+async fn placed(
+    state: &Shared,
+    account: &str,
+    client_id: &str,
+    order: &OrderCommand<'_>,
+    reply: &Reply,
+) -> ApiResult<(std::sync::Arc<Reference>, Placed)> {
     let result = reply.result().ok_or_else(|| ApiError::malformed("no result"))?.clone();
     let events = reply.events();
     match events.first() {
@@ -204,9 +247,7 @@ pub(crate) async fn placed_answer(
                 updated_ns: result.ts,
             };
             let placed = placed_from_events(&reference, submitted, &events[1..]);
-            let fills: Vec<Value> =
-                placed.fills.iter().map(|fill| fill_json(&reference, fill)).collect();
-            Ok(json!({ "order": order_json(&reference, &placed.record), "fills": fills }))
+            Ok((reference, placed))
         }
     }
 }

@@ -13,8 +13,6 @@ pub mod orders;
 pub mod ticker;
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -210,8 +208,7 @@ impl Connection {
     }
 
     /// An `order`, `cancel` or `amend`: its answer joins the requests in flight (even an
-    /// error found at once, so that answers keep the requests' order), except `busy`
-    /// when too many are in flight, which is returned to be sent at once.
+    /// error found at once, so that answers keep the requests' order).
     fn order_entry(
         &mut self,
         op: EntryOp,
@@ -230,19 +227,21 @@ impl Connection {
                 ),
             );
             busy.retry_after_s = Some(1);
-            return Some(orders::finish(&self.state, op, started, req_id, Err(busy)));
+            let answer = orders::finish(&self.state, op, started, req_id, Err(busy));
+            in_flight.push_back(Box::pin(std::future::ready(answer)));
+            return None;
         }
         let answer: orders::Answer = match self.start_entry(op, &req_id, request) {
             Ok(work) => {
                 let state = Arc::clone(&self.state);
                 Box::pin(async move {
                     let result = work.await;
-                    orders::finish(&state, op, started, req_id, result).to_string()
+                    orders::finish(&state, op, started, req_id, result)
                 })
             }
             Err(error) => {
                 let answer = orders::finish(&self.state, op, started, req_id, Err(error));
-                Box::pin(std::future::ready(answer.to_string()))
+                Box::pin(std::future::ready(answer))
             }
         };
         in_flight.push_back(answer);
@@ -254,7 +253,7 @@ impl Connection {
         op: EntryOp,
         req_id: &Value,
         request: Map<String, Value>,
-    ) -> ApiResult<Pin<Box<dyn Future<Output = ApiResult<Value>> + Send>>> {
+    ) -> ApiResult<orders::Work> {
         if !(req_id.is_number() || req_id.is_string()) {
             return Err(ApiError::malformed(format!(
                 "{} needs a req_id (a number or a string), echoed in its answer",

@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use crate::rest::auth::Caller;
 use crate::rest::error::{ApiError, ApiResult};
 use crate::rest::trading::{
-    amend_values, order_from_request, own_order, placed_answer, shown_after, AmendRequest,
+    amend_values, order_from_request, own_order, placed_answer_fields, shown_after, AmendRequest,
     OrderRequest,
 };
 use crate::rest::Shared;
@@ -112,7 +112,7 @@ pub fn start(
     caller: &Caller,
     op: EntryOp,
     mut request: Map<String, Value>,
-) -> ApiResult<Pin<Box<dyn Future<Output = ApiResult<Value>> + Send>>> {
+) -> ApiResult<Work> {
     let account = caller.account()?.to_string();
     let state = std::sync::Arc::clone(state);
     match op {
@@ -122,7 +122,9 @@ pub fn start(
             let pending = state.link.enqueue(&Command::Order(order.clone()))?;
             Ok(Box::pin(async move {
                 let reply = pending.wait().await?;
-                placed_answer(&state, &account, &client_id, &order, &reply).await
+                placed_answer_fields(&state, &account, &client_id, &order, &reply)
+                    .await
+                    .map(Ack::Fields)
             }))
         }
         EntryOp::Cancel => {
@@ -160,7 +162,7 @@ fn submit_for(
     account: String,
     which: Which,
     make: impl FnOnce(AccountRef<'static>, String) -> Command<'static> + Send + 'static,
-) -> ApiResult<Pin<Box<dyn Future<Output = ApiResult<Value>> + Send>>> {
+) -> ApiResult<Work> {
     match which {
         Which::ClientOrderId(client_id) => {
             // Named by the account's name, the command needs no read before it.
@@ -171,7 +173,7 @@ fn submit_for(
                 let account_id =
                     state.account_id(&account).await?.ok_or_else(ApiError::unknown_order)?;
                 let order = shown_after(&state, &reply, account_id, &client_id).await?;
-                Ok(json!({ "order": order }))
+                Ok(Ack::Object(json!({ "order": order })))
             }))
         }
         Which::OrderId(order_id) => Ok(Box::pin(async move {
@@ -180,31 +182,44 @@ fn submit_for(
             let command = make(AccountRef::Id(account_id), client_id.clone());
             let reply = state.link.submit(&command).await?;
             let order = shown_after(&state, &reply, account_id, &client_id).await?;
-            Ok(json!({ "order": order }))
+            Ok(Ack::Object(json!({ "order": order })))
         })),
     }
 }
 
-/// The answer: `{"op":"ack","req_id":...,"order":...}` (a new order's also has
-/// `fills`; `result` is the object without `op` and `req_id`) or `{"op":"error","req_id":...,"code":...,"message":...}`; counted in the
+/// What an acknowledged request answers besides `op` and `req_id`: a JSON object, or
+/// its fields already written as text (a new order's `fills` and `order`).
+pub enum Ack {
+    Object(Value),
+    Fields(String),
+}
+
+/// A request's work: its answer, once the engine has answered.
+pub type Work = Pin<Box<dyn Future<Output = ApiResult<Ack>> + Send>>;
+
+/// The answer's text: `{"op":"ack","req_id":...,"order":...}` (a new order's also has
+/// `fills`) or `{"op":"error","req_id":...,"code":...,"message":...}`; counted in the
 /// metrics with the HTTP status REST would have answered.
 pub fn finish(
     state: &Shared,
     op: EntryOp,
     started: Instant,
     req_id: Value,
-    result: ApiResult<Value>,
-) -> Value {
+    result: ApiResult<Ack>,
+) -> String {
     let status = result.as_ref().map_or_else(|error| error.status.as_u16(), |_| 200);
     state.metrics.request("websocket", op.name(), status, started.elapsed().as_secs_f64());
     match result {
-        Ok(Value::Object(mut answer)) => {
+        Ok(Ack::Fields(fields)) => format!(r#"{{"op":"ack","req_id":{req_id},{fields}}}"#),
+        Ok(Ack::Object(Value::Object(mut answer))) => {
             answer.insert("op".into(), Value::from("ack"));
             answer.insert("req_id".into(), req_id);
-            Value::Object(answer)
+            Value::Object(answer).to_string()
         }
-        Ok(other) => error_answer(req_id, ApiError::malformed(format!("no answer: {other}"))),
-        Err(error) => error_answer(req_id, error),
+        Ok(Ack::Object(other)) => {
+            error_answer(req_id, ApiError::malformed(format!("no answer: {other}"))).to_string()
+        }
+        Err(error) => error_answer(req_id, error).to_string(),
     }
 }
 
