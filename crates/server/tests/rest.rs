@@ -103,6 +103,13 @@ fn cancel_and_amend_act_on_the_callers_order_by_exchange_or_client_id() {
     let (status, again) = trader.delete(&format!("/v1/orders/{order_id}"));
     assert_eq!((status, again["code"].as_str()), (404, Some("unknown_order")));
     trader.post("/v1/orders", &order_body("BTC-USD", "buy", "50", "1", "c2"));
+    // Amended by the client's id too; without the id, or a bad body: clear errors.
+    let (status, amended) = trader.patch("/v1/orders?client_order_id=c2", r#"{"price":"45"}"#);
+    assert_eq!((status, amended["price"].as_str()), (200, Some("45")), "{amended}");
+    let (status, no_id) = trader.patch("/v1/orders", r#"{"price":"45"}"#);
+    assert_eq!((status, no_id["code"].as_str()), (400, Some("malformed")), "{no_id}");
+    let (status, bad) = trader.patch("/v1/orders?client_order_id=c2", r#"{"price":"x"}"#);
+    assert_eq!((status, bad["code"].as_str()), (400, Some("malformed")), "{bad}");
     let (status, canceled) = trader.delete("/v1/orders?client_order_id=c2");
     assert_eq!((status, canceled["status"].as_str()), (200, Some("canceled")), "{canceled}");
     let (_, balances) = trader.get("/v1/balances");
@@ -126,6 +133,7 @@ fn an_account_never_sees_or_touches_another_accounts_orders() {
         other.patch(&format!("/v1/orders/{order_id}"), r#"{"qty":"2"}"#),
         other.get("/v1/orders?client_order_id=mine"),
         other.delete("/v1/orders?client_order_id=mine"),
+        other.patch("/v1/orders?client_order_id=mine", r#"{"qty":"2"}"#),
     ] {
         assert_eq!((status, body["code"].as_str()), (404, Some("unknown_order")), "{body}");
     }
