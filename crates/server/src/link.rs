@@ -25,6 +25,11 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The outcome at `index` of `released` (a lane's, matched by its connection).
+    pub fn of(released: Arc<Released>, index: usize) -> Reply {
+        Reply { released, index }
+    }
+
     pub fn outcome(&self) -> &Outcome {
         &self.released.outcomes[self.index]
     }

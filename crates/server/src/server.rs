@@ -40,6 +40,9 @@ pub enum ServeError {
     Internal(String),
 }
 
+/// How long a stopping server waits for the requests in progress to be answered.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What the operator should be told at start.
 #[derive(Debug)]
 pub struct StartNotes {
@@ -145,11 +148,14 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
     rest::mark_ready(&state);
     tracing::info!(%http, %tcp, data_dir = %config.data_dir.display(), recovered_seq, "serving");
     let (stop_tcp, tcp_stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(crate::tcp::serve(tcp_listener, Arc::clone(&state), tcp_stopped));
+    tokio::spawn(crate::tcp::serve(tcp_listener, Arc::clone(&state), tcp_stopped.clone()));
     let (stop, stopped) = oneshot::channel::<()>();
     let router = rest::router(Arc::clone(&state));
+    let (hand_off, http_drained) =
+        crate::http::listen(listener, Arc::clone(&state), tcp_stopped.clone())
+            .map_err(|source| ServeError::Listen { address: http, source })?;
     let task = tokio::spawn(async move {
-        let served = axum::serve(listener, router)
+        let served = axum::serve(hand_off, router)
             .with_graceful_shutdown(async move {
                 let _ = stopped.await;
                 let _ = stop_tcp.send(true);
@@ -158,6 +164,8 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
                 drop(tap);
             })
             .await;
+        // The pipelined order-entry loops finish the requests they took.
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, http_drained.wait()).await;
         state.ready.store(false, std::sync::atomic::Ordering::SeqCst);
         tracing::info!("requests drained; stopping the engine");
         drop(state);

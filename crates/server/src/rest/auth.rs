@@ -127,23 +127,43 @@ impl Authenticator {
         body: &[u8],
         now_ms: u64,
     ) -> Result<Caller, ApiError> {
-        let header = |name: &'static str| -> Result<&str, ApiError> {
-            let value = headers.get(name).ok_or_else(|| {
+        let lookup = |name: &str| headers.get(name).map(|value| value.as_bytes());
+        self.authenticate_with(keys, lookup, method, path_and_query, body, now_ms)
+    }
+
+    /// `authenticate` with the headers read through `header` (by lower-case name), for
+    /// a gateway that parses HTTP itself (`http`).
+    pub fn authenticate_with<'h>(
+        &self,
+        keys: &KeyStore,
+        header: impl Fn(&str) -> Option<&'h [u8]>,
+        method: &str,
+        path_and_query: &str,
+        body: &[u8],
+        now_ms: u64,
+    ) -> Result<Caller, ApiError> {
+        let text = |name: &'static str| -> Result<&'h str, ApiError> {
+            let value = header(name).ok_or_else(|| {
                 ApiError::unauthenticated(
                     "missing_signature",
                     format!("the {name} header is missing"),
                 )
             })?;
-            value.to_str().map_err(|_| {
-                ApiError::unauthenticated(
-                    "missing_signature",
-                    format!("the {name} header is not text"),
-                )
-            })
+            std::str::from_utf8(value)
+                .ok()
+                .filter(|text| {
+                    text.bytes().all(|byte| byte == b'\t' || (b' '..=b'~').contains(&byte))
+                })
+                .ok_or_else(|| {
+                    ApiError::unauthenticated(
+                        "missing_signature",
+                        format!("the {name} header is not text"),
+                    )
+                })
         };
-        let key_id = header(KEY_HEADER)?;
-        let timestamp = header(TIMESTAMP_HEADER)?;
-        let signature_hex = header(SIGNATURE_HEADER)?;
+        let key_id = text(KEY_HEADER)?;
+        let timestamp = text(TIMESTAMP_HEADER)?;
+        let signature_hex = text(SIGNATURE_HEADER)?;
         let signed = Signed { key_id, timestamp, signature_hex, method, path_and_query, body };
         self.check(keys, &signed, now_ms)
     }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
@@ -323,7 +323,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> axum::extract::FromRequestParts
 }
 
 /// Parses a JSON body into `T`, with a `malformed` error that says what is wrong.
-pub fn parse_body<T: DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
+pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     if body.is_empty() {
         return Err(ApiError::malformed("a JSON body is required"));
     }
