@@ -12,7 +12,6 @@
 //! error of HTTP itself, keeps one implementation. This module owns no business state;
 //! it must never answer a request differently from the router.
 
-use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,20 +20,17 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use bourse_core::ids::AccountId;
 use bourse_core::{AccountRef, Command};
-use bourse_engine::{Outcome, Released};
 use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::link::{Lane, Reply};
+use crate::entry::{Answer, InFlight, Work};
+use crate::link::Lane;
 use crate::metrics::RouteMetrics;
 use crate::rest::error::{ApiError, ApiResult};
-use crate::rest::trading::{
-    amend_values, order_from_request, placed_answer_fields, shown_after, AmendRequest, OrderRequest,
-};
+use crate::rest::trading::{amend_values, order_from_request, AmendRequest, OrderRequest};
 use crate::rest::{parse_body, Shared};
 
 /// Requests of one connection waiting for the engine, at most: at this many the
@@ -203,21 +199,10 @@ impl Route {
     }
 }
 
-/// A request taken by the loop: what its answer needs once the engine has answered.
-enum Work {
-    Place { account: String, client_id: String, order: bourse_core::command::OrderCommand<'static> },
-    Show { account_id: AccountId, client_id: String },
-}
-
-/// A request in the order it came, until its answer is written.
-struct Slot {
+/// What the loop keeps of a request in flight: its route and when it came.
+struct Meta {
     route: Route,
     started: Instant,
-    /// The engine's correlation number while its command is out.
-    correlation: Option<u64>,
-    work: Option<Work>,
-    /// The whole HTTP response, once known.
-    answer: Option<Vec<u8>>,
 }
 
 /// What a request head asks of the loop.
@@ -235,7 +220,7 @@ struct Connection {
     stream: TcpStream,
     lane: Lane,
     releases: crate::link::LaneReleases,
-    slots: VecDeque<Slot>,
+    in_flight: InFlight<Meta>,
     input: Vec<u8>,
     filled: usize,
     /// The bytes from here on are for hyper, once the answers before them are out.
@@ -246,8 +231,6 @@ struct Connection {
     /// When the socket last took something while bytes were waiting (or they began to).
     write_waiting_since: Option<Instant>,
     route_metrics: Vec<(Route, u16, RouteMetrics)>,
-    /// Cancels and amends submitted and not yet answered (`reading_back`).
-    reads_pending: usize,
 }
 
 impl Connection {
@@ -258,7 +241,7 @@ impl Connection {
             stream,
             lane,
             releases,
-            slots: VecDeque::new(),
+            in_flight: InFlight::default(),
             input: vec![0; READ_BUFFER_BYTES],
             filled: 0,
             hand_off_at: None,
@@ -267,7 +250,6 @@ impl Connection {
             written: 0,
             write_waiting_since: None,
             route_metrics: Vec::new(),
-            reads_pending: 0,
         }
     }
 
@@ -283,12 +265,14 @@ impl Connection {
         loop {
             let readable = self.reading
                 && self.hand_off_at.is_none()
-                && self.slots.len() < IN_FLIGHT_PER_CONNECTION_MAX;
+                && self.in_flight.len() < IN_FLIGHT_PER_CONNECTION_MAX;
             let writing = self.written < self.output.len();
             tokio::select! {
                 biased;
                 _ = stop.changed() => self.reading = false,
-                Some(released) = self.releases.recv() => self.take_released(&released).await,
+                Some(released) = self.releases.recv() => {
+                    self.in_flight.take_released(&self.state, &mut self.lane, &released).await;
+                }
                 ready = self.stream.readable(), if readable => {
                     if ready.is_err() {
                         self.reading = false;
@@ -307,7 +291,7 @@ impl Connection {
                 ready = self.stream.writable(), if writing => failed |= ready.is_err(),
                 _ = watchdog.tick() => {
                     let now = Instant::now();
-                    if self.slots.is_empty() && now - last_read >= idle_timeout {
+                    if self.in_flight.is_empty() && now - last_read >= idle_timeout {
                         self.reading = false;
                     }
                     if self.write_waiting_since.is_some_and(|since| now - since >= WRITE_TIMEOUT) {
@@ -316,18 +300,14 @@ impl Connection {
                 }
             }
             while let Ok(released) = self.releases.try_recv() {
-                self.take_released(&released).await;
-            }
-            if self.filled > 0 && self.hand_off_at.is_none() && !self.reading_back() {
-                // Requests left behind a cancel or amend now answered.
-                self.take_input().await;
+                self.in_flight.take_released(&self.state, &mut self.lane, &released).await;
             }
             self.emit_answered();
             failed |= !self.flush();
             if failed {
                 return None;
             }
-            let settled = self.slots.is_empty() && self.written == self.output.len();
+            let settled = self.in_flight.is_empty() && self.written == self.output.len();
             if settled && self.hand_off_at.is_some() {
                 return self.hand_off();
             }
@@ -347,11 +327,10 @@ impl Connection {
         Some(Rewound { unread, at: 0, stream: self.stream })
     }
 
-    /// Takes every whole request in the input, stopping at one for hyper, and after a
-    /// cancel or amend until it is answered.
+    /// Takes every whole request in the input, stopping at one for hyper.
     async fn take_input(&mut self) {
         let mut at = 0;
-        while at < self.filled && !self.reading_back() {
+        while at < self.filled {
             let taken = classify(&self.input[at..self.filled], self.state.limits.body_bytes_max);
             match taken {
                 Taken::Partial => break,
@@ -360,20 +339,23 @@ impl Connection {
                     return;
                 }
                 Taken::Entry { route, client_id, head, body } => {
+                    let meta = Meta { route, started: Instant::now() };
                     let request = &self.input[at..at + head];
                     let body_bytes = &self.input[at + head..at + head + body];
-                    let slot =
-                        entry(&self.state, &mut self.lane, route, request, client_id, body_bytes)
+                    let submitted =
+                        submit(&self.state, &mut self.lane, route, request, client_id, body_bytes)
                             .await;
-                    if matches!(slot.work, Some(Work::Show { .. })) {
-                        self.reads_pending += 1;
+                    match submitted {
+                        Ok((correlation, work)) => {
+                            self.in_flight.submitted(meta, correlation, work)
+                        }
+                        Err(error) => self.in_flight.answered(meta, Err(error)),
                     }
-                    self.slots.push_back(slot);
                     at += head + body;
                 }
             }
         }
-        if at == 0 && self.filled == self.input.len() && !self.reading_back() {
+        if at == 0 && self.filled == self.input.len() {
             // A head and body larger than the buffer: hyper reads it (and says why not).
             self.hand_off_at = Some(0);
             return;
@@ -382,56 +364,12 @@ impl Connection {
         self.filled -= at;
     }
 
-    /// Whether a cancel or amend waits for its answer. Its answer is the order as it
-    /// stands after it, read once its outcome is in: the requests after it are taken
-    /// only then, so that the read shows none of them.
-    fn reading_back(&self) -> bool {
-        self.reads_pending > 0
-    }
-
-    /// Answers the slots whose outcomes `released` carries (the oldest waiting ones: a
-    /// lane's outcomes come in submission order).
-    async fn take_released(&mut self, released: &Arc<Released>) {
-        let mut taken = 0;
-        for (index, outcome) in released.outcomes.iter().enumerate() {
-            let correlation = outcome.correlation();
-            let Some(position) =
-                self.slots.iter().position(|slot| slot.correlation == Some(correlation))
-            else {
-                continue;
-            };
-            taken += 1;
-            let slot = &mut self.slots[position];
-            slot.correlation = None;
-            let work = slot.work.take();
-            if matches!(work, Some(Work::Show { .. })) {
-                self.reads_pending -= 1;
-            }
-            let result = match (outcome, work) {
-                (Outcome::Failed { reason, .. }, _) => {
-                    Err(crate::link::LinkError::Failed(reason.clone()).into())
-                }
-                (Outcome::Applied(_), Some(work)) => {
-                    answer(&self.state, work, Reply::of(Arc::clone(released), index)).await
-                }
-                (Outcome::Applied(_), None) => Err(ApiError::malformed("no request")),
-            };
-            let slot = &mut self.slots[position];
-            slot.answer = Some(response(result));
-        }
-        self.lane.taken(taken);
-    }
-
     /// Moves the answers at the front, in order, to the output.
     fn emit_answered(&mut self) {
-        while let Some(slot) = self.slots.front_mut() {
-            let Some(answer) = slot.answer.take() else { break };
-            let route = slot.route;
-            let took = slot.started.elapsed();
-            self.slots.pop_front();
-            let status = status_of(&answer);
-            self.observe(route, status, took);
-            self.output.extend_from_slice(&answer);
+        while let Some((meta, answer)) = self.in_flight.pop_answered() {
+            let status = answer.as_ref().map_or_else(|error| error.status.as_u16(), |_| 200);
+            self.observe(meta.route, status, meta.started.elapsed());
+            self.output.extend(response(answer.map(Answer::into_rest_body)));
         }
     }
 
@@ -544,28 +482,6 @@ fn plain_client_id(query: &str) -> Option<&str> {
     plain.then_some(value)
 }
 
-/// Checks and submits one order-entry request: its slot, waiting for the engine, or
-/// answered already (an error found at once).
-async fn entry(
-    state: &Shared,
-    lane: &mut Lane,
-    route: Route,
-    head: &[u8],
-    client_id: Option<&str>,
-    body: &[u8],
-) -> Slot {
-    let started = Instant::now();
-    let mut slot = Slot { route, started, correlation: None, work: None, answer: None };
-    match submit(state, lane, route, head, client_id, body).await {
-        Ok((correlation, work)) => {
-            slot.correlation = Some(correlation);
-            slot.work = Some(work);
-        }
-        Err(error) => slot.answer = Some(response(Err(error))),
-    }
-    slot
-}
-
 /// The router's checks in the router's order (signature, then the request), and the
 /// command submitted to the lane.
 async fn submit(
@@ -615,7 +531,8 @@ async fn submit(
                 id: std::borrow::Cow::Borrowed(client_id),
             };
             let correlation = lane.submit(&command)?;
-            Ok((correlation, Work::Show { account_id, client_id: client_id.to_string() }))
+            let read = lane.read_order(account_id, client_id)?;
+            Ok((correlation, Work::Show { read }))
         }
         (Route::Amend, Some(client_id)) => {
             let request: AmendRequest = parse_body(body)?;
@@ -630,27 +547,10 @@ async fn submit(
                 qty,
             });
             let correlation = lane.submit(&command)?;
-            Ok((correlation, Work::Show { account_id, client_id: client_id.to_string() }))
+            let read = lane.read_order(account_id, client_id)?;
+            Ok((correlation, Work::Show { read }))
         }
         (_, None) => Err(ApiError::malformed("name the order by client_order_id")),
-    }
-}
-
-/// The answer's body, as the router's handler makes it.
-async fn answer(state: &Shared, work: Work, reply: Reply) -> ApiResult<Vec<u8>> {
-    match work {
-        Work::Place { account, client_id, order } => {
-            let fields = placed_answer_fields(state, &account, &client_id, &order, &reply).await?;
-            let mut body = Vec::with_capacity(fields.len() + 2);
-            body.push(b'{');
-            body.extend_from_slice(fields.as_bytes());
-            body.push(b'}');
-            Ok(body)
-        }
-        Work::Show { account_id, client_id } => {
-            let order = shown_after(state, &reply, account_id, &client_id).await?;
-            serde_json::to_vec(&order).map_err(|error| ApiError::malformed(error.to_string()))
-        }
     }
 }
 
@@ -706,15 +606,6 @@ fn head(bytes: &mut Vec<u8>, status: StatusCode, length: usize, extra: &[(&str, 
     bytes.extend_from_slice(b"date: ");
     http_date(bytes);
     bytes.extend_from_slice(b"\r\n\r\n");
-}
-
-/// The status code of a response this module wrote (`HTTP/1.1 NNN ...`).
-fn status_of(response: &[u8]) -> u16 {
-    response
-        .get(9..12)
-        .and_then(|digits| std::str::from_utf8(digits).ok())
-        .and_then(|digits| digits.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Appends the current time as an HTTP date, formatted at most once a second per
@@ -788,7 +679,6 @@ mod tests {
         assert!(text.contains("content-length: 7\r\n"));
         assert!(text.contains("\r\ndate: "));
         assert!(text.ends_with("\r\n\r\n{\"a\":1}"));
-        assert_eq!(status_of(&ok), 200);
         let mut busy = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", "later");
         busy.retry_after_s = Some(1);
         let busy = String::from_utf8(response(Err(busy))).unwrap();

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod entry;
 pub mod http;
 pub mod keys;
 pub mod link;

@@ -1,9 +1,10 @@
 //! The gateways' one way into the engine: submit a command and await its outcome, or
 //! run a read on the engine's state and await its answer, from async code.
 //!
-//! A binary TCP connection opens its own `Lane` (its own engine session, its outcomes
-//! on its own channel). The other gateways share one engine session: each submission
-//! gets a correlation number and a oneshot channel; the engine's applier thread delivers outcomes (once durable, in
+//! A gateway connection (binary TCP, WebSocket, the pipelined HTTP loop) opens its own
+//! `Lane` (its own engine session, its outcomes on its own channel). The router's
+//! handlers share one engine session: each submission gets a correlation number and a
+//! oneshot channel; the engine's applier thread delivers outcomes (once durable, in
 //! `sync` mode) to `Waiting`, which hands each to its waiter without blocking. A
 //! waiter that went away (a client that disconnected) simply drops its outcome: the
 //! command was still sequenced and applied, and its result can be read back.
@@ -167,6 +168,25 @@ impl Lane {
         Ok(correlation)
     }
 
+    /// Reads `account`'s order `client_id` as it stands right after the commands this
+    /// lane submitted so far (the read is sequenced behind them, before any it submits
+    /// next): what a cancel or amend answers, exact however many requests follow it.
+    pub fn read_order(
+        &self,
+        account: bourse_core::ids::AccountId,
+        client_id: &str,
+    ) -> Result<OrderRead, LinkError> {
+        let (sender, receiver) = oneshot::channel();
+        let client_id = client_id.to_string();
+        self.session.query(move |venue| {
+            let record = venue
+                .activity()
+                .and_then(|activity| activity.order_by_client(account, &client_id).cloned());
+            let _ = sender.send(record);
+        })?;
+        Ok(OrderRead { receiver })
+    }
+
     /// Notes that `count` outcomes were taken from the lane's releases.
     pub fn taken(&mut self, count: usize) {
         let count = count.min(self.in_flight);
@@ -176,6 +196,17 @@ impl Lane {
 
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+}
+
+/// An order read by `Lane::read_order`, to wait for.
+pub struct OrderRead {
+    receiver: oneshot::Receiver<Option<bourse_core::venue::OrderRecord>>,
+}
+
+impl OrderRead {
+    pub async fn wait(self) -> Result<Option<bourse_core::venue::OrderRecord>, LinkError> {
+        self.receiver.await.map_err(|_| LinkError::Failed("the engine stopped".into()))
     }
 }
 

@@ -509,3 +509,50 @@ fn five_hundred_pipelined_orders_are_all_acknowledged_in_order() {
     assert_eq!(status, 200);
     assert_eq!(open["orders"].as_array().unwrap().len(), 500);
 }
+
+/// Pipelined back to back, an amend and then a cancel of the same order: the amend's
+/// answer is the order right after the amend (open, at its new price), not as the
+/// cancel behind it left it; by client id and by exchange id alike.
+#[test]
+fn each_pipelined_answer_shows_the_order_right_after_its_own_request() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    server.declare_btc_usd();
+    let trader = server.trader("trader", &[("USD", "10000")]);
+    let mut socket = connect(server.address);
+    login(&mut socket, &trader);
+    let placed = entry(&mut socket, limit(1, "buy", "50", "1", "first"));
+    let order_id = placed["order"]["order_id"].as_u64().unwrap();
+    entry(&mut socket, limit(2, "buy", "50", "1", "second"));
+    let requests = [
+        json!({"op": "amend", "req_id": 3, "client_order_id": "first", "price": "45"}),
+        json!({"op": "cancel", "req_id": 4, "client_order_id": "first"}),
+        json!({"op": "amend", "req_id": 5, "order_id": order_id + 1, "qty": "2"}),
+        json!({"op": "cancel", "req_id": 6, "order_id": order_id + 1}),
+    ];
+    for request in &requests {
+        socket.write(Message::Text(request.to_string().into())).unwrap();
+    }
+    socket.flush().unwrap();
+    let answers: Vec<Value> = (0..requests.len()).map(|_| next(&mut socket)).collect();
+    let shown = |answer: &Value| {
+        (
+            answer["req_id"].as_u64(),
+            answer["order"]["status"].as_str().map(str::to_string),
+            answer["order"]["price"].as_str().map(str::to_string),
+            answer["order"]["remaining"].as_str().map(str::to_string),
+        )
+    };
+    let own = |req_id, status: &str, price: &str, remaining: &str| {
+        (
+            Some(req_id),
+            Some(status.to_string()),
+            Some(price.to_string()),
+            Some(remaining.to_string()),
+        )
+    };
+    assert_eq!(shown(&answers[0]), own(3, "open", "45", "1"), "{}", answers[0]);
+    assert_eq!(shown(&answers[1]), own(4, "canceled", "45", "0"), "{}", answers[1]);
+    assert_eq!(shown(&answers[2]), own(5, "open", "50", "2"), "{}", answers[2]);
+    assert_eq!(shown(&answers[3]), own(6, "canceled", "50", "0"), "{}", answers[3]);
+}

@@ -444,6 +444,21 @@ pub(crate) async fn shown_after(
     order_by_client_json(state, account_id, client_id).await
 }
 
+/// `shown_after` with the order read already (`Lane::read_order`, sequenced right
+/// behind the command): `None` is `unknown_order`.
+pub(crate) async fn shown_record(
+    state: &Shared,
+    reply: &Reply,
+    record: Option<OrderRecord>,
+) -> ApiResult<Value> {
+    if let Some(Event::Rejected { reason, .. }) = reply.events().first() {
+        return Err(ApiError::rejected(*reason));
+    }
+    let record = record.ok_or_else(ApiError::unknown_order)?;
+    let reference = state.reference_knowing(record.instrument.index() + 1).await?;
+    Ok(order_json(&reference, &record))
+}
+
 /// The caller's order `client_id` as JSON, or `unknown_order`.
 async fn show_order_by_client(
     state: &Shared,

@@ -21,12 +21,13 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use futures_util::stream::FuturesOrdered;
-use futures_util::{FutureExt, SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
+use crate::entry::InFlight;
+use crate::link::{Lane, LaneReleases};
 use crate::rest::auth::{Caller, Signed};
 use crate::rest::error::{ApiError, ApiResult};
 use crate::rest::Shared;
@@ -77,6 +78,9 @@ pub async fn upgrade(
 
 struct Connection {
     id: u64,
+    lane: Lane,
+    /// The lane's outcomes (kept out of `Connection` by `run`, which must be `Sync`).
+    releases: Option<LaneReleases>,
     state: Shared,
     outbound: Outbound,
     receiver: mpsc::Receiver<Arc<hub::FeedMessage>>,
@@ -84,16 +88,22 @@ struct Connection {
     subscriptions: HashSet<Channel>,
 }
 
-/// A connection's order-entry requests waiting for their answers, in the order they
-/// came (kept out of `Connection`, which must be `Sync`).
-type InFlight = FuturesOrdered<orders::Answer>;
+/// What a connection keeps of an order-entry request in flight.
+struct Meta {
+    op: EntryOp,
+    req_id: Value,
+    started: Instant,
+}
 
 impl Connection {
     fn new(state: Shared) -> Connection {
         let (sender, receiver) = mpsc::channel(state.limits.ws_queue_messages.max(1));
         let outbound = Outbound { sender, kill: Arc::new(Kill::default()) };
+        let (lane, releases) = state.link.open_lane();
         Connection {
             id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
+            lane,
+            releases: Some(releases),
             state,
             outbound,
             receiver,
@@ -105,12 +115,22 @@ impl Connection {
     async fn run(mut self, mut socket: WebSocket) {
         self.state.metrics.connection_opened("websocket");
         let kill = Arc::clone(&self.outbound.kill);
-        let mut in_flight = InFlight::new();
+        let mut in_flight = InFlight::<Meta>::default();
+        let Some(mut releases) = self.releases.take() else { return };
         let reason = loop {
             // With `IN_FLIGHT_PER_CONNECTION_MAX` requests waiting, the connection is
             // not read until answers go out: TCP flow control holds the client back.
             let readable = in_flight.len() < IN_FLIGHT_PER_CONNECTION_MAX;
             tokio::select! {
+                Some(released) = releases.recv() => {
+                    in_flight.take_released(&self.state, &mut self.lane, &released).await;
+                    while let Ok(released) = releases.try_recv() {
+                        in_flight.take_released(&self.state, &mut self.lane, &released).await;
+                    }
+                    if !self.send_answered(&mut socket, &mut in_flight).await {
+                        break Some("slow_consumer");
+                    }
+                }
                 incoming = socket.recv(), if readable => match incoming {
                     Some(Ok(Message::Text(text))) => {
                         let answer = self.handle(text.as_str(), &mut in_flight).await;
@@ -118,6 +138,10 @@ impl Connection {
                             if !send(&mut socket, answer.to_string()).await {
                                 break None;
                             }
+                        }
+                        // Errors found at once, if nothing is ahead of them.
+                        if !self.send_answered(&mut socket, &mut in_flight).await {
+                            break Some("slow_consumer");
                         }
                     }
                     Some(Ok(Message::Binary(_))) => {
@@ -138,19 +162,6 @@ impl Connection {
                     }
                     None => break None,
                 },
-                Some(answer) = in_flight.next(), if !in_flight.is_empty() => {
-                    // With the answers that are ready too, in one write.
-                    let mut answers = vec![answer];
-                    while answers.len() < ANSWERS_PER_WRITE_MAX {
-                        match in_flight.next().now_or_never() {
-                            Some(Some(answer)) => answers.push(answer),
-                            _ => break,
-                        }
-                    }
-                    if !send_all(&mut socket, answers).await {
-                        break Some("slow_consumer");
-                    }
-                }
                 _ = kill.notify.notified() => break kill.reason(),
             }
         };
@@ -171,7 +182,7 @@ impl Connection {
         self.state.metrics.connection_closed("websocket");
     }
 
-    async fn handle(&mut self, text: &str, in_flight: &mut InFlight) -> Option<Value> {
+    async fn handle(&mut self, text: &str, in_flight: &mut InFlight<Meta>) -> Option<Value> {
         let request = match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(request)) => request,
             Ok(_) => return Some(error_message("malformed", "not a request: not a JSON object")),
@@ -180,7 +191,7 @@ impl Connection {
             }
         };
         if let Some(op) = EntryOp::of(&request) {
-            return self.order_entry(op, request, in_flight);
+            return self.order_entry(op, request, in_flight).await;
         }
         let request: Request = match serde_json::from_value(Value::Object(request)) {
             Ok(request) => request,
@@ -209,15 +220,16 @@ impl Connection {
 
     /// An `order`, `cancel` or `amend`: its answer joins the requests in flight (even an
     /// error found at once, so that answers keep the requests' order).
-    fn order_entry(
+    async fn order_entry(
         &mut self,
         op: EntryOp,
         mut request: Map<String, Value>,
-        in_flight: &mut InFlight,
+        in_flight: &mut InFlight<Meta>,
     ) -> Option<Value> {
         let started = Instant::now();
         request.remove("op");
         let req_id = request.remove("req_id").unwrap_or(Value::Null);
+        let meta = Meta { op, req_id, started };
         if in_flight.len() >= IN_FLIGHT_PER_CONNECTION_MAX {
             let mut busy = ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -227,33 +239,22 @@ impl Connection {
                 ),
             );
             busy.retry_after_s = Some(1);
-            let answer = orders::finish(&self.state, op, started, req_id, Err(busy));
-            in_flight.push_back(Box::pin(std::future::ready(answer)));
+            in_flight.answered(meta, Err(busy));
             return None;
         }
-        let answer: orders::Answer = match self.start_entry(op, &req_id, request) {
-            Ok(work) => {
-                let state = Arc::clone(&self.state);
-                Box::pin(async move {
-                    let result = work.await;
-                    orders::finish(&state, op, started, req_id, result)
-                })
-            }
-            Err(error) => {
-                let answer = orders::finish(&self.state, op, started, req_id, Err(error));
-                Box::pin(std::future::ready(answer))
-            }
-        };
-        in_flight.push_back(answer);
+        match self.submit_entry(op, &meta.req_id, request).await {
+            Ok((correlation, work)) => in_flight.submitted(meta, correlation, work),
+            Err(error) => in_flight.answered(meta, Err(error)),
+        }
         None
     }
 
-    fn start_entry(
+    async fn submit_entry(
         &mut self,
         op: EntryOp,
         req_id: &Value,
         request: Map<String, Value>,
-    ) -> ApiResult<orders::Work> {
+    ) -> ApiResult<(u64, crate::entry::Work)> {
         if !(req_id.is_number() || req_id.is_string()) {
             return Err(ApiError::malformed(format!(
                 "{} needs a req_id (a number or a string), echoed in its answer",
@@ -268,7 +269,26 @@ impl Connection {
             ));
         };
         self.state.auth.take_token(&caller.key)?;
-        orders::start(&self.state, caller, op, request)
+        orders::submit(&self.state, &mut self.lane, caller, op, request).await
+    }
+
+    /// Sends the answers at the front of `in_flight` that are known, in order, in one
+    /// write; `false` when the client is gone or does not take them in time.
+    async fn send_answered(&self, socket: &mut WebSocket, in_flight: &mut InFlight<Meta>) -> bool {
+        loop {
+            let mut answers = Vec::new();
+            while answers.len() < ANSWERS_PER_WRITE_MAX {
+                let Some((meta, answer)) = in_flight.pop_answered() else { break };
+                let text = orders::finish(&self.state, meta.op, meta.started, meta.req_id, answer);
+                answers.push(text);
+            }
+            if answers.is_empty() {
+                return true;
+            }
+            if !send_all(socket, answers).await {
+                return false;
+            }
+        }
     }
 
     fn login(

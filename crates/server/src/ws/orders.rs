@@ -1,25 +1,27 @@
 //! Order entry over WebSocket: the `order`, `cancel` and `amend` ops of a logged-in
 //! connection. Each request is checked and made into its engine command by the same
-//! code as REST's (`rest::trading`), submitted at once (`EngineLink::enqueue`, so a
-//! connection's commands are sequenced in the order it sent them), and its answer is
-//! awaited off the connection's loop: a client may pipeline up to
-//! `IN_FLIGHT_PER_CONNECTION_MAX` requests, answered in the order it sent them.
+//! code as REST's (`rest::trading`) and submitted at once to the connection's own lane
+//! (`link::Lane`), so a connection's commands are sequenced in the order it sent them;
+//! their outcomes come back on the lane and are matched oldest first (`entry`). A
+//! client may pipeline up to `IN_FLIGHT_PER_CONNECTION_MAX` requests, answered in the
+//! order it sent them; no task, future or channel per request (but one read for a
+//! cancel's or amend's answer).
 
 use std::borrow::Cow;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Instant;
 
 use bourse_core::command::AmendCommand;
+use bourse_core::ids::AccountId;
 use bourse_core::{AccountRef, Command};
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
+use crate::entry::{Answer, Work};
+use crate::link::Lane;
 use crate::rest::auth::Caller;
 use crate::rest::error::{ApiError, ApiResult};
 use crate::rest::trading::{
-    amend_values, order_from_request, own_order, placed_answer_fields, shown_after, AmendRequest,
-    OrderRequest,
+    amend_values, order_from_request, own_order, AmendRequest, OrderRequest,
 };
 use crate::rest::Shared;
 
@@ -27,9 +29,6 @@ use crate::rest::Shared;
 /// many the connection is not read until answers go out (`busy` only if one arrives
 /// regardless).
 pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 4_096;
-
-/// A request's answer to come, rendered as the message's text.
-pub type Answer = Pin<Box<dyn Future<Output = String> + Send>>;
 
 /// The order-entry ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,29 +102,27 @@ fn parse<T: serde::de::DeserializeOwned>(what: &str, request: Map<String, Value>
         .map_err(|error| ApiError::malformed(format!("invalid {what}: {error}")))
 }
 
-/// Checks `request` (without its `op` and `req_id`), submits its command when it names
-/// its order by client order id (or is a new order), and returns the work that answers
-/// it. A cancel or amend by `order_id` looks the order up first, so its command is
-/// submitted once that read is done (possibly after requests sent after it).
-pub fn start(
+/// Checks `request` (without its `op` and `req_id`) and submits its command to the
+/// connection's lane: its correlation number and what its answer needs. A cancel or
+/// amend by `order_id` looks the order up first (the connection waits for that read).
+pub async fn submit(
     state: &Shared,
+    lane: &mut Lane,
     caller: &Caller,
     op: EntryOp,
     mut request: Map<String, Value>,
-) -> ApiResult<Work> {
-    let account = caller.account()?.to_string();
-    let state = std::sync::Arc::clone(state);
+) -> ApiResult<(u64, Work)> {
+    let account = caller.account()?;
     match op {
         EntryOp::Order => {
             let request: OrderRequest = parse("order", request)?;
-            let (client_id, order) = order_from_request(&request, &account)?;
-            let pending = state.link.enqueue(&Command::Order(order.clone()))?;
-            Ok(Box::pin(async move {
-                let reply = pending.wait().await?;
-                placed_answer_fields(&state, &account, &client_id, &order, &reply)
-                    .await
-                    .map(Ack::Fields)
-            }))
+            let (client_id, order) = order_from_request(&request, account)?;
+            let command = Command::Order(order);
+            let correlation = lane.submit(&command)?;
+            let Command::Order(order) = command else {
+                return Err(ApiError::malformed("not an order"));
+            };
+            Ok((correlation, Work::Place { account: account.to_string(), client_id, order }))
         }
         EntryOp::Cancel => {
             let which = take_target(&mut request)?;
@@ -134,68 +131,51 @@ pub fn start(
                     "invalid cancel: unknown field {field:?}"
                 )));
             }
-            let caller = caller.clone();
-            let make = |account: AccountRef<'static>, client_id: String| Command::Cancel {
-                account,
-                id: Cow::Owned(client_id),
+            let (account_id, client_id) = target_order(state, caller, which).await?;
+            let command = Command::Cancel {
+                account: AccountRef::Id(account_id),
+                id: Cow::Borrowed(&client_id),
             };
-            submit_for(state, caller, account, which, make)
+            let correlation = lane.submit(&command)?;
+            Ok((correlation, Work::Show { read: lane.read_order(account_id, &client_id)? }))
         }
         EntryOp::Amend => {
             let which = take_target(&mut request)?;
             let amend: AmendRequest = parse("amend", request)?;
             let (price, qty) = amend_values(&amend)?;
-            let caller = caller.clone();
-            let make = move |account: AccountRef<'static>, client_id: String| {
-                Command::Amend(AmendCommand { account, id: Cow::Owned(client_id), price, qty })
-            };
-            submit_for(state, caller, account, which, make)
+            let (account_id, client_id) = target_order(state, caller, which).await?;
+            let command = Command::Amend(AmendCommand {
+                account: AccountRef::Id(account_id),
+                id: Cow::Borrowed(&client_id),
+                price,
+                qty,
+            });
+            let correlation = lane.submit(&command)?;
+            Ok((correlation, Work::Show { read: lane.read_order(account_id, &client_id)? }))
         }
     }
 }
 
-/// A cancel or amend (`make` builds its command) of the order `which`, answered with
-/// the order as it stands after it.
-fn submit_for(
-    state: Shared,
-    caller: Caller,
-    account: String,
+/// The caller's account id and the client order id of the order `which` names
+/// (`unknown_order` when the account has none such; by `order_id` it is read first).
+async fn target_order(
+    state: &Shared,
+    caller: &Caller,
     which: Which,
-    make: impl FnOnce(AccountRef<'static>, String) -> Command<'static> + Send + 'static,
-) -> ApiResult<Work> {
+) -> ApiResult<(AccountId, String)> {
     match which {
         Which::ClientOrderId(client_id) => {
-            // Named by the account's name, the command needs no read before it.
-            let command = make(AccountRef::Name(Cow::Owned(account.clone())), client_id.clone());
-            let pending = state.link.enqueue(&command)?;
-            Ok(Box::pin(async move {
-                let reply = pending.wait().await?;
-                let account_id =
-                    state.account_id(&account).await?.ok_or_else(ApiError::unknown_order)?;
-                let order = shown_after(&state, &reply, account_id, &client_id).await?;
-                Ok(Ack::Object(json!({ "order": order })))
-            }))
+            let account = caller.account()?;
+            let account_id =
+                state.account_id(account).await?.ok_or_else(ApiError::unknown_order)?;
+            Ok((account_id, client_id))
         }
-        Which::OrderId(order_id) => Ok(Box::pin(async move {
-            let (account_id, record) = own_order(&state, &caller, order_id).await?;
-            let client_id = record.client_id.to_string();
-            let command = make(AccountRef::Id(account_id), client_id.clone());
-            let reply = state.link.submit(&command).await?;
-            let order = shown_after(&state, &reply, account_id, &client_id).await?;
-            Ok(Ack::Object(json!({ "order": order })))
-        })),
+        Which::OrderId(order_id) => {
+            let (account_id, record) = own_order(state, caller, order_id).await?;
+            Ok((account_id, record.client_id.to_string()))
+        }
     }
 }
-
-/// What an acknowledged request answers besides `op` and `req_id`: a JSON object, or
-/// its fields already written as text (a new order's `fills` and `order`).
-pub enum Ack {
-    Object(Value),
-    Fields(String),
-}
-
-/// A request's work: its answer, once the engine has answered.
-pub type Work = Pin<Box<dyn Future<Output = ApiResult<Ack>> + Send>>;
 
 /// The answer's text: `{"op":"ack","req_id":...,"order":...}` (a new order's also has
 /// `fills`) or `{"op":"error","req_id":...,"code":...,"message":...}`; counted in the
@@ -205,20 +185,13 @@ pub fn finish(
     op: EntryOp,
     started: Instant,
     req_id: Value,
-    result: ApiResult<Ack>,
+    result: ApiResult<Answer>,
 ) -> String {
     let status = result.as_ref().map_or_else(|error| error.status.as_u16(), |_| 200);
     state.metrics.request("websocket", op.name(), status, started.elapsed().as_secs_f64());
     match result {
-        Ok(Ack::Fields(fields)) => format!(r#"{{"op":"ack","req_id":{req_id},{fields}}}"#),
-        Ok(Ack::Object(Value::Object(mut answer))) => {
-            answer.insert("op".into(), Value::from("ack"));
-            answer.insert("req_id".into(), req_id);
-            Value::Object(answer).to_string()
-        }
-        Ok(Ack::Object(other)) => {
-            error_answer(req_id, ApiError::malformed(format!("no answer: {other}"))).to_string()
-        }
+        Ok(Answer::Placed(fields)) => format!(r#"{{"op":"ack","req_id":{req_id},{fields}}}"#),
+        Ok(Answer::Order(order)) => format!(r#"{{"op":"ack","req_id":{req_id},"order":{order}}}"#),
         Err(error) => error_answer(req_id, error).to_string(),
     }
 }
