@@ -96,9 +96,7 @@ impl<M> InFlight<M> {
 
     /// The oldest request, once its answer is known.
     pub fn pop_answered(&mut self) -> Option<(M, ApiResult<Answer>)> {
-        if self.slots.front()?.answer.is_none() {
-            return None;
-        }
+        self.slots.front()?.answer.as_ref()?;
         let slot = self.slots.pop_front()?;
         Some((slot.meta, slot.answer?))
     }
