@@ -7,9 +7,14 @@ use std::process::{Command, Stdio};
 
 /// The ```sh blocks of docs/api.md, as one script for this server and these keys.
 fn script(http: &str, alice_key: &str, alice_secret: &str) -> String {
-    let doc =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/api.md"))
-            .unwrap();
+    let doc = std::fs::read_to_string(
+        Path::new(
+            &std::env::var("CARGO_MANIFEST_DIR")
+                .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+        )
+        .join("../../docs/api.md"),
+    )
+    .unwrap();
     let mut lines = vec!["set -u".to_string(), format!("export BOURSE_URL=http://{http}")];
     let mut in_block = false;
     for line in doc.lines() {

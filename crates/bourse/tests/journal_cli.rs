@@ -15,7 +15,11 @@ fn bourse() -> Command {
 }
 
 fn example_lines() -> Vec<String> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart.jsonl");
+    let path = Path::new(
+        &std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+    )
+    .join("../../examples/quickstart.jsonl");
     std::fs::read_to_string(path)
         .unwrap()
         .lines()

@@ -10,7 +10,11 @@ fn bourse() -> Command {
 }
 
 fn example() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart.jsonl")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+    )
+    .join("../../examples/quickstart.jsonl")
 }
 
 fn events(stdout: &[u8]) -> Vec<serde_json::Value> {

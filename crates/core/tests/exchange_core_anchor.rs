@@ -13,8 +13,14 @@ use bourse_core::ids::InstrumentId;
 use bourse_core::{Event, Exchange, ExchangeConfig, Side};
 use flate2::read::MultiGzDecoder;
 
+/// (From the runtime `CARGO_MANIFEST_DIR` that `cargo test` sets: a test binary reused
+/// from a build in another checkout, with a shared target dir, must not look there.)
 fn anchor_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/anchors/exchange-core")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+    )
+    .join("../../../shared/anchors/exchange-core")
 }
 
 /// One price level: price, total volume, order count.

@@ -1022,8 +1022,11 @@ fn random_bytes_behind_a_venue_header_are_an_error_or_a_consistent_venue() {
 fn measure_the_cost_of_tracking_activity() {
     use std::io::{BufRead, BufReader};
     use std::time::Instant;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/anchors/exchange-core/workload.jsonl.gz");
+    let path = std::path::Path::new(
+        &std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string()),
+    )
+    .join("../../../shared/anchors/exchange-core/workload.jsonl.gz");
     let file = std::fs::File::open(&path).expect("the exchange-core stream");
     let reader = BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(file));
     let commands: Vec<(Command<'static>, Option<u64>)> = reader
