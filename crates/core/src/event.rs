@@ -168,3 +168,32 @@ impl Event {
         }
     }
 }
+
+/// What the tap's consumers (market data) need of a command beyond its events: the
+/// changes of the books that events do not spell out. The engine's tap carries them
+/// (`bourse_engine::Released::notes`), made by `Venue::book_note`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BookNote {
+    /// A new order rests on the book after its command (after any trades it made):
+    /// the exchange's order id (the command's `seq`), where, and what is left of it.
+    Rested {
+        seq: u64,
+        instrument: InstrumentId,
+        account: AccountId,
+        id: ClientOrderId,
+        side: Side,
+        price: Price,
+        qty: Qty,
+    },
+    /// Trading on `instrument` was halted (`true`) or resumed (`Command::Halt`,
+    /// `Resume`).
+    Halted { seq: u64, instrument: InstrumentId, halted: bool },
+}
+
+impl BookNote {
+    pub fn seq(&self) -> u64 {
+        match self {
+            BookNote::Rested { seq, .. } | BookNote::Halted { seq, .. } => *seq,
+        }
+    }
+}

@@ -353,7 +353,7 @@ impl Exchange {
 
     /// The account a command names, if it exists.
     #[inline]
-    pub(crate) fn resolve(&self, account: &AccountRef<'_>) -> Option<AccountId> {
+    pub fn resolve(&self, account: &AccountRef<'_>) -> Option<AccountId> {
         match account {
             AccountRef::Name(name) => self.ledger.find_account(name),
             AccountRef::Id(account) => {

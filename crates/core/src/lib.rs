@@ -40,7 +40,7 @@ mod test_random;
 pub mod venue;
 
 pub use command::{AccountRef, Command, Side, StpMode, TimeInForce};
-pub use event::{DoneReason, Event, RejectReason};
+pub use event::{BookNote, DoneReason, Event, RejectReason};
 pub use exchange::{Exchange, ExchangeConfig};
 pub use lookahead::Lookahead;
 pub use num::{Amount, Decimal, Price, Qty};

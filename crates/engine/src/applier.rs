@@ -126,6 +126,13 @@ impl Applier {
                 let stamp = (origin.correlation, seq, ts, order_id);
                 self.copy_to_tap(tap, origin.session, events_start, stamp);
             }
+            if tap != NO_TAP {
+                let released = &self.per_session[origin.session as usize];
+                let note = self.venue.book_note(seq, command, &released.events[events_start..]);
+                if let Some(note) = note {
+                    pending(&mut self.per_session, &mut self.touched, tap).notes.push(note);
+                }
+            }
             // Releasing (or holding) in chunks rather than at the batch's end keeps a
             // large batch from delaying its first outcomes, and each release small.
             if (index + 1) % RELEASE_CHUNK == 0 {

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
-use bourse_core::{Command, Event};
+use bourse_core::{BookNote, Command, Event};
 use bourse_journal::{encode_command, CodecError};
 
 /// Payloads up to this many bytes travel inline (no allocation per command).
@@ -110,6 +110,9 @@ pub struct Released {
     pub outcomes: Vec<Outcome>,
     pub events: Vec<Event>,
     pub rendered: String,
+    /// For the tap only: the book changes of these commands that their events do not
+    /// spell out, in sequence order (at most one per command).
+    pub notes: Vec<BookNote>,
     /// When the engine handed these outcomes to the sink, in ns since the Unix epoch
     /// (the clock of `CommandResult::ts`): the moment of their release.
     pub released_ns: u64,
@@ -125,7 +128,7 @@ impl Released {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.outcomes.is_empty()
+        self.outcomes.is_empty() && self.notes.is_empty()
     }
 }
 

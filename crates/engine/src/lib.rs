@@ -15,6 +15,7 @@ pub mod retention;
 mod sequencer;
 mod snapshotter;
 
+pub use bourse_core::BookNote;
 pub use config::{Durability, EngineConfig};
 pub use intake::{CommandResult, Outcome, Released, ResultSink, SubmitError};
 pub use pipeline::{

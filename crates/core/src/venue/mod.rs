@@ -40,7 +40,7 @@ pub use activity::{
 };
 
 use crate::command::{AccountRef, Command, Side, TimeInForce};
-use crate::event::{CommandOrderKey, Event, RejectReason};
+use crate::event::{BookNote, CommandOrderKey, Event, RejectReason};
 use crate::exchange::Exchange;
 use crate::ids::{ClientOrderId, InstrumentId};
 use crate::num::Qty;
@@ -149,6 +149,36 @@ impl Venue {
         let activity = self.activity.as_ref()?;
         let account = self.exchange.resolve(account)?;
         activity.order_by_client(account, id).map(|record| record.order_id)
+    }
+
+    /// What a market-data consumer needs to know of `command` (applied as `seq`, with
+    /// `events`) beyond its events: where a new order rests after it, or a halt.
+    pub fn book_note(&self, seq: u64, command: &Command<'_>, events: &[Event]) -> Option<BookNote> {
+        if !matches!(events.first(), Some(Event::Accepted { .. })) {
+            return None;
+        }
+        let exchange = &self.exchange;
+        match command {
+            Command::Order(order) => {
+                let account = exchange.resolve(&order.account)?;
+                let (instrument, resting) = exchange.open_order(account, &order.id)?;
+                Some(BookNote::Rested {
+                    seq,
+                    instrument,
+                    account,
+                    id: resting.id.clone(),
+                    side: resting.side,
+                    price: resting.price,
+                    qty: resting.remaining,
+                })
+            }
+            Command::Halt { symbol } | Command::Resume { symbol } => Some(BookNote::Halted {
+                seq,
+                instrument: exchange.find_instrument(symbol)?,
+                halted: matches!(command, Command::Halt { .. }),
+            }),
+            _ => None,
+        }
     }
 
     /// The exchange and the activity; the halts and the limit are dropped (read them
