@@ -28,6 +28,18 @@ pub struct ServeArgs {
     /// Also declare demo instruments and funded accounts (once) and print their keys.
     #[arg(long)]
     demo: bool,
+    /// Do not publish the market-data feed.
+    #[arg(long)]
+    no_marketdata: bool,
+    /// The feed's multicast group and port [default: 239.255.66.1:31001].
+    #[arg(long)]
+    md_multicast: Option<SocketAddr>,
+    /// The feed's snapshot service (TCP) [default: 127.0.0.1:9091].
+    #[arg(long)]
+    md_snapshot: Option<SocketAddr>,
+    /// The feed's retransmission service (UDP) [default: 127.0.0.1:9092].
+    #[arg(long)]
+    md_retransmit: Option<SocketAddr>,
 }
 
 pub fn run(args: ServeArgs) -> Result<(), String> {
@@ -44,6 +56,10 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         http_listen: args.http,
         tcp_listen: args.tcp,
         durability: args.durability,
+        marketdata: args.no_marketdata.then_some(false),
+        md_multicast: args.md_multicast,
+        md_snapshot_listen: args.md_snapshot,
+        md_retransmit_listen: args.md_retransmit,
     };
     let config = ServeConfig::load(args.config.as_deref(), std::env::vars(), &overrides)
         .map_err(|error| error.to_string())?;
@@ -103,6 +119,12 @@ fn print_notes(notes: &StartNotes) {
         notes.http, notes.http
     );
     println!("bourse: serving binary order entry on tcp://{}", notes.tcp);
+    if let Some(feed) = &notes.market_data {
+        println!(
+            "bourse: market data (session {}) to udp://{} via {}; snapshots on tcp://{}, retransmissions on udp://{}",
+            feed.session, feed.multicast, feed.interface, feed.snapshot, feed.retransmit
+        );
+    }
     println!(
         "bourse: data in {} (recovered up to command {})",
         notes.data_dir.display(),

@@ -16,7 +16,8 @@ struct Served {
 
 fn serve(data_dir: &std::path::Path) -> Served {
     let mut child = bourse()
-        .args(["serve", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--md-snapshot"])
+        .args(["127.0.0.1:0", "--md-retransmit", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -11,6 +11,9 @@ pub const HEADER_BYTES: usize = 20;
 pub const SESSION_BYTES: usize = 10;
 /// The message count of the packet that ends a session.
 pub const END_OF_SESSION: u16 = 0xFFFF;
+/// The message count of a retransmission answer saying the range asked for is no
+/// longer held; its sequence number is the oldest one held (take a snapshot).
+pub const RANGE_GONE: u16 = 0xFFFE;
 /// Payload of a packet at most, header included: fits an Ethernet frame with IP and
 /// UDP headers.
 pub const PACKET_BYTES_MAX: usize = 1_400;
@@ -72,7 +75,7 @@ impl<'a> Packet<'a> {
         let count = u16::from_be_bytes([header[18], header[19]]);
         let mut messages = Vec::new();
         let mut at = HEADER_BYTES;
-        let framed = if count == END_OF_SESSION { 0 } else { count };
+        let framed = if count >= RANGE_GONE { 0 } else { count };
         for index in 0..framed {
             let length = bytes
                 .get(at..at + 2)
@@ -97,6 +100,10 @@ impl<'a> Packet<'a> {
     pub fn is_end_of_session(&self) -> bool {
         self.count == END_OF_SESSION
     }
+
+    pub fn is_range_gone(&self) -> bool {
+        self.count == RANGE_GONE
+    }
 }
 
 /// A header alone: a heartbeat (`count` 0), the end of a session (`END_OF_SESSION`),
@@ -107,6 +114,19 @@ pub fn header(session: &Session, sequence: u64, count: u16) -> [u8; HEADER_BYTES
     bytes[10..18].copy_from_slice(&sequence.to_be_bytes());
     bytes[18..20].copy_from_slice(&count.to_be_bytes());
     bytes
+}
+
+/// A retransmission request (a header alone, `count` messages from `sequence`):
+/// `None` if `bytes` is not exactly a header.
+pub fn parse_request(bytes: &[u8]) -> Option<(Session, u64, u16)> {
+    if bytes.len() != HEADER_BYTES {
+        return None;
+    }
+    let mut session = [0u8; SESSION_BYTES];
+    session.copy_from_slice(&bytes[..SESSION_BYTES]);
+    let mut sequence = [0u8; 8];
+    sequence.copy_from_slice(&bytes[10..18]);
+    Some((session, u64::from_be_bytes(sequence), u16::from_be_bytes([bytes[18], bytes[19]])))
 }
 
 /// Packs messages, in sequence, into packets of at most `PACKET_BYTES_MAX`.
@@ -209,8 +229,12 @@ mod tests {
         let heartbeat = header(&session("S"), 42, 0);
         let packet = Packet::parse(&heartbeat).unwrap();
         assert!(packet.is_heartbeat() && packet.sequence == 42 && packet.messages.is_empty());
+        assert_eq!(parse_request(&header(&session("S"), 7, 3)), Some((session("S"), 7, 3)));
+        assert_eq!(parse_request(&heartbeat[..19]), None);
         let end = header(&session("S"), 42, END_OF_SESSION);
         assert!(Packet::parse(&end).unwrap().is_end_of_session());
+        let gone = header(&session("S"), 9, RANGE_GONE);
+        assert!(Packet::parse(&gone).unwrap().is_range_gone());
         assert_eq!(Packet::parse(&heartbeat[..19]), Err(PacketError::Short(19)));
         let mut claims_one = header(&session("S"), 1, 1).to_vec();
         assert!(Packet::parse(&claims_one).is_err());

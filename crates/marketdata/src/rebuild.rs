@@ -171,6 +171,10 @@ impl Rebuilder {
             Some(_) => {}
             None => self.session = Some(packet.session),
         }
+        if packet.is_range_gone() {
+            // (A retransmission answer: the caller takes a snapshot.)
+            return Ok(());
+        }
         if packet.is_end_of_session() {
             self.ended = true;
             self.announced = self.announced.max(packet.sequence);

@@ -19,6 +19,45 @@ pub struct ServeConfig {
     pub tcp: TcpConfig,
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
+    pub marketdata: MarketDataConfig,
+}
+
+/// The market-data feed (`docs/protocol-marketdata.md`): UDP multicast, and its
+/// recovery services.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MarketDataConfig {
+    /// Publish the feed at all.
+    pub enabled: bool,
+    /// The multicast group and port the feed's packets go to.
+    pub multicast: SocketAddr,
+    /// The local interface (its IPv4 address) they leave by.
+    pub interface: std::net::Ipv4Addr,
+    /// Multicast TTL: 0 keeps the feed on this host, 1 on its network.
+    pub ttl: u32,
+    /// The TCP snapshot service: every book, at a covered sequence number.
+    pub snapshot_listen: SocketAddr,
+    /// The UDP retransmission service (MoldUDP64 requests).
+    pub retransmit_listen: SocketAddr,
+    /// Messages kept for retransmission, at most (older ranges are gone: snapshot).
+    pub history_messages: usize,
+    /// A heartbeat goes out after this long without a packet.
+    pub heartbeat_ms: u64,
+}
+
+impl Default for MarketDataConfig {
+    fn default() -> Self {
+        MarketDataConfig {
+            enabled: true,
+            multicast: SocketAddr::from(([239, 255, 66, 1], 31_001)),
+            interface: std::net::Ipv4Addr::LOCALHOST,
+            ttl: 0,
+            snapshot_listen: SocketAddr::from(([127, 0, 0, 1], 9091)),
+            retransmit_listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            history_messages: 1_000_000,
+            heartbeat_ms: 1_000,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -90,6 +129,7 @@ impl Default for ServeConfig {
             tcp: TcpConfig::default(),
             auth: AuthConfig::default(),
             limits: LimitsConfig::default(),
+            marketdata: MarketDataConfig::default(),
         }
     }
 }
@@ -142,6 +182,11 @@ pub struct Overrides {
     pub http_listen: Option<SocketAddr>,
     pub tcp_listen: Option<SocketAddr>,
     pub durability: Option<String>,
+    /// `Some(false)` turns the market-data feed off.
+    pub marketdata: Option<bool>,
+    pub md_multicast: Option<SocketAddr>,
+    pub md_snapshot_listen: Option<SocketAddr>,
+    pub md_retransmit_listen: Option<SocketAddr>,
 }
 
 impl ServeConfig {
@@ -170,6 +215,18 @@ impl ServeConfig {
         }
         if let Some(durability) = &overrides.durability {
             config.durability = durability.clone();
+        }
+        if let Some(enabled) = overrides.marketdata {
+            config.marketdata.enabled = enabled;
+        }
+        if let Some(multicast) = overrides.md_multicast {
+            config.marketdata.multicast = multicast;
+        }
+        if let Some(listen) = overrides.md_snapshot_listen {
+            config.marketdata.snapshot_listen = listen;
+        }
+        if let Some(listen) = overrides.md_retransmit_listen {
+            config.marketdata.retransmit_listen = listen;
         }
         config.durability()?;
         Ok(config)

@@ -12,6 +12,7 @@ pub mod entry;
 pub mod http;
 pub mod keys;
 pub mod link;
+pub mod md;
 pub mod metrics;
 pub mod render;
 pub mod rest;

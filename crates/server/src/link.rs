@@ -286,6 +286,34 @@ impl EngineLink {
         receiver.await.map_err(|_| LinkError::Failed("the engine stopped".into()))
     }
 
+    /// `read`, waited for on a thread that is not async (the market-data publisher's).
+    pub fn read_blocking<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Venue) -> T + Send + 'static,
+    ) -> Result<T, LinkError> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        self.session.query(move |venue| {
+            let _ = sender.send(read(venue));
+        })?;
+        receiver.recv().map_err(|_| LinkError::Failed("the engine stopped".into()))
+    }
+
+    /// Runs `read` and tells the engine sequence number of the state it read (the last
+    /// command applied then).
+    pub async fn read_at_seq<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Venue) -> T + Send + 'static,
+    ) -> Result<(T, u64), LinkError> {
+        let session = Arc::clone(&self.session);
+        let (sender, receiver) = oneshot::channel();
+        self.session.query(move |venue| {
+            // (Queries run on the applier between batches: this is that state's seq.)
+            let seq = session.stats().applied_seq;
+            let _ = sender.send((read(venue), seq));
+        })?;
+        receiver.await.map_err(|_| LinkError::Failed("the engine stopped".into()))
+    }
+
     /// The record of `account`'s order `client_id` (open, or finished and remembered).
     pub async fn order_by_client(
         &self,

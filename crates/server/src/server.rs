@@ -55,6 +55,57 @@ pub struct StartNotes {
     /// `--demo`: the demo accounts' keys.
     pub demo_keys: Vec<(String, String, Secret)>,
     pub recovered_seq: u64,
+    /// Where the market-data feed goes and its recovery services listen, when it is on.
+    pub market_data: Option<MarketDataNotes>,
+}
+
+#[derive(Clone, Debug)]
+pub struct MarketDataNotes {
+    pub multicast: SocketAddr,
+    pub interface: std::net::Ipv4Addr,
+    pub snapshot: SocketAddr,
+    pub retransmit: SocketAddr,
+    pub session: String,
+}
+
+/// Binds the feed's recovery services and starts the publisher thread.
+async fn start_market_data(
+    state: &Arc<AppState>,
+    config: &crate::config::MarketDataConfig,
+    sender: std::sync::mpsc::Sender<crate::md::Input>,
+    receiver: std::sync::mpsc::Receiver<crate::md::Input>,
+    stopped: &tokio::sync::watch::Receiver<bool>,
+) -> Result<(std::thread::JoinHandle<()>, MarketDataNotes), ServeError> {
+    let listen_error =
+        |address: SocketAddr| move |source: std::io::Error| ServeError::Listen { address, source };
+    let snapshots = TcpListener::bind(config.snapshot_listen)
+        .await
+        .map_err(listen_error(config.snapshot_listen))?;
+    let snapshot = snapshots.local_addr().map_err(listen_error(config.snapshot_listen))?;
+    let retransmissions = tokio::net::UdpSocket::bind(config.retransmit_listen)
+        .await
+        .map_err(listen_error(config.retransmit_listen))?;
+    let retransmit =
+        retransmissions.local_addr().map_err(listen_error(config.retransmit_listen))?;
+    let session = crate::md::session_name(crate::now_ms());
+    let figures = Arc::new(crate::md::FeedFigures::default());
+    let thread = crate::md::spawn(Arc::clone(state), config, receiver, session, figures)
+        .map_err(listen_error(config.multicast))?;
+    tokio::spawn(crate::md::services::serve_snapshots(snapshots, sender.clone(), stopped.clone()));
+    tokio::spawn(crate::md::services::serve_retransmissions(
+        retransmissions,
+        session,
+        sender,
+        stopped.clone(),
+    ));
+    let notes = MarketDataNotes {
+        multicast: config.multicast,
+        interface: config.interface,
+        snapshot,
+        retransmit,
+        session: String::from_utf8_lossy(&session).trim_end().to_string(),
+    };
+    Ok((thread, notes))
 }
 
 pub struct RunningServer {
@@ -118,7 +169,15 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         .local_addr()
         .map_err(|source| ServeError::Listen { address: config.tcp.listen, source })?;
     let link = EngineLink::open(&engine, config.limits.in_flight_max);
-    let (tap_sink, tap_receiver, tap_overflowed) = crate::ws::hub::tap_channel();
+    let market_data = &config.marketdata;
+    let (md_sender, md_receiver) = match market_data.enabled {
+        true => {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            (Some(sender), Some(receiver))
+        }
+        false => (None, None),
+    };
+    let (tap_sink, tap_receiver, tap_overflowed) = crate::ws::hub::tap_channel(md_sender.clone());
     let tap = engine
         .open_tap(Arc::new(tap_sink))
         .ok_or_else(|| ServeError::Internal("the engine's tap is taken".to_string()))?;
@@ -135,6 +194,7 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         authenticator,
         config.limits.clone(),
         std::time::Duration::from_millis(config.auth.login_timeout_ms),
+        md_sender.clone(),
     ));
     let hub = crate::ws::hub::Hub::new(Arc::clone(&state), tap_overflowed);
     tokio::spawn(hub.run(tap_receiver, hub_receiver));
@@ -148,6 +208,15 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
     rest::mark_ready(&state);
     tracing::info!(%http, %tcp, data_dir = %config.data_dir.display(), recovered_seq, "serving");
     let (stop_tcp, tcp_stopped) = tokio::sync::watch::channel(false);
+    let (md_thread, md_notes) = match (md_sender, md_receiver) {
+        (Some(sender), Some(receiver)) => {
+            let (thread, notes) =
+                start_market_data(&state, market_data, sender.clone(), receiver, &tcp_stopped)
+                    .await?;
+            (Some((thread, sender)), Some(notes))
+        }
+        _ => (None, None),
+    };
     tokio::spawn(crate::tcp::serve(tcp_listener, Arc::clone(&state), tcp_stopped.clone()));
     let (stop, stopped) = oneshot::channel::<()>();
     let router = rest::router(Arc::clone(&state));
@@ -173,6 +242,11 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
             .await
             .map_err(|error| ServeError::Internal(error.to_string()))?;
         served.map_err(|error| ServeError::Internal(error.to_string()))?;
+        if let Some((thread, publisher)) = md_thread {
+            // After the engine's last release: the feed ends its session.
+            let _ = publisher.send(crate::md::Input::Stop);
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
         match &stopped_engine {
             Ok(()) => tracing::info!("engine stopped cleanly"),
             Err(failure) => tracing::error!(%failure, "the engine had stopped on a failure"),
@@ -187,6 +261,7 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         admin_key_file: server_dir.join(crate::keys::ADMIN_KEY_FILE),
         demo_keys,
         recovered_seq,
+        market_data: md_notes,
     };
     Ok(RunningServer { notes, stop: Some(stop), task })
 }

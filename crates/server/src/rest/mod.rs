@@ -49,6 +49,8 @@ pub struct AppState {
     reference: RwLock<Arc<Reference>>,
     account_ids: Mutex<HashMap<String, AccountId>>,
     pub ready: AtomicBool,
+    /// The market-data publisher (`md`), when the feed is on: candles are read there.
+    pub market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
 }
 
 pub type Shared = Arc<AppState>;
@@ -61,6 +63,7 @@ impl AppState {
         auth: Authenticator,
         limits: LimitsConfig,
         login_timeout: std::time::Duration,
+        market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
     ) -> AppState {
         AppState {
             market: Mutex::new(crate::ws::market::Market::default()),
@@ -75,6 +78,7 @@ impl AppState {
             reference: RwLock::new(Arc::new(Reference::default())),
             account_ids: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
+            market_data,
         }
     }
 
@@ -217,6 +221,8 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/depth/{symbol}", get(public::depth))
         .route("/v1/trades/{symbol}", get(public::trades))
         .route("/v1/ticker/{symbol}", get(public::ticker))
+        .route("/v1/l3/{symbol}", get(public::l3))
+        .route("/v1/candles/{symbol}", get(public::candles))
         .route("/metrics", get(crate::metrics::render))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&state),

@@ -29,6 +29,20 @@ pub const ROUTES: &[(&str, &str, &str, bool, Option<&str>)] = &[
         None,
     ),
     (
+        "/v1/l3/{symbol}",
+        "get",
+        "Every resting order in priority order, with the engine sequence number of that state",
+        false,
+        None,
+    ),
+    (
+        "/v1/candles/{symbol}",
+        "get",
+        "Candles, empty intervals included (?interval=1s|1m|5m|15m|1h|1d&from_ns=&limit=1..1000)",
+        false,
+        None,
+    ),
+    (
         "/v1/orders",
         "post",
         "Place an order (acknowledged once durable)",

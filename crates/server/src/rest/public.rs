@@ -148,3 +148,104 @@ pub async fn ticker(
     let figures = state.market().figures(instrument, now_ns);
     Ok(ok(json!({ "symbol": symbol, "data": crate::ws::market::ticker_json(&info, figures) })))
 }
+
+/// Orders per side an L3 snapshot shows, at most.
+pub const L3_ORDERS_MAX: usize = 100_000;
+
+/// Every resting order of an instrument, in priority order, as the engine has it, with
+/// the engine sequence number of that state (`seq`): `[order_id, price, qty]` per
+/// order. Owners are not shown.
+pub async fn l3(
+    State(state): State<Shared>,
+    ApiPath(symbol): ApiPath<String>,
+) -> ApiResult<Response> {
+    let (instrument, info) = instrument_of(&state, &symbol).await?;
+    let (sides, seq) = state
+        .link
+        .read_at_seq(move |venue| {
+            let exchange = venue.exchange();
+            let activity = venue.activity();
+            let side = |side| -> Vec<(u64, i64, i64)> {
+                let mut orders = Vec::new();
+                exchange.book(instrument).for_each_order(side, |order| {
+                    if orders.len() < L3_ORDERS_MAX {
+                        let order_id = activity
+                            .and_then(|activity| activity.order_by_client(order.account, &order.id))
+                            .map_or(0, |record| record.order_id);
+                        orders.push((order_id, order.price.0, order.remaining.0));
+                    }
+                });
+                orders
+            };
+            (side(Side::Buy), side(Side::Sell))
+        })
+        .await?;
+    let shown = |orders: Vec<(u64, i64, i64)>| -> Vec<Value> {
+        orders
+            .into_iter()
+            .map(|(order_id, price, qty)| json!([order_id, info.price(price), info.qty(qty)]))
+            .collect()
+    };
+    Ok(ok(json!({ "symbol": symbol, "seq": seq, "bids": shown(sides.0), "asks": shown(sides.1) })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandlesQuery {
+    interval: Option<String>,
+    from_ns: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// Candles per request, at most.
+pub const CANDLES_MAX: usize = 1_000;
+
+/// An instrument's candles at an interval (`1s`, `1m`, `5m`, `15m`, `1h`, `1d`; default
+/// `1m`), oldest first, empty intervals included, up to the feed's clock: `[start_ns,
+/// open, high, low, close, volume, trades]` each. From the market-data feed (since this
+/// start of the server); `404 feed_off` when it is off.
+pub async fn candles(
+    State(state): State<Shared>,
+    ApiPath(symbol): ApiPath<String>,
+    ApiQuery(query): ApiQuery<CandlesQuery>,
+) -> ApiResult<Response> {
+    let interval = query.interval.unwrap_or_else(|| "1m".to_string());
+    let interval_ns = bourse_marketdata::candles::interval(&interval).ok_or_else(|| {
+        ApiError::malformed(format!("interval {interval:?} is not one of 1s, 1m, 5m, 15m, 1h, 1d"))
+    })?;
+    let limit = query.limit.unwrap_or(100);
+    if limit == 0 || limit > CANDLES_MAX {
+        return Err(ApiError::malformed(format!("limit is 1 to {CANDLES_MAX}")));
+    }
+    let (instrument, info) = instrument_of(&state, &symbol).await?;
+    let publisher = state.market_data.as_ref().ok_or_else(|| {
+        ApiError::not_found("feed_off", "the market-data feed is off on this server")
+    })?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let request = crate::md::Input::Candles {
+        instrument,
+        interval_ns,
+        from_ns: query.from_ns.unwrap_or(0),
+        limit,
+        reply,
+    };
+    let stopped =
+        || ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the feed is stopping");
+    publisher.send(request).map_err(|_| stopped())?;
+    let series = answer.await.map_err(|_| stopped())?;
+    let shown: Vec<Value> = series
+        .iter()
+        .map(|candle| {
+            json!([
+                candle.start_ns,
+                info.price(candle.open.0),
+                info.price(candle.high.0),
+                info.price(candle.low.0),
+                info.price(candle.close.0),
+                info.qty(candle.volume.0),
+                candle.trades
+            ])
+        })
+        .collect();
+    Ok(ok(json!({ "symbol": symbol, "interval": interval, "candles": shown })))
+}

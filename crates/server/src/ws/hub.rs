@@ -211,24 +211,34 @@ pub enum HubCommand {
     },
 }
 
-/// The engine's side of the tap: queues each release for the hub without waiting.
+/// The engine's side of the tap: queues each release for the hub without waiting, and
+/// hands it to the market-data publisher (`md`) when there is one.
 pub struct TapSink {
-    sender: mpsc::Sender<Released>,
+    sender: mpsc::Sender<Arc<Released>>,
     overflowed: Arc<AtomicBool>,
+    market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
 }
 
 impl ResultSink for TapSink {
     fn deliver(&self, released: Released) {
+        let released = Arc::new(released);
+        if let Some(market_data) = &self.market_data {
+            // (Unbounded: the feed loses nothing; a publisher that is gone is stopping.)
+            let _ = market_data.send(crate::md::Input::Released(Arc::clone(&released)));
+        }
         if self.sender.try_send(released).is_err() {
             self.overflowed.store(true, Ordering::SeqCst);
         }
     }
 }
 
-pub fn tap_channel() -> (TapSink, mpsc::Receiver<Released>, Arc<AtomicBool>) {
+/// The tap's sink and the hub's end of it; `market_data` also gets every release.
+pub fn tap_channel(
+    market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
+) -> (TapSink, mpsc::Receiver<Arc<Released>>, Arc<AtomicBool>) {
     let (sender, receiver) = mpsc::channel(TAP_QUEUE_RELEASES);
     let overflowed = Arc::new(AtomicBool::new(false));
-    (TapSink { sender, overflowed: Arc::clone(&overflowed) }, receiver, overflowed)
+    (TapSink { sender, overflowed: Arc::clone(&overflowed), market_data }, receiver, overflowed)
 }
 
 type Levels = Vec<(i64, i64, u32)>;
@@ -290,7 +300,7 @@ impl Hub {
 
     pub async fn run(
         mut self,
-        mut tap: mpsc::Receiver<Released>,
+        mut tap: mpsc::Receiver<Arc<Released>>,
         mut commands: mpsc::Receiver<HubCommand>,
     ) {
         let mut tick = tokio::time::interval(DEPTH_TICK);
@@ -434,7 +444,7 @@ impl Hub {
         }
     }
 
-    async fn on_releases(&mut self, releases: Vec<Released>) {
+    async fn on_releases(&mut self, releases: Vec<Arc<Released>>) {
         let mut touched = Touched::default();
         let highest = releases
             .iter()

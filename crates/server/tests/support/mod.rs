@@ -28,8 +28,19 @@ pub fn config(data_dir: &Path) -> ServeConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         tcp_listen: Some("127.0.0.1:0".parse().unwrap()),
         durability: None,
+        marketdata: None,
+        md_multicast: Some(free_multicast()),
+        md_snapshot_listen: Some("127.0.0.1:0".parse().unwrap()),
+        md_retransmit_listen: Some("127.0.0.1:0".parse().unwrap()),
     };
     ServeConfig::load(None, Vec::new(), &overrides).unwrap()
+}
+
+/// A multicast group and port no other test server of this run sends to.
+pub fn free_multicast() -> SocketAddr {
+    let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = probe.local_addr().unwrap().port();
+    format!("239.255.77.{}:{port}", 1 + port % 250).parse().unwrap()
 }
 
 impl TestServer {

@@ -1,0 +1,373 @@
+//! The market-data publisher: one thread, off the engine's, that takes every release
+//! of the engine's tap (durable commands, in sequence), makes the feed's messages with
+//! `bourse_marketdata::FeedBuilder`, numbers them, packs them into MoldUDP64 packets
+//! sent to the multicast group, keeps the last `history_messages` for retransmission,
+//! keeps candles, and answers the recovery services and the REST reads (`Input`)
+//! between releases, so every answer is consistent with one point of the feed. It
+//! holds no business state of its own: all of it is derived from the events, and a
+//! restart starts a new session (subscribers take a snapshot).
+
+pub mod listen;
+pub mod services;
+
+use std::collections::VecDeque;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bourse_core::ids::InstrumentId;
+use bourse_core::Event;
+use bourse_engine::{Outcome, Released};
+use bourse_marketdata::candles::{Candle, Candles};
+use bourse_marketdata::message::{Message, END_OF_SESSION, START_OF_SESSION};
+use bourse_marketdata::mold::{self, PacketWriter, Session};
+use bourse_marketdata::FeedBuilder;
+use tokio::sync::oneshot;
+
+use crate::config::MarketDataConfig;
+use crate::render::Reference;
+use crate::rest::Shared;
+
+/// Messages of one retransmission answer, at most.
+pub const RETRANSMIT_MESSAGES_MAX: u64 = 2_000;
+pub use bourse_marketdata::mold::RANGE_GONE;
+
+/// What the publisher thread takes: the tap's releases, and requests.
+pub enum Input {
+    Released(Arc<Released>),
+    /// Every book, framed (`services::frame`), at the feed's current point.
+    Snapshot(oneshot::Sender<Vec<u8>>),
+    /// Packets holding messages `first ..` (`count` at most, `RETRANSMIT_MESSAGES_MAX`
+    /// at most), or one `RANGE_GONE` header.
+    Retransmit {
+        first: u64,
+        count: u64,
+        reply: oneshot::Sender<Vec<Vec<u8>>>,
+    },
+    /// Candles of an instrument: interval length, from, limit.
+    Candles {
+        instrument: InstrumentId,
+        interval_ns: u64,
+        from_ns: u64,
+        limit: usize,
+        reply: oneshot::Sender<Vec<Candle>>,
+    },
+    Stop,
+}
+
+/// What the feed has done so far, for `/metrics` and the tests.
+#[derive(Default)]
+pub struct FeedFigures {
+    pub messages: std::sync::atomic::AtomicU64,
+    pub packets: std::sync::atomic::AtomicU64,
+    pub send_errors: std::sync::atomic::AtomicU64,
+    pub inconsistencies: std::sync::atomic::AtomicU64,
+}
+
+/// The messages kept for retransmission, encoded, by sequence number.
+struct History {
+    first: u64,
+    messages: VecDeque<Vec<u8>>,
+    capacity: usize,
+}
+
+impl History {
+    fn push(&mut self, message: Vec<u8>) {
+        if self.messages.len() == self.capacity {
+            self.messages.pop_front();
+            self.first += 1;
+        }
+        self.messages.push_back(message);
+    }
+}
+
+pub struct Publisher {
+    state: Shared,
+    builder: FeedBuilder,
+    writer: PacketWriter,
+    socket: UdpSocket,
+    destination: SocketAddr,
+    history: History,
+    candles: Candles,
+    reference: Arc<Reference>,
+    heartbeat: Duration,
+    last_sent: Instant,
+    messages: Vec<Message>,
+    figures: Arc<FeedFigures>,
+    /// The engine's clock as the feed last saw it (the last command's time).
+    last_ts: u64,
+}
+
+/// A session name unique to this start: `B` and the start time in milliseconds, in
+/// base 36 (nine digits last until the year 5100).
+pub fn session_name(now_ms: u64) -> Session {
+    let mut digits = [b'0'; 9];
+    let mut value = now_ms;
+    for slot in digits.iter_mut().rev() {
+        *slot = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[(value % 36) as usize];
+        value /= 36;
+    }
+    let mut session = [b'B'; mold::SESSION_BYTES];
+    session[1..].copy_from_slice(&digits);
+    session
+}
+
+/// The socket the feed is sent from: multicast out of `config.interface` with
+/// `config.ttl`, looped back to this host's subscribers.
+pub fn feed_socket(config: &MarketDataConfig) -> std::io::Result<UdpSocket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    socket.set_multicast_if_v4(&config.interface)?;
+    socket.set_multicast_ttl_v4(config.ttl)?;
+    socket.set_multicast_loop_v4(true)?;
+    socket.bind(&SocketAddr::from((config.interface, 0)).into())?;
+    Ok(socket.into())
+}
+
+impl Publisher {
+    pub fn new(
+        state: Shared,
+        config: &MarketDataConfig,
+        session: Session,
+        figures: Arc<FeedFigures>,
+    ) -> std::io::Result<Publisher> {
+        Ok(Publisher {
+            reference: state.reference(),
+            state,
+            builder: FeedBuilder::default(),
+            writer: PacketWriter::new(session, 1),
+            socket: feed_socket(config)?,
+            destination: config.multicast,
+            history: History {
+                first: 1,
+                messages: VecDeque::new(),
+                capacity: config.history_messages.max(1),
+            },
+            candles: Candles::default(),
+            heartbeat: Duration::from_millis(config.heartbeat_ms.max(1)),
+            last_sent: Instant::now(),
+            messages: Vec::new(),
+            figures,
+            last_ts: 0,
+        })
+    }
+
+    /// Runs until `Stop` (or every sender is gone): the session's start, every
+    /// release, heartbeats when idle, the session's end.
+    pub fn run(mut self, inputs: Receiver<Input>) {
+        self.messages.push(Message::SystemEvent { ts: now_ns(), code: START_OF_SESSION });
+        self.publish();
+        loop {
+            match inputs.recv_timeout(self.heartbeat) {
+                Ok(Input::Released(released)) => {
+                    self.on_release(&released);
+                    // Whatever else waits goes into the same packets.
+                    while let Ok(input) = inputs.try_recv() {
+                        match input {
+                            Input::Released(released) => self.on_release(&released),
+                            other => {
+                                self.publish();
+                                if !self.answer(other) {
+                                    return self.end();
+                                }
+                            }
+                        }
+                    }
+                    self.publish();
+                }
+                Ok(other) => {
+                    if !self.answer(other) {
+                        return self.end();
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return self.end(),
+            }
+            if self.last_sent.elapsed() >= self.heartbeat {
+                let heartbeat =
+                    mold::header(&self.writer.session(), self.writer.next_sequence(), 0);
+                self.send(&heartbeat);
+            }
+        }
+    }
+
+    fn end(mut self) {
+        self.messages.push(Message::SystemEvent { ts: now_ns(), code: END_OF_SESSION });
+        self.publish();
+        let end =
+            mold::header(&self.writer.session(), self.writer.next_sequence(), mold::END_OF_SESSION);
+        self.send(&end);
+    }
+
+    /// Answers a request; `false` for `Stop`.
+    fn answer(&mut self, input: Input) -> bool {
+        match input {
+            Input::Released(released) => {
+                self.on_release(&released);
+                self.publish();
+            }
+            Input::Snapshot(reply) => {
+                let covered = self.writer.next_sequence() - 1;
+                let mut bytes = Vec::new();
+                for message in self.builder.snapshot(covered) {
+                    services::frame(&message.to_bytes(), &mut bytes);
+                }
+                let _ = reply.send(bytes);
+            }
+            Input::Retransmit { first, count, reply } => {
+                let _ = reply.send(self.retransmit(first, count));
+            }
+            Input::Candles { instrument, interval_ns, from_ns, limit, reply } => {
+                let series = self.candles.series_until(
+                    instrument,
+                    interval_ns,
+                    from_ns,
+                    self.last_ts,
+                    limit,
+                );
+                let _ = reply.send(series);
+            }
+            Input::Stop => return false,
+        }
+        true
+    }
+
+    fn retransmit(&self, first: u64, count: u64) -> Vec<Vec<u8>> {
+        let session = self.writer.session();
+        let held_end = self.history.first + self.history.messages.len() as u64;
+        if first < self.history.first {
+            return vec![mold::header(&session, self.history.first, RANGE_GONE).to_vec()];
+        }
+        let end = first.saturating_add(count.min(RETRANSMIT_MESSAGES_MAX)).min(held_end);
+        let mut packets = Vec::new();
+        if first >= end {
+            return packets;
+        }
+        let mut writer = PacketWriter::new(session, first);
+        for sequence in first..end {
+            let message = &self.history.messages[(sequence - self.history.first) as usize];
+            writer.push(message, |packet| packets.push(packet.to_vec()));
+        }
+        writer.flush(|packet| packets.push(packet.to_vec()));
+        packets
+    }
+
+    fn on_release(&mut self, released: &Released) {
+        let mut notes = released.notes.iter().peekable();
+        for outcome in &released.outcomes {
+            let Outcome::Applied(result) = outcome else { continue };
+            let events = released.events_of(result);
+            let note = notes.next_if(|note| note.seq() == result.seq);
+            self.announce_instruments(events, note);
+            self.last_ts = result.ts;
+            self.builder.apply(result.seq, result.ts, events, note, &mut self.messages);
+        }
+        for message in &self.messages {
+            if let Message::Trade { instrument, price, qty, ts, .. } = message {
+                self.candles.on_trade(*instrument, *ts, *price, *qty);
+            }
+        }
+        self.figures
+            .inconsistencies
+            .store(self.builder.inconsistencies(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Directory messages for instruments the feed has not announced yet.
+    fn announce_instruments(&mut self, events: &[Event], note: Option<&bourse_core::BookNote>) {
+        let mut instruments: Vec<InstrumentId> = events
+            .iter()
+            .filter_map(|event| match event {
+                Event::Trade(trade) => Some(trade.instrument),
+                Event::Done { instrument, .. } | Event::Amended { instrument, .. } => {
+                    Some(*instrument)
+                }
+                _ => None,
+            })
+            .collect();
+        match note {
+            Some(bourse_core::BookNote::Rested { instrument, .. })
+            | Some(bourse_core::BookNote::Halted { instrument, .. }) => {
+                instruments.push(*instrument)
+            }
+            None => {}
+        }
+        for instrument in instruments {
+            if self.builder.knows(instrument) {
+                continue;
+            }
+            if self.reference.instrument(instrument).is_none() {
+                self.reference = self.read_reference();
+            }
+            if let Some(info) = self.reference.instrument(instrument) {
+                let price_decimals = u8::try_from(info.price_decimals).unwrap_or(u8::MAX);
+                let symbol = info.symbol.clone();
+                let qty_decimals = u8::try_from(info.qty_decimals).unwrap_or(u8::MAX);
+                self.builder.announce(
+                    instrument,
+                    &symbol,
+                    price_decimals,
+                    qty_decimals,
+                    &mut self.messages,
+                );
+            }
+        }
+    }
+
+    /// The instruments as the engine has them now (a new one was declared).
+    fn read_reference(&self) -> Arc<Reference> {
+        match self.state.link.read_blocking(|venue| Reference::read(venue.exchange())) {
+            Ok(reference) => Arc::new(reference),
+            Err(_) => Arc::clone(&self.reference),
+        }
+    }
+
+    /// Numbers, keeps and sends the messages made so far.
+    fn publish(&mut self) {
+        let messages = std::mem::take(&mut self.messages);
+        let mut outgoing: Vec<Vec<u8>> = Vec::new();
+        for message in &messages {
+            let bytes = message.to_bytes();
+            self.writer.push(&bytes, |packet| outgoing.push(packet.to_vec()));
+            self.history.push(bytes);
+        }
+        self.writer.flush(|packet| outgoing.push(packet.to_vec()));
+        for packet in &outgoing {
+            self.send(packet);
+        }
+        self.figures
+            .messages
+            .fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.messages = messages;
+        self.messages.clear();
+    }
+
+    fn send(&mut self, packet: &[u8]) {
+        self.last_sent = Instant::now();
+        self.figures.packets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.socket.send_to(packet, self.destination).is_err() {
+            self.figures.send_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
+}
+
+/// Starts the publisher thread on `inputs` (whose sender the tap sink holds).
+pub fn spawn(
+    state: Shared,
+    config: &MarketDataConfig,
+    inputs: Receiver<Input>,
+    session: Session,
+    figures: Arc<FeedFigures>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let publisher = Publisher::new(state, config, session, figures)?;
+    std::thread::Builder::new().name("bourse-md".into()).spawn(move || publisher.run(inputs))
+}
