@@ -5,6 +5,7 @@ mod bench;
 mod input;
 mod journal;
 mod loadgen;
+mod md;
 mod replay;
 mod serve;
 
@@ -36,6 +37,11 @@ enum CliCommand {
     Loadgen(loadgen::LoadgenArgs),
     /// A stand-in server that answers every order at once, to measure `loadgen` alone.
     LoadgenSink(loadgen::sink::SinkArgs),
+    /// The market-data feed: `md listen` joins it and rebuilds the books.
+    Md {
+        #[command(subcommand)]
+        md: md::MdCommand,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -50,6 +56,7 @@ fn main() -> ExitCode {
         CliCommand::Replay(args) => replay::run(&args),
         CliCommand::Journal { journal } => journal::run(journal),
         CliCommand::Bench { bench } => bench::run(bench),
+        CliCommand::Md { md } => md::run(md),
         CliCommand::Loadgen(args) => loadgen::run(&args),
         CliCommand::LoadgenSink(args) => loadgen::sink::run(&args),
     };

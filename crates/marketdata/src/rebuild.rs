@@ -97,6 +97,8 @@ pub struct Rebuilder {
     /// The engine sequence number of the last book message applied.
     seq: u64,
     pending: BTreeMap<u64, Message>,
+    /// Messages of commands after this engine sequence number wait (`hold_after`).
+    hold: Option<u64>,
     /// One past the highest sequence number known to exist (from packets and
     /// heartbeats): messages below it that are not here are missing.
     announced: u64,
@@ -117,6 +119,14 @@ impl Rebuilder {
 
     pub fn instrument(&self, instrument: InstrumentId) -> Option<&Instrument> {
         self.instruments.get(instrument.index())?.as_ref()
+    }
+
+    /// The instruments the directory announced, by id.
+    pub fn instruments(&self) -> impl Iterator<Item = (InstrumentId, &Instrument)> {
+        self.instruments
+            .iter()
+            .enumerate()
+            .filter_map(|(index, entry)| Some((InstrumentId(index as u32), entry.as_ref()?)))
     }
 
     pub fn instrument_by_symbol(&self, symbol: &str) -> Option<InstrumentId> {
@@ -206,9 +216,31 @@ impl Rebuilder {
             }
             return Ok(());
         }
+        if self.held_back(&message) {
+            self.pending.insert(sequence, message);
+            return Ok(());
+        }
         self.apply(sequence, &message)?;
         self.next += 1;
         self.drain()
+    }
+
+    /// Holds the books at engine command `seq`: messages of later commands wait until
+    /// `hold_after(None)`. For comparing the books with the exchange's at one point
+    /// while the feed goes on.
+    pub fn hold_after(&mut self, seq: Option<u64>) -> Result<(), RebuildError> {
+        self.hold = seq;
+        self.drain()
+    }
+
+    /// Whether the books stand exactly at the held command: every message up to it is
+    /// applied and one of a later command waits.
+    pub fn held(&self) -> bool {
+        self.pending.get(&self.next).is_some_and(|message| self.held_back(message))
+    }
+
+    fn held_back(&self, message: &Message) -> bool {
+        matches!((self.hold, message.seq()), (Some(hold), Some(seq)) if seq > hold)
     }
 
     /// Applies the waiting messages that are next in line.
@@ -219,7 +251,9 @@ impl Rebuilder {
                 self.counters.duplicates += 1;
                 continue;
             }
-            if *entry.key() != self.next {
+            let held =
+                matches!((self.hold, entry.get().seq()), (Some(hold), Some(seq)) if seq > hold);
+            if *entry.key() != self.next || held {
                 break;
             }
             let message = entry.remove();

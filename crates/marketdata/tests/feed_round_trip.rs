@@ -368,6 +368,34 @@ fn subscribers_rebuild_the_exchanges_books_through_loss_duplication_reordering_a
 }
 
 #[test]
+fn a_subscriber_held_at_a_command_shows_the_books_of_exactly_that_command() {
+    let mut run = Run::new();
+    run.trade_randomly(11, 3_000);
+    let packets = run.packets();
+    // The books after each command, as the publisher had them.
+    let mut replay = Run::new();
+    let mut random = Random(11);
+    let mut books_at = std::collections::HashMap::new();
+    for number in 0..3_000 {
+        let command = replay.random_command(&mut random, number);
+        replay.apply(&command);
+        books_at.insert(replay.seq, canonical(replay.builder.books()));
+    }
+    for hold in [run.seq - 2_500, run.seq - 1_000, run.seq - 3] {
+        let mut subscriber = Rebuilder::starting_at(1);
+        subscriber.hold_after(Some(hold)).unwrap();
+        for packet in &packets {
+            subscriber.on_packet(packet).unwrap();
+        }
+        assert!(subscriber.held());
+        assert_eq!(canonical(subscriber.books()), books_at[&hold], "held at {hold}");
+        subscriber.hold_after(None).unwrap();
+        assert!(!subscriber.held());
+        assert_eq!(canonical(subscriber.books()), canonical(run.builder.books()));
+    }
+}
+
+#[test]
 fn a_snapshot_alone_is_the_books_and_bad_snapshots_are_refused() {
     let mut run = Run::new();
     run.trade_randomly(7, 2_000);

@@ -85,7 +85,7 @@ pub struct WorkloadArgs {
 
 /// Lines of the exchange-core stream before its 3,000,000 benchmark commands: 2 assets,
 /// 1 instrument, 2,000 deposits, 1,000 prefill orders.
-const EXCHANGE_CORE_SETUP_LINES: usize = 3_003;
+pub const EXCHANGE_CORE_SETUP_LINES: usize = 3_003;
 
 pub struct EngineResult {
     pub workload: String,

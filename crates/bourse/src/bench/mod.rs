@@ -7,6 +7,7 @@ mod crash;
 mod durable;
 mod engine;
 mod generate;
+mod md;
 mod memory;
 mod recovery;
 mod snapshot;
@@ -37,6 +38,9 @@ pub enum BenchCommand {
     Memory(memory::MemoryArgs),
     /// Write a generated workload as replay-format lines (input for `bourse replay`).
     Generate(generate::GenerateArgs),
+    /// The market-data feed on exchange-core's stream: deriving it, publishing it,
+    /// rebuilding books from it.
+    Md(md::MdArgs),
     /// Compare a run's JSON results with a baseline: exit 1 if a figure got worse
     /// than the threshold (default 5%).
     Compare(compare::CompareArgs),
@@ -45,6 +49,7 @@ pub enum BenchCommand {
 pub fn run(bench: BenchCommand) -> Result<(), String> {
     match bench {
         BenchCommand::Engine(args) => engine::run(&args),
+        BenchCommand::Md(args) => md::run(&args),
         BenchCommand::Crash(args) => crash::run(&args),
         BenchCommand::CrashChild(args) => crash::run_child(&args),
         BenchCommand::Durable(args) => durable::run(&args),
