@@ -71,7 +71,7 @@ impl std::fmt::Debug for Metrics {
 
 impl Metrics {
     /// The metrics of a server whose engine the session `engine` reaches.
-    pub fn new(engine: EngineFigures) -> Metrics {
+    pub fn new(engine: EngineFigures, feed: Option<Arc<crate::md::FeedFigures>>) -> Metrics {
         let mut registry = Registry::with_prefix("bourse");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -105,6 +105,9 @@ impl Metrics {
         let trades = Counter::default();
         registry.register("trades", "Trades", trades.clone());
         registry.register_collector(Box::new(engine));
+        if let Some(feed) = feed {
+            registry.register_collector(Box::new(FeedCollector(feed)));
+        }
         Metrics { registry, requests, request_seconds, connections, commands, rejects, trades }
     }
 
@@ -227,6 +230,48 @@ fn batch_histogram(stats: &StatsSnapshot) -> Vec<(f64, u64)> {
         .collect();
     buckets.push((f64::INFINITY, 0));
     buckets
+}
+
+/// The market-data feed's counters, read at each scrape.
+#[derive(Debug)]
+struct FeedCollector(Arc<crate::md::FeedFigures>);
+
+impl Collector for FeedCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let feed = &self.0;
+        counter(
+            &mut encoder,
+            "md_messages",
+            "Market-data messages published",
+            feed.messages.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "md_packets",
+            "Market-data packets sent (heartbeats included)",
+            feed.packets.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "md_send_errors",
+            "Market-data packets the socket refused",
+            feed.send_errors.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "md_inconsistencies",
+            "Events the feed's books could not follow (0 unless the feed and the engine disagree)",
+            feed.inconsistencies.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "md_retransmit_requests",
+            "Retransmission requests answered",
+            feed.retransmit_requests.load(Relaxed),
+        )?;
+        counter(&mut encoder, "md_snapshots", "Snapshots served", feed.snapshots.load(Relaxed))
+    }
 }
 
 impl Collector for EngineFigures {

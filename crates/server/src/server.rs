@@ -72,8 +72,11 @@ pub struct MarketDataNotes {
 async fn start_market_data(
     state: &Arc<AppState>,
     config: &crate::config::MarketDataConfig,
-    sender: std::sync::mpsc::Sender<crate::md::Input>,
-    receiver: std::sync::mpsc::Receiver<crate::md::Input>,
+    (sender, receiver, figures): (
+        std::sync::mpsc::Sender<crate::md::Input>,
+        std::sync::mpsc::Receiver<crate::md::Input>,
+        Arc<crate::md::FeedFigures>,
+    ),
     stopped: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<(std::thread::JoinHandle<()>, MarketDataNotes), ServeError> {
     let listen_error =
@@ -88,7 +91,6 @@ async fn start_market_data(
     let retransmit =
         retransmissions.local_addr().map_err(listen_error(config.retransmit_listen))?;
     let session = crate::md::session_name(crate::now_ms());
-    let figures = Arc::new(crate::md::FeedFigures::default());
     let thread = crate::md::spawn(Arc::clone(state), config, receiver, session, figures)
         .map_err(listen_error(config.multicast))?;
     tokio::spawn(crate::md::services::serve_snapshots(snapshots, sender.clone(), stopped.clone()));
@@ -178,6 +180,7 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         false => (None, None),
     };
     let (tap_sink, tap_receiver, tap_overflowed) = crate::ws::hub::tap_channel(md_sender.clone());
+    let feed_figures = Arc::new(crate::md::FeedFigures::default());
     let tap = engine
         .open_tap(Arc::new(tap_sink))
         .ok_or_else(|| ServeError::Internal("the engine's tap is taken".to_string()))?;
@@ -195,6 +198,7 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         config.limits.clone(),
         std::time::Duration::from_millis(config.auth.login_timeout_ms),
         md_sender.clone(),
+        md_sender.as_ref().map(|_| Arc::clone(&feed_figures)),
     ));
     let hub = crate::ws::hub::Hub::new(Arc::clone(&state), tap_overflowed);
     tokio::spawn(hub.run(tap_receiver, hub_receiver));
@@ -210,9 +214,13 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
     let (stop_tcp, tcp_stopped) = tokio::sync::watch::channel(false);
     let (md_thread, md_notes) = match (md_sender, md_receiver) {
         (Some(sender), Some(receiver)) => {
-            let (thread, notes) =
-                start_market_data(&state, market_data, sender.clone(), receiver, &tcp_stopped)
-                    .await?;
+            let (thread, notes) = start_market_data(
+                &state,
+                market_data,
+                (sender.clone(), receiver, Arc::clone(&feed_figures)),
+                &tcp_stopped,
+            )
+            .await?;
             (Some((thread, sender)), Some(notes))
         }
         _ => (None, None),

@@ -178,6 +178,23 @@ fn late_lossy_and_too_late_subscribers_all_rebuild_the_engines_book() {
         support::request(server.address, "GET", "/v1/candles/BTC-USD?interval=2m", &[], b"");
     assert_eq!((status, bad["code"].as_str()), (400, Some("malformed")));
 
+    // `/metrics` counts what the feed did.
+    let (_, metrics) = support::raw_request(server.address, "GET", "/metrics", &[], b"");
+    let metrics = String::from_utf8(metrics).unwrap();
+    let value = |name: &str| -> f64 {
+        let line = metrics
+            .lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{metrics}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(value("bourse_md_messages_total") > 100.0);
+    assert!(value("bourse_md_packets_total") > 10.0);
+    assert_eq!(value("bourse_md_inconsistencies_total"), 0.0);
+    assert_eq!(value("bourse_md_send_errors_total"), 0.0);
+    assert!(value("bourse_md_retransmit_requests_total") > 0.0);
+    assert!(value("bourse_md_snapshots_total") >= 4.0);
+
     // Stopping the server ends the session on the feed.
     server.stop();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -57,12 +57,14 @@ pub enum Input {
 }
 
 /// What the feed has done so far, for `/metrics` and the tests.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct FeedFigures {
     pub messages: std::sync::atomic::AtomicU64,
     pub packets: std::sync::atomic::AtomicU64,
     pub send_errors: std::sync::atomic::AtomicU64,
     pub inconsistencies: std::sync::atomic::AtomicU64,
+    pub retransmit_requests: std::sync::atomic::AtomicU64,
+    pub snapshots: std::sync::atomic::AtomicU64,
 }
 
 /// The messages kept for retransmission, encoded, by sequence number.
@@ -217,8 +219,10 @@ impl Publisher {
                     services::frame(&message.to_bytes(), &mut bytes);
                 }
                 let _ = reply.send(bytes);
+                self.figures.snapshots.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             Input::Retransmit { first, count, reply } => {
+                self.figures.retransmit_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let _ = reply.send(self.retransmit(first, count));
             }
             Input::Candles { instrument, interval_ns, from_ns, limit, reply } => {

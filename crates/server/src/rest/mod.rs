@@ -64,10 +64,11 @@ impl AppState {
         limits: LimitsConfig,
         login_timeout: std::time::Duration,
         market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
+        feed_figures: Option<Arc<crate::md::FeedFigures>>,
     ) -> AppState {
         AppState {
             market: Mutex::new(crate::ws::market::Market::default()),
-            metrics: crate::metrics::Metrics::new(link.figures()),
+            metrics: crate::metrics::Metrics::new(link.figures(), feed_figures),
             link,
             hub,
             connections: Mutex::new(HashMap::new()),
