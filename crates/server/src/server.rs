@@ -197,8 +197,9 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         authenticator,
         config.limits.clone(),
         std::time::Duration::from_millis(config.auth.login_timeout_ms),
-        md_sender.clone(),
-        md_sender.as_ref().map(|_| Arc::clone(&feed_figures)),
+        md_sender
+            .clone()
+            .map(|publisher| crate::md::FeedLink { publisher, figures: Arc::clone(&feed_figures) }),
     ));
     let hub = crate::ws::hub::Hub::new(Arc::clone(&state), tap_overflowed);
     tokio::spawn(hub.run(tap_receiver, hub_receiver));

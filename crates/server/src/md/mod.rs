@@ -56,6 +56,12 @@ pub enum Input {
     Stop,
 }
 
+/// The publisher's inputs and counters, for the rest of the server.
+pub struct FeedLink {
+    pub publisher: std::sync::mpsc::Sender<Input>,
+    pub figures: Arc<FeedFigures>,
+}
+
 /// What the feed has done so far, for `/metrics` and the tests.
 #[derive(Debug, Default)]
 pub struct FeedFigures {

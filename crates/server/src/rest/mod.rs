@@ -63,9 +63,12 @@ impl AppState {
         auth: Authenticator,
         limits: LimitsConfig,
         login_timeout: std::time::Duration,
-        market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
-        feed_figures: Option<Arc<crate::md::FeedFigures>>,
+        market_data: Option<crate::md::FeedLink>,
     ) -> AppState {
+        let (market_data, feed_figures) = match market_data {
+            Some(feed) => (Some(feed.publisher), Some(feed.figures)),
+            None => (None, None),
+        };
         AppState {
             market: Mutex::new(crate::ws::market::Market::default()),
             metrics: crate::metrics::Metrics::new(link.figures(), feed_figures),
