@@ -126,6 +126,11 @@ impl Candles {
         updated
     }
 
+    /// The latest candle with trades of `instrument` at the interval `INTERVALS[index]`.
+    pub fn current(&self, instrument: InstrumentId, index: usize) -> Option<Candle> {
+        self.series.get(instrument.index())?.get(index)?.candles.back().copied()
+    }
+
     /// The candles of `instrument` at `interval_ns` whose intervals start in
     /// `from_ns..to_ns`, oldest first, empty ones included (from the first trade on;
     /// `to_ns` past the clock gives the current interval as it stands), at most

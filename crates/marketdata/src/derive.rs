@@ -111,8 +111,9 @@ impl FeedBuilder {
                     touch(*instrument);
                     // An order that never rested, or one executed to zero, is not here.
                     if let Some(order) = self.take_owner(*account, id) {
-                        if self.books.delete(order).is_ok() {
-                            out.push(Message::Deleted { seq, ts, order });
+                        if let Ok(entry) = self.books.delete(order) {
+                            let instrument = entry.instrument;
+                            out.push(Message::Deleted { seq, ts, order, instrument });
                         }
                     }
                 }
@@ -218,9 +219,12 @@ impl FeedBuilder {
         owner: (AccountId, &ClientOrderId),
         out: &mut Vec<Message>,
     ) {
+        let Some(instrument) = self.books.order(order).map(|entry| entry.instrument) else {
+            return self.inconsistent();
+        };
         match self.books.reduce(order, qty) {
             Ok(left) => {
-                out.push(Message::Executed { seq, ts, order, qty, trade_index });
+                out.push(Message::Executed { seq, ts, order, instrument, qty, trade_index });
                 if left.0 == 0 {
                     self.take_owner(owner.0, owner.1);
                 }
@@ -246,10 +250,18 @@ impl FeedBuilder {
         };
         if entry.price == price && qty.0 <= entry.qty.0 {
             if qty.0 < entry.qty.0 && self.books.set_qty(order, qty).is_ok() {
-                out.push(Message::Reduced { seq, ts, order, qty: Qty(entry.qty.0 - qty.0) });
+                let instrument = entry.instrument;
+                out.push(Message::Reduced {
+                    seq,
+                    ts,
+                    order,
+                    instrument,
+                    qty: Qty(entry.qty.0 - qty.0),
+                });
             }
         } else if self.books.replace(order, price, qty).is_ok() {
-            out.push(Message::Replaced { seq, ts, order, price, qty });
+            let instrument = entry.instrument;
+            out.push(Message::Replaced { seq, ts, order, instrument, price, qty });
         } else {
             self.inconsistent();
         }

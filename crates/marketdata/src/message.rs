@@ -36,14 +36,14 @@ pub enum Message {
         qty: Qty,
     },
     /// `E`: a resting order traded `qty` (at its own price); at zero it leaves the book.
-    Executed { seq: u64, ts: u64, order: u64, qty: Qty, trade_index: u32 },
+    Executed { seq: u64, ts: u64, order: u64, instrument: InstrumentId, qty: Qty, trade_index: u32 },
     /// `X`: a resting order's quantity was reduced by `qty`, keeping its place.
-    Reduced { seq: u64, ts: u64, order: u64, qty: Qty },
+    Reduced { seq: u64, ts: u64, order: u64, instrument: InstrumentId, qty: Qty },
     /// `D`: a resting order left the book (canceled, expired, self-trade prevention).
-    Deleted { seq: u64, ts: u64, order: u64 },
+    Deleted { seq: u64, ts: u64, order: u64, instrument: InstrumentId },
     /// `U`: a resting order moved to the back of the level at `price` with `qty` left
     /// (an amend that lost its priority).
-    Replaced { seq: u64, ts: u64, order: u64, price: Price, qty: Qty },
+    Replaced { seq: u64, ts: u64, order: u64, instrument: InstrumentId, price: Price, qty: Qty },
     /// `P`: a trade: price, quantity, the incoming (taker) order's side. Its resting
     /// side is told by `Executed`; `trade_index` numbers the command's trades.
     Trade {
@@ -109,10 +109,10 @@ pub fn layout_len(kind: u8) -> Option<usize> {
         b'R' => 1 + 4 + SYMBOL_BYTES + 1 + 1,
         b'H' => 1 + 8 + 8 + 4 + 1,
         b'A' => 1 + 8 + 8 + 8 + 4 + 1 + 8 + 8,
-        b'E' => 1 + 8 + 8 + 8 + 8 + 4,
-        b'X' => 1 + 8 + 8 + 8 + 8,
-        b'D' => 1 + 8 + 8 + 8,
-        b'U' => 1 + 8 + 8 + 8 + 8 + 8,
+        b'E' => 1 + 8 + 8 + 8 + 4 + 8 + 4,
+        b'X' => 1 + 8 + 8 + 8 + 4 + 8,
+        b'D' => 1 + 8 + 8 + 8 + 4,
+        b'U' => 1 + 8 + 8 + 8 + 4 + 8 + 8,
         b'P' => 1 + 8 + 8 + 4 + 8 + 8 + 1 + 4,
         b'Q' => 1 + 8 + 8 + 4 + 8 + 8 + 8 + 8,
         b'G' => 1 + 8 + 8,
@@ -193,24 +193,28 @@ impl Message {
                 out.extend_from_slice(&price.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
             }
-            Message::Executed { seq, ts, order, qty, trade_index } => {
+            Message::Executed { seq, ts, order, instrument, qty, trade_index } => {
                 stamp(out, *seq, *ts);
                 out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
                 out.extend_from_slice(&trade_index.to_be_bytes());
             }
-            Message::Reduced { seq, ts, order, qty } => {
+            Message::Reduced { seq, ts, order, instrument, qty } => {
                 stamp(out, *seq, *ts);
                 out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
             }
-            Message::Deleted { seq, ts, order } => {
+            Message::Deleted { seq, ts, order, instrument } => {
                 stamp(out, *seq, *ts);
                 out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&instrument.0.to_be_bytes());
             }
-            Message::Replaced { seq, ts, order, price, qty } => {
+            Message::Replaced { seq, ts, order, instrument, price, qty } => {
                 stamp(out, *seq, *ts);
                 out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&price.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
             }
@@ -297,6 +301,7 @@ impl Message {
                 seq: reader.u64(),
                 ts: reader.u64(),
                 order: reader.u64(),
+                instrument: InstrumentId(reader.u32()),
                 qty: Qty(reader.i64()),
                 trade_index: reader.u32(),
             },
@@ -304,13 +309,20 @@ impl Message {
                 seq: reader.u64(),
                 ts: reader.u64(),
                 order: reader.u64(),
+                instrument: InstrumentId(reader.u32()),
                 qty: Qty(reader.i64()),
             },
-            b'D' => Message::Deleted { seq: reader.u64(), ts: reader.u64(), order: reader.u64() },
+            b'D' => Message::Deleted {
+                seq: reader.u64(),
+                ts: reader.u64(),
+                order: reader.u64(),
+                instrument: InstrumentId(reader.u32()),
+            },
             b'U' => Message::Replaced {
                 seq: reader.u64(),
                 ts: reader.u64(),
                 order: reader.u64(),
+                instrument: InstrumentId(reader.u32()),
                 price: Price(reader.i64()),
                 qty: Qty(reader.i64()),
             },
@@ -417,10 +429,24 @@ mod tests {
                 price: Price(6_000_000),
                 qty: Qty(5),
             },
-            Message::Executed { seq: 11, ts: 12, order: 9, qty: Qty(2), trade_index: 1 },
-            Message::Reduced { seq: 13, ts: 14, order: 9, qty: Qty(1) },
-            Message::Deleted { seq: 15, ts: 16, order: 9 },
-            Message::Replaced { seq: 17, ts: 18, order: 9, price: Price(-1), qty: Qty(i64::MAX) },
+            Message::Executed {
+                seq: 11,
+                ts: 12,
+                order: 9,
+                instrument,
+                qty: Qty(2),
+                trade_index: 1,
+            },
+            Message::Reduced { seq: 13, ts: 14, order: 9, instrument, qty: Qty(1) },
+            Message::Deleted { seq: 15, ts: 16, order: 9, instrument },
+            Message::Replaced {
+                seq: 17,
+                ts: 18,
+                order: 9,
+                instrument,
+                price: Price(-1),
+                qty: Qty(i64::MAX),
+            },
             Message::Trade {
                 seq: 19,
                 ts: 20,

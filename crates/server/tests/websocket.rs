@@ -556,3 +556,196 @@ fn each_pipelined_answer_shows_the_order_right_after_its_own_request() {
     assert_eq!(shown(&answers[2]), own(5, "open", "50", "2"), "{}", answers[2]);
     assert_eq!(shown(&answers[3]), own(6, "canceled", "50", "0"), "{}", answers[3]);
 }
+
+// The market-data feed's channels: bbo, l3, candles.
+
+/// One side of an L3 book: `(order id, price, qty)` in priority order.
+type L3Side = Vec<(u64, f64, f64)>;
+
+/// An `l3` subscriber's book: the snapshot, then every change applied in order.
+#[derive(Default)]
+struct L3Book {
+    /// order id -> (side, price, qty), and each side's queue in priority order.
+    orders: std::collections::HashMap<u64, (String, String, String)>,
+    queue: Vec<u64>,
+}
+
+impl L3Book {
+    fn apply(&mut self, message: &Value) {
+        if message["type"] == "snapshot" {
+            for (name, side) in [("bids", "buy"), ("asks", "sell")] {
+                for order in message[name].as_array().unwrap() {
+                    let id = order[0].as_u64().unwrap();
+                    self.orders.insert(
+                        id,
+                        (
+                            side.into(),
+                            order[1].as_str().unwrap().into(),
+                            order[2].as_str().unwrap().into(),
+                        ),
+                    );
+                    self.queue.push(id);
+                }
+            }
+            return;
+        }
+        for change in message["changes"].as_array().unwrap() {
+            let id = change[1].as_u64().unwrap();
+            let text = |index: usize| change[index].as_str().unwrap().to_string();
+            match change[0].as_str().unwrap() {
+                "add" => {
+                    self.orders.insert(id, (text(2), text(3), text(4)));
+                    self.queue.push(id);
+                }
+                "executed" | "reduced" => {
+                    let entry = self.orders.get_mut(&id).unwrap();
+                    let left: f64 =
+                        entry.2.parse::<f64>().unwrap() - text(2).parse::<f64>().unwrap();
+                    if left.abs() < 1e-12 {
+                        self.orders.remove(&id);
+                        self.queue.retain(|known| *known != id);
+                    } else {
+                        entry.2 = format!("{}", (left * 1e8).round() / 1e8);
+                    }
+                }
+                "deleted" => {
+                    self.orders.remove(&id);
+                    self.queue.retain(|known| *known != id);
+                }
+                "replaced" => {
+                    let entry = self.orders.get_mut(&id).unwrap();
+                    entry.1 = text(2);
+                    entry.2 = text(3);
+                    self.queue.retain(|known| *known != id);
+                    self.queue.push(id);
+                }
+                other => panic!("unknown change {other}"),
+            }
+        }
+    }
+
+    /// Each side as `[id, price, qty]` in priority order, like `/v1/l3`.
+    fn sides(&self) -> (L3Side, L3Side) {
+        let mut bids = Vec::new();
+        let mut asks = Vec::new();
+        for id in &self.queue {
+            let (side, price, qty) = &self.orders[id];
+            let entry = (*id, price.parse::<f64>().unwrap(), qty.parse::<f64>().unwrap());
+            if side == "buy" {
+                bids.push(entry)
+            } else {
+                asks.push(entry)
+            }
+        }
+        // Priority: best price first, then arrival (a stable sort keeps arrival).
+        bids.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap());
+        asks.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap());
+        (bids, asks)
+    }
+}
+
+fn l3_sides(server: &TestServer) -> (u64, L3Side, L3Side) {
+    let (status, l3) = support::request(server.address, "GET", "/v1/l3/BTC-USD", &[], b"");
+    assert_eq!(status, 200, "{l3}");
+    let side = |name: &str| {
+        l3[name]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|order| {
+                let number = |value: &Value| value.as_str().unwrap().parse::<f64>().unwrap();
+                (order[0].as_u64().unwrap(), number(&order[1]), number(&order[2]))
+            })
+            .collect::<Vec<_>>()
+    };
+    (l3["seq"].as_u64().unwrap(), side("bids"), side("asks"))
+}
+
+#[test]
+fn the_feeds_channels_give_the_books_best_prices_and_candles_with_numbered_updates() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let (seller, buyer) = server.seller_and_buyer("10", "100000");
+    order(&seller, "sell", "101", "1", "early"); // before the subscription: in the snapshot
+    let mut socket = connect(server.address);
+    let mut book = L3Book::default();
+    for (channel, interval) in [("l3", None), ("bbo", None), ("candles", Some("1s"))] {
+        let mut request = json!({ "op": "subscribe", "channel": channel, "symbol": "BTC-USD" });
+        if let Some(interval) = interval {
+            request["interval"] = json!(interval);
+        }
+        send(&mut socket, request);
+        let answer = next(&mut socket);
+        assert_eq!(answer["type"], "subscribed", "{answer}");
+        let first = next(&mut socket);
+        assert_eq!(
+            (first["channel"].as_str(), first["type"].as_str()),
+            (Some(channel), Some("snapshot")),
+            "{first}"
+        );
+        assert_eq!(first["seq"], 0, "{first}");
+        if channel == "l3" {
+            assert_eq!(first["asks"].as_array().unwrap().len(), 1, "{first}");
+            book.apply(&first);
+        }
+    }
+    // Trading: rests, trades, an amend that keeps its place, one that loses it, a cancel.
+    order(&seller, "sell", "102", "2", "s2");
+    order(&seller, "sell", "102", "1", "s3");
+    order(&buyer, "buy", "99", "1", "b1");
+    order(&buyer, "buy", "101.5", "1.5", "b2"); // takes "early", rests 0.5
+    assert_eq!(seller.patch("/v1/orders?client_order_id=s2", r#"{"qty":"1.5"}"#).0, 200);
+    assert_eq!(seller.patch("/v1/orders?client_order_id=s3", r#"{"price":"103"}"#).0, 200);
+    assert_eq!(buyer.delete("/v1/orders?client_order_id=b1").0, 200);
+    let (expected_seq, bids, asks) = l3_sides(&server);
+
+    let mut seqs: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    let (mut last_bbo, mut candle, mut engine_seq) = (Value::Null, Value::Null, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while engine_seq < expected_seq || last_bbo.is_null() || candle.is_null() {
+        assert!(Instant::now() < deadline, "updates missing");
+        let message = next(&mut socket);
+        let channel =
+            message["channel"].as_str().unwrap_or_else(|| panic!("{message}")).to_string();
+        let seq = message["seq"].as_u64().unwrap();
+        let previous = seqs.insert(channel.clone(), seq).unwrap_or(0);
+        assert_eq!(seq, previous + 1, "{channel} numbers its messages one by one: {message}");
+        match channel.as_str() {
+            "l3" => {
+                engine_seq = message["engine_seq"].as_u64().unwrap();
+                book.apply(&message);
+            }
+            "bbo" => last_bbo = message.clone(),
+            "candles" => candle = message.clone(),
+            other => panic!("a message of {other}"),
+        }
+    }
+    // The snapshot and the updates after it are the engine's book.
+    assert_eq!(book.sides(), (bids.clone(), asks.clone()));
+    // So is a late subscriber's snapshot.
+    let mut late_socket = connect(server.address);
+    send(&mut late_socket, json!({ "op": "subscribe", "channel": "l3", "symbol": "BTC-USD" }));
+    assert_eq!(next(&mut late_socket)["type"], "subscribed");
+    let snapshot = next(&mut late_socket);
+    assert_eq!(snapshot["seq"], seqs["l3"], "{snapshot}");
+    let mut late = L3Book::default();
+    late.apply(&snapshot);
+    assert_eq!(late.sides(), (bids.clone(), asks.clone()));
+    // The best bid and offer as the book has them.
+    assert_eq!(last_bbo["bid"][0].as_str().unwrap().parse::<f64>().unwrap(), bids[0].1);
+    assert_eq!(last_bbo["ask"][0].as_str().unwrap().parse::<f64>().unwrap(), asks[0].1);
+    // The candle counts the trade: 1 BTC at 101.
+    assert_eq!(candle["interval"], "1s");
+    assert_eq!(
+        (candle["data"][4].as_str(), candle["data"][5].as_str()),
+        (Some("101"), Some("1")),
+        "{candle}"
+    );
+    // A bad interval: a clear error.
+    send(
+        &mut socket,
+        json!({ "op": "subscribe", "channel": "candles", "symbol": "BTC-USD", "interval": "7m" }),
+    );
+    let error = until(&mut socket, |message| message["type"] == "error");
+    assert_eq!(error["code"], "malformed", "{error}");
+}

@@ -7,6 +7,7 @@
 //! holds no business state of its own: all of it is derived from the events, and a
 //! restart starts a new session (subscribers take a snapshot).
 
+pub mod channels;
 pub mod listen;
 pub mod services;
 
@@ -52,6 +53,21 @@ pub enum Input {
         from_ns: u64,
         limit: usize,
         reply: oneshot::Sender<Vec<Candle>>,
+    },
+    /// A WebSocket connection's subscription to one of the feed's channels (`bbo`,
+    /// `l3`, `candles`), from the hub; its acknowledgement goes out first.
+    Subscribe {
+        connection: u64,
+        channel: crate::ws::hub::Channel,
+        outbound: crate::ws::hub::Outbound,
+        acknowledgement: Option<Arc<crate::ws::hub::FeedMessage>>,
+    },
+    Unsubscribe {
+        connection: u64,
+        channel: crate::ws::hub::Channel,
+    },
+    Disconnected {
+        connection: u64,
     },
     Stop,
 }
@@ -105,6 +121,8 @@ pub struct Publisher {
     figures: Arc<FeedFigures>,
     /// The engine's clock as the feed last saw it (the last command's time).
     last_ts: u64,
+    /// The WebSocket channels served from here.
+    channels: channels::Channels,
 }
 
 /// A session name unique to this start: `B` and the start time in milliseconds, in
@@ -161,6 +179,7 @@ impl Publisher {
             messages: Vec::new(),
             figures,
             last_ts: 0,
+            channels: channels::Channels::default(),
         })
     }
 
@@ -241,6 +260,18 @@ impl Publisher {
                 );
                 let _ = reply.send(series);
             }
+            Input::Subscribe { connection, channel, outbound, acknowledgement } => {
+                let state = channels::FeedState {
+                    builder: &self.builder,
+                    candles: &self.candles,
+                    reference: &self.reference,
+                };
+                self.channels.subscribe(connection, channel, outbound, acknowledgement, &state);
+            }
+            Input::Unsubscribe { connection, channel } => {
+                self.channels.unsubscribe(connection, &channel)
+            }
+            Input::Disconnected { connection } => self.channels.disconnected(connection),
             Input::Stop => return false,
         }
         true
@@ -351,6 +382,14 @@ impl Publisher {
         self.figures
             .messages
             .fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        if !self.channels.is_empty() {
+            let state = channels::FeedState {
+                builder: &self.builder,
+                candles: &self.candles,
+                reference: &self.reference,
+            };
+            self.channels.on_messages(&messages, &state);
+        }
         self.messages = messages;
         self.messages.clear();
     }

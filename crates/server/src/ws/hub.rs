@@ -45,6 +45,12 @@ pub enum Channel {
     Orders(AccountId),
     Fills(AccountId),
     Balances(AccountId),
+    /// The market-data feed's channels (served by its publisher, `md`): the best bid
+    /// and offer, every order (L3), candles at one interval (`candles::INTERVALS`
+    /// index).
+    Bbo(InstrumentId),
+    L3(InstrumentId),
+    Candles(InstrumentId, u8),
 }
 
 impl Channel {
@@ -56,7 +62,15 @@ impl Channel {
             Channel::Orders(_) => "orders",
             Channel::Fills(_) => "fills",
             Channel::Balances(_) => "balances",
+            Channel::Bbo(_) => "bbo",
+            Channel::L3(_) => "l3",
+            Channel::Candles(..) => "candles",
         }
+    }
+
+    /// Whether the market-data publisher serves it (not the hub).
+    pub fn is_market_data(&self) -> bool {
+        matches!(self, Channel::Bbo(_) | Channel::L3(_) | Channel::Candles(..))
     }
 }
 
@@ -356,6 +370,10 @@ impl Hub {
     }
 
     async fn on_command(&mut self, command: HubCommand) {
+        let command = match self.hand_to_market_data(command) {
+            Some(command) => command,
+            None => return,
+        };
         match command {
             HubCommand::Subscribe { connection, channel, outbound, acknowledgement } => {
                 let first = self.subscribers.get(&channel).is_none_or(HashMap::is_empty);
@@ -383,6 +401,31 @@ impl Hub {
             }
         }
         self.subscribers.retain(|_, connections| !connections.is_empty());
+    }
+
+    /// Hands the market-data channels' subscriptions to the feed's publisher (and every
+    /// disconnection, so that it forgets the connection too); the rest stays here.
+    fn hand_to_market_data(&mut self, command: HubCommand) -> Option<HubCommand> {
+        let Some(publisher) = &self.state.market_data else { return Some(command) };
+        match command {
+            HubCommand::Subscribe { connection, channel, outbound, acknowledgement }
+                if channel.is_market_data() =>
+            {
+                let input =
+                    crate::md::Input::Subscribe { connection, channel, outbound, acknowledgement };
+                let _ = publisher.send(input);
+                None
+            }
+            HubCommand::Unsubscribe { connection, channel } if channel.is_market_data() => {
+                let _ = publisher.send(crate::md::Input::Unsubscribe { connection, channel });
+                None
+            }
+            HubCommand::Disconnected { connection } => {
+                let _ = publisher.send(crate::md::Input::Disconnected { connection });
+                Some(HubCommand::Disconnected { connection })
+            }
+            other => Some(other),
+        }
     }
 
     /// What a new subscriber gets first: a depth snapshot, the current balances.

@@ -51,8 +51,8 @@ static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
 enum Request {
     Login { key: String, timestamp: String, signature: String },
-    Subscribe { channel: String, symbol: Option<String> },
-    Unsubscribe { channel: String, symbol: Option<String> },
+    Subscribe { channel: String, symbol: Option<String>, interval: Option<String> },
+    Unsubscribe { channel: String, symbol: Option<String>, interval: Option<String> },
     Ping,
 }
 
@@ -210,9 +210,11 @@ impl Connection {
             Request::Login { key, timestamp, signature } => {
                 self.login(&key, &timestamp, &signature).map(Some)
             }
-            Request::Subscribe { channel, symbol } => self.subscribe(&channel, symbol).await,
-            Request::Unsubscribe { channel, symbol } => {
-                self.unsubscribe(&channel, symbol).await.map(Some)
+            Request::Subscribe { channel, symbol, interval } => {
+                self.subscribe(&channel, symbol, interval).await
+            }
+            Request::Unsubscribe { channel, symbol, interval } => {
+                self.unsubscribe(&channel, symbol, interval).await.map(Some)
             }
         };
         answer.unwrap_or_else(|(code, message)| Some(error_message(code, &message)))
@@ -325,7 +327,30 @@ impl Connection {
         &self,
         name: &str,
         symbol: Option<String>,
+        interval: Option<String>,
     ) -> Result<Channel, (&'static str, String)> {
+        if matches!(name, "bbo" | "l3" | "candles") && self.state.market_data.is_none() {
+            return Err((
+                "feed_off",
+                format!("the {name} channel needs the market-data feed, which is off"),
+            ));
+        }
+        let interval = match (name, interval) {
+            ("candles", Some(interval)) => Some(
+                bourse_marketdata::candles::INTERVALS
+                    .iter()
+                    .position(|(known, _)| *known == interval)
+                    .ok_or((
+                        "malformed",
+                        format!("interval {interval:?} is not one of 1s, 1m, 5m, 15m, 1h, 1d"),
+                    ))? as u8,
+            ),
+            ("candles", None) => Some(1),
+            (_, Some(_)) => {
+                return Err(("malformed", format!("the {name} channel takes no interval")))
+            }
+            (_, None) => None,
+        };
         let public = |make: fn(bourse_core::ids::InstrumentId) -> Channel| async move {
             let symbol =
                 symbol.ok_or(("malformed", format!("the {name} channel needs a symbol")))?;
@@ -343,6 +368,15 @@ impl Connection {
             "trades" => public(Channel::Trades).await,
             "ticker" => public(Channel::Ticker).await,
             "depth" => public(Channel::Depth).await,
+            "bbo" => public(Channel::Bbo).await,
+            "l3" => public(Channel::L3).await,
+            "candles" => {
+                let channel = public(Channel::Trades).await?;
+                match (channel, interval) {
+                    (Channel::Trades(instrument), Some(interval)) => Ok(Channel::Candles(instrument, interval)),
+                    _ => Err(("malformed", "the candles channel needs an interval".into())),
+                }
+            }
             "orders" | "fills" | "balances" => {
                 let caller = self
                     .caller
@@ -366,7 +400,9 @@ impl Connection {
             }
             other => Err((
                 "unknown_channel",
-                format!("no channel {other:?}: depth, trades, ticker, orders, fills, balances"),
+                format!(
+                    "no channel {other:?}: depth, trades, ticker, bbo, l3, candles, orders, fills, balances"
+                ),
             )),
         }
     }
@@ -377,8 +413,9 @@ impl Connection {
         &mut self,
         name: &str,
         symbol: Option<String>,
+        interval: Option<String>,
     ) -> Result<Option<Value>, (&'static str, String)> {
-        let channel = self.channel(name, symbol.clone()).await?;
+        let channel = self.channel(name, symbol.clone(), interval).await?;
         if self.subscriptions.len() >= SUBSCRIPTIONS_MAX && !self.subscriptions.contains(&channel) {
             return Err((
                 "too_many_subscriptions",
@@ -405,8 +442,9 @@ impl Connection {
         &mut self,
         name: &str,
         symbol: Option<String>,
+        interval: Option<String>,
     ) -> Result<Value, (&'static str, String)> {
-        let channel = self.channel(name, symbol.clone()).await?;
+        let channel = self.channel(name, symbol.clone(), interval).await?;
         self.subscriptions.remove(&channel);
         let command = HubCommand::Unsubscribe { connection: self.id, channel };
         self.state
