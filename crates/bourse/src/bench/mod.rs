@@ -6,6 +6,7 @@ mod compare;
 mod crash;
 mod durable;
 mod engine;
+mod fanout;
 mod generate;
 mod md;
 mod memory;
@@ -38,6 +39,9 @@ pub enum BenchCommand {
     Memory(memory::MemoryArgs),
     /// Write a generated workload as replay-format lines (input for `bourse replay`).
     Generate(generate::GenerateArgs),
+    /// Many WebSocket subscribers to one instrument's trades on a running server:
+    /// delivery latency from each trade's release.
+    Fanout(fanout::FanoutArgs),
     /// The market-data feed on exchange-core's stream: deriving it, publishing it,
     /// rebuilding books from it.
     Md(md::MdArgs),
@@ -50,6 +54,7 @@ pub fn run(bench: BenchCommand) -> Result<(), String> {
     match bench {
         BenchCommand::Engine(args) => engine::run(&args),
         BenchCommand::Md(args) => md::run(&args),
+        BenchCommand::Fanout(args) => fanout::run(&args),
         BenchCommand::Crash(args) => crash::run(&args),
         BenchCommand::CrashChild(args) => crash::run_child(&args),
         BenchCommand::Durable(args) => durable::run(&args),

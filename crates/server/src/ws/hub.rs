@@ -511,7 +511,8 @@ impl Hub {
                 let mut trade_index = 0u32;
                 for event in released.events_of(result) {
                     self.books_changed = true;
-                    self.on_event(&reference, event, result.ts, &mut trade_index, &mut touched);
+                    let times = (result.ts, released.released_ns);
+                    self.on_event(&reference, event, times, &mut trade_index, &mut touched);
                 }
             }
         }
@@ -527,7 +528,7 @@ impl Hub {
         &mut self,
         reference: &Arc<Reference>,
         event: &Event,
-        ts: u64,
+        (ts, released_ns): (u64, u64),
         trade_index: &mut u32,
         touched: &mut Touched,
     ) {
@@ -552,7 +553,8 @@ impl Hub {
                         Channel::Trades(trade.instrument),
                         json!({ "symbol": info.symbol, "data": {
                             "trade_id": trade_id, "price": info.price(trade.price.0), "qty": info.qty(trade.qty.0),
-                            "taker_side": trade.taker_side.as_str(), "ts_ns": ts } }),
+                            "taker_side": trade.taker_side.as_str(), "ts_ns": ts,
+                            "released_ns": released_ns } }),
                     );
                 }
                 let trade_index_now = *trade_index - 1;

@@ -36,6 +36,8 @@ use orders::{EntryOp, IN_FLIGHT_PER_CONNECTION_MAX};
 
 /// Largest message a client may send.
 pub const INBOUND_MESSAGE_BYTES_MAX: usize = 4_096;
+/// Bytes read from a connection at a time, at most.
+pub const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// Subscriptions per connection, at most.
 pub const SUBSCRIPTIONS_MAX: usize = 64;
 /// A message the client does not take within this long closes the connection.
@@ -71,6 +73,10 @@ pub async fn upgrade(
         }
     };
     upgrade
+        // (tungstenite zeroes its whole read buffer before every read attempt, and a
+        // connection's loop tries one whenever it wakes to send: 128 KiB by default
+        // made a fan-out to 2,000 subscribers spend 64% of its time in memset.)
+        .read_buffer_size(READ_BUFFER_BYTES)
         .max_message_size(INBOUND_MESSAGE_BYTES_MAX)
         .max_frame_size(INBOUND_MESSAGE_BYTES_MAX)
         .on_upgrade(move |socket| async move { Connection::new(state).run(socket).await })
