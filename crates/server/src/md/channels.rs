@@ -205,7 +205,8 @@ fn bbo_json(info: &InstrumentInfo, message: &Message) -> Value {
     })
 }
 
-fn candle_json(info: &InstrumentInfo, candle: &Candle) -> Value {
+/// A candle as `[start_ns, open, high, low, close, volume, trades]` (REST's too).
+pub(crate) fn candle_json(info: &InstrumentInfo, candle: &Candle) -> Value {
     json!([
         candle.start_ns,
         info.price(candle.open.0),

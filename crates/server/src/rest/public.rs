@@ -233,19 +233,7 @@ pub async fn candles(
         || ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the feed is stopping");
     publisher.send(request).map_err(|_| stopped())?;
     let series = answer.await.map_err(|_| stopped())?;
-    let shown: Vec<Value> = series
-        .iter()
-        .map(|candle| {
-            json!([
-                candle.start_ns,
-                info.price(candle.open.0),
-                info.price(candle.high.0),
-                info.price(candle.low.0),
-                info.price(candle.close.0),
-                info.qty(candle.volume.0),
-                candle.trades
-            ])
-        })
-        .collect();
+    let shown: Vec<Value> =
+        series.iter().map(|candle| crate::md::channels::candle_json(&info, candle)).collect();
     Ok(ok(json!({ "symbol": symbol, "interval": interval, "candles": shown })))
 }
