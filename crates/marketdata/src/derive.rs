@@ -17,6 +17,17 @@ use rustc_hash::FxHashMap;
 use crate::book::{Bbo, Books};
 use crate::message::Message;
 
+/// A resting order the builder starts with (`FeedBuilder::seed`).
+pub struct SeedOrder {
+    pub order: u64,
+    pub instrument: InstrumentId,
+    pub account: AccountId,
+    pub id: ClientOrderId,
+    pub side: bourse_core::Side,
+    pub price: Price,
+    pub qty: Qty,
+}
+
 #[derive(Default)]
 pub struct FeedBuilder {
     books: Books,
@@ -80,6 +91,39 @@ impl FeedBuilder {
         };
         self.directory[index] = Some(message.clone());
         out.push(message);
+    }
+
+    /// Starts from the books as the engine has them after command `seq` (a server that
+    /// recovered state from its journal): `orders` in priority order per instrument and
+    /// side, each with its owner and its exchange order id, and the halted instruments.
+    /// Nothing is announced: subscribers of a new session start from a snapshot.
+    pub fn seed(
+        &mut self,
+        seq: u64,
+        orders: impl IntoIterator<Item = SeedOrder>,
+        halted: &[InstrumentId],
+    ) -> Result<(), crate::book::BookError> {
+        for order in orders {
+            self.books.add(order.order, order.instrument, order.side, order.price, order.qty)?;
+            self.owners.entry(order.account).or_default().insert(order.id, order.order);
+        }
+        for instrument in halted {
+            let index = instrument.index();
+            if index >= self.halted.len() {
+                self.halted.resize(index + 1, false);
+                self.directory.resize(index + 1, None);
+            }
+            self.halted[index] = true;
+        }
+        let instruments = self.books.instrument_count();
+        if self.announced.len() < instruments {
+            self.announced.resize(instruments, Bbo::default());
+        }
+        for index in 0..instruments {
+            self.announced[index] = self.books.bbo(InstrumentId(index as u32));
+        }
+        self.seq = seq;
+        Ok(())
     }
 
     /// Applies one command: `seq`, `ts`, its events and its note; appends its messages

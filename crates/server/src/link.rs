@@ -298,6 +298,18 @@ impl EngineLink {
         receiver.recv().map_err(|_| LinkError::Failed("the engine stopped".into()))
     }
 
+    /// `read_at_seq`, waited for on a thread that is not async.
+    pub fn read_at_seq_blocking<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Venue) -> T + Send + 'static,
+    ) -> Result<(T, u64), LinkError> {
+        let session = Arc::clone(&self.session);
+        self.read_blocking(move |venue| {
+            let seq = session.stats().applied_seq;
+            (read(venue), seq)
+        })
+    }
+
     /// Runs `read` and tells the engine sequence number of the state it read (the last
     /// command applied then).
     pub async fn read_at_seq<T: Send + 'static>(

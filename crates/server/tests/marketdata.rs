@@ -203,3 +203,37 @@ fn late_lossy_and_too_late_subscribers_all_rebuild_the_engines_book() {
         late.poll(Duration::from_millis(100)).unwrap();
     }
 }
+
+/// A restarted server recovers its books from the journal; its new feed session starts
+/// from them: a subscriber's snapshot holds the orders resting from before, and trades
+/// against them after the restart follow without a gap in the feed's books.
+#[test]
+fn after_a_restart_the_feed_starts_from_the_recovered_books() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.limits.requests_per_second = 10_000;
+    config.limits.requests_burst = 10_000;
+    let server = TestServer::start_with(config.clone(), false);
+    server.declare_btc_usd();
+    let seller = server.trader("seller", &[("BTC", "100")]);
+    let buyer = server.trader("buyer", &[("USD", "1000000")]);
+    trade(&seller, &buyer, 0);
+    let (_, bids_before, asks_before) = engine_book(&server);
+    assert!(!bids_before.is_empty() && !asks_before.is_empty());
+    server.stop();
+
+    let server = TestServer::start_with(config, false);
+    let mut listener = Listener::join(addresses(&server)).unwrap();
+    listener.poll(Duration::from_millis(50)).unwrap();
+    let (seq, bids, asks) = engine_book(&server);
+    assert_eq!((&bids, &asks), (&bids_before, &asks_before), "the engine recovered its books");
+    catch_up_and_compare(&server, &mut listener, seq);
+    // Trading on against the orders from before the restart.
+    let seller = server.client(&seller.key, &seller.secret);
+    let buyer = server.client(&buyer.key, &buyer.secret);
+    let seq = trade(&seller, &buyer, 1);
+    catch_up_and_compare(&server, &mut listener, seq);
+    let (_, metrics) = support::raw_request(server.address, "GET", "/metrics", &[], b"");
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(metrics.lines().any(|line| line == "bourse_md_inconsistencies_total 0"), "{metrics}");
+}

@@ -123,6 +123,8 @@ pub struct Publisher {
     last_ts: u64,
     /// The WebSocket channels served from here.
     channels: channels::Channels,
+    /// The engine's last applied command when the books were seeded (`seed`).
+    seeded_seq: u64,
 }
 
 /// A session name unique to this start: `B` and the start time in milliseconds, in
@@ -180,13 +182,125 @@ impl Publisher {
             figures,
             last_ts: 0,
             channels: channels::Channels::default(),
+            seeded_seq: 0,
         })
+    }
+
+    /// Starts the books from the engine's (what it recovered, or what the demo set up):
+    /// every resting order and halt, as of the engine's last applied command. Releases
+    /// of commands up to that one are then skipped.
+    fn seed(&mut self) -> std::io::Result<()> {
+        let read = |venue: &bourse_core::Venue| {
+            let exchange = venue.exchange();
+            let activity = venue.activity();
+            let mut orders = Vec::new();
+            let mut halted = Vec::new();
+            for index in 0..exchange.instruments().len() {
+                let instrument = InstrumentId(index as u32);
+                if venue.is_halted(instrument) {
+                    halted.push(instrument);
+                }
+                for side in [bourse_core::Side::Buy, bourse_core::Side::Sell] {
+                    exchange.book(instrument).for_each_order(side, |order| {
+                        let order_id = activity
+                            .and_then(|activity| activity.order_by_client(order.account, &order.id))
+                            .map(|record| record.order_id);
+                        orders.push((
+                            order_id,
+                            instrument,
+                            order.account,
+                            order.id.clone(),
+                            side,
+                            order.price,
+                            order.remaining,
+                        ));
+                    });
+                }
+            }
+            (orders, halted, Reference::read(exchange))
+        };
+        let ((orders, halted, reference), seq) = self
+            .state
+            .link
+            .read_at_seq_blocking(read)
+            .map_err(|error| std::io::Error::other(format!("the engine's books: {error}")))?;
+        let mut seeds = Vec::with_capacity(orders.len());
+        for (order_id, instrument, account, id, side, price, qty) in orders {
+            let order = order_id.ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "a resting order of account {} has no record",
+                    account.0
+                ))
+            })?;
+            seeds.push(bourse_marketdata::derive::SeedOrder {
+                order,
+                instrument,
+                account,
+                id,
+                side,
+                price,
+                qty,
+            });
+        }
+        self.builder
+            .seed(seq, seeds, &halted)
+            .map_err(|error| std::io::Error::other(format!("the engine's books: {error}")))?;
+        self.reference = Arc::new(reference);
+        // Every instrument is in the directory from the start (snapshots carry it).
+        let instruments: Vec<(InstrumentId, String, u8, u8)> = self
+            .reference
+            .instruments
+            .iter()
+            .enumerate()
+            .map(|(index, info)| {
+                let decimals = |value: u32| u8::try_from(value).unwrap_or(u8::MAX);
+                (
+                    InstrumentId(index as u32),
+                    info.symbol.clone(),
+                    decimals(info.price_decimals),
+                    decimals(info.qty_decimals),
+                )
+            })
+            .collect();
+        for (instrument, symbol, price_decimals, qty_decimals) in instruments {
+            self.builder.announce(
+                instrument,
+                &symbol,
+                price_decimals,
+                qty_decimals,
+                &mut Vec::new(),
+            );
+        }
+        // The session opens with the books as they stand (directory, halts, every
+        // resting order, the best bids and offers): a subscriber that follows it from
+        // its first message needs no snapshot.
+        let snapshot = self.builder.snapshot(0);
+        self.messages.extend(snapshot[1..snapshot.len() - 1].iter().cloned());
+        for index in 0..self.builder.books().instrument_count() {
+            let instrument = InstrumentId(index as u32);
+            let bbo = self.builder.books().bbo(instrument);
+            if bbo != Default::default() {
+                let (bid_price, bid_qty) = bbo.bid.unwrap_or_default();
+                let (ask_price, ask_qty) = bbo.ask.unwrap_or_default();
+                self.messages.push(Message::Bbo {
+                    seq,
+                    ts: 0,
+                    instrument,
+                    bid_price,
+                    bid_qty,
+                    ask_price,
+                    ask_qty,
+                });
+            }
+        }
+        self.seeded_seq = seq;
+        Ok(())
     }
 
     /// Runs until `Stop` (or every sender is gone): the session's start, every
     /// release, heartbeats when idle, the session's end.
     pub fn run(mut self, inputs: Receiver<Input>) {
-        self.messages.push(Message::SystemEvent { ts: now_ns(), code: START_OF_SESSION });
+        self.messages.insert(0, Message::SystemEvent { ts: now_ns(), code: START_OF_SESSION });
         self.publish();
         loop {
             match inputs.recv_timeout(self.heartbeat) {
@@ -303,6 +417,9 @@ impl Publisher {
             let Outcome::Applied(result) = outcome else { continue };
             let events = released.events_of(result);
             let note = notes.next_if(|note| note.seq() == result.seq);
+            if result.seq <= self.seeded_seq {
+                continue; // (In the books the feed started from.)
+            }
             self.announce_instruments(events, note);
             self.last_ts = result.ts;
             self.builder.apply(result.seq, result.ts, events, note, &mut self.messages);
@@ -417,6 +534,7 @@ pub fn spawn(
     session: Session,
     figures: Arc<FeedFigures>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let publisher = Publisher::new(state, config, session, figures)?;
+    let mut publisher = Publisher::new(state, config, session, figures)?;
+    publisher.seed()?;
     std::thread::Builder::new().name("bourse-md".into()).spawn(move || publisher.run(inputs))
 }
