@@ -324,11 +324,17 @@ impl Rebuilder {
             Message::AddOrder { order, instrument, side, price, qty, .. } => {
                 self.books.add(*order, *instrument, *side, *price, *qty).map_err(book)?
             }
-            Message::Executed { order, qty, .. } | Message::Reduced { order, qty, .. } => {
+            Message::Executed { order, instrument, qty, .. }
+            | Message::Reduced { order, instrument, qty, .. } => {
+                self.check_instrument(sequence, *order, *instrument)?;
                 self.books.reduce(*order, *qty).map(drop).map_err(book)?
             }
-            Message::Deleted { order, .. } => self.books.delete(*order).map(drop).map_err(book)?,
-            Message::Replaced { order, price, qty, .. } => {
+            Message::Deleted { order, instrument, .. } => {
+                self.check_instrument(sequence, *order, *instrument)?;
+                self.books.delete(*order).map(drop).map_err(book)?
+            }
+            Message::Replaced { order, instrument, price, qty, .. } => {
+                self.check_instrument(sequence, *order, *instrument)?;
                 self.books.replace(*order, *price, *qty).map_err(book)?
             }
             Message::Trade { .. } => self.counters.trades += 1,
@@ -344,6 +350,21 @@ impl Rebuilder {
         }
         self.counters.applied += 1;
         Ok(())
+    }
+
+    /// A message about `order` names the instrument the order rests on.
+    fn check_instrument(
+        &self,
+        sequence: u64,
+        order: u64,
+        instrument: InstrumentId,
+    ) -> Result<(), RebuildError> {
+        match self.books.order(order) {
+            Some(entry) if entry.instrument != instrument => {
+                Err(RebuildError::Book { sequence, error: BookError::UnknownOrder(order) })
+            }
+            _ => Ok(()),
+        }
     }
 
     fn instrument_entry(&mut self, instrument: InstrumentId) -> &mut Option<Instrument> {

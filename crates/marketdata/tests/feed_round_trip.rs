@@ -409,6 +409,14 @@ fn a_snapshot_alone_is_the_books_and_bad_snapshots_are_refused() {
     truncated.pop();
     assert!(Rebuilder::starting_at(0).apply_snapshot(&truncated).is_err());
     assert!(Rebuilder::starting_at(0).apply_snapshot(&snapshot[1..]).is_err());
+    // A message naming an order's instrument wrongly is found, not applied.
+    let mut misnamed = Rebuilder::starting_at(0);
+    misnamed.apply_snapshot(&snapshot).unwrap();
+    let (order, _, _) = canonical(misnamed.books())[0].2[0];
+    let next = misnamed.next();
+    let wrong = Message::Deleted { seq: 1, ts: 1, order, instrument: InstrumentId(9) };
+    assert!(misnamed.on_message(next, wrong).is_err());
+    assert!(misnamed.books().order(order).is_some());
     // A wrong Bbo in the stream is found, not ignored.
     let mut checked = Rebuilder::starting_at(0);
     checked.apply_snapshot(&snapshot).unwrap();

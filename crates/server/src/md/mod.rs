@@ -11,7 +11,6 @@ pub mod channels;
 pub mod listen;
 pub mod services;
 
-use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -89,20 +88,67 @@ pub struct FeedFigures {
     pub snapshots: std::sync::atomic::AtomicU64,
 }
 
-/// The messages kept for retransmission, encoded, by sequence number.
+/// Bytes of a history slot: the longest message layout fits (checked in a test).
+const SLOT_BYTES: usize = 64;
+
+/// The messages kept for retransmission, encoded, by sequence number: a ring of fixed
+/// slots, grown up to `capacity` and then reused, so keeping a message allocates
+/// nothing.
 struct History {
+    /// The sequence number of the oldest message held.
     first: u64,
-    messages: VecDeque<Vec<u8>>,
+    slots: Vec<([u8; SLOT_BYTES], u8)>,
+    /// Where the oldest message is in `slots`.
+    head: usize,
+    len: usize,
     capacity: usize,
 }
 
 impl History {
-    fn push(&mut self, message: Vec<u8>) {
-        if self.messages.len() == self.capacity {
-            self.messages.pop_front();
-            self.first += 1;
+    fn new(first: u64, capacity: usize) -> History {
+        History { first, slots: Vec::new(), head: 0, len: 0, capacity: capacity.max(1) }
+    }
+
+    /// One past the newest sequence number held.
+    fn end(&self) -> u64 {
+        self.first + self.len as u64
+    }
+
+    fn push(&mut self, message: &[u8]) {
+        let mut slot = [0u8; SLOT_BYTES];
+        let length = message.len().min(SLOT_BYTES);
+        slot[..length].copy_from_slice(&message[..length]);
+        let entry = (slot, length as u8);
+        if self.slots.len() < self.capacity {
+            self.slots.push(entry);
+            self.len += 1;
+        } else {
+            let at = (self.head + self.len) % self.capacity;
+            self.slots[at] = entry;
+            if self.len == self.capacity {
+                self.head = (self.head + 1) % self.capacity;
+                self.first += 1;
+            } else {
+                self.len += 1;
+            }
         }
-        self.messages.push_back(message);
+    }
+
+    fn get(&self, sequence: u64) -> Option<&[u8]> {
+        if sequence < self.first || sequence >= self.end() {
+            return None;
+        }
+        let at = (self.head + (sequence - self.first) as usize) % self.slots.len();
+        let (bytes, length) = &self.slots[at];
+        Some(&bytes[..usize::from(*length)])
+    }
+}
+
+/// Sends one packet on the feed's socket, counting it (and a refusal).
+fn send_packet(socket: &UdpSocket, destination: SocketAddr, figures: &FeedFigures, packet: &[u8]) {
+    figures.packets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if socket.send_to(packet, destination).is_err() {
+        figures.send_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -125,6 +171,8 @@ pub struct Publisher {
     channels: channels::Channels,
     /// The engine's last applied command when the books were seeded (`seed`).
     seeded_seq: u64,
+    /// Where each message is encoded on its way to the history and a packet.
+    scratch: Vec<u8>,
 }
 
 /// A session name unique to this start: `B` and the start time in milliseconds, in
@@ -170,11 +218,7 @@ impl Publisher {
             writer: PacketWriter::new(session, 1),
             socket: feed_socket(config)?,
             destination: config.multicast,
-            history: History {
-                first: 1,
-                messages: VecDeque::new(),
-                capacity: config.history_messages.max(1),
-            },
+            history: History::new(1, config.history_messages),
             candles: Candles::default(),
             heartbeat: Duration::from_millis(config.heartbeat_ms.max(1)),
             last_sent: Instant::now(),
@@ -183,6 +227,7 @@ impl Publisher {
             last_ts: 0,
             channels: channels::Channels::default(),
             seeded_seq: 0,
+            scratch: Vec::with_capacity(SLOT_BYTES),
         })
     }
 
@@ -393,19 +438,16 @@ impl Publisher {
 
     fn retransmit(&self, first: u64, count: u64) -> Vec<Vec<u8>> {
         let session = self.writer.session();
-        let held_end = self.history.first + self.history.messages.len() as u64;
         if first < self.history.first {
             return vec![mold::header(&session, self.history.first, RANGE_GONE).to_vec()];
         }
-        let end = first.saturating_add(count.min(RETRANSMIT_MESSAGES_MAX)).min(held_end);
+        let end = first.saturating_add(count.min(RETRANSMIT_MESSAGES_MAX)).min(self.history.end());
         let mut packets = Vec::new();
-        if first >= end {
-            return packets;
-        }
         let mut writer = PacketWriter::new(session, first);
         for sequence in first..end {
-            let message = &self.history.messages[(sequence - self.history.first) as usize];
-            writer.push(message, |packet| packets.push(packet.to_vec()));
+            if let Some(message) = self.history.get(sequence) {
+                writer.push(message, |packet| packets.push(packet.to_vec()));
+            }
         }
         writer.flush(|packet| packets.push(packet.to_vec()));
         packets
@@ -486,15 +528,23 @@ impl Publisher {
     /// Numbers, keeps and sends the messages made so far.
     fn publish(&mut self) {
         let messages = std::mem::take(&mut self.messages);
-        let mut outgoing: Vec<Vec<u8>> = Vec::new();
+        let Publisher { writer, socket, destination, history, figures, scratch, .. } = self;
+        let mut sent = 0usize;
         for message in &messages {
-            let bytes = message.to_bytes();
-            self.writer.push(&bytes, |packet| outgoing.push(packet.to_vec()));
-            self.history.push(bytes);
+            scratch.clear();
+            message.encode(scratch);
+            history.push(scratch);
+            writer.push(scratch, |packet| {
+                send_packet(socket, *destination, figures, packet);
+                sent += 1;
+            });
         }
-        self.writer.flush(|packet| outgoing.push(packet.to_vec()));
-        for packet in &outgoing {
-            self.send(packet);
+        writer.flush(|packet| {
+            send_packet(socket, *destination, figures, packet);
+            sent += 1;
+        });
+        if sent > 0 {
+            self.last_sent = Instant::now();
         }
         self.figures
             .messages
@@ -513,10 +563,7 @@ impl Publisher {
 
     fn send(&mut self, packet: &[u8]) {
         self.last_sent = Instant::now();
-        self.figures.packets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if self.socket.send_to(packet, self.destination).is_err() {
-            self.figures.send_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
+        send_packet(&self.socket, self.destination, &self.figures, packet);
     }
 }
 
@@ -537,4 +584,31 @@ pub fn spawn(
     let mut publisher = Publisher::new(state, config, session, figures)?;
     publisher.seed()?;
     std::thread::Builder::new().name("bourse-md".into()).spawn(move || publisher.run(inputs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_fits_a_history_slot() {
+        for kind in 0..=255u8 {
+            if let Some(length) = bourse_marketdata::message::layout_len(kind) {
+                assert!(length <= SLOT_BYTES, "{:?} is {length} bytes", kind as char);
+            }
+        }
+    }
+
+    #[test]
+    fn the_history_keeps_the_newest_messages_in_order_and_forgets_the_oldest() {
+        let mut history = History::new(1, 3);
+        for value in 1..=5u8 {
+            history.push(&[value; 3]);
+        }
+        assert_eq!((history.first, history.end()), (3, 6));
+        assert_eq!(history.get(2), None);
+        assert_eq!(history.get(3), Some(&[3u8; 3][..]));
+        assert_eq!(history.get(5), Some(&[5u8; 3][..]));
+        assert_eq!(history.get(6), None);
+    }
 }
