@@ -12,21 +12,39 @@ struct Served {
     child: Child,
     http: String,
     tcp: String,
+    /// The market-data feed: multicast group, snapshot and retransmission addresses.
+    feed: (String, String, String),
 }
 
 fn serve(data_dir: &std::path::Path) -> Served {
+    // A group and port of its own, so that parallel tests' feeds do not mix.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let multicast = format!("239.255.78.{}:{port}", 1 + port % 250);
     let mut child = bourse()
         .args(["serve", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--md-snapshot"])
-        .args(["127.0.0.1:0", "--md-retransmit", "127.0.0.1:0", "--data-dir"])
+        .args(["127.0.0.1:0", "--md-retransmit", "127.0.0.1:0", "--md-multicast", &multicast])
+        .arg("--data-dir")
         .arg(data_dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut http, mut tcp) = (String::new(), String::new());
+    let (mut http, mut tcp, mut feed) = (String::new(), String::new(), Default::default());
     for line in lines.by_ref() {
         let line = line.unwrap();
+        // "... to udp://G:P via I; snapshots on tcp://S, retransmissions on udp://R"
+        if line.starts_with("bourse: market data") {
+            let after = |marker: &str| {
+                let rest = &line[line.find(marker).unwrap() + marker.len()..];
+                rest.split([' ', ',', ';']).next().unwrap().to_string()
+            };
+            feed = (
+                after("to udp://"),
+                after("snapshots on tcp://"),
+                after("retransmissions on udp://"),
+            );
+        }
         if let Some(rest) = line.strip_prefix("bourse: serving REST and WebSocket on http://") {
             http = rest.split_whitespace().next().unwrap().to_string();
         }
@@ -37,7 +55,7 @@ fn serve(data_dir: &std::path::Path) -> Served {
             break;
         }
     }
-    Served { child, http, tcp }
+    Served { child, http, tcp, feed }
 }
 
 #[test]
@@ -437,4 +455,36 @@ fn bursts_send_faster_at_the_start_of_each_period() {
     let _ = sink.wait();
     assert_eq!((results["sent"].as_u64(), results["ok"].as_u64()), (Some(1_800), Some(1_800)));
     assert_eq!(results["burst"]["factor"], 5.0, "{results}");
+}
+
+#[test]
+fn the_reference_subscriber_rebuilds_the_books_through_a_load_run_and_verifies_them() {
+    let directory = tempfile::tempdir().unwrap();
+    let data_dir = directory.path().join("data");
+    let mut served = serve(&data_dir);
+    let (multicast, snapshot, retransmit) = served.feed.clone();
+    let listener = bourse()
+        .args(["md", "listen", "--multicast", &multicast, "--snapshot", &snapshot])
+        .args(["--retransmit", &retransmit, "--duration", "4", "--drop-percent", "10"])
+        .args(["--quiet", "--verify", &served.http])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let load = bourse()
+        .args(["loadgen", "--http", &served.http, "--tcp", &served.tcp, "--admin-key-file"])
+        .arg(data_dir.join("server/admin.key"))
+        .args(["--rate", "2000", "--duration", "2", "--connections", "2"])
+        .args(["--profile", "maker-taker", "--symbols", "2"])
+        .output()
+        .unwrap();
+    assert!(load.status.success(), "{}", String::from_utf8_lossy(&load.stderr));
+    let listener = listener.wait_with_output().unwrap();
+    served.child.kill().unwrap();
+    let _ = served.child.wait();
+    let stdout = String::from_utf8_lossy(&listener.stdout);
+    assert!(listener.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&listener.stderr));
+    assert!(stdout.contains("equal") && !stdout.contains("DIFFERENT"), "{stdout}");
+    assert!(stdout.lines().filter(|line| line.contains("verify LG-")).count() >= 4, "{stdout}");
+    assert!(stdout.contains("retransmission requests"), "{stdout}");
 }
