@@ -44,15 +44,7 @@ pub struct Candle {
 
 impl Candle {
     fn opening(start_ns: u64, price: Price, qty: Qty) -> Candle {
-        Candle {
-            start_ns,
-            open: price,
-            high: price,
-            low: price,
-            close: price,
-            volume: qty,
-            trades: 1,
-        }
+        Candle { volume: qty, trades: 1, ..Candle::empty(start_ns, price) }
     }
 
     fn empty(start_ns: u64, price: Price) -> Candle {

@@ -28,7 +28,6 @@ use tokio::sync::{mpsc, watch};
 
 use crate::entry::{Answer, InFlight, Work};
 use crate::link::Lane;
-use crate::metrics::RouteMetrics;
 use crate::rest::error::{ApiError, ApiResult};
 use crate::rest::trading::{amend_values, order_from_request, AmendRequest, OrderRequest};
 use crate::rest::{parse_body, Shared};
@@ -230,7 +229,7 @@ struct Connection {
     written: usize,
     /// When the socket last took something while bytes were waiting (or they began to).
     write_waiting_since: Option<Instant>,
-    route_metrics: Vec<(Route, u16, RouteMetrics)>,
+    route_metrics: crate::metrics::RouteCache,
 }
 
 impl Connection {
@@ -249,7 +248,7 @@ impl Connection {
             output: Vec::new(),
             written: 0,
             write_waiting_since: None,
-            route_metrics: Vec::new(),
+            route_metrics: crate::metrics::RouteCache::default(),
         }
     }
 
@@ -397,18 +396,8 @@ impl Connection {
     }
 
     fn observe(&mut self, route: Route, status: u16, took: Duration) {
-        let known = self.route_metrics.iter().find(|(known_route, known_status, _)| {
-            *known_route == route && *known_status == status
-        });
-        let metrics = match known {
-            Some((_, _, metrics)) => metrics.clone(),
-            None => {
-                let metrics = self.state.metrics.route("http", route.name(), status);
-                self.route_metrics.push((route, status, metrics.clone()));
-                metrics
-            }
-        };
-        metrics.observe(took.as_secs_f64());
+        let route = ("http", route.name());
+        self.route_metrics.observe(&self.state.metrics, route, status, took.as_secs_f64());
     }
 }
 

@@ -149,6 +149,40 @@ impl Metrics {
     }
 }
 
+/// A connection's `/metrics` handles by route and status, each looked up once (a
+/// connection answers few distinct pairs, so a short list beats a map).
+#[derive(Default)]
+pub struct RouteCache {
+    known: Vec<(&'static str, u16, RouteMetrics)>,
+}
+
+impl RouteCache {
+    /// Counts one answered request of `protocol`'s `route` with `status`.
+    pub fn observe(
+        &mut self,
+        metrics: &Metrics,
+        (protocol, route): (&'static str, &'static str),
+        status: u16,
+        seconds: f64,
+    ) {
+        let known = self
+            .known
+            .iter()
+            .find(|(known, known_status, _)| *known == route && *known_status == status);
+        let handles = match known {
+            Some((_, _, handles)) => handles,
+            None => {
+                self.known.push((route, status, metrics.route(protocol, route, status)));
+                match self.known.last() {
+                    Some((_, _, handles)) => handles,
+                    None => return,
+                }
+            }
+        };
+        handles.observe(seconds);
+    }
+}
+
 /// What `Metrics::route` returns: counts one answered request.
 #[derive(Clone, Debug)]
 pub struct RouteMetrics {

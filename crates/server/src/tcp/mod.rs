@@ -38,7 +38,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::link::Lane;
-use crate::metrics::RouteMetrics;
 use crate::render::InstrumentInfo;
 use crate::rest::auth::{Caller, Signed};
 use crate::rest::Shared;
@@ -166,7 +165,7 @@ struct Connection {
     /// Frames queued at most before the client counts as not reading.
     output_frames_max: usize,
     /// `/metrics` handles by route and status, looked up once.
-    route_metrics: Vec<(Route, u16, RouteMetrics)>,
+    route_metrics: crate::metrics::RouteCache,
 }
 
 /// What the connection's loop keeps of the socket's input.
@@ -204,7 +203,7 @@ impl Connection {
             waiting: VecDeque::new(),
             output: Output::default(),
             output_frames_max: queue,
-            route_metrics: Vec::new(),
+            route_metrics: crate::metrics::RouteCache::default(),
         };
         let opened = Instant::now();
         let mut input =
@@ -537,18 +536,8 @@ impl Connection {
 
     /// Counts an answered request in `/metrics`.
     fn observe(&mut self, route: Route, status: u16, took: Duration) {
-        let known = self.route_metrics.iter().find(|(known_route, known_status, _)| {
-            *known_route == route && *known_status == status
-        });
-        let metrics = match known {
-            Some((_, _, metrics)) => metrics.clone(),
-            None => {
-                let metrics = self.state.metrics.route("tcp", route.name(), status);
-                self.route_metrics.push((route, status, metrics.clone()));
-                metrics
-            }
-        };
-        metrics.observe(took.as_secs_f64());
+        let route = ("tcp", route.name());
+        self.route_metrics.observe(&self.state.metrics, route, status, took.as_secs_f64());
     }
 
     async fn status(&mut self, request_id: u64, client_order_id: &str) {
