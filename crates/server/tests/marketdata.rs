@@ -237,3 +237,40 @@ fn after_a_restart_the_feed_starts_from_the_recovered_books() {
     let metrics = String::from_utf8(metrics).unwrap();
     assert!(metrics.lines().any(|line| line == "bourse_md_inconsistencies_total 0"), "{metrics}");
 }
+
+/// The retransmission service ignores what is not a request of its session (wrong
+/// length, another session, a count of 0) and goes on answering real ones; the
+/// snapshot service answers a client that sends nothing.
+#[test]
+fn the_recovery_services_ignore_bad_requests_and_keep_answering() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    server.declare_btc_usd();
+    let seller = server.trader("seller", &[("BTC", "100")]);
+    let (status, _) = seller.post("/v1/orders", &order("sell", "100", "1", "x1"));
+    assert_eq!(status, 200);
+    let feed = addresses(&server);
+    let session = bourse_marketdata::mold::session(
+        &server.server.as_ref().unwrap().notes.market_data.clone().unwrap().session,
+    );
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut buffer = [0u8; 2048];
+    for bad in [
+        b"hello".to_vec(),
+        bourse_marketdata::mold::header(&bourse_marketdata::mold::session("OTHER"), 1, 5).to_vec(),
+        bourse_marketdata::mold::header(&session, 1, 0).to_vec(),
+        [bourse_marketdata::mold::header(&session, 1, 5).as_slice(), b"extra"].concat(),
+    ] {
+        socket.send_to(&bad, feed.retransmit).unwrap();
+        assert!(socket.recv_from(&mut buffer).is_err(), "an answer to {bad:?}");
+    }
+    socket.send_to(&bourse_marketdata::mold::header(&session, 1, 3), feed.retransmit).unwrap();
+    let (length, _) = socket.recv_from(&mut buffer).unwrap();
+    let packet = bourse_marketdata::mold::Packet::parse(&buffer[..length]).unwrap();
+    assert_eq!((packet.sequence, packet.messages.len()), (1, 3));
+    let snapshot = bourse_server::md::listen::fetch_snapshot(feed.snapshot).unwrap();
+    assert!(snapshot
+        .iter()
+        .any(|message| matches!(message, bourse_marketdata::message::Message::AddOrder { .. })));
+}
