@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::ids::{AccountId, ClientOrderId};
@@ -132,7 +132,10 @@ pub async fn place_order(
     let request: OrderRequest = parse_body(&body)?;
     let (client_id, order) = order_from_request(&request, &account)?;
     let reply = state.link.submit(&Command::Order(order.clone())).await?;
-    Ok(ok(placed_answer(&state, &account, &client_id, &order, &reply).await?))
+    let fields = placed_answer_fields(&state, &account, &client_id, &order, &reply).await?;
+    let body = crate::entry::Answer::Placed(fields).into_rest_body();
+    Ok((axum::http::StatusCode::OK, [(axum::http::header::CONTENT_TYPE, "application/json")], body)
+        .into_response())
 }
 
 /// An order request checked and made into its command for `account`, with its client
@@ -146,23 +149,10 @@ pub(crate) fn order_from_request(
     Ok((client_id, order))
 }
 
-/// What a placed order answers, from the engine's reply to `order`: `{"order", "fills"}`,
-/// or the rejection (`duplicate_id` with the order the id names).
-pub(crate) async fn placed_answer(
-    state: &Shared,
-    account: &str,
-    client_id: &str,
-    order: &OrderCommand<'_>,
-    reply: &Reply,
-) -> ApiResult<Value> {
-    let (reference, placed) = placed(state, account, client_id, order, reply).await?;
-    let fills: Vec<Value> = placed.fills.iter().map(|fill| fill_json(&reference, fill)).collect();
-    Ok(json!({ "order": order_json(&reference, &placed.record), "fills": fills }))
-}
-
-/// `placed_answer`'s object as text, without its braces (`"fills":[…],"order":{…}`),
-/// written straight from the order and fills: for answers that add fields of their own
-/// around it (WebSocket's `ack`) without building a JSON tree first.
+/// What a placed order answers, from the engine's reply to `order`, as text without
+/// its braces (`"fills":[…],"order":{…}`), written straight from the order and fills:
+/// REST wraps it in braces, WebSocket's `ack` adds its own fields; or the rejection
+/// (`duplicate_id` with the order the id names).
 pub(crate) async fn placed_answer_fields(
     state: &Shared,
     account: &str,
