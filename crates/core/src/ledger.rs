@@ -5,6 +5,10 @@
 //! `sum(available + held) + fees == net deposits`; every method states its move in
 //! those terms. Whether a move is allowed (enough funds, a hold that fits) is decided by
 //! the caller before it moves anything; the ledger asserts it.
+//!
+//! A ledger can also record its moves (`record_changes`), for whoever keeps every
+//! balance change with its cause (the history): recording changes nothing of the state,
+//! snapshots do not carry it, and a ledger that does not record pays one branch per move.
 
 use compact_str::CompactString;
 use hashbrown::HashTable;
@@ -16,6 +20,64 @@ use crate::num::Amount;
 pub struct Balance {
     pub available: Amount,
     pub held: Amount,
+}
+
+/// What a recorded balance change did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BalanceMove {
+    /// Outside money in: available up.
+    Deposit,
+    /// Money out: available down.
+    Withdrawal,
+    /// available -> held, for an order (or an amend that raised its hold).
+    Hold,
+    /// held -> available: an order's unused hold given back.
+    Release,
+    /// held down: paid to the other side of a fill.
+    Pay,
+    /// available up: received from the other side of a fill, less `fee`.
+    Receive,
+}
+
+impl BalanceMove {
+    pub fn code(self) -> &'static str {
+        match self {
+            BalanceMove::Deposit => "deposit",
+            BalanceMove::Withdrawal => "withdrawal",
+            BalanceMove::Hold => "hold",
+            BalanceMove::Release => "release",
+            BalanceMove::Pay => "pay",
+            BalanceMove::Receive => "receive",
+        }
+    }
+}
+
+/// One recorded move of one account's balance of one asset (`Ledger::record_changes`).
+/// For every asset, the changes of a command sum to what it moved in or out:
+/// `sum(available_delta + held_delta + fee) == deposits - withdrawals`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BalanceChange {
+    pub account: AccountId,
+    pub asset: AssetId,
+    pub movement: BalanceMove,
+    pub available_delta: Amount,
+    pub held_delta: Amount,
+    /// What the exchange kept of a `Receive` (the fee); zero for every other move.
+    pub fee: Amount,
+    /// The balance right after this change.
+    pub after: Balance,
+    /// The fill it settles: its position (1, 2, ...) among the trades of the command,
+    /// in the order of their `trade` events; 0 for a move that settles no fill.
+    pub trade: u32,
+}
+
+/// The moves recorded since the last `take_changes`.
+#[derive(Debug, Default)]
+struct Recorder {
+    changes: Vec<BalanceChange>,
+    /// Fills begun since the last `take_changes`.
+    fills: u32,
+    in_fill: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -36,6 +98,8 @@ pub struct Ledger {
     balance_columns: Vec<Vec<Balance>>,
     fees: Vec<Amount>,
     net_deposits: Vec<Amount>,
+    /// Set while the ledger records its moves.
+    recorder: Option<Box<Recorder>>,
 }
 
 impl Ledger {
@@ -131,6 +195,72 @@ impl Ledger {
         self.net_deposits(asset).checked_add(amount).is_some()
     }
 
+    // ----- recording the moves (for the history) -----
+
+    /// Starts (`true`) or stops recording every move of money; stopping drops what was
+    /// recorded.
+    pub fn record_changes(&mut self, on: bool) {
+        self.recorder = on.then(Box::default);
+    }
+
+    pub fn records_changes(&self) -> bool {
+        self.recorder.is_some()
+    }
+
+    /// The moves recorded since the last call, in the order they happened; the next
+    /// fill counts from 1 again. Empty when not recording.
+    pub fn take_changes(&mut self, into: &mut Vec<BalanceChange>) {
+        if let Some(recorder) = self.recorder.as_deref_mut() {
+            into.append(&mut recorder.changes);
+            recorder.fills = 0;
+            recorder.in_fill = false;
+        }
+    }
+
+    /// The moves from here to `end_fill` settle the next fill of the command.
+    #[inline]
+    pub(crate) fn begin_fill(&mut self) {
+        if let Some(recorder) = self.recorder.as_deref_mut() {
+            recorder.fills += 1;
+            recorder.in_fill = true;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn end_fill(&mut self) {
+        if let Some(recorder) = self.recorder.as_deref_mut() {
+            recorder.in_fill = false;
+        }
+    }
+
+    #[inline]
+    fn record(
+        &mut self,
+        account: AccountId,
+        asset: AssetId,
+        movement: BalanceMove,
+        deltas: (Amount, Amount),
+        fee: Amount,
+    ) {
+        let Some(recorder) = self.recorder.as_deref_mut() else { return };
+        let (available_delta, held_delta) = deltas;
+        if available_delta.0 == 0 && held_delta.0 == 0 && fee.0 == 0 {
+            return;
+        }
+        let after = self.balance_columns[asset.index()][account.index()];
+        let trade = if recorder.in_fill { recorder.fills } else { 0 };
+        recorder.changes.push(BalanceChange {
+            account,
+            asset,
+            movement,
+            available_delta,
+            held_delta,
+            fee,
+            after,
+            trade,
+        });
+    }
+
     // ----- rebuilding from a snapshot (`snapshot`) -----
     // These set state outright instead of moving money, so they do not keep
     // conservation by themselves: the snapshot decoder checks it once everything is set.
@@ -166,6 +296,7 @@ impl Ledger {
         let account = self.find_or_create_account(name);
         self.balance_mut(account, asset).available += amount;
         self.net_deposits[asset.index()] += amount;
+        self.record(account, asset, BalanceMove::Deposit, (amount, Amount::ZERO), Amount::ZERO);
     }
 
     /// Money out: available -= amount, net deposits -= amount.
@@ -174,6 +305,8 @@ impl Ledger {
         assert!(amount.0 > 0 && amount <= balance.available, "withdrawal was checked");
         balance.available -= amount;
         self.net_deposits[asset.index()] -= amount;
+        let deltas = (Amount::ZERO - amount, Amount::ZERO);
+        self.record(account, asset, BalanceMove::Withdrawal, deltas, Amount::ZERO);
     }
 
     /// available -> held.
@@ -182,6 +315,13 @@ impl Ledger {
         assert!(amount.0 >= 0 && amount <= balance.available, "hold was checked");
         balance.available -= amount;
         balance.held += amount;
+        self.record(
+            account,
+            asset,
+            BalanceMove::Hold,
+            (Amount::ZERO - amount, amount),
+            Amount::ZERO,
+        );
     }
 
     /// held -> available.
@@ -190,6 +330,13 @@ impl Ledger {
         debug_assert!(amount.0 >= 0 && amount <= balance.held, "release more than held");
         balance.held -= amount;
         balance.available += amount;
+        self.record(
+            account,
+            asset,
+            BalanceMove::Release,
+            (amount, Amount::ZERO - amount),
+            Amount::ZERO,
+        );
     }
 
     /// Pays `amount` out of `payer`'s held into `receiver`'s available, less `fee`,
@@ -206,7 +353,15 @@ impl Ledger {
         let payer_balance = self.balance_mut(payer, asset);
         debug_assert!(amount <= payer_balance.held, "pay more than held");
         payer_balance.held -= amount;
+        self.record(
+            payer,
+            asset,
+            BalanceMove::Pay,
+            (Amount::ZERO, Amount::ZERO - amount),
+            Amount::ZERO,
+        );
         self.balance_mut(receiver, asset).available += amount - fee;
         self.fees[asset.index()] += fee;
+        self.record(receiver, asset, BalanceMove::Receive, (amount - fee, Amount::ZERO), fee);
     }
 }

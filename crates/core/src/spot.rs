@@ -120,9 +120,11 @@ impl SpotRules {
         debug_assert!(paid <= buyer_hold_used);
         let buyer_fee = self.fee(base_delivered.0, buyer.is_taker);
         let seller_fee = self.fee(paid.0, seller.is_taker);
+        ledger.begin_fill();
         ledger.release(buyer.account, self.quote, buyer_hold_used - paid);
         ledger.pay_from_held(buyer.account, seller.account, self.quote, paid, seller_fee);
         ledger.pay_from_held(seller.account, buyer.account, self.base, base_delivered, buyer_fee);
+        ledger.end_fill();
         (buyer_fee, seller_fee)
     }
 }

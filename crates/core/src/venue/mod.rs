@@ -43,6 +43,7 @@ use crate::command::{AccountRef, Command, Side, TimeInForce};
 use crate::event::{BookNote, CommandOrderKey, Event, RejectReason};
 use crate::exchange::Exchange;
 use crate::ids::{ClientOrderId, InstrumentId};
+use crate::ledger::BalanceChange;
 use crate::num::Qty;
 use activity::NewOrder;
 use compact_str::CompactString;
@@ -179,6 +180,18 @@ impl Venue {
             }),
             _ => None,
         }
+    }
+
+    /// Starts (`true`) or stops recording every balance change (`Ledger::record_changes`),
+    /// for the history; the state and the events are the same either way.
+    pub fn record_balance_changes(&mut self, on: bool) {
+        self.exchange.ledger_mut().record_changes(on);
+    }
+
+    /// The balance changes recorded since the last call (see `record_balance_changes`),
+    /// appended to `into` in the order they happened.
+    pub fn take_balance_changes(&mut self, into: &mut Vec<BalanceChange>) {
+        self.exchange.ledger_mut().take_changes(into);
     }
 
     /// The exchange and the activity; the halts and the limit are dropped (read them

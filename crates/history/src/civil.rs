@@ -1,0 +1,45 @@
+//! Calendar arithmetic on the engine's clock (ns since the Unix epoch, UTC): the date
+//! a row is partitioned under. Howard Hinnant's `civil_from_days`, so no calendar crate
+//! is needed for one conversion.
+
+pub const NS_PER_DAY: u64 = 86_400_000_000_000;
+pub const NS_PER_MINUTE: u64 = 60_000_000_000;
+
+/// The day number (days since 1970-01-01) of `ns`.
+pub fn day_of(ns: u64) -> u32 {
+    (ns / NS_PER_DAY) as u32
+}
+
+/// `YYYY-MM-DD` of day number `day`.
+pub fn date_text(day: u32) -> String {
+    let (year, month, day) = civil_from_days(i64::from(day));
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let shifted = days + 719_468;
+    let era = shifted.div_euclid(146_097);
+    let day_of_era = shifted.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_of_known_days() {
+        assert_eq!(date_text(0), "1970-01-01");
+        assert_eq!(date_text(day_of(951_782_400 * 1_000_000_000)), "2000-02-29");
+        assert_eq!(date_text(day_of(1_795_478_400 * 1_000_000_000)), "2026-11-24");
+        assert_eq!(date_text(day_of(1_795_564_799 * 1_000_000_000)), "2026-11-24");
+        assert_eq!(date_text(day_of(4_102_444_800 * 1_000_000_000)), "2100-01-01");
+    }
+}

@@ -1,0 +1,208 @@
+//! The history's files on disk: one directory per table, partitioned Hive-style by
+//! date and instrument (the ledger by date and asset), and in each partition one
+//! Parquet file per commit that had rows for it, named by the commit's range of
+//! sequence numbers:
+//!
+//! ```text
+//! history/tables/trades/date=2026-11-24/instrument=BTC-USD/part-00000000000000000001-00000000000000052311.parquet
+//! ```
+//!
+//! A file is written to a temporary name, synced, renamed and its directory synced,
+//! so a crash leaves whole files or none. Files of a commit whose checkpoint was never
+//! written (their range starts after the committed seq) are removed when the history
+//! opens (`remove_uncommitted`): the journal gives their rows again.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+use crate::civil::date_text;
+use crate::derive::Partition;
+use crate::tables::Table;
+
+/// Rows per row group, at most: large enough for fast scans, small enough that a
+/// lookup reads little.
+pub const ROW_GROUP_ROWS: usize = 256 * 1024;
+
+pub fn tables_dir(history_dir: &Path) -> PathBuf {
+    history_dir.join("tables")
+}
+
+/// A partition value as a path segment: letters, digits, `-`, `_` and `.` as they
+/// are (not leading `.`), every other byte as `%XX` (how Hive, pyarrow and DuckDB
+/// write them).
+pub fn escape_segment(value: &str) -> String {
+    let mut escaped = String::with_capacity(value.len());
+    for (index, byte) in value.bytes().enumerate() {
+        let plain = byte.is_ascii_alphanumeric()
+            || byte == b'-'
+            || byte == b'_'
+            || (byte == b'.' && index > 0);
+        if plain {
+            escaped.push(byte as char);
+        } else {
+            escaped.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    if escaped.is_empty() {
+        escaped.push_str("%00");
+    }
+    escaped
+}
+
+pub fn partition_dir(history_dir: &Path, table: Table, partition: &Partition) -> PathBuf {
+    tables_dir(history_dir)
+        .join(table.name())
+        .join(format!("date={}", date_text(partition.day)))
+        .join(format!("{}={}", table.partition_column(), escape_segment(&partition.key)))
+}
+
+pub fn part_name(first_seq: u64, last_seq: u64) -> String {
+    format!("part-{first_seq:020}-{last_seq:020}.parquet")
+}
+
+/// The range of a part file's name.
+pub fn parse_part_name(name: &str) -> Option<(u64, u64)> {
+    let range = name.strip_prefix("part-")?.strip_suffix(".parquet")?;
+    let (first, last) = range.split_once('-')?;
+    Some((first.parse().ok()?, last.parse().ok()?))
+}
+
+fn writer_properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
+        .set_dictionary_enabled(true)
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_created_by(format!("bourse {}", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// Writes `batch` as the part file of `range` in `dir` (created if needed): whole
+/// and synced, or not at all. Returns the file's path and size.
+pub fn write_part(
+    dir: &Path,
+    range: (u64, u64),
+    batch: &RecordBatch,
+) -> io::Result<(PathBuf, u64)> {
+    let created = !dir.exists();
+    fs::create_dir_all(dir)?;
+    let name = part_name(range.0, range.1);
+    let final_path = dir.join(&name);
+    let temporary = dir.join(format!(".{name}.tmp"));
+    let file = File::create(&temporary)?;
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(writer_properties()))
+        .map_err(io::Error::other)?;
+    writer.write(batch).map_err(io::Error::other)?;
+    let file = writer.into_inner().map_err(io::Error::other)?;
+    file.sync_all()?;
+    let bytes = file.metadata()?.len();
+    drop(file);
+    fs::rename(&temporary, &final_path)?;
+    sync_dir(dir)?;
+    if created {
+        // New directories must survive a crash too: sync each parent up to the table's.
+        let mut parent = dir.parent();
+        for _ in 0..3 {
+            if let Some(path) = parent {
+                sync_dir(path)?;
+                parent = path.parent();
+            }
+        }
+    }
+    Ok((final_path, bytes))
+}
+
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Every part file under the tables, with its range.
+pub fn part_files(history_dir: &Path) -> io::Result<Vec<(PathBuf, (u64, u64))>> {
+    let mut found = Vec::new();
+    let root = tables_dir(history_dir);
+    if !root.exists() {
+        return Ok(found);
+    }
+    let mut stack = vec![root];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                stack.push(path);
+            } else if let Some(range) =
+                path.file_name().and_then(|name| name.to_str()).and_then(parse_part_name)
+            {
+                found.push((path, range));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Removes the part files of commits after `committed_seq`, and temporary files:
+/// what a crash left between writing a commit's files and its checkpoint. Returns
+/// how many files went.
+pub fn remove_uncommitted(history_dir: &Path, committed_seq: u64) -> io::Result<usize> {
+    let mut removed = 0;
+    let root = tables_dir(history_dir);
+    if !root.exists() {
+        return Ok(0);
+    }
+    let mut stack = vec![root];
+    while let Some(dir) = stack.pop() {
+        let mut changed = false;
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let uncommitted = match parse_part_name(&name) {
+                Some((first, _)) => first > committed_seq,
+                None => name.starts_with(".part-") && name.ends_with(".tmp"),
+            };
+            if uncommitted {
+                fs::remove_file(&path)?;
+                removed += 1;
+                changed = true;
+            }
+        }
+        if changed {
+            sync_dir(&dir)?;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_escape_what_paths_and_hive_cannot_hold() {
+        assert_eq!(escape_segment("BTC-USD"), "BTC-USD");
+        assert_eq!(escape_segment("BTC/USD"), "BTC%2FUSD");
+        assert_eq!(escape_segment("a=b c"), "a%3Db%20c");
+        assert_eq!(escape_segment(".."), "%2E.");
+        assert_eq!(escape_segment(""), "%00");
+    }
+
+    #[test]
+    fn part_names_round_trip() {
+        let name = part_name(1, 52_311);
+        assert_eq!(name, "part-00000000000000000001-00000000000000052311.parquet");
+        assert_eq!(parse_part_name(&name), Some((1, 52_311)));
+        assert_eq!(parse_part_name("part-1.parquet"), None);
+    }
+}

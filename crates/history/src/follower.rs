@@ -1,0 +1,639 @@
+//! The history's follower: a copy of the state machine that reads the durable journal,
+//! derives each command's rows (`derive`) and commits them as Parquet files, the
+//! lookups (`index`) and a checkpoint, exactly once across crashes.
+//!
+//! Exactly once, by sequence number: a commit covers the commands
+//! `committed_seq + 1 ..= applied_seq`. Its files are named by that range and written
+//! whole (`files`), then the index, then the checkpoint (`checkpoint.json`, replaced
+//! atomically), which is what makes the commit count. On open, part files of a range
+//! after the checkpoint's `committed_seq` are deleted, the copy of the state is loaded
+//! from the replica snapshot the checkpoint names (taken at some commit at or before
+//! it) and the journal is replayed from there, rows at or before `committed_seq` being
+//! derived again but not written. Derivation is deterministic, so the rows after the
+//! checkpoint are those the crashed run would have written: nothing is missing and
+//! nothing is written twice. The engine must keep the journal from the replica
+//! snapshot on (`needed_from`).
+//!
+//! It never writes the journal or the engine's snapshots, and never blocks the engine:
+//! it only reads records the journal has made durable.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use bourse_core::ledger::BalanceChange;
+use bourse_core::snapshot::{decode_venue, encode_venue};
+use bourse_core::venue::Venue;
+use bourse_core::{Event, Exchange, ExchangeConfig};
+use bourse_journal::segment::{list_segments, SegmentHeader, SEGMENT_HEADER_LEN};
+use bourse_journal::tail::JournalTail;
+use bourse_journal::{
+    decode_command, list_snapshots, read_snapshot, write_snapshot, JournalError, SnapshotMeta,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::derive::{Applied, Deriver, OpenCandle, Partition, Pending};
+use crate::files::{partition_dir, remove_uncommitted, sync_dir, write_part};
+use crate::index::{Index, IndexError};
+use crate::tables::{candle_batch, ledger_batch, order_batch, trade_batch, Table};
+
+/// Why the history cannot go on. Trading goes on regardless: the journal keeps every
+/// command, and the history catches up once the cause is fixed.
+#[derive(Debug)]
+pub enum HistoryError {
+    Io(PathBuf, io::Error),
+    Journal(JournalError),
+    Index(IndexError),
+    /// The checkpoint or the replica snapshot does not read back.
+    Damaged(String),
+    /// The history was made from another journal.
+    ForeignJournal {
+        expected: u64,
+        found: u64,
+    },
+    /// The journal no longer holds the records the history needs next.
+    JournalGone {
+        needed: u64,
+        first_held: u64,
+    },
+    /// A record the journal holds does not decode (a bug).
+    Record(u64, String),
+}
+
+impl HistoryError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            HistoryError::Io(..) => "io",
+            HistoryError::Journal(error) => error.code(),
+            HistoryError::Index(_) => "index",
+            HistoryError::Damaged(_) => "damaged",
+            HistoryError::ForeignJournal { .. } => "foreign_journal",
+            HistoryError::JournalGone { .. } => "journal_gone",
+            HistoryError::Record(..) => "bad_record",
+        }
+    }
+}
+
+impl std::fmt::Display for HistoryError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HistoryError::Io(path, error) => write!(formatter, "{}: {error}", path.display()),
+            HistoryError::Journal(error) => write!(formatter, "reading the journal: {error}"),
+            HistoryError::Index(error) => write!(formatter, "{error}"),
+            HistoryError::Damaged(reason) => write!(formatter, "{reason}"),
+            HistoryError::ForeignJournal { expected, found } => write!(
+                formatter,
+                "the history was made from journal {expected:016x}, the journal here is {found:016x}: move the history directory away to start a new one"
+            ),
+            HistoryError::JournalGone { needed, first_held } => write!(
+                formatter,
+                "the history needs journal records from {needed}, the journal starts at {first_held}: records in between were pruned"
+            ),
+            HistoryError::Record(seq, reason) => write!(formatter, "record {seq} does not decode: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for HistoryError {}
+
+impl From<JournalError> for HistoryError {
+    fn from(error: JournalError) -> Self {
+        HistoryError::Journal(error)
+    }
+}
+
+impl From<IndexError> for HistoryError {
+    fn from(error: IndexError) -> Self {
+        HistoryError::Index(error)
+    }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> HistoryError + '_ {
+    move |error| HistoryError::Io(path.to_path_buf(), error)
+}
+
+#[derive(Clone, Debug)]
+pub struct HistoryConfig {
+    pub history_dir: PathBuf,
+    pub journal_dir: PathBuf,
+    /// The engine's snapshots: where a new history starts when the journal no longer
+    /// begins at record 1.
+    pub snapshot_dir: PathBuf,
+    /// Commit at least this often while commands arrive.
+    pub commit_every: Duration,
+    /// ... and as soon as this many rows wait.
+    pub commit_rows: usize,
+    /// Take a replica snapshot at the first commit this many commands after the last.
+    pub replica_every_commands: u64,
+}
+
+impl HistoryConfig {
+    /// The layout of `bourse serve`: `data/history` beside `data/journal` and
+    /// `data/snapshots`.
+    pub fn under(data_dir: &Path) -> HistoryConfig {
+        HistoryConfig {
+            history_dir: data_dir.join("history"),
+            journal_dir: data_dir.join("journal"),
+            snapshot_dir: data_dir.join("snapshots"),
+            commit_every: Duration::from_secs(2),
+            commit_rows: 1_000_000,
+            replica_every_commands: 5_000_000,
+        }
+    }
+}
+
+/// What a commit made durable; the checkpoint file's contents.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub version: u32,
+    pub journal_id: u64,
+    /// Every command up to here has its rows in the files.
+    pub committed_seq: u64,
+    /// The first command the history holds (later than 1 when it started from an
+    /// engine snapshot, the journal before it being gone).
+    pub first_seq: u64,
+    /// The replica snapshot to resume from: the state after `replica_seq` ...
+    pub replica_seq: u64,
+    /// ... and the candles in progress then.
+    pub open_candles: Vec<OpenCandle>,
+    /// Rows written so far, per table (`Table::name`).
+    pub rows: Vec<(String, u64)>,
+}
+
+const CHECKPOINT_VERSION: u32 = 1;
+
+/// Figures the follower publishes (for `/metrics` and the CLI).
+#[derive(Debug, Default)]
+pub struct HistoryStats {
+    pub applied_seq: AtomicU64,
+    pub committed_seq: AtomicU64,
+    pub commits: AtomicU64,
+    pub rows: AtomicU64,
+    pub files: AtomicU64,
+    pub bytes: AtomicU64,
+    pub last_commit_ns: AtomicU64,
+    pub failures: AtomicU64,
+    /// The oldest journal record the history still needs (the engine keeps segments
+    /// from it on).
+    pub needed_from: AtomicU64,
+}
+
+pub struct Follower {
+    config: HistoryConfig,
+    venue: Venue,
+    deriver: Deriver,
+    tail: JournalTail,
+    pending: Pending,
+    index: Index,
+    checkpoint: Checkpoint,
+    applied_seq: u64,
+    applied_crc: u32,
+    applied_ts: u64,
+    rows_by_table: Vec<(Table, u64)>,
+    last_commit: Instant,
+    events: Vec<Event>,
+    changes: Vec<BalanceChange>,
+    stats: Arc<HistoryStats>,
+}
+
+fn checkpoint_path(history_dir: &Path) -> PathBuf {
+    history_dir.join("checkpoint.json")
+}
+
+fn replica_dir(history_dir: &Path) -> PathBuf {
+    history_dir.join("replica")
+}
+
+fn read_checkpoint(history_dir: &Path) -> Result<Option<Checkpoint>, HistoryError> {
+    let path = checkpoint_path(history_dir);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(HistoryError::Io(path, error)),
+    };
+    let checkpoint: Checkpoint = serde_json::from_slice(&bytes).map_err(|error| {
+        HistoryError::Damaged(format!("{} does not read back: {error}", path.display()))
+    })?;
+    if checkpoint.version != CHECKPOINT_VERSION {
+        return Err(HistoryError::Damaged(format!(
+            "{} has version {}, this build reads {CHECKPOINT_VERSION}",
+            path.display(),
+            checkpoint.version
+        )));
+    }
+    Ok(Some(checkpoint))
+}
+
+fn write_checkpoint(history_dir: &Path, checkpoint: &Checkpoint) -> Result<(), HistoryError> {
+    let path = checkpoint_path(history_dir);
+    let temporary = history_dir.join(".checkpoint.json.tmp");
+    let bytes = serde_json::to_vec_pretty(checkpoint)
+        .map_err(|error| HistoryError::Damaged(format!("encoding the checkpoint: {error}")))?;
+    let write = || -> io::Result<()> {
+        let file = fs::File::create(&temporary)?;
+        io::Write::write_all(&mut &file, &bytes)?;
+        file.sync_all()?;
+        fs::rename(&temporary, &path)?;
+        sync_dir(history_dir)
+    };
+    write().map_err(io_error(&path))
+}
+
+/// The journal's id and first record, from its first segment's header.
+fn journal_start(journal_dir: &Path) -> Result<Option<(u64, u64)>, HistoryError> {
+    let segments = list_segments(journal_dir).map_err(io_error(journal_dir))?;
+    let Some((_, path)) = segments.first() else { return Ok(None) };
+    let bytes = fs::read(path).map_err(io_error(path))?;
+    let header = bytes
+        .get(..SEGMENT_HEADER_LEN)
+        .ok_or_else(|| {
+            HistoryError::Damaged(format!("{} is shorter than its header", path.display()))
+        })
+        .and_then(|header| {
+            SegmentHeader::parse(header)
+                .map_err(|reason| HistoryError::Damaged(format!("{}: {reason}", path.display())))
+        })?;
+    Ok(Some((header.journal_id, header.first_seq)))
+}
+
+fn new_venue() -> Venue {
+    let mut venue = Venue::new(Exchange::new(ExchangeConfig::default()), true);
+    venue.record_balance_changes(true);
+    venue
+}
+
+fn load_venue(path: &Path) -> Result<(Venue, SnapshotMeta), HistoryError> {
+    let (meta, body) = read_snapshot(path)?;
+    let mut venue = decode_venue(&body, ExchangeConfig::default(), true)
+        .map_err(|error| HistoryError::Damaged(format!("{}: {error}", path.display())))?;
+    venue.record_balance_changes(true);
+    Ok((venue, meta))
+}
+
+impl Follower {
+    /// Opens the history under `config.history_dir` (made if new), ready to follow the
+    /// journal from the first command it has not committed.
+    pub fn open(config: HistoryConfig, stats: Arc<HistoryStats>) -> Result<Follower, HistoryError> {
+        let history_dir = config.history_dir.clone();
+        fs::create_dir_all(replica_dir(&history_dir)).map_err(io_error(&history_dir))?;
+        let journal = journal_start(&config.journal_dir)?;
+        let (venue, checkpoint, replica_crc, replica_ts) = match read_checkpoint(&history_dir)? {
+            Some(checkpoint) => {
+                if let Some((journal_id, _)) = journal {
+                    if journal_id != checkpoint.journal_id && checkpoint.journal_id != 0 {
+                        return Err(HistoryError::ForeignJournal {
+                            expected: checkpoint.journal_id,
+                            found: journal_id,
+                        });
+                    }
+                }
+                let (venue, crc, ts) = if checkpoint.replica_seq == 0 {
+                    (new_venue(), 0, 0)
+                } else {
+                    let path = bourse_journal::snapshot_file::snapshot_path(
+                        &replica_dir(&history_dir),
+                        checkpoint.replica_seq,
+                    );
+                    let (venue, meta) = load_venue(&path)?;
+                    (venue, meta.chain_crc, meta.ts)
+                };
+                (venue, checkpoint, crc, ts)
+            }
+            None => Self::start(&config, journal)?,
+        };
+        if let Some((_, first_held)) = journal {
+            if first_held > checkpoint.replica_seq + 1 {
+                return Err(HistoryError::JournalGone {
+                    needed: checkpoint.replica_seq + 1,
+                    first_held,
+                });
+            }
+        }
+        remove_uncommitted(&history_dir, checkpoint.committed_seq)
+            .map_err(io_error(&history_dir))?;
+        let index = Index::open(&history_dir.join("index"))?;
+        let rows_by_table = Table::ALL
+            .iter()
+            .map(|table| {
+                let rows = checkpoint
+                    .rows
+                    .iter()
+                    .find(|(name, _)| name == table.name())
+                    .map_or(0, |(_, rows)| *rows);
+                (*table, rows)
+            })
+            .collect();
+        stats.committed_seq.store(checkpoint.committed_seq, Ordering::SeqCst);
+        stats.applied_seq.store(checkpoint.replica_seq, Ordering::SeqCst);
+        stats.needed_from.store(checkpoint.replica_seq + 1, Ordering::SeqCst);
+        Ok(Follower {
+            tail: JournalTail::new(&config.journal_dir, checkpoint.replica_seq + 1, replica_crc),
+            deriver: Deriver::new(checkpoint.committed_seq, &checkpoint.open_candles),
+            venue,
+            pending: Pending::default(),
+            index,
+            applied_seq: checkpoint.replica_seq,
+            applied_crc: replica_crc,
+            applied_ts: replica_ts,
+            checkpoint,
+            rows_by_table,
+            last_commit: Instant::now(),
+            events: Vec::with_capacity(64),
+            changes: Vec::with_capacity(64),
+            stats,
+            config,
+        })
+    }
+
+    /// Where a new history starts: at record 1 when the journal holds it (or is empty),
+    /// otherwise at the engine's newest snapshot.
+    fn start(
+        config: &HistoryConfig,
+        journal: Option<(u64, u64)>,
+    ) -> Result<(Venue, Checkpoint, u32, u64), HistoryError> {
+        let journal_id = journal.map_or(0, |(id, _)| id);
+        let fresh = Checkpoint {
+            version: CHECKPOINT_VERSION,
+            journal_id,
+            first_seq: 1,
+            ..Checkpoint::default()
+        };
+        match journal {
+            None | Some((_, 1)) => Ok((new_venue(), fresh, 0, 0)),
+            Some((_, first_held)) => {
+                let snapshots = list_snapshots(&config.snapshot_dir)?;
+                let usable = snapshots.iter().find(|entry| entry.seq + 1 >= first_held);
+                let Some(entry) = usable else {
+                    return Err(HistoryError::JournalGone { needed: 1, first_held });
+                };
+                let (venue, meta) = load_venue(&entry.path)?;
+                // The engine's snapshot becomes the history's first replica snapshot.
+                let mut body = Vec::new();
+                encode_venue(&venue, &mut body);
+                write_snapshot(&replica_dir(&config.history_dir), meta, &body)?;
+                let checkpoint = Checkpoint {
+                    committed_seq: meta.seq,
+                    first_seq: meta.seq + 1,
+                    replica_seq: meta.seq,
+                    ..fresh
+                };
+                write_checkpoint(&config.history_dir, &checkpoint)?;
+                Ok((venue, checkpoint, meta.chain_crc, meta.ts))
+            }
+        }
+    }
+
+    pub fn committed_seq(&self) -> u64 {
+        self.checkpoint.committed_seq
+    }
+
+    pub fn applied_seq(&self) -> u64 {
+        self.applied_seq
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    /// Rows derived and not yet committed.
+    pub fn pending_rows(&self) -> usize {
+        self.pending.rows
+    }
+
+    /// Applies the journal's records up to `until` (which must be durable), deriving
+    /// their rows; commits whenever `commit_rows` rows wait. Returns the last applied.
+    pub fn catch_up(&mut self, until: u64) -> Result<u64, HistoryError> {
+        while self.applied_seq < until {
+            let chunk_end = until.min(self.applied_seq + 65_536);
+            self.apply_until(chunk_end)?;
+            if self.pending.rows >= self.config.commit_rows {
+                self.commit()?;
+            }
+        }
+        Ok(self.applied_seq)
+    }
+
+    fn apply_until(&mut self, until: u64) -> Result<(), HistoryError> {
+        let Follower { tail, venue, deriver, pending, events, changes, .. } = self;
+        let (mut applied_seq, mut applied_crc, mut applied_ts) =
+            (self.applied_seq, self.applied_crc, self.applied_ts);
+        let mut failure = None;
+        tail.read_until(until, |header, payload| {
+            if failure.is_some() {
+                return;
+            }
+            let command = match decode_command(payload) {
+                Ok(command) => command,
+                Err(error) => {
+                    failure = Some(HistoryError::Record(header.seq, error.to_string()));
+                    return;
+                }
+            };
+            events.clear();
+            changes.clear();
+            venue.apply(header.seq, Some(header.ts), &command, events);
+            venue.take_balance_changes(changes);
+            let ts = venue.exchange().time_ns();
+            let applied = Applied { seq: header.seq, ts, command: &command, events, changes };
+            deriver.derive(&applied, venue, pending);
+            (applied_seq, applied_crc, applied_ts) = (header.seq, header.crc, header.ts);
+        })?;
+        (self.applied_seq, self.applied_crc, self.applied_ts) =
+            (applied_seq, applied_crc, applied_ts);
+        self.stats.applied_seq.store(applied_seq, Ordering::Relaxed);
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Whether a commit is due: rows or commands wait and `commit_every` has passed.
+    pub fn commit_due(&self) -> bool {
+        self.applied_seq > self.checkpoint.committed_seq
+            && self.last_commit.elapsed() >= self.config.commit_every
+    }
+
+    /// Makes everything applied so far durable: the part files, the index, a replica
+    /// snapshot when due, then the checkpoint.
+    pub fn commit(&mut self) -> Result<(), HistoryError> {
+        if self.applied_seq <= self.checkpoint.committed_seq {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let range = (self.checkpoint.committed_seq + 1, self.applied_seq);
+        let pending = std::mem::take(&mut self.pending);
+        let history_dir = self.config.history_dir.clone();
+        let mut files = 0u64;
+        let mut bytes = 0u64;
+        let mut write = |table: Table,
+                         partition: &Partition,
+                         batch: arrow_array::RecordBatch|
+         -> Result<(), HistoryError> {
+            let dir = partition_dir(&history_dir, table, partition);
+            let (_, size) = write_part(&dir, range, &batch).map_err(io_error(&dir))?;
+            files += 1;
+            bytes += size;
+            Ok(())
+        };
+        let arrow = |error: arrow_schema::ArrowError| {
+            HistoryError::Damaged(format!("building a batch: {error}"))
+        };
+        let mut counted = [0u64; 5];
+        for (partition, rows) in &pending.order_events {
+            write(Table::OrderEvents, partition, order_batch(rows).map_err(arrow)?)?;
+            counted[0] += rows.len() as u64;
+        }
+        for (partition, rows) in &pending.orders {
+            write(Table::Orders, partition, order_batch(rows).map_err(arrow)?)?;
+            counted[1] += rows.len() as u64;
+        }
+        for (partition, rows) in &pending.trades {
+            write(Table::Trades, partition, trade_batch(rows).map_err(arrow)?)?;
+            counted[2] += rows.len() as u64;
+        }
+        for (partition, rows) in &pending.ledger {
+            write(Table::Ledger, partition, ledger_batch(rows).map_err(arrow)?)?;
+            counted[3] += rows.len() as u64;
+        }
+        for (partition, rows) in &pending.candles {
+            write(Table::Candles, partition, candle_batch(rows).map_err(arrow)?)?;
+            counted[4] += rows.len() as u64;
+        }
+        self.index.write(&pending)?;
+        let mut checkpoint = self.checkpoint.clone();
+        if self.applied_seq >= checkpoint.replica_seq + self.config.replica_every_commands
+            || checkpoint.replica_seq == 0
+        {
+            self.write_replica()?;
+            checkpoint.replica_seq = self.applied_seq;
+            checkpoint.open_candles = self.deriver.open_candles();
+        }
+        checkpoint.committed_seq = self.applied_seq;
+        for (index, (_, rows)) in self.rows_by_table.iter_mut().enumerate() {
+            *rows += counted[index];
+        }
+        checkpoint.rows = self
+            .rows_by_table
+            .iter()
+            .map(|(table, rows)| (table.name().to_string(), *rows))
+            .collect();
+        write_checkpoint(&history_dir, &checkpoint)?;
+        let previous_replica = self.checkpoint.replica_seq;
+        self.checkpoint = checkpoint;
+        if previous_replica != self.checkpoint.replica_seq {
+            self.remove_replica(previous_replica);
+        }
+        self.last_commit = Instant::now();
+        let stats = &self.stats;
+        stats.committed_seq.store(self.checkpoint.committed_seq, Ordering::SeqCst);
+        stats.needed_from.store(self.checkpoint.replica_seq + 1, Ordering::SeqCst);
+        stats.commits.fetch_add(1, Ordering::Relaxed);
+        stats.rows.fetch_add(counted.iter().sum::<u64>(), Ordering::Relaxed);
+        stats.files.fetch_add(files, Ordering::Relaxed);
+        stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+        stats.last_commit_ns.store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_replica(&self) -> Result<(), HistoryError> {
+        let mut body = Vec::new();
+        encode_venue(&self.venue, &mut body);
+        let meta = SnapshotMeta {
+            journal_id: self.checkpoint.journal_id,
+            seq: self.applied_seq,
+            chain_crc: self.applied_crc,
+            ts: self.applied_ts,
+        };
+        write_snapshot(&replica_dir(&self.config.history_dir), meta, &body)?;
+        Ok(())
+    }
+
+    /// Deletes an older replica snapshot once a checkpoint names a newer one. Failing
+    /// to costs only disk space.
+    fn remove_replica(&self, seq: u64) {
+        if seq == 0 {
+            return;
+        }
+        let path = bourse_journal::snapshot_file::snapshot_path(
+            &replica_dir(&self.config.history_dir),
+            seq,
+        );
+        let _ = fs::remove_file(path);
+    }
+
+    /// Follows the journal until `stop` says so: every `poll`, applies what
+    /// `durable_until` says is durable and commits when due; commits once more at the
+    /// end. An error is reported through `on_error`, and the follower starts over from
+    /// its last commit after a pause (trading goes on; the journal keeps everything).
+    pub fn run(
+        self,
+        durable_until: impl Fn() -> u64,
+        stop: &Stop,
+        on_error: impl Fn(&HistoryError),
+    ) {
+        let (config, stats) = (self.config.clone(), self.stats.clone());
+        let mut follower = Some(self);
+        loop {
+            let Some(current) = follower.as_mut() else {
+                if stop.wait(Duration::from_secs(1)) {
+                    return;
+                }
+                match Follower::open(config.clone(), stats.clone()) {
+                    Ok(reopened) => follower = Some(reopened),
+                    Err(error) => {
+                        stats.failures.fetch_add(1, Ordering::Relaxed);
+                        on_error(&error);
+                    }
+                }
+                continue;
+            };
+            let stopping = stop.wait(Duration::from_millis(50));
+            let step = current.catch_up(durable_until()).and_then(|_| {
+                if stopping || current.commit_due() {
+                    current.commit()
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(error) = step {
+                stats.failures.fetch_add(1, Ordering::Relaxed);
+                on_error(&error);
+                // The state in memory may be partway through a commit: start over from
+                // the last one (the index's files are closed first).
+                follower = None;
+            }
+            if stopping {
+                return;
+            }
+        }
+    }
+}
+
+/// A stop signal a follower thread waits on.
+#[derive(Debug, Default)]
+pub struct Stop {
+    stopped: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Stop {
+    pub fn stop(&self) {
+        let mut stopped = self.stopped.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *stopped = true;
+        self.wake.notify_all();
+    }
+
+    /// Waits up to `timeout`; `true` once stopped.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let stopped = self.stopped.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (stopped, _) = self
+            .wake
+            .wait_timeout_while(stopped, timeout, |stopped| !*stopped)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *stopped
+    }
+}

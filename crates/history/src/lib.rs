@@ -1,0 +1,23 @@
+//! Bourse's history: every order state, trade, balance change and candle, long after
+//! it left the book, as Parquet files any tool reads, plus lookups by id.
+//!
+//! It owns the `history/` directory: the tables (`files`: Hive-style partitions by
+//! date and instrument, one file per commit and partition), the lookup index
+//! (`index`), a copy of the state machine's state (`replica/`) and the checkpoint
+//! that says which commands are in. The rows are derived (`derive`) from the durable
+//! journal by a copy of the state machine (`follower`), exactly once across crashes.
+//! It never writes the journal or the engine's snapshots and never holds up the
+//! engine; SQL over the files lives in `bourse-query`, so that this crate builds
+//! without a query engine.
+
+pub mod civil;
+pub mod derive;
+pub mod files;
+pub mod follower;
+pub mod index;
+pub mod rows;
+pub mod tables;
+
+pub use follower::{Checkpoint, Follower, HistoryConfig, HistoryError, HistoryStats, Stop};
+pub use index::Index;
+pub use tables::Table;

@@ -1,0 +1,442 @@
+//! The history against the state machine it follows: a journal of random trading
+//! (two instruments, five accounts, limit and market orders, cancels, amends,
+//! transfers, over three days of the engine's clock) is followed, and the Parquet
+//! files read back must hold exactly what a plain venue over the same commands says:
+//! every trade, every order's final state, each account's balances as the ledger's last
+//! rows, candles that add up to the trades. Following in pieces, with restarts and
+//! with files a crash left behind, writes the same rows as following in one go.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Decimal128Type, UInt64Type};
+use arrow_array::{Array, RecordBatch};
+use bourse_core::format::parse_line;
+use bourse_core::venue::OrderStatus;
+use bourse_core::{Event, Exchange, ExchangeConfig, Venue};
+use bourse_history::files::part_files;
+use bourse_history::{Follower, HistoryConfig, HistoryStats, Table};
+use bourse_journal::{
+    encode_command, scan_journal, JournalWriter, RecordBatch as Records, ScanReport, TailPolicy,
+    WriterOptions,
+};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+const DAY_START: u64 = 1_795_478_400_000_000_000; // 2026-11-24T00:00:00Z
+
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+}
+
+const ACCOUNTS: [&str; 5] = ["alice", "bob", "carol", "dave", "erin"];
+
+/// Replay-format lines with their timestamps.
+fn trading(seed: u64, commands: usize) -> Vec<(String, u64)> {
+    let mut lines = vec![
+        r#"{"cmd":"asset","asset":"USD","decimals":6}"#.to_string(),
+        r#"{"cmd":"asset","asset":"BTC","decimals":8}"#.to_string(),
+        r#"{"cmd":"asset","asset":"ETH","decimals":6}"#.to_string(),
+        r#"{"cmd":"instrument","symbol":"BTC-USD","base":"BTC","quote":"USD","tick":"0.5","lot":"0.001","min_qty":"0.001","max_qty":"100","maker_fee_bps":2,"taker_fee_bps":7,"market_band_bps":500}"#.to_string(),
+        r#"{"cmd":"instrument","symbol":"ETH-USD","base":"ETH","quote":"USD","tick":"0.01","lot":"0.01","min_qty":"0.01","max_qty":"1000","maker_fee_bps":0,"taker_fee_bps":5,"market_band_bps":500}"#.to_string(),
+    ];
+    for account in ACCOUNTS {
+        for (asset, amount) in [("USD", "5000000"), ("BTC", "100"), ("ETH", "2000")] {
+            lines.push(format!(
+                r#"{{"cmd":"deposit","account":"{account}","asset":"{asset}","amount":"{amount}"}}"#
+            ));
+        }
+    }
+    let mut random = Random(seed);
+    let mut placed: Vec<(usize, String)> = Vec::new();
+    while lines.len() < commands {
+        let account = random.below(5) as usize;
+        let name = ACCOUNTS[account];
+        let roll = random.below(100);
+        let (symbol, centre, tick) = if random.below(2) == 0 {
+            ("BTC-USD", 50_000.0, 0.5)
+        } else {
+            ("ETH-USD", 3_000.0, 0.01)
+        };
+        let side = if random.below(2) == 0 { "buy" } else { "sell" };
+        if roll < 60 {
+            let offset = random.below(40) as f64 - 20.0;
+            let price = centre + offset * tick * 10.0;
+            let qty = (1 + random.below(200)) as f64 / 100.0;
+            let id = format!("o{}", lines.len());
+            let tif = ["gtc", "gtc", "gtc", "ioc", "fok"][random.below(5) as usize];
+            lines.push(format!(r#"{{"cmd":"order","account":"{name}","id":"{id}","symbol":"{symbol}","side":"{side}","type":"limit","price":"{price}","qty":"{qty}","tif":"{tif}"}}"#));
+            placed.push((account, id));
+        } else if roll < 67 {
+            let qty = (1 + random.below(100)) as f64 / 100.0;
+            let id = format!("m{}", lines.len());
+            lines.push(format!(r#"{{"cmd":"order","account":"{name}","id":"{id}","symbol":"{symbol}","side":"{side}","type":"market","qty":"{qty}"}}"#));
+        } else if roll < 85 && !placed.is_empty() {
+            let (owner, id) = placed.swap_remove(random.below(placed.len() as u64) as usize);
+            lines
+                .push(format!(r#"{{"cmd":"cancel","account":"{}","id":"{id}"}}"#, ACCOUNTS[owner]));
+        } else if roll < 93 && !placed.is_empty() {
+            let (owner, id) = &placed[random.below(placed.len() as u64) as usize];
+            let qty = (1 + random.below(100)) as f64 / 100.0;
+            lines.push(format!(
+                r#"{{"cmd":"amend","account":"{}","id":"{id}","qty":"{qty}"}}"#,
+                ACCOUNTS[*owner]
+            ));
+        } else if roll < 96 {
+            lines.push(format!(
+                r#"{{"cmd":"deposit","account":"{name}","asset":"USD","amount":"{}"}}"#,
+                1 + random.below(1000)
+            ));
+        } else if roll < 98 {
+            lines.push(format!(
+                r#"{{"cmd":"withdraw","account":"{name}","asset":"ETH","amount":"{}"}}"#,
+                1 + random.below(10)
+            ));
+        } else {
+            // Rejected: an unknown symbol, and an order too large to fund.
+            lines.push(format!(r#"{{"cmd":"order","account":"{name}","id":"x{}","symbol":"NOPE","side":"buy","type":"limit","price":"1","qty":"1"}}"#, lines.len()));
+        }
+    }
+    // 61 s apart, so minutes close and the days turn twice.
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(index, line)| (line, DAY_START + index as u64 * 61_000_000_000))
+        .collect()
+}
+
+fn write_journal(dir: &Path, lines: &[(String, u64)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let report = scan_journal(dir, TailPolicy::Repair, |_, _| Ok(())).unwrap();
+    let options = WriterOptions { segment_bytes: 64 * 1024, ..WriterOptions::default() };
+    let mut writer =
+        JournalWriter::open(dir, &report, options, report.next_seq.max(1), report.last_crc)
+            .unwrap();
+    for chunk in lines.chunks(100) {
+        let mut batch = Records::default();
+        for (line, ts) in chunk {
+            let command = parse_line(line).unwrap().command;
+            batch.push(*ts, |out| encode_command(&command, out)).unwrap();
+        }
+        writer.write(&mut batch).unwrap();
+        writer.sync().unwrap();
+    }
+    let _ = ScanReport::default();
+}
+
+fn config(data: &Path, commit_rows: usize) -> HistoryConfig {
+    let mut config = HistoryConfig::under(data);
+    config.commit_rows = commit_rows;
+    config.replica_every_commands = 700;
+    config
+}
+
+fn follow(data: &Path, until: u64, commit_rows: usize) {
+    let mut follower =
+        Follower::open(config(data, commit_rows), Arc::new(HistoryStats::default())).unwrap();
+    follower.catch_up(until).unwrap();
+    follower.commit().unwrap();
+    assert_eq!(follower.committed_seq(), until);
+}
+
+fn read_table(data: &Path, table: Table) -> Vec<RecordBatch> {
+    let root = data.join("history").join("tables").join(table.name());
+    part_files(&data.join("history"))
+        .unwrap()
+        .into_iter()
+        .filter(|(path, _)| path.starts_with(&root))
+        .flat_map(|(path, _)| {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap())
+                .unwrap()
+                .build()
+                .unwrap();
+            reader.map(|batch| batch.unwrap()).collect::<Vec<RecordBatch>>()
+        })
+        .collect()
+}
+
+/// Every row of a table as text (one string per row), sorted: a table's content.
+fn table_rows(data: &Path, table: Table) -> Vec<String> {
+    let mut rows = Vec::new();
+    for batch in read_table(data, table) {
+        for row in 0..batch.num_rows() {
+            let cells: Vec<String> = batch
+                .columns()
+                .iter()
+                .map(|column| arrow_cast_display(column.as_ref(), row))
+                .collect();
+            rows.push(cells.join("|"));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+fn arrow_cast_display(column: &dyn Array, row: usize) -> String {
+    if column.is_null(row) {
+        return "null".into();
+    }
+    format!("{:?}", column.slice(row, 1))
+}
+
+fn column_u64(batch: &RecordBatch, name: &str) -> Vec<Option<u64>> {
+    let column = batch.column_by_name(name).unwrap().as_primitive::<UInt64Type>();
+    (0..column.len()).map(|row| (!column.is_null(row)).then(|| column.value(row))).collect()
+}
+
+fn column_decimal(batch: &RecordBatch, name: &str) -> Vec<i128> {
+    let column = batch.column_by_name(name).unwrap().as_primitive::<Decimal128Type>();
+    (0..column.len()).map(|row| column.value(row)).collect()
+}
+
+fn column_text(batch: &RecordBatch, name: &str) -> Vec<String> {
+    let column = batch.column_by_name(name).unwrap().as_string::<i32>();
+    (0..column.len()).map(|row| column.value(row).to_string()).collect()
+}
+
+/// A plain venue over the same commands.
+fn model(lines: &[(String, u64)]) -> (Venue, Vec<Vec<Event>>) {
+    let mut venue = Venue::new(Exchange::new(ExchangeConfig::default()), true);
+    let mut all = Vec::new();
+    for (index, (line, ts)) in lines.iter().enumerate() {
+        let command = parse_line(line).unwrap().command;
+        let mut events = Vec::new();
+        venue.apply(index as u64 + 1, Some(*ts), &command, &mut events);
+        all.push(events);
+    }
+    (venue, all)
+}
+
+fn scaled(units: i64, decimals: u32) -> i128 {
+    i128::from(units) * 10i128.pow(18 - decimals)
+}
+
+#[test]
+fn the_files_hold_what_the_state_machine_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let lines = trading(7, 5_000);
+    write_journal(&data.join("journal"), &lines);
+    follow(data, lines.len() as u64, 2_000);
+    let (venue, events) = model(&lines);
+    let exchange = venue.exchange();
+
+    // Trades: one row per trade event, in the same order, with the same prices.
+    let trade_events: Vec<(u64, &bourse_core::event::TradeEvent)> = events
+        .iter()
+        .enumerate()
+        .flat_map(|(index, events)| {
+            events.iter().filter_map(move |event| match event {
+                Event::Trade(trade) => Some((index as u64 + 1, trade)),
+                _ => None,
+            })
+        })
+        .collect();
+    assert!(trade_events.len() > 500, "only {} trades", trade_events.len());
+    let mut trades: Vec<(u64, i128, i128)> = Vec::new();
+    for batch in read_table(data, Table::Trades) {
+        let seqs = column_u64(&batch, "seq");
+        let prices = column_decimal(&batch, "price");
+        let qtys = column_decimal(&batch, "qty");
+        for row in 0..batch.num_rows() {
+            trades.push((seqs[row].unwrap(), prices[row], qtys[row]));
+        }
+    }
+    trades.sort();
+    let mut expected: Vec<(u64, i128, i128)> = trade_events
+        .iter()
+        .map(|(seq, trade)| {
+            let instrument = exchange.instrument(trade.instrument);
+            (
+                *seq,
+                scaled(trade.price.0, instrument.price_decimals),
+                scaled(trade.qty.0, instrument.qty_decimals),
+            )
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(trades, expected);
+
+    // Ledger: each (account, asset)'s last row is the balance the ledger ends with.
+    let mut last: BTreeMap<(String, String), (u64, usize, i128, i128)> = BTreeMap::new();
+    for batch in read_table(data, Table::Ledger) {
+        let seqs = column_u64(&batch, "seq");
+        let accounts = column_text(&batch, "account");
+        let assets = column_text(&batch, "asset");
+        let available = column_decimal(&batch, "available_after");
+        let held = column_decimal(&batch, "held_after");
+        for row in 0..batch.num_rows() {
+            let key = (accounts[row].clone(), assets[row].clone());
+            let entry = (seqs[row].unwrap(), row, available[row], held[row]);
+            let newer = last.get(&key).is_none_or(|known| (known.0, known.1) < (entry.0, entry.1));
+            if newer {
+                last.insert(key, entry);
+            }
+        }
+    }
+    for (account_index, account) in exchange.ledger().accounts().iter().enumerate() {
+        for (asset_index, asset) in exchange.assets().iter().enumerate() {
+            let balance = exchange.ledger().balance(
+                bourse_core::ids::AccountId(account_index as u32),
+                bourse_core::ids::AssetId(asset_index as u32),
+            );
+            let key = (account.name.to_string(), asset.name.to_string());
+            let (_, _, available, held) = last.get(&key).copied().unwrap_or_default();
+            assert_eq!(available, scaled(balance.available.0, asset.decimals), "{key:?} available");
+            assert_eq!(held, scaled(balance.held.0, asset.decimals), "{key:?} held");
+        }
+    }
+
+    // Orders: every finished order's final state, once.
+    let activity = venue.activity().unwrap();
+    let mut finished: HashMap<u64, String> = HashMap::new();
+    for batch in read_table(data, Table::Orders) {
+        let ids = column_u64(&batch, "order_id");
+        let statuses = column_text(&batch, "status");
+        for row in 0..batch.num_rows() {
+            assert!(
+                finished.insert(ids[row].unwrap(), statuses[row].clone()).is_none(),
+                "an order finished twice"
+            );
+        }
+    }
+    let mut checked = 0;
+    for account in 0..ACCOUNTS.len() as u32 {
+        for record in activity.finished_orders(bourse_core::ids::AccountId(account)) {
+            assert_eq!(
+                finished.get(&record.order_id).map(String::as_str),
+                Some(record.status.code())
+            );
+            checked += 1;
+        }
+        for record in activity.open_orders(bourse_core::ids::AccountId(account)) {
+            assert_eq!(record.status, OrderStatus::Open);
+            assert!(!finished.contains_key(&record.order_id), "an open order among the finished");
+        }
+    }
+    assert!(checked > 100);
+
+    // Candles add up to the trades, per symbol.
+    let mut traded: BTreeMap<String, (u64, i128)> = BTreeMap::new();
+    for batch in read_table(data, Table::Trades) {
+        let symbols = column_text(&batch, "symbol");
+        let qtys = column_decimal(&batch, "qty");
+        for row in 0..batch.num_rows() {
+            let entry = traded.entry(symbols[row].clone()).or_default();
+            entry.0 += 1;
+            entry.1 += qtys[row];
+        }
+    }
+    let mut candled: BTreeMap<String, (u64, i128)> = BTreeMap::new();
+    for batch in read_table(data, Table::Candles) {
+        let symbols = column_text(&batch, "symbol");
+        let trades = column_u64(&batch, "trades");
+        let volumes = column_decimal(&batch, "volume");
+        for row in 0..batch.num_rows() {
+            let entry = candled.entry(symbols[row].clone()).or_default();
+            entry.0 += trades[row].unwrap();
+            entry.1 += volumes[row];
+        }
+    }
+    // The last minute of each symbol is still open (no later command closed it) unless
+    // the clock passed it; everything before is in.
+    for (symbol, (count, volume)) in &traded {
+        let (candle_count, candle_volume) = candled.get(symbol).copied().unwrap_or_default();
+        assert!(candle_count <= *count && candle_volume <= *volume, "{symbol}");
+        assert!(count - candle_count <= 10, "{symbol}: {count} trades, {candle_count} in candles");
+    }
+
+    // Rejected orders are order events with their reason.
+    let rejected: Vec<String> = table_rows(data, Table::OrderEvents)
+        .into_iter()
+        .filter(|row| row.contains("unknown_symbol"))
+        .collect();
+    assert!(!rejected.is_empty());
+
+    // Partitions: three days, and the unknown symbols under one name.
+    let dates: std::collections::BTreeSet<String> = part_files(&data.join("history"))
+        .unwrap()
+        .iter()
+        .filter_map(|(path, _)| {
+            path.to_str()
+                .and_then(|text| text.split("date=").nth(1))
+                .map(|rest| rest[..10].to_string())
+        })
+        .collect();
+    assert_eq!(
+        dates.into_iter().collect::<Vec<_>>(),
+        ["2026-11-24", "2026-11-25", "2026-11-26", "2026-11-27"]
+    );
+}
+
+#[test]
+fn following_in_pieces_with_restarts_and_crash_leftovers_writes_the_same_rows() {
+    let lines = trading(11, 3_000);
+    let whole = tempfile::tempdir().unwrap();
+    write_journal(&whole.path().join("journal"), &lines);
+    follow(whole.path(), lines.len() as u64, 1_000_000);
+
+    let pieces = tempfile::tempdir().unwrap();
+    let data = pieces.path();
+    write_journal(&data.join("journal"), &lines[..1_200]);
+    follow(data, 500, 300);
+    follow(data, 1_200, 300);
+    // A crash after a commit's files and before its checkpoint: files whose range
+    // starts after the committed seq. Opening removes them; the journal gives the rows.
+    let committed = 1_200u64;
+    let (sample, _) = part_files(&data.join("history")).unwrap().into_iter().next().unwrap();
+    let leftover =
+        sample.with_file_name(bourse_history::files::part_name(committed + 1, committed + 50));
+    std::fs::copy(&sample, &leftover).unwrap();
+    write_journal(&data.join("journal"), &lines[1_200..]);
+    {
+        let mut follower =
+            Follower::open(config(data, 1_000_000), Arc::new(HistoryStats::default())).unwrap();
+        assert!(!leftover.exists(), "the files of an uncommitted range are removed");
+        // Applied but never committed: as if killed here.
+        follower.catch_up(2_000).unwrap();
+        assert!(follower.committed_seq() < 2_000);
+    }
+    follow(data, lines.len() as u64, 250);
+
+    for table in Table::ALL {
+        let (left, right) = (table_rows(whole.path(), table), table_rows(data, table));
+        assert!(!left.is_empty(), "{} is empty", table.name());
+        assert_eq!(left.len(), right.len(), "{} rows", table.name());
+        assert!(left == right, "{} differs", table.name());
+    }
+    // The lookups agree too.
+    let stats = Arc::new(HistoryStats::default());
+    let one = Follower::open(config(whole.path(), 1), stats.clone()).unwrap();
+    let index = one.index();
+    let other = Follower::open(config(data, 1), stats).unwrap();
+    for order_id in [30u64, 400, 1_000, 2_500] {
+        assert_eq!(
+            index.order(order_id).unwrap(),
+            other.index().order(order_id).unwrap(),
+            "order {order_id}"
+        );
+    }
+    let fills = index.recent_fills("alice", 20).unwrap();
+    assert_eq!(fills.len(), 20);
+    assert_eq!(fills, other.index().recent_fills("alice", 20).unwrap());
+    let newest = &fills[0];
+    let trade_id = newest["trade_id"].as_str().unwrap();
+    let (seq, trade_index) = trade_id.split_once('-').unwrap();
+    let trade = index.trade(seq.parse().unwrap(), trade_index.parse().unwrap()).unwrap().unwrap();
+    assert!(trade["maker_account"] == "alice" || trade["taker_account"] == "alice");
+    let seqs: Vec<u64> = fills.iter().map(|fill| fill["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|pair| pair[0] >= pair[1]), "newest first");
+}
