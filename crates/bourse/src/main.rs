@@ -2,6 +2,7 @@
 //! parses arguments and dispatches.
 
 mod bench;
+mod history;
 mod input;
 mod journal;
 mod loadgen;
@@ -42,6 +43,14 @@ enum CliCommand {
         #[command(subcommand)]
         md: md::MdCommand,
     },
+    /// The history (Parquet files of every order, trade and balance change): sync it
+    /// from the journal, look up orders, trades and fills.
+    History {
+        #[command(subcommand)]
+        history: history::HistoryCommand,
+    },
+    /// SQL over the history's files, e.g. `bourse query "SELECT count(*) FROM trades"`.
+    Query(history::QueryArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -57,6 +66,8 @@ fn main() -> ExitCode {
         CliCommand::Journal { journal } => journal::run(journal),
         CliCommand::Bench { bench } => bench::run(bench),
         CliCommand::Md { md } => md::run(md),
+        CliCommand::History { history } => history::run(history),
+        CliCommand::Query(args) => history::query(&args),
         CliCommand::Loadgen(args) => loadgen::run(&args),
         CliCommand::LoadgenSink(args) => loadgen::sink::run(&args),
     };

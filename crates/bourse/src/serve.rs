@@ -40,6 +40,9 @@ pub struct ServeArgs {
     /// The feed's retransmission service (UDP) [default: 127.0.0.1:9092].
     #[arg(long)]
     md_retransmit: Option<SocketAddr>,
+    /// Do not write the history (data/history).
+    #[arg(long)]
+    no_history: bool,
 }
 
 pub fn run(args: ServeArgs) -> Result<(), String> {
@@ -60,6 +63,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         md_multicast: args.md_multicast,
         md_snapshot_listen: args.md_snapshot,
         md_retransmit_listen: args.md_retransmit,
+        history: args.no_history.then_some(false),
     };
     let config = ServeConfig::load(args.config.as_deref(), std::env::vars(), &overrides)
         .map_err(|error| error.to_string())?;
@@ -71,7 +75,9 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
     runtime.block_on(async move {
         let signals = StopSignals::install()?;
         let mut server =
-            bourse_server::start(config, args.demo).await.map_err(|error| error.to_string())?;
+            bourse_server::start_with_sql(config, args.demo, crate::history::sql_factory())
+                .await
+                .map_err(|error| error.to_string())?;
         print_notes(&server.notes);
         let stop = server.take_stop();
         tokio::spawn(async move {

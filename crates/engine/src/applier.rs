@@ -250,7 +250,10 @@ impl Applier {
         let taken = take_snapshot(&self.venue, meta, &snapshot_dir).and_then(|_| {
             prune(
                 &snapshot_dir,
-                self.config.prunable_journal_dir().as_deref(),
+                self.config
+                    .prunable_journal_dir()
+                    .as_ref()
+                    .map(|(dir, from)| (dir.as_path(), *from)),
                 self.config.snapshots_retained,
             )
         });

@@ -1,4 +1,5 @@
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,6 +63,10 @@ pub struct EngineConfig {
     /// Keep every journal segment, even those the retained snapshots cover (for audit,
     /// `bourse journal export` of the whole history, and the crash harness).
     pub keep_journal: bool,
+    /// A reader that follows the journal on its own (the history): the first record it
+    /// still needs. Segments holding that record or later ones are kept whatever the
+    /// snapshots cover; 0 keeps every segment. `None`: no such reader.
+    pub journal_needed_from: Option<Arc<AtomicU64>>,
     pub snapshot_on_shutdown: bool,
     pub exchange: ExchangeConfig,
     /// Also print each result's events in the replay format (for tools and tests).
@@ -85,6 +90,7 @@ impl EngineConfig {
             snapshot_every_commands: 10_000_000,
             snapshots_retained: 2,
             keep_journal: false,
+            journal_needed_from: None,
             snapshot_on_shutdown: true,
             exchange: ExchangeConfig::default(),
             render_events: false,
@@ -101,8 +107,13 @@ impl EngineConfig {
         self.data_dir.join("snapshots")
     }
 
-    /// The journal directory when its covered segments may be deleted.
-    pub(crate) fn prunable_journal_dir(&self) -> Option<PathBuf> {
-        (!self.keep_journal).then(|| self.journal_dir())
+    /// The journal directory when its covered segments may be deleted, and the first
+    /// record that must stay whatever the snapshots cover (`journal_needed_from`).
+    pub(crate) fn prunable_journal_dir(&self) -> Option<(PathBuf, u64)> {
+        let needed_from = match &self.journal_needed_from {
+            Some(needed) => needed.load(Ordering::SeqCst),
+            None => u64::MAX,
+        };
+        (!self.keep_journal).then(|| (self.journal_dir(), needed_from))
     }
 }

@@ -19,7 +19,7 @@ pub use bourse_core::BookNote;
 pub use config::{Durability, EngineConfig};
 pub use intake::{CommandResult, Outcome, Released, ResultSink, SubmitError};
 pub use pipeline::{
-    Engine, Session, SlowSync, StartError, StartReport, StatsSnapshot, ACTIVITY_MARKER,
-    SLOW_SYNC_NS,
+    DurableWatermark, Engine, Session, SlowSync, StartError, StartReport, StatsSnapshot,
+    ACTIVITY_MARKER, SLOW_SYNC_NS,
 };
 pub use recovery::{recover, recover_venue, Recovered, RecoveryError};

@@ -256,6 +256,18 @@ pub struct Session {
     shared: Arc<Shared>,
 }
 
+/// How far the journal is durable (`Engine::durable_watermark`); valid after the
+/// engine stops too.
+#[derive(Clone)]
+pub struct DurableWatermark(Arc<Shared>);
+
+impl DurableWatermark {
+    /// The last record the journal holds durably (0: none).
+    pub fn last_durable_seq(&self) -> u64 {
+        self.0.stats.durable_below.load(Ordering::SeqCst).saturating_sub(1)
+    }
+}
+
 impl Engine {
     /// Recovers the state from `config.data_dir` (unless durability is `none`) and
     /// starts the sequencer and the applier.
@@ -376,6 +388,11 @@ impl Engine {
 
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.stats_snapshot()
+    }
+
+    /// How far the journal is durable, for readers that follow it (the history).
+    pub fn durable_watermark(&self) -> DurableWatermark {
+        DurableWatermark(Arc::clone(&self.shared))
     }
 
     /// Why the engine stopped taking commands, if it did.

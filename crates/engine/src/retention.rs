@@ -51,12 +51,13 @@ pub struct Pruned {
 
 /// Keeps the `retained` newest snapshots and, given the journal, deletes its segments
 /// whose every record the oldest of them covers, so that each retained snapshot can
-/// still be brought up to date from the journal. The last segment is never deleted.
+/// still be brought up to date from the journal, and every record from `needed_from` on
+/// (given with the journal) stays. The last segment is never deleted.
 /// Files are retired (`bourse_journal::retire`): out of the listings at once, freed a
 /// step at a time afterwards, so that the discards do not stall the journal's syncs.
 pub fn prune(
     snapshot_dir: &Path,
-    journal_dir: Option<&Path>,
+    journal: Option<(&Path, u64)>,
     retained: usize,
 ) -> Result<Pruned, JournalError> {
     let mut pruned = Pruned::default();
@@ -69,15 +70,16 @@ pub fn prune(
     if pruned.snapshots > 0 {
         sync_dir(snapshot_dir).map_err(|error| JournalError::io(snapshot_dir, error))?;
     }
-    if let (Some(oldest_kept), Some(journal_dir)) =
-        (snapshots.iter().take(retained).next_back(), journal_dir)
+    if let (Some(oldest_kept), Some((journal_dir, needed_from))) =
+        (snapshots.iter().take(retained).next_back(), journal)
     {
         let segments =
             list_segments(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
         for pair in segments.windows(2) {
             let (_, path) = &pair[0];
             let (next_first_seq, _) = pair[1];
-            if next_first_seq.saturating_sub(1) > oldest_kept.seq {
+            let last_in_segment = next_first_seq.saturating_sub(1);
+            if last_in_segment > oldest_kept.seq || last_in_segment >= needed_from {
                 break;
             }
             retire(path).map_err(|error| JournalError::io(path, error))?;

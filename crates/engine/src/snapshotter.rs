@@ -105,7 +105,7 @@ impl Snapshotter {
         let bytes = take_snapshot_paced(&self.venue, meta, &self.config.snapshot_dir())?;
         prune(
             &self.config.snapshot_dir(),
-            self.config.prunable_journal_dir().as_deref(),
+            self.config.prunable_journal_dir().as_ref().map(|(dir, from)| (dir.as_path(), *from)),
             self.config.snapshots_retained,
         )?;
         self.last_snapshot_seq = self.last_seq;

@@ -265,7 +265,7 @@ impl Deriver {
             Some(activity?.order_by_client(account, id)?.order_id)
         };
         let day = day_of(ts);
-        for change in changes {
+        for (move_index, change) in changes.iter().enumerate() {
             let asset = exchange.asset(change.asset);
             let decimals = asset.decimals;
             let (cause, order_id, trade_id) = if change.trade > 0 {
@@ -293,6 +293,7 @@ impl Deriver {
             };
             let row = LedgerRow {
                 seq,
+                move_index: move_index as u32,
                 ts,
                 account: CompactString::new(exchange.account_name(change.account)),
                 asset: asset.name.clone(),

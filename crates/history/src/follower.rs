@@ -169,6 +169,9 @@ const CHECKPOINT_VERSION: u32 = 1;
 #[derive(Debug, Default)]
 pub struct HistoryStats {
     pub applied_seq: AtomicU64,
+    /// The engine's events the follower's copy of the state produced (every command's
+    /// `accepted` or `rejected`, trades, dones, amends).
+    pub events: AtomicU64,
     pub committed_seq: AtomicU64,
     pub commits: AtomicU64,
     pub rows: AtomicU64,
@@ -177,8 +180,8 @@ pub struct HistoryStats {
     pub last_commit_ns: AtomicU64,
     pub failures: AtomicU64,
     /// The oldest journal record the history still needs (the engine keeps segments
-    /// from it on).
-    pub needed_from: AtomicU64,
+    /// from it on: `EngineConfig::journal_needed_from` shares it).
+    pub needed_from: Arc<AtomicU64>,
 }
 
 pub struct Follower {
@@ -277,6 +280,19 @@ impl Follower {
     /// Opens the history under `config.history_dir` (made if new), ready to follow the
     /// journal from the first command it has not committed.
     pub fn open(config: HistoryConfig, stats: Arc<HistoryStats>) -> Result<Follower, HistoryError> {
+        let index_dir = config.history_dir.join("index");
+        fs::create_dir_all(&index_dir).map_err(io_error(&index_dir))?;
+        let index = Index::open(&index_dir)?;
+        Follower::open_with_index(config, stats, index)
+    }
+
+    /// `open`, with the lookup index already open (it is opened once per process: the
+    /// API reads it while the follower writes it).
+    pub fn open_with_index(
+        config: HistoryConfig,
+        stats: Arc<HistoryStats>,
+        index: Index,
+    ) -> Result<Follower, HistoryError> {
         let history_dir = config.history_dir.clone();
         fs::create_dir_all(replica_dir(&history_dir)).map_err(io_error(&history_dir))?;
         let journal = journal_start(&config.journal_dir)?;
@@ -314,7 +330,6 @@ impl Follower {
         }
         remove_uncommitted(&history_dir, checkpoint.committed_seq)
             .map_err(io_error(&history_dir))?;
-        let index = Index::open(&history_dir.join("index"))?;
         let rows_by_table = Table::ALL
             .iter()
             .map(|table| {
@@ -425,6 +440,7 @@ impl Follower {
         let (mut applied_seq, mut applied_crc, mut applied_ts) =
             (self.applied_seq, self.applied_crc, self.applied_ts);
         let mut failure = None;
+        let mut event_count = 0u64;
         tail.read_until(until, |header, payload| {
             if failure.is_some() {
                 return;
@@ -440,6 +456,7 @@ impl Follower {
             changes.clear();
             venue.apply(header.seq, Some(header.ts), &command, events);
             venue.take_balance_changes(changes);
+            event_count += events.len() as u64;
             let ts = venue.exchange().time_ns();
             let applied = Applied { seq: header.seq, ts, command: &command, events, changes };
             deriver.derive(&applied, venue, pending);
@@ -575,14 +592,14 @@ impl Follower {
         stop: &Stop,
         on_error: impl Fn(&HistoryError),
     ) {
-        let (config, stats) = (self.config.clone(), self.stats.clone());
+        let (config, stats, index) = (self.config.clone(), self.stats.clone(), self.index.clone());
         let mut follower = Some(self);
         loop {
             let Some(current) = follower.as_mut() else {
                 if stop.wait(Duration::from_secs(1)) {
                     return;
                 }
-                match Follower::open(config.clone(), stats.clone()) {
+                match Follower::open_with_index(config.clone(), stats.clone(), index.clone()) {
                     Ok(reopened) => follower = Some(reopened),
                     Err(error) => {
                         stats.failures.fetch_add(1, Ordering::Relaxed);

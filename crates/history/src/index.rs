@@ -153,6 +153,7 @@ fn fill_key(account: &str, seq: u64, trade_index: u32, taker: bool) -> Vec<u8> {
 }
 
 impl Index {
+    /// Opens (or makes) the index in `dir`: once per process, then cloned.
     pub fn open(dir: &Path) -> Result<Index, IndexError> {
         let database = Database::builder(dir).manual_journal_persist(true).open()?;
         let orders = database.keyspace("orders", KeyspaceCreateOptions::default)?;

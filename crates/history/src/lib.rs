@@ -16,6 +16,7 @@ pub mod files;
 pub mod follower;
 pub mod index;
 pub mod rows;
+pub mod sample;
 pub mod tables;
 
 pub use follower::{Checkpoint, Follower, HistoryConfig, HistoryError, HistoryStats, Stop};

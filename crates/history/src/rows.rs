@@ -87,6 +87,9 @@ impl TradeRow {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerRow {
     pub seq: u64,
+    /// The change's position among its command's changes (from 0): `(seq,
+    /// move_index)` orders an account's changes, the last one giving its balance.
+    pub move_index: u32,
     pub ts: u64,
     pub account: CompactString,
     pub asset: CompactString,

@@ -124,6 +124,7 @@ fn trade_fields() -> Vec<Field> {
 fn ledger_fields() -> Vec<Field> {
     vec![
         id("seq", false),
+        Field::new("move_index", DataType::UInt32, false),
         timestamp("ts"),
         text("account", false),
         text("asset", false),
@@ -247,8 +248,11 @@ pub fn trade_batch(rows: &[TradeRow]) -> Result<RecordBatch, ArrowError> {
 
 pub fn ledger_batch(rows: &[LedgerRow]) -> Result<RecordBatch, ArrowError> {
     let n = rows.len();
+    let mut move_index = UInt32Builder::with_capacity(n);
+    rows.iter().for_each(|row| move_index.append_value(row.move_index));
     let columns: Vec<ArrayRef> = vec![
         ids(rows.iter().map(|row| Some(row.seq)), n),
+        Arc::new(move_index.finish()),
         timestamps(rows.iter().map(|row| row.ts), n),
         texts(rows.iter().map(|row| Some(row.account.as_str())), n),
         texts(rows.iter().map(|row| Some(row.asset.as_str())), n),

@@ -18,123 +18,9 @@ use bourse_core::format::parse_line;
 use bourse_core::venue::OrderStatus;
 use bourse_core::{Event, Exchange, ExchangeConfig, Venue};
 use bourse_history::files::part_files;
+use bourse_history::sample::{trading, write_journal, ACCOUNTS};
 use bourse_history::{Follower, HistoryConfig, HistoryStats, Table};
-use bourse_journal::{
-    encode_command, scan_journal, JournalWriter, RecordBatch as Records, ScanReport, TailPolicy,
-    WriterOptions,
-};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-const DAY_START: u64 = 1_795_478_400_000_000_000; // 2026-11-24T00:00:00Z
-
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
-const ACCOUNTS: [&str; 5] = ["alice", "bob", "carol", "dave", "erin"];
-
-/// Replay-format lines with their timestamps.
-fn trading(seed: u64, commands: usize) -> Vec<(String, u64)> {
-    let mut lines = vec![
-        r#"{"cmd":"asset","asset":"USD","decimals":6}"#.to_string(),
-        r#"{"cmd":"asset","asset":"BTC","decimals":8}"#.to_string(),
-        r#"{"cmd":"asset","asset":"ETH","decimals":6}"#.to_string(),
-        r#"{"cmd":"instrument","symbol":"BTC-USD","base":"BTC","quote":"USD","tick":"0.5","lot":"0.001","min_qty":"0.001","max_qty":"100","maker_fee_bps":2,"taker_fee_bps":7,"market_band_bps":500}"#.to_string(),
-        r#"{"cmd":"instrument","symbol":"ETH-USD","base":"ETH","quote":"USD","tick":"0.01","lot":"0.01","min_qty":"0.01","max_qty":"1000","maker_fee_bps":0,"taker_fee_bps":5,"market_band_bps":500}"#.to_string(),
-    ];
-    for account in ACCOUNTS {
-        for (asset, amount) in [("USD", "5000000"), ("BTC", "100"), ("ETH", "2000")] {
-            lines.push(format!(
-                r#"{{"cmd":"deposit","account":"{account}","asset":"{asset}","amount":"{amount}"}}"#
-            ));
-        }
-    }
-    let mut random = Random(seed);
-    let mut placed: Vec<(usize, String)> = Vec::new();
-    while lines.len() < commands {
-        let account = random.below(5) as usize;
-        let name = ACCOUNTS[account];
-        let roll = random.below(100);
-        let (symbol, centre, tick) = if random.below(2) == 0 {
-            ("BTC-USD", 50_000.0, 0.5)
-        } else {
-            ("ETH-USD", 3_000.0, 0.01)
-        };
-        let side = if random.below(2) == 0 { "buy" } else { "sell" };
-        if roll < 60 {
-            let offset = random.below(40) as f64 - 20.0;
-            let price = centre + offset * tick * 10.0;
-            let qty = (1 + random.below(200)) as f64 / 100.0;
-            let id = format!("o{}", lines.len());
-            let tif = ["gtc", "gtc", "gtc", "ioc", "fok"][random.below(5) as usize];
-            lines.push(format!(r#"{{"cmd":"order","account":"{name}","id":"{id}","symbol":"{symbol}","side":"{side}","type":"limit","price":"{price}","qty":"{qty}","tif":"{tif}"}}"#));
-            placed.push((account, id));
-        } else if roll < 67 {
-            let qty = (1 + random.below(100)) as f64 / 100.0;
-            let id = format!("m{}", lines.len());
-            lines.push(format!(r#"{{"cmd":"order","account":"{name}","id":"{id}","symbol":"{symbol}","side":"{side}","type":"market","qty":"{qty}"}}"#));
-        } else if roll < 85 && !placed.is_empty() {
-            let (owner, id) = placed.swap_remove(random.below(placed.len() as u64) as usize);
-            lines
-                .push(format!(r#"{{"cmd":"cancel","account":"{}","id":"{id}"}}"#, ACCOUNTS[owner]));
-        } else if roll < 93 && !placed.is_empty() {
-            let (owner, id) = &placed[random.below(placed.len() as u64) as usize];
-            let qty = (1 + random.below(100)) as f64 / 100.0;
-            lines.push(format!(
-                r#"{{"cmd":"amend","account":"{}","id":"{id}","qty":"{qty}"}}"#,
-                ACCOUNTS[*owner]
-            ));
-        } else if roll < 96 {
-            lines.push(format!(
-                r#"{{"cmd":"deposit","account":"{name}","asset":"USD","amount":"{}"}}"#,
-                1 + random.below(1000)
-            ));
-        } else if roll < 98 {
-            lines.push(format!(
-                r#"{{"cmd":"withdraw","account":"{name}","asset":"ETH","amount":"{}"}}"#,
-                1 + random.below(10)
-            ));
-        } else {
-            // Rejected: an unknown symbol, and an order too large to fund.
-            lines.push(format!(r#"{{"cmd":"order","account":"{name}","id":"x{}","symbol":"NOPE","side":"buy","type":"limit","price":"1","qty":"1"}}"#, lines.len()));
-        }
-    }
-    // 61 s apart, so minutes close and the days turn twice.
-    lines
-        .into_iter()
-        .enumerate()
-        .map(|(index, line)| (line, DAY_START + index as u64 * 61_000_000_000))
-        .collect()
-}
-
-fn write_journal(dir: &Path, lines: &[(String, u64)]) {
-    std::fs::create_dir_all(dir).unwrap();
-    let report = scan_journal(dir, TailPolicy::Repair, |_, _| Ok(())).unwrap();
-    let options = WriterOptions { segment_bytes: 64 * 1024, ..WriterOptions::default() };
-    let mut writer =
-        JournalWriter::open(dir, &report, options, report.next_seq.max(1), report.last_crc)
-            .unwrap();
-    for chunk in lines.chunks(100) {
-        let mut batch = Records::default();
-        for (line, ts) in chunk {
-            let command = parse_line(line).unwrap().command;
-            batch.push(*ts, |out| encode_command(&command, out)).unwrap();
-        }
-        writer.write(&mut batch).unwrap();
-        writer.sync().unwrap();
-    }
-    let _ = ScanReport::default();
-}
 
 fn config(data: &Path, commit_rows: usize) -> HistoryConfig {
     let mut config = HistoryConfig::under(data);
@@ -228,7 +114,7 @@ fn the_files_hold_what_the_state_machine_did() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
     let lines = trading(7, 5_000);
-    write_journal(&data.join("journal"), &lines);
+    write_journal(&data.join("journal"), &lines).unwrap();
     follow(data, lines.len() as u64, 2_000);
     let (venue, events) = model(&lines);
     let exchange = venue.exchange();
@@ -385,12 +271,12 @@ fn the_files_hold_what_the_state_machine_did() {
 fn following_in_pieces_with_restarts_and_crash_leftovers_writes_the_same_rows() {
     let lines = trading(11, 3_000);
     let whole = tempfile::tempdir().unwrap();
-    write_journal(&whole.path().join("journal"), &lines);
+    write_journal(&whole.path().join("journal"), &lines).unwrap();
     follow(whole.path(), lines.len() as u64, 1_000_000);
 
     let pieces = tempfile::tempdir().unwrap();
     let data = pieces.path();
-    write_journal(&data.join("journal"), &lines[..1_200]);
+    write_journal(&data.join("journal"), &lines[..1_200]).unwrap();
     follow(data, 500, 300);
     follow(data, 1_200, 300);
     // A crash after a commit's files and before its checkpoint: files whose range
@@ -400,7 +286,7 @@ fn following_in_pieces_with_restarts_and_crash_leftovers_writes_the_same_rows() 
     let leftover =
         sample.with_file_name(bourse_history::files::part_name(committed + 1, committed + 50));
     std::fs::copy(&sample, &leftover).unwrap();
-    write_journal(&data.join("journal"), &lines[1_200..]);
+    write_journal(&data.join("journal"), &lines[1_200..]).unwrap();
     {
         let mut follower =
             Follower::open(config(data, 1_000_000), Arc::new(HistoryStats::default())).unwrap();

@@ -20,6 +20,26 @@ pub struct ServeConfig {
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
     pub marketdata: MarketDataConfig,
+    pub history: HistoryConfig,
+}
+
+/// The history (`docs/history.md`): Parquet files of every order, trade and balance
+/// change under `data/history`, written from the journal by a thread of its own.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistoryConfig {
+    /// Write the history at all (it needs the journal: not with durability `none`).
+    pub enabled: bool,
+    /// Commit (files, lookups, checkpoint) at least this often while commands arrive.
+    pub commit_every_ms: u64,
+    /// ... and as soon as this many rows wait.
+    pub commit_rows: usize,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig { enabled: true, commit_every_ms: 2_000, commit_rows: 1_000_000 }
+    }
 }
 
 /// The market-data feed (`docs/protocol-marketdata.md`): UDP multicast, and its
@@ -130,6 +150,7 @@ impl Default for ServeConfig {
             auth: AuthConfig::default(),
             limits: LimitsConfig::default(),
             marketdata: MarketDataConfig::default(),
+            history: HistoryConfig::default(),
         }
     }
 }
@@ -187,6 +208,8 @@ pub struct Overrides {
     pub md_multicast: Option<SocketAddr>,
     pub md_snapshot_listen: Option<SocketAddr>,
     pub md_retransmit_listen: Option<SocketAddr>,
+    /// `Some(false)` turns the history off.
+    pub history: Option<bool>,
 }
 
 impl ServeConfig {
@@ -227,6 +250,9 @@ impl ServeConfig {
         }
         if let Some(listen) = overrides.md_retransmit_listen {
             config.marketdata.retransmit_listen = listen;
+        }
+        if let Some(enabled) = overrides.history {
+            config.history.enabled = enabled;
         }
         config.durability()?;
         Ok(config)

@@ -9,6 +9,7 @@
 pub mod config;
 pub mod demo;
 pub mod entry;
+pub mod history;
 pub mod http;
 pub mod keys;
 pub mod link;
@@ -21,7 +22,7 @@ pub mod tcp;
 pub mod ws;
 
 pub use config::{Overrides, ServeConfig};
-pub use server::{start, RunningServer, ServeError, StartNotes};
+pub use server::{start, start_with_sql, RunningServer, ServeError, StartNotes};
 
 /// The server's clock, in milliseconds since the Unix epoch (request signing).
 pub fn now_ms() -> u64 {

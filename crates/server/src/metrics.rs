@@ -71,7 +71,11 @@ impl std::fmt::Debug for Metrics {
 
 impl Metrics {
     /// The metrics of a server whose engine the session `engine` reaches.
-    pub fn new(engine: EngineFigures, feed: Option<Arc<crate::md::FeedFigures>>) -> Metrics {
+    pub fn new(
+        engine: EngineFigures,
+        feed: Option<Arc<crate::md::FeedFigures>>,
+        history: Option<Arc<bourse_history::HistoryStats>>,
+    ) -> Metrics {
         let mut registry = Registry::with_prefix("bourse");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -107,6 +111,9 @@ impl Metrics {
         registry.register_collector(Box::new(engine));
         if let Some(feed) = feed {
             registry.register_collector(Box::new(FeedCollector(feed)));
+        }
+        if let Some(history) = history {
+            registry.register_collector(Box::new(HistoryCollector(history)));
         }
         Metrics { registry, requests, request_seconds, connections, commands, rejects, trades }
     }
@@ -264,6 +271,61 @@ fn batch_histogram(stats: &StatsSnapshot) -> Vec<(f64, u64)> {
         .collect();
     buckets.push((f64::INFINITY, 0));
     buckets
+}
+
+/// The history follower's figures, read at each scrape.
+#[derive(Debug)]
+struct HistoryCollector(Arc<bourse_history::HistoryStats>);
+
+impl Collector for HistoryCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let history = &self.0;
+        let seq = |value: &std::sync::atomic::AtomicU64| value.load(Relaxed) as i64;
+        gauge(
+            &mut encoder,
+            "history_committed_seq",
+            "The last command whose rows the history has committed",
+            seq(&history.committed_seq),
+        )?;
+        gauge(
+            &mut encoder,
+            "history_applied_seq",
+            "The last command the history's copy of the state has applied",
+            seq(&history.applied_seq),
+        )?;
+        counter(
+            &mut encoder,
+            "history_rows",
+            "Rows committed to the history",
+            history.rows.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "history_files",
+            "Parquet files written",
+            history.files.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "history_bytes",
+            "Bytes of Parquet written",
+            history.bytes.load(Relaxed),
+        )?;
+        counter(&mut encoder, "history_commits", "History commits", history.commits.load(Relaxed))?;
+        counter(
+            &mut encoder,
+            "history_failures",
+            "History steps that failed (retried from the last commit; the journal is intact)",
+            history.failures.load(Relaxed),
+        )?;
+        gauge(
+            &mut encoder,
+            "history_last_commit_ns",
+            "How long the last history commit took",
+            seq(&history.last_commit_ns),
+        )
+    }
 }
 
 /// The market-data feed's counters, read at each scrape.

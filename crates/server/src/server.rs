@@ -142,7 +142,19 @@ impl RunningServer {
 
 /// Starts the server: recovers the engine, binds the port, and serves until stopped.
 pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, ServeError> {
+    start_with_sql(config, demo, None).await
+}
+
+/// `start`, with SQL over the history (`/v1/admin/sql`) from `sql`.
+pub async fn start_with_sql(
+    config: ServeConfig,
+    demo: bool,
+    sql: Option<crate::history::SqlFactory>,
+) -> Result<RunningServer, ServeError> {
     let durability = config.durability()?;
+    // The history follows the journal: none without one.
+    let history_stats = (config.history.enabled && durability != bourse_engine::Durability::None)
+        .then(|| Arc::new(bourse_history::HistoryStats::default()));
     std::fs::create_dir_all(&config.data_dir)
         .and_then(|()| check_writable(&config.data_dir))
         .map_err(|source| ServeError::DataDir { path: config.data_dir.clone(), source })?;
@@ -154,6 +166,8 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
     let mut engine_config = EngineConfig::new(&config.data_dir);
     engine_config.durability = durability;
     engine_config.track_activity = true;
+    engine_config.journal_needed_from =
+        history_stats.as_ref().map(|stats| Arc::clone(&stats.needed_from));
     let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config))
         .await
         .map_err(|error| ServeError::Internal(error.to_string()))??;
@@ -197,10 +211,18 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         authenticator,
         config.limits.clone(),
         std::time::Duration::from_millis(config.auth.login_timeout_ms),
-        md_sender
-            .clone()
-            .map(|publisher| crate::md::FeedLink { publisher, figures: Arc::clone(&feed_figures) }),
+        crate::rest::Services {
+            market_data: md_sender.clone().map(|publisher| crate::md::FeedLink {
+                publisher,
+                figures: Arc::clone(&feed_figures),
+            }),
+            history: history_stats.clone(),
+        },
     ));
+    let history_thread = match history_stats {
+        Some(stats) => start_history(&config, &engine, &state, stats, sql).await,
+        None => None,
+    };
     let hub = crate::ws::hub::Hub::new(Arc::clone(&state), tap_overflowed);
     tokio::spawn(hub.run(tap_receiver, hub_receiver));
     state.refresh_reference().await.map_err(|error| ServeError::Internal(error.message))?;
@@ -251,6 +273,10 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
             .await
             .map_err(|error| ServeError::Internal(error.to_string()))?;
         served.map_err(|error| ServeError::Internal(error.to_string()))?;
+        if let Some(history) = history_thread {
+            // After the engine's last sync: the history commits everything journaled.
+            let _ = tokio::task::spawn_blocking(move || history.stop()).await;
+        }
         if let Some((thread, publisher)) = md_thread {
             // After the engine's last release: the feed ends its session.
             let _ = publisher.send(crate::md::Input::Stop);
@@ -273,6 +299,39 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
         market_data: md_notes,
     };
     Ok(RunningServer { notes, stop: Some(stop), task })
+}
+
+/// Opens the history and starts its thread. A history that does not open is reported
+/// and left off: trading goes on, the journal keeps everything (and is not pruned
+/// meanwhile), and the next start catches up.
+async fn start_history(
+    config: &ServeConfig,
+    engine: &bourse_engine::Engine,
+    state: &Arc<AppState>,
+    stats: Arc<bourse_history::HistoryStats>,
+    sql: Option<crate::history::SqlFactory>,
+) -> Option<crate::history::HistoryThread> {
+    let history_config = config.history.clone();
+    let data_dir = config.data_dir.clone();
+    let durable = engine.durable_watermark();
+    let started = tokio::task::spawn_blocking(move || {
+        crate::history::start(&history_config, &data_dir, stats, durable, sql)
+    })
+    .await;
+    match started {
+        Ok(Ok((thread, access))) => {
+            let _ = state.history.set(Arc::new(access));
+            Some(thread)
+        }
+        Ok(Err(error)) => {
+            tracing::error!(%error, "the history is off until this is fixed");
+            None
+        }
+        Err(error) => {
+            tracing::error!(%error, "the history did not start");
+            None
+        }
+    }
 }
 
 /// The venue's open-orders limit is a journaled setting (so that every replay rejects

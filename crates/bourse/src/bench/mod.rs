@@ -8,6 +8,7 @@ mod durable;
 mod engine;
 mod fanout;
 mod generate;
+mod history;
 mod md;
 mod memory;
 mod recovery;
@@ -45,6 +46,9 @@ pub enum BenchCommand {
     /// The market-data feed on exchange-core's stream: deriving it, publishing it,
     /// rebuilding books from it.
     Md(md::MdArgs),
+    /// The history: ingest from a journal (commands, events and rows per second), SQL
+    /// GROUP BYs over the trades, lookups by id.
+    History(history::HistoryArgs),
     /// Compare a run's JSON results with a baseline: exit 1 if a figure got worse
     /// than the threshold (default 5%).
     Compare(compare::CompareArgs),
@@ -54,6 +58,7 @@ pub fn run(bench: BenchCommand) -> Result<(), String> {
     match bench {
         BenchCommand::Engine(args) => engine::run(&args),
         BenchCommand::Md(args) => md::run(&args),
+        BenchCommand::History(args) => history::run(&args),
         BenchCommand::Fanout(args) => fanout::run(&args),
         BenchCommand::Crash(args) => crash::run(&args),
         BenchCommand::CrashChild(args) => crash::run_child(&args),

@@ -6,6 +6,7 @@
 mod admin;
 pub mod auth;
 pub mod error;
+mod history;
 pub mod openapi;
 mod public;
 pub(crate) mod trading;
@@ -51,9 +52,18 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// The market-data publisher (`md`), when the feed is on: candles are read there.
     pub market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
+    /// The history's lookups and SQL, once it is open (`crate::history`).
+    pub history: std::sync::OnceLock<Arc<crate::history::HistoryAccess>>,
 }
 
 pub type Shared = Arc<AppState>;
+
+/// The services beside the engine that the API reads: the market-data feed and the
+/// history's figures, when they are on.
+pub struct Services {
+    pub market_data: Option<crate::md::FeedLink>,
+    pub history: Option<Arc<bourse_history::HistoryStats>>,
+}
 
 impl AppState {
     pub fn new(
@@ -63,15 +73,16 @@ impl AppState {
         auth: Authenticator,
         limits: LimitsConfig,
         login_timeout: std::time::Duration,
-        market_data: Option<crate::md::FeedLink>,
+        services: Services,
     ) -> AppState {
+        let Services { market_data, history: history_stats } = services;
         let (market_data, feed_figures) = match market_data {
             Some(feed) => (Some(feed.publisher), Some(feed.figures)),
             None => (None, None),
         };
         AppState {
             market: Mutex::new(crate::ws::market::Market::default()),
-            metrics: crate::metrics::Metrics::new(link.figures(), feed_figures),
+            metrics: crate::metrics::Metrics::new(link.figures(), feed_figures, history_stats),
             link,
             hub,
             connections: Mutex::new(HashMap::new()),
@@ -83,6 +94,7 @@ impl AppState {
             account_ids: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
             market_data,
+            history: std::sync::OnceLock::new(),
         }
     }
 
@@ -209,6 +221,11 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/admin/accounts/{account}/balances", get(admin::account_balances_route))
         .route("/v1/admin/keys", post(admin::create_key).get(admin::list_keys))
         .route("/v1/admin/keys/{key_id}", delete(admin::revoke_key))
+        .route("/v1/admin/history", get(history::status))
+        .route("/v1/admin/history/orders/{order_id}", get(history::order))
+        .route("/v1/admin/history/trades/{trade_id}", get(history::trade))
+        .route("/v1/admin/history/accounts/{account}/fills", get(history::fills))
+        .route("/v1/admin/sql", post(history::sql))
         .route("/v1/admin/deposits", post(admin::deposit))
         .route("/v1/admin/withdrawals", post(admin::withdraw))
         .route_layer(middleware::from_fn_with_state(Arc::clone(&state), authenticate))

@@ -32,6 +32,7 @@ pub fn config(data_dir: &Path) -> ServeConfig {
         md_multicast: Some(free_multicast()),
         md_snapshot_listen: Some("127.0.0.1:0".parse().unwrap()),
         md_retransmit_listen: Some("127.0.0.1:0".parse().unwrap()),
+        history: None,
     };
     ServeConfig::load(None, Vec::new(), &overrides).unwrap()
 }

@@ -1,0 +1,112 @@
+//! The history inside the server: the follower's thread (`bourse-history`), and what
+//! the admin API and `/metrics` read of it: the lookups, the follower's figures, and
+//! SQL when the binary brings a query engine (`SqlService`; `bourse` does, with
+//! `bourse-query`, so that this crate builds without one). It holds no business state:
+//! everything it serves was derived from the journal.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bourse_engine::DurableWatermark;
+use bourse_history::{Follower, HistoryStats, Index, Stop};
+
+/// SQL over the history's files, provided by the binary.
+pub trait SqlService: Send + Sync {
+    /// Runs `query` and renders its answer as `format` (`table`, `csv` or `json`).
+    fn query(&self, query: &str, format: &str) -> Result<SqlAnswer, SqlError>;
+}
+
+pub struct SqlAnswer {
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+/// Why a query has no answer: a stable `code` and what went wrong.
+pub struct SqlError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// Makes the SQL service over a history directory.
+pub type SqlFactory = Box<dyn FnOnce(&Path) -> Result<Arc<dyn SqlService>, String> + Send>;
+
+/// What the API reads of the history.
+pub struct HistoryAccess {
+    pub index: Index,
+    pub stats: Arc<HistoryStats>,
+    pub sql: Option<Arc<dyn SqlService>>,
+}
+
+/// The follower's thread.
+pub struct HistoryThread {
+    stop: Arc<Stop>,
+    thread: JoinHandle<()>,
+}
+
+impl HistoryThread {
+    /// Commits what the journal holds and stops (call after the engine stopped, so
+    /// that everything it journaled is in).
+    pub fn stop(self) {
+        self.stop.stop();
+        let _ = self.thread.join();
+    }
+}
+
+/// Opens the history under `data_dir` and starts following the journal.
+pub fn start(
+    config: &crate::config::HistoryConfig,
+    data_dir: &Path,
+    stats: Arc<HistoryStats>,
+    durable: DurableWatermark,
+    sql: Option<SqlFactory>,
+) -> Result<(HistoryThread, HistoryAccess), String> {
+    let mut history_config = bourse_history::HistoryConfig::under(data_dir);
+    history_config.commit_every = Duration::from_millis(config.commit_every_ms);
+    history_config.commit_rows = config.commit_rows.max(1);
+    let index_dir = history_config.history_dir.join("index");
+    std::fs::create_dir_all(&index_dir)
+        .map_err(|error| format!("{}: {error}", index_dir.display()))?;
+    let index = Index::open(&index_dir).map_err(|error| error.to_string())?;
+    let follower =
+        Follower::open_with_index(history_config.clone(), Arc::clone(&stats), index.clone())
+            .map_err(|error| format!("the history does not open ({}): {error}", error.code()))?;
+    let sql = match sql {
+        Some(factory) => Some(factory(&history_config.history_dir)?),
+        None => None,
+    };
+    let stop = Arc::new(Stop::default());
+    let thread = std::thread::Builder::new()
+        .name("bourse-history".to_string())
+        .spawn({
+            let stop = Arc::clone(&stop);
+            move || {
+                lower_priority();
+                follower.run(
+                    || durable.last_durable_seq(),
+                    &stop,
+                    |error| tracing::error!(code = error.code(), %error, "history"),
+                );
+            }
+        })
+        .map_err(|error| format!("cannot start the history thread: {error}"))?;
+    Ok((HistoryThread { stop, thread }, HistoryAccess { index, stats, sql }))
+}
+
+/// The follower gives way to the engine's threads on a machine with few cores: it
+/// catches up when they idle (nice 10). Failing to is harmless.
+fn lower_priority() {
+    // SAFETY: gettid and setpriority take and return plain integers; PRIO_PROCESS with a
+    // thread id changes only that thread's nice value on Linux.
+    unsafe {
+        let thread_id = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, thread_id as libc::id_t, 10);
+    }
+}
+
+/// The follower's figures for `/metrics`.
+pub fn lag(stats: &HistoryStats, applied_seq: u64) -> u64 {
+    applied_seq.saturating_sub(stats.committed_seq.load(Ordering::Relaxed))
+}
