@@ -102,6 +102,10 @@ fn every_example_of_the_api_document_works_against_the_demo() {
         "\"halted\":false",
         "\"canceled\":[]",
         "\"trades\":[",
+        "\"committed_seq\":",
+        "\"sql\":true",
+        "[{\"moves\":",
+        "\"fills\":[",
     ] {
         assert!(out.contains(expected), "{expected} is not in what the examples printed:\n{out}");
     }

@@ -20,6 +20,7 @@ use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 use crate::civil::date_text;
 use crate::derive::Partition;
@@ -77,7 +78,12 @@ fn writer_properties() -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_dictionary_enabled(true)
-        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        // Ids unique per row gain nothing from a dictionary.
+        .set_column_dictionary_enabled(ColumnPath::from("client_order_id"), false)
+        .set_column_dictionary_enabled(ColumnPath::from("trade_id"), false)
+        .set_column_dictionary_enabled(ColumnPath::from("maker_client_order_id"), false)
+        .set_column_dictionary_enabled(ColumnPath::from("taker_client_order_id"), false)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by(format!("bourse {}", env!("CARGO_PKG_VERSION")))
         .build()

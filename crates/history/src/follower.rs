@@ -465,6 +465,7 @@ impl Follower {
         (self.applied_seq, self.applied_crc, self.applied_ts) =
             (applied_seq, applied_crc, applied_ts);
         self.stats.applied_seq.store(applied_seq, Ordering::Relaxed);
+        self.stats.events.fetch_add(event_count, Ordering::Relaxed);
         failure.map_or(Ok(()), Err)
     }
 

@@ -12,7 +12,8 @@
 use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::derive::Pending;
 use crate::rows::{OrderRow, TradeRow, SCALE};
@@ -57,76 +58,121 @@ pub fn decimal_text(value: i128) -> String {
     text
 }
 
-pub fn order_json(row: &OrderRow) -> Value {
-    json!({
-        "order_id": row.order_id,
-        "seq": row.seq,
-        "ts": row.ts,
-        "account": row.account.as_str(),
-        "client_order_id": row.client_order_id.as_str(),
-        "symbol": row.symbol.as_str(),
-        "side": row.side,
-        "type": row.kind,
-        "time_in_force": row.time_in_force,
-        "post_only": row.post_only,
-        "price": row.price.map(decimal_text),
-        "qty": decimal_text(row.qty),
-        "filled": decimal_text(row.filled),
-        "remaining": decimal_text(row.remaining),
-        "status": row.status,
-        "change": row.change,
-    })
+/// An order's state as the lookups return it.
+#[derive(Serialize)]
+struct OrderView<'a> {
+    order_id: Option<u64>,
+    seq: u64,
+    ts: u64,
+    account: &'a str,
+    client_order_id: &'a str,
+    symbol: &'a str,
+    side: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    time_in_force: &'a str,
+    post_only: bool,
+    price: Option<String>,
+    qty: String,
+    filled: String,
+    remaining: String,
+    status: &'a str,
+    change: &'a str,
 }
 
-pub fn trade_json(row: &TradeRow) -> Value {
-    json!({
-        "trade_id": row.trade_id(),
-        "seq": row.seq,
-        "trade_index": row.trade_index,
-        "ts": row.ts,
-        "symbol": row.symbol.as_str(),
-        "price": decimal_text(row.price),
-        "qty": decimal_text(row.qty),
-        "notional": decimal_text(row.notional),
-        "taker_side": row.taker_side,
-        "maker_order_id": row.maker_order_id,
-        "taker_order_id": row.taker_order_id,
-        "maker_account": row.maker_account.as_str(),
-        "taker_account": row.taker_account.as_str(),
-        "maker_client_order_id": row.maker_client_order_id.as_str(),
-        "taker_client_order_id": row.taker_client_order_id.as_str(),
-        "maker_fee": decimal_text(row.maker_fee),
-        "maker_fee_asset": row.maker_fee_asset.as_str(),
-        "taker_fee": decimal_text(row.taker_fee),
-        "taker_fee_asset": row.taker_fee_asset.as_str(),
-    })
+pub fn order_json(row: &OrderRow) -> String {
+    let view = OrderView {
+        order_id: row.order_id,
+        seq: row.seq,
+        ts: row.ts,
+        account: &row.account,
+        client_order_id: &row.client_order_id,
+        symbol: &row.symbol,
+        side: row.side,
+        kind: row.kind,
+        time_in_force: row.time_in_force,
+        post_only: row.post_only,
+        price: row.price.map(decimal_text),
+        qty: decimal_text(row.qty),
+        filled: decimal_text(row.filled),
+        remaining: decimal_text(row.remaining),
+        status: row.status,
+        change: row.change,
+    };
+    serde_json::to_string(&view).unwrap_or_default()
 }
 
-/// One account's side of a trade.
-fn fill_json(row: &TradeRow, taker: bool) -> Value {
-    let side = match (row.taker_side, taker) {
+/// A trade as the lookups return it.
+#[derive(Serialize)]
+struct TradeView<'a> {
+    trade_id: String,
+    seq: u64,
+    trade_index: u32,
+    ts: u64,
+    symbol: &'a str,
+    price: String,
+    qty: String,
+    notional: String,
+    taker_side: &'a str,
+    maker_order_id: Option<u64>,
+    taker_order_id: Option<u64>,
+    maker_account: &'a str,
+    taker_account: &'a str,
+    maker_client_order_id: &'a str,
+    taker_client_order_id: &'a str,
+    maker_fee: String,
+    maker_fee_asset: &'a str,
+    taker_fee: String,
+    taker_fee_asset: &'a str,
+}
+
+pub fn trade_json(row: &TradeRow) -> String {
+    let view = TradeView {
+        trade_id: row.trade_id(),
+        seq: row.seq,
+        trade_index: row.trade_index,
+        ts: row.ts,
+        symbol: &row.symbol,
+        price: decimal_text(row.price),
+        qty: decimal_text(row.qty),
+        notional: decimal_text(row.notional),
+        taker_side: row.taker_side,
+        maker_order_id: row.maker_order_id,
+        taker_order_id: row.taker_order_id,
+        maker_account: &row.maker_account,
+        taker_account: &row.taker_account,
+        maker_client_order_id: &row.maker_client_order_id,
+        taker_client_order_id: &row.taker_client_order_id,
+        maker_fee: decimal_text(row.maker_fee),
+        maker_fee_asset: &row.maker_fee_asset,
+        taker_fee: decimal_text(row.taker_fee),
+        taker_fee_asset: &row.taker_fee_asset,
+    };
+    serde_json::to_string(&view).unwrap_or_default()
+}
+
+/// One account's side of a trade, from the trade as stored.
+fn fill_view(trade: &Value, taker: bool) -> Value {
+    let role = if taker { "taker" } else { "maker" };
+    let taker_side = trade["taker_side"].as_str().unwrap_or("buy");
+    let side = match (taker_side, taker) {
         ("buy", true) | ("sell", false) => "buy",
         _ => "sell",
     };
-    let (order_id, client_order_id, fee, fee_asset) = if taker {
-        (row.taker_order_id, &row.taker_client_order_id, row.taker_fee, &row.taker_fee_asset)
-    } else {
-        (row.maker_order_id, &row.maker_client_order_id, row.maker_fee, &row.maker_fee_asset)
-    };
-    json!({
-        "trade_id": row.trade_id(),
-        "seq": row.seq,
-        "ts": row.ts,
-        "symbol": row.symbol.as_str(),
+    serde_json::json!({
+        "trade_id": trade["trade_id"],
+        "seq": trade["seq"],
+        "ts": trade["ts"],
+        "symbol": trade["symbol"],
         "side": side,
-        "liquidity": if taker { "taker" } else { "maker" },
-        "order_id": order_id,
-        "client_order_id": client_order_id.as_str(),
-        "price": decimal_text(row.price),
-        "qty": decimal_text(row.qty),
-        "notional": decimal_text(row.notional),
-        "fee": decimal_text(fee),
-        "fee_asset": fee_asset.as_str(),
+        "liquidity": role,
+        "order_id": trade[format!("{role}_order_id")],
+        "client_order_id": trade[format!("{role}_client_order_id")],
+        "price": trade["price"],
+        "qty": trade["qty"],
+        "notional": trade["notional"],
+        "fee": trade[format!("{role}_fee")],
+        "fee_asset": trade[format!("{role}_fee_asset")],
     })
 }
 
@@ -165,24 +211,27 @@ impl Index {
     /// Writes the lookups of `pending`'s rows and makes them durable.
     pub fn write(&self, pending: &Pending) -> Result<(), IndexError> {
         let mut batch = self.database.batch();
+        // Only each order's latest state of the commit: partitions are in date order and
+        // rows in command order, so the last row of an order is its latest.
+        let mut latest: rustc_hash::FxHashMap<u64, &OrderRow> = rustc_hash::FxHashMap::default();
         for rows in pending.order_events.values() {
             for row in rows {
                 if let Some(order_id) = row.order_id {
-                    batch.insert(&self.orders, order_id.to_be_bytes(), order_json(row).to_string());
+                    latest.insert(order_id, row);
                 }
             }
         }
+        for (order_id, row) in latest {
+            batch.insert(&self.orders, order_id.to_be_bytes(), order_json(row));
+        }
         for rows in pending.trades.values() {
             for row in rows {
-                batch.insert(
-                    &self.trades,
-                    trade_key(row.seq, row.trade_index),
-                    trade_json(row).to_string(),
-                );
+                batch.insert(&self.trades, trade_key(row.seq, row.trade_index), trade_json(row));
+                // A fill is its key alone: the trade's value has the rest.
                 let maker = fill_key(&row.maker_account, row.seq, row.trade_index, false);
-                batch.insert(&self.fills, maker, fill_json(row, false).to_string());
+                batch.insert(&self.fills, maker, []);
                 let taker = fill_key(&row.taker_account, row.seq, row.trade_index, true);
-                batch.insert(&self.fills, taker, fill_json(row, true).to_string());
+                batch.insert(&self.fills, taker, []);
             }
         }
         batch.commit()?;
@@ -200,12 +249,24 @@ impl Index {
         self.get(&self.trades, &trade_key(seq, trade_index))
     }
 
-    /// The account's most recent fills, newest first, at most `limit`.
+    /// The account's most recent fills, newest first, at most `limit`: each its side
+    /// of the trade (`side`, `liquidity`, its order, its fee).
     pub fn recent_fills(&self, account: &str, limit: usize) -> Result<Vec<Value>, IndexError> {
+        let prefix = account_prefix(account);
         let mut fills = Vec::new();
-        for guard in self.fills.prefix(account_prefix(account)).rev().take(limit) {
-            let value = guard.value()?;
-            fills.push(parse(&value)?);
+        for guard in self.fills.prefix(&prefix).rev().take(limit) {
+            let key = guard.key()?;
+            let Some(rest) = key.get(prefix.len()..) else { continue };
+            if rest.len() != 13 {
+                return Err(IndexError(format!("a fill key of {} bytes", key.len())));
+            }
+            let seq = u64::from_be_bytes(rest[..8].try_into().unwrap_or_default());
+            let trade_index = u32::from_be_bytes(rest[8..12].try_into().unwrap_or_default());
+            let taker = rest[12] == 1;
+            let Some(trade) = self.trade(seq, trade_index)? else {
+                return Err(IndexError(format!("fill {seq}-{trade_index} without its trade")));
+            };
+            fills.push(fill_view(&trade, taker));
         }
         Ok(fills)
     }

@@ -55,6 +55,9 @@ pub struct HistoryArgs {
     /// Cores a query may use.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Commit whenever this many rows wait.
+    #[arg(long, default_value_t = 1_000_000)]
+    commit_rows: usize,
     /// Skip the ingest (the data directory has a history already).
     #[arg(long)]
     no_ingest: bool,
@@ -216,15 +219,23 @@ fn ingest(args: &HistoryArgs, data_dir: &Path) -> Result<(), String> {
 
     let stats = Arc::new(HistoryStats::default());
     let started = Instant::now();
-    let mut follower = Follower::open(HistoryConfig::under(data_dir), Arc::clone(&stats))
-        .map_err(|error| error.to_string())?;
+    let mut config = HistoryConfig::under(data_dir);
+    config.commit_rows = args.commit_rows.max(1);
+    let mut follower =
+        Follower::open(config, Arc::clone(&stats)).map_err(|error| error.to_string())?;
     let end = scan_journal(&journal_dir, TailPolicy::ReadOnly, |_, _| Ok(()))
         .map_err(|error| error.to_string())?
         .next_seq
         - 1;
     follower.catch_up(end).map_err(|error| error.to_string())?;
+    let applied = started.elapsed().as_secs_f64();
     follower.commit().map_err(|error| error.to_string())?;
     let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "ingest: caught up (and committed every {} rows) in {applied:.2} s, last commit {:.2} s",
+        args.commit_rows,
+        seconds - applied
+    );
     let events = stats.events.load(Ordering::Relaxed);
     let rows = stats.rows.load(Ordering::Relaxed);
     println!(
