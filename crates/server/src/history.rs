@@ -66,24 +66,32 @@ pub fn start(
     let mut history_config = bourse_history::HistoryConfig::under(data_dir);
     history_config.commit_every = Duration::from_millis(config.commit_every_ms);
     history_config.commit_rows = config.commit_rows.max(1);
-    let index_dir = history_config.history_dir.join("index");
-    std::fs::create_dir_all(&index_dir)
-        .map_err(|error| format!("{}: {error}", index_dir.display()))?;
-    let index = Index::open(&index_dir).map_err(|error| error.to_string())?;
-    let follower =
-        Follower::open_with_index(history_config.clone(), Arc::clone(&stats), index.clone())
-            .map_err(|error| format!("the history does not open ({}): {error}", error.code()))?;
     let sql = match sql {
         Some(factory) => Some(factory(&history_config.history_dir)?),
         None => None,
     };
     let stop = Arc::new(Stop::default());
+    // The index and the follower are opened on the history's own thread, after it
+    // lowered its priority: the index's background threads (flushes, compactions)
+    // inherit it, so none of the history's work competes with the engine's threads.
+    let (opened_sender, opened) = std::sync::mpsc::sync_channel::<Result<Index, String>>(1);
     let thread = std::thread::Builder::new()
         .name("bourse-history".to_string())
         .spawn({
             let stop = Arc::clone(&stop);
+            let stats = Arc::clone(&stats);
             move || {
                 lower_priority();
+                let follower = match open(&history_config, stats) {
+                    Ok((follower, index)) => {
+                        let _ = opened_sender.send(Ok(index));
+                        follower
+                    }
+                    Err(error) => {
+                        let _ = opened_sender.send(Err(error));
+                        return;
+                    }
+                };
                 follower.run(
                     || durable.last_durable_seq(),
                     &stop,
@@ -92,17 +100,42 @@ pub fn start(
             }
         })
         .map_err(|error| format!("cannot start the history thread: {error}"))?;
+    let index = match opened.recv() {
+        Ok(Ok(index)) => index,
+        Ok(Err(error)) => {
+            let _ = thread.join();
+            return Err(error);
+        }
+        Err(_) => return Err("the history thread ended while opening".to_string()),
+    };
     Ok((HistoryThread { stop, thread }, HistoryAccess { index, stats, sql }))
 }
 
-/// The follower gives way to the engine's threads on a machine with few cores: it
-/// catches up when they idle (nice 10). Failing to is harmless.
+fn open(
+    config: &bourse_history::HistoryConfig,
+    stats: Arc<HistoryStats>,
+) -> Result<(Follower, Index), String> {
+    let index_dir = config.history_dir.join("index");
+    std::fs::create_dir_all(&index_dir)
+        .map_err(|error| format!("{}: {error}", index_dir.display()))?;
+    let index = Index::open(&index_dir).map_err(|error| error.to_string())?;
+    let follower = Follower::open_with_index(config.clone(), stats, index.clone())
+        .map_err(|error| format!("the history does not open ({}): {error}", error.code()))?;
+    Ok((follower, index))
+}
+
+/// The follower gives way to the engine's threads on a machine with few cores: it runs
+/// under SCHED_IDLE (only when a core would otherwise idle), or nice 19 if that is
+/// refused, and catches up when the load drops. Failing to is harmless.
 fn lower_priority() {
-    // SAFETY: gettid and setpriority take and return plain integers; PRIO_PROCESS with a
-    // thread id changes only that thread's nice value on Linux.
+    // SAFETY: sched_setscheduler, gettid and setpriority take plain integers and a
+    // pointer to a live sched_param; with a thread id they change only this thread.
     unsafe {
         let thread_id = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, thread_id as libc::id_t, 10);
+        let param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(thread_id, libc::SCHED_IDLE, &param) != 0 {
+            libc::setpriority(libc::PRIO_PROCESS, thread_id as libc::id_t, 19);
+        }
     }
 }
 
