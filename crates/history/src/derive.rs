@@ -315,7 +315,7 @@ impl Deriver {
 
     fn add_to_candle(&mut self, instrument: InstrumentId, trade: &TradeRow, out: &mut Pending) {
         let start = trade.ts - trade.ts % NS_PER_MINUTE;
-        let candle = self.candles.entry(instrument.0).or_insert_with(|| CandleRow {
+        let opening = || CandleRow {
             symbol: trade.symbol.clone(),
             start,
             open: trade.price,
@@ -326,25 +326,12 @@ impl Deriver {
             notional: 0,
             trades: 0,
             last_seq: trade.seq,
-        });
+        };
+        let candle = self.candles.entry(instrument.0).or_insert_with(opening);
         if candle.start != start {
             // The clock only moves forward, so a trade in a later minute closes this one
             // (close_candles_before has done it, unless the minute is the same).
-            let closed = std::mem::replace(
-                candle,
-                CandleRow {
-                    symbol: trade.symbol.clone(),
-                    start,
-                    open: trade.price,
-                    high: trade.price,
-                    low: trade.price,
-                    close: trade.price,
-                    volume: 0,
-                    notional: 0,
-                    trades: 0,
-                    last_seq: trade.seq,
-                },
-            );
+            let closed = std::mem::replace(candle, opening());
             emit_candle(self.emit_after, trade.seq, closed, out);
         }
         candle.high = candle.high.max(trade.price);
