@@ -9,7 +9,7 @@ use bourse_core::command::OrderType;
 use bourse_core::ids::{AccountId, InstrumentId};
 use bourse_core::ledger::{BalanceChange, BalanceMove};
 use bourse_core::venue::{OrderRecord, OrderStatus};
-use bourse_core::{Command, DoneReason, Event, Side, TimeInForce, Venue};
+use bourse_core::{Command, Event, Side, TimeInForce, Venue};
 use compact_str::CompactString;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -209,9 +209,7 @@ impl Deriver {
                     touch(trade.maker_account, &trade.maker_id, "traded");
                 }
                 Event::Amended { account, id, .. } => touch(*account, id, "amended"),
-                Event::Done { account, id, reason, .. } => {
-                    touch(*account, id, done_change(*reason))
-                }
+                Event::Done { account, id, reason, .. } => touch(*account, id, reason.code()),
                 Event::Accepted { .. } | Event::Rejected { .. } => {}
             }
         }
@@ -392,14 +390,6 @@ fn stronger(known: &'static str, new: &'static str) -> &'static str {
     }
 }
 
-fn done_change(reason: DoneReason) -> &'static str {
-    reason.code()
-}
-
-fn status_code(status: OrderStatus) -> &'static str {
-    status.code()
-}
-
 fn order_row(
     seq: u64,
     ts: u64,
@@ -426,7 +416,7 @@ fn order_row(
         qty: scaled(i128::from(record.qty.0), qty_decimals),
         filled: scaled(i128::from(record.filled.0), qty_decimals),
         remaining: scaled(i128::from(record.remaining.0), qty_decimals),
-        status: status_code(record.status),
+        status: record.status.code(),
         change,
         reason: None,
     }

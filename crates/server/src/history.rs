@@ -5,7 +5,6 @@
 //! everything it serves was derived from the journal.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -137,9 +136,4 @@ fn lower_priority() {
             libc::setpriority(libc::PRIO_PROCESS, thread_id as libc::id_t, 19);
         }
     }
-}
-
-/// The follower's figures for `/metrics`.
-pub fn lag(stats: &HistoryStats, applied_seq: u64) -> u64 {
-    applied_seq.saturating_sub(stats.committed_seq.load(Ordering::Relaxed))
 }
