@@ -41,6 +41,35 @@ impl Pending {
     pub fn is_empty(&self) -> bool {
         self.rows == 0
     }
+
+    /// Empties it for reuse, keeping the buffers of the partitions it used (so the
+    /// next commit's rows go into memory already there) and dropping the others.
+    pub fn recycle(&mut self) {
+        fn recycle<Row>(table: &mut BTreeMap<Partition, Vec<Row>>) {
+            table.retain(|_, rows| !rows.is_empty());
+            table.values_mut().for_each(Vec::clear);
+        }
+        recycle(&mut self.order_events);
+        recycle(&mut self.orders);
+        recycle(&mut self.trades);
+        recycle(&mut self.ledger);
+        recycle(&mut self.candles);
+        self.rows = 0;
+    }
+
+    /// Rows per table, indexed by `Table as usize`.
+    pub fn rows_by_table(&self) -> [u64; 5] {
+        fn count<Row>(table: &BTreeMap<Partition, Vec<Row>>) -> u64 {
+            table.values().map(|rows| rows.len() as u64).sum()
+        }
+        [
+            count(&self.order_events),
+            count(&self.orders),
+            count(&self.trades),
+            count(&self.ledger),
+            count(&self.candles),
+        ]
+    }
 }
 
 fn push<Row>(table: &mut BTreeMap<Partition, Vec<Row>>, day: u32, key: &str, row: Row) {
@@ -266,7 +295,7 @@ impl Deriver {
         for (move_index, change) in changes.iter().enumerate() {
             let asset = exchange.asset(change.asset);
             let decimals = asset.decimals;
-            let (cause, order_id, trade_id) = if change.trade > 0 {
+            let (cause, order_id, trade_index) = if change.trade > 0 {
                 let index = change.trade - 1;
                 let trade = trades.get(index as usize);
                 let order_id = trade.and_then(|trade| {
@@ -277,7 +306,7 @@ impl Deriver {
                     };
                     Some(activity?.order_by_client(account, id)?.order_id)
                 });
-                ("trade", order_id, Some(format!("{seq}-{index}")))
+                ("trade", order_id, Some(index))
             } else {
                 match command {
                     Command::Deposit(_) => ("deposit", None, None),
@@ -298,7 +327,7 @@ impl Deriver {
                 movement: change.movement.code(),
                 cause,
                 order_id,
-                trade_id,
+                trade_index,
                 available_delta: scaled(i128::from(change.available_delta.0), decimals),
                 held_delta: scaled(i128::from(change.held_delta.0), decimals),
                 fee: scaled(i128::from(change.fee.0), decimals),

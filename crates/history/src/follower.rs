@@ -12,7 +12,12 @@
 //! derived again but not written. Derivation is deterministic, so the rows after the
 //! checkpoint are those the crashed run would have written: nothing is missing and
 //! nothing is written twice. The engine must keep the journal from the replica
-//! snapshot on (`needed_from`).
+//! snapshot on (`needed_from`). The index's batch records the commit's range: when it
+//! holds a commit the checkpoint does not, the first commit after opening covers
+//! exactly that range again (`commit_at`), so it rewrites the same index keys.
+//!
+//! A commit is sealed here and written on a thread of its own (`commit`) while the next
+//! rows are derived; one commit is written at a time, in order.
 //!
 //! It never writes the journal or the engine's snapshots, and never blocks the engine:
 //! it only reads records the journal has made durable.
@@ -22,6 +27,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bourse_core::ledger::BalanceChange;
@@ -35,10 +41,11 @@ use bourse_journal::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::derive::{Applied, Deriver, OpenCandle, Partition, Pending};
-use crate::files::{partition_dir, remove_uncommitted, sync_dir, write_part};
+use crate::commit::{checkpoint_path, io_error, replica_dir, write_checkpoint, CommitJob, Written};
+use crate::derive::{Applied, Deriver, OpenCandle, Pending};
+use crate::files::remove_uncommitted;
 use crate::index::{Index, IndexError};
-use crate::tables::{candle_batch, ledger_batch, order_batch, trade_batch, Table};
+use crate::tables::Table;
 
 /// Why the history cannot go on. Trading goes on regardless: the journal keeps every
 /// command, and the history catches up once the cause is fixed.
@@ -111,10 +118,6 @@ impl From<IndexError> for HistoryError {
     }
 }
 
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> HistoryError + '_ {
-    move |error| HistoryError::Io(path.to_path_buf(), error)
-}
-
 #[derive(Clone, Debug)]
 pub struct HistoryConfig {
     pub history_dir: PathBuf,
@@ -128,7 +131,17 @@ pub struct HistoryConfig {
     pub commit_rows: usize,
     /// Take a replica snapshot at the first commit this many commands after the last.
     pub replica_every_commands: u64,
+    /// While the engine takes commands fast (`BUSY_COMMANDS_PER_S`), `run` follows at
+    /// most this share of the time and sleeps the rest, so that matching keeps its
+    /// cores; it follows flat out otherwise (catching up). 1.0: never gives way.
+    pub busy_share: f64,
 }
+
+/// Commands per second into the journal above which the engine counts as busy.
+pub const BUSY_COMMANDS_PER_S: f64 = 10_000.0;
+
+/// Commands `run` applies between looks at the engine's pace.
+const SLICE_COMMANDS: u64 = 4_096;
 
 impl HistoryConfig {
     /// The layout of `bourse serve`: `data/history` beside `data/journal` and
@@ -141,6 +154,7 @@ impl HistoryConfig {
             commit_every: Duration::from_secs(2),
             commit_rows: 1_000_000,
             replica_every_commands: 5_000_000,
+            busy_share: 0.1,
         }
     }
 }
@@ -163,7 +177,9 @@ pub struct Checkpoint {
     pub rows: Vec<(String, u64)>,
 }
 
-const CHECKPOINT_VERSION: u32 = 1;
+/// 2: the index's compact layout (`index`); a version 1 history is rebuilt by
+/// deleting `history/` (the journal and snapshots give it again).
+const CHECKPOINT_VERSION: u32 = 2;
 
 /// Figures the follower publishes (for `/metrics` and the CLI).
 #[derive(Debug, Default)]
@@ -191,23 +207,26 @@ pub struct Follower {
     tail: JournalTail,
     pending: Pending,
     index: Index,
+    /// The last commit written.
     checkpoint: Checkpoint,
+    /// The last commit sealed (being written, or `checkpoint`).
+    sealed: Checkpoint,
+    /// The thread writing the sealed commit.
+    writing: Option<JoinHandle<Result<Written, HistoryError>>>,
+    /// An emptied `Pending` whose buffers the next commit's rows reuse.
+    spare: Option<Pending>,
     applied_seq: u64,
     applied_crc: u32,
     applied_ts: u64,
     rows_by_table: Vec<(Table, u64)>,
     last_commit: Instant,
+    /// Where the next commit must end: a commit the index holds but the checkpoint
+    /// does not (a crash between them) is made again over exactly its range, so that
+    /// it writes the same index keys.
+    commit_at: Option<u64>,
     events: Vec<Event>,
     changes: Vec<BalanceChange>,
     stats: Arc<HistoryStats>,
-}
-
-fn checkpoint_path(history_dir: &Path) -> PathBuf {
-    history_dir.join("checkpoint.json")
-}
-
-fn replica_dir(history_dir: &Path) -> PathBuf {
-    history_dir.join("replica")
 }
 
 fn read_checkpoint(history_dir: &Path) -> Result<Option<Checkpoint>, HistoryError> {
@@ -228,21 +247,6 @@ fn read_checkpoint(history_dir: &Path) -> Result<Option<Checkpoint>, HistoryErro
         )));
     }
     Ok(Some(checkpoint))
-}
-
-fn write_checkpoint(history_dir: &Path, checkpoint: &Checkpoint) -> Result<(), HistoryError> {
-    let path = checkpoint_path(history_dir);
-    let temporary = history_dir.join(".checkpoint.json.tmp");
-    let bytes = serde_json::to_vec_pretty(checkpoint)
-        .map_err(|error| HistoryError::Damaged(format!("encoding the checkpoint: {error}")))?;
-    let write = || -> io::Result<()> {
-        let file = fs::File::create(&temporary)?;
-        io::Write::write_all(&mut &file, &bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, &path)?;
-        sync_dir(history_dir)
-    };
-    write().map_err(io_error(&path))
 }
 
 /// The journal's id and first record, from its first segment's header.
@@ -341,6 +345,10 @@ impl Follower {
                 (*table, rows)
             })
             .collect();
+        let commit_at = match index.in_flight()? {
+            Some((first, last)) if first == checkpoint.committed_seq + 1 => Some(last),
+            _ => None,
+        };
         stats.committed_seq.store(checkpoint.committed_seq, Ordering::SeqCst);
         stats.applied_seq.store(checkpoint.replica_seq, Ordering::SeqCst);
         stats.needed_from.store(checkpoint.replica_seq + 1, Ordering::SeqCst);
@@ -353,9 +361,13 @@ impl Follower {
             applied_seq: checkpoint.replica_seq,
             applied_crc: replica_crc,
             applied_ts: replica_ts,
+            sealed: checkpoint.clone(),
+            writing: None,
+            spare: None,
             checkpoint,
             rows_by_table,
             last_commit: Instant::now(),
+            commit_at,
             events: Vec::with_capacity(64),
             changes: Vec::with_capacity(64),
             stats,
@@ -426,10 +438,17 @@ impl Follower {
     /// their rows; commits whenever `commit_rows` rows wait. Returns the last applied.
     pub fn catch_up(&mut self, until: u64) -> Result<u64, HistoryError> {
         while self.applied_seq < until {
-            let chunk_end = until.min(self.applied_seq + 65_536);
+            let mut chunk_end = until.min(self.applied_seq + 65_536);
+            if let Some(commit_at) = self.commit_at {
+                chunk_end = chunk_end.min(commit_at);
+            }
             self.apply_until(chunk_end)?;
-            if self.pending.rows >= self.config.commit_rows {
-                self.commit()?;
+            let due = match self.commit_at {
+                Some(commit_at) => self.applied_seq >= commit_at,
+                None => self.pending.rows >= self.config.commit_rows,
+            };
+            if due {
+                self.start_commit()?;
             }
         }
         Ok(self.applied_seq)
@@ -471,116 +490,94 @@ impl Follower {
 
     /// Whether a commit is due: rows or commands wait and `commit_every` has passed.
     pub fn commit_due(&self) -> bool {
-        self.applied_seq > self.checkpoint.committed_seq
+        self.applied_seq > self.sealed.committed_seq
             && self.last_commit.elapsed() >= self.config.commit_every
     }
 
     /// Makes everything applied so far durable: the part files, the index, a replica
-    /// snapshot when due, then the checkpoint.
+    /// snapshot when due, then the checkpoint. Returns once it is (or once it failed).
+    /// While an unfinished commit is being made again (`commit_at`), it does nothing
+    /// until the follower has applied up to that commit's end.
     pub fn commit(&mut self) -> Result<(), HistoryError> {
-        if self.applied_seq <= self.checkpoint.committed_seq {
+        self.start_commit()?;
+        self.finish_commit()
+    }
+
+    /// Seals what was applied since the last commit and has it written on a thread of
+    /// its own (after the previous one is done: one at a time), so that following goes
+    /// on meanwhile. `finish_commit` waits for it.
+    pub fn start_commit(&mut self) -> Result<(), HistoryError> {
+        let sealed = self.sealed.committed_seq;
+        if self.applied_seq <= sealed {
             return Ok(());
         }
-        let started = Instant::now();
-        let range = (self.checkpoint.committed_seq + 1, self.applied_seq);
-        let pending = std::mem::take(&mut self.pending);
-        let history_dir = self.config.history_dir.clone();
-        let mut files = 0u64;
-        let mut bytes = 0u64;
-        let mut write = |table: Table,
-                         partition: &Partition,
-                         batch: arrow_array::RecordBatch|
-         -> Result<(), HistoryError> {
-            let dir = partition_dir(&history_dir, table, partition);
-            let (_, size) = write_part(&dir, range, &batch).map_err(io_error(&dir))?;
-            files += 1;
-            bytes += size;
-            Ok(())
-        };
-        let arrow = |error: arrow_schema::ArrowError| {
-            HistoryError::Damaged(format!("building a batch: {error}"))
-        };
-        let mut counted = [0u64; 5];
-        for (partition, rows) in &pending.order_events {
-            write(Table::OrderEvents, partition, order_batch(rows).map_err(arrow)?)?;
-            counted[0] += rows.len() as u64;
+        if self.commit_at.is_some_and(|commit_at| self.applied_seq != commit_at) {
+            // Not at the unfinished commit's end yet (`catch_up` stops there).
+            return Ok(());
         }
-        for (partition, rows) in &pending.orders {
-            write(Table::Orders, partition, order_batch(rows).map_err(arrow)?)?;
-            counted[1] += rows.len() as u64;
-        }
-        for (partition, rows) in &pending.trades {
-            write(Table::Trades, partition, trade_batch(rows).map_err(arrow)?)?;
-            counted[2] += rows.len() as u64;
-        }
-        for (partition, rows) in &pending.ledger {
-            write(Table::Ledger, partition, ledger_batch(rows).map_err(arrow)?)?;
-            counted[3] += rows.len() as u64;
-        }
-        for (partition, rows) in &pending.candles {
-            write(Table::Candles, partition, candle_batch(rows).map_err(arrow)?)?;
-            counted[4] += rows.len() as u64;
-        }
-        self.index.write(&pending)?;
-        let mut checkpoint = self.checkpoint.clone();
-        if self.applied_seq >= checkpoint.replica_seq + self.config.replica_every_commands
-            || checkpoint.replica_seq == 0
-        {
-            self.write_replica()?;
+        self.finish_commit()?;
+        let range = (sealed + 1, self.applied_seq);
+        let spare = self.spare.take().unwrap_or_default();
+        let pending = std::mem::replace(&mut self.pending, spare);
+        let mut checkpoint = self.sealed.clone();
+        let replica_due = self.applied_seq
+            >= checkpoint.replica_seq + self.config.replica_every_commands
+            || checkpoint.replica_seq == 0;
+        let replica = if replica_due {
+            let mut body = Vec::new();
+            encode_venue(&self.venue, &mut body);
+            let meta = SnapshotMeta {
+                journal_id: checkpoint.journal_id,
+                seq: self.applied_seq,
+                chain_crc: self.applied_crc,
+                ts: self.applied_ts,
+            };
             checkpoint.replica_seq = self.applied_seq;
             checkpoint.open_candles = self.deriver.open_candles();
-        }
+            Some((meta, body))
+        } else {
+            None
+        };
         checkpoint.committed_seq = self.applied_seq;
-        for (index, (_, rows)) in self.rows_by_table.iter_mut().enumerate() {
-            *rows += counted[index];
+        let counted = pending.rows_by_table();
+        for (table, rows) in self.rows_by_table.iter_mut() {
+            *rows += counted[*table as usize];
         }
         checkpoint.rows = self
             .rows_by_table
             .iter()
             .map(|(table, rows)| (table.name().to_string(), *rows))
             .collect();
-        write_checkpoint(&history_dir, &checkpoint)?;
-        let previous_replica = self.checkpoint.replica_seq;
-        self.checkpoint = checkpoint;
-        if previous_replica != self.checkpoint.replica_seq {
-            self.remove_replica(previous_replica);
-        }
-        self.last_commit = Instant::now();
-        let stats = &self.stats;
-        stats.committed_seq.store(self.checkpoint.committed_seq, Ordering::SeqCst);
-        stats.needed_from.store(self.checkpoint.replica_seq + 1, Ordering::SeqCst);
-        stats.commits.fetch_add(1, Ordering::Relaxed);
-        stats.rows.fetch_add(counted.iter().sum::<u64>(), Ordering::Relaxed);
-        stats.files.fetch_add(files, Ordering::Relaxed);
-        stats.bytes.fetch_add(bytes, Ordering::Relaxed);
-        stats.last_commit_ns.store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn write_replica(&self) -> Result<(), HistoryError> {
-        let mut body = Vec::new();
-        encode_venue(&self.venue, &mut body);
-        let meta = SnapshotMeta {
-            journal_id: self.checkpoint.journal_id,
-            seq: self.applied_seq,
-            chain_crc: self.applied_crc,
-            ts: self.applied_ts,
+        let job = CommitJob {
+            history_dir: self.config.history_dir.clone(),
+            range,
+            pending,
+            replica,
+            previous_replica: self.sealed.replica_seq,
+            checkpoint: checkpoint.clone(),
+            index: self.index.clone(),
+            stats: Arc::clone(&self.stats),
         };
-        write_snapshot(&replica_dir(&self.config.history_dir), meta, &body)?;
+        let writer = std::thread::Builder::new()
+            .name("history-commit".into())
+            .spawn(move || job.write())
+            .map_err(|error| HistoryError::Io(self.config.history_dir.clone(), error))?;
+        self.writing = Some(writer);
+        self.sealed = checkpoint;
+        self.commit_at = None;
+        self.last_commit = Instant::now();
         Ok(())
     }
 
-    /// Deletes an older replica snapshot once a checkpoint names a newer one. Failing
-    /// to costs only disk space.
-    fn remove_replica(&self, seq: u64) {
-        if seq == 0 {
-            return;
-        }
-        let path = bourse_journal::snapshot_file::snapshot_path(
-            &replica_dir(&self.config.history_dir),
-            seq,
-        );
-        let _ = fs::remove_file(path);
+    /// Waits for the commit being written, if any.
+    pub fn finish_commit(&mut self) -> Result<(), HistoryError> {
+        let Some(writer) = self.writing.take() else { return Ok(()) };
+        let written = writer.join().map_err(|_| {
+            HistoryError::Damaged("the commit's writer thread panicked".to_string())
+        })??;
+        self.checkpoint = written.checkpoint;
+        self.spare = Some(written.recycled);
+        Ok(())
     }
 
     /// Follows the journal until `stop` says so: every `poll`, applies what
@@ -595,6 +592,7 @@ impl Follower {
     ) {
         let (config, stats, index) = (self.config.clone(), self.stats.clone(), self.index.clone());
         let mut follower = Some(self);
+        let mut pause = IDLE_POLL;
         loop {
             let Some(current) = follower.as_mut() else {
                 if stop.wait(Duration::from_secs(1)) {
@@ -609,14 +607,24 @@ impl Follower {
                 }
                 continue;
             };
-            let stopping = stop.wait(Duration::from_millis(50));
-            let step = current.catch_up(durable_until()).and_then(|_| {
-                if stopping || current.commit_due() {
+            let stopping = stop.wait(pause);
+            let started = Instant::now();
+            let durable_before = durable_until();
+            let slice_end = durable_before.min(current.applied_seq + SLICE_COMMANDS);
+            let step = current.catch_up(slice_end).and_then(|_| {
+                if stopping {
                     current.commit()
+                } else if current.commit_due() {
+                    current.start_commit()
                 } else {
                     Ok(())
                 }
             });
+            let arrived = durable_until().saturating_sub(durable_before);
+            pause = next_pause(&config, started.elapsed(), arrived);
+            if current.applied_seq >= durable_until() {
+                pause = pause.max(IDLE_POLL);
+            }
             if let Err(error) = step {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
                 on_error(&error);
@@ -629,6 +637,21 @@ impl Follower {
             }
         }
     }
+}
+
+/// How often `run` looks for new commands once it has caught up.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// The pause after a slice of following that took `busy`, during which `arrived`
+/// commands became durable: none while the engine is quiet (catch up), and while it is
+/// busy long enough that following takes `busy_share` of the time.
+fn next_pause(config: &HistoryConfig, busy: Duration, arrived: u64) -> Duration {
+    let seconds = busy.as_secs_f64().max(1e-6);
+    let share = config.busy_share;
+    if arrived as f64 / seconds < BUSY_COMMANDS_PER_S || !(share > 0.0 && share < 1.0) {
+        return Duration::ZERO;
+    }
+    busy.mul_f64((1.0 - share) / share).min(Duration::from_secs(1))
 }
 
 /// A stop signal a follower thread waits on.
@@ -653,5 +676,32 @@ impl Stop {
             .wait_timeout_while(stopped, timeout, |stopped| !*stopped)
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *stopped
+    }
+}
+
+impl Drop for Follower {
+    /// A commit being written is finished, not abandoned: the next follower on this
+    /// directory must not race with it.
+    fn drop(&mut self) {
+        let _ = self.finish_commit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_follower_gives_way_only_while_the_engine_is_busy() {
+        let config = HistoryConfig { busy_share: 0.2, ..HistoryConfig::under(Path::new("d")) };
+        let slice = Duration::from_millis(10);
+        // 100,000 commands/s arriving: follow a fifth of the time.
+        assert_eq!(next_pause(&config, slice, 1_000), Duration::from_millis(40));
+        // 1,000 commands/s: the engine is not busy, catch up flat out.
+        assert_eq!(next_pause(&config, slice, 10), Duration::ZERO);
+        let never = HistoryConfig { busy_share: 1.0, ..config.clone() };
+        assert_eq!(next_pause(&never, slice, 1_000), Duration::ZERO);
+        // A long slice never makes a pause of more than a second.
+        assert_eq!(next_pause(&config, Duration::from_secs(5), 1_000_000), Duration::from_secs(1));
     }
 }

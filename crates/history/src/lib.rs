@@ -11,10 +11,12 @@
 //! without a query engine.
 
 pub mod civil;
+pub mod commit;
 pub mod derive;
 pub mod files;
 pub mod follower;
 pub mod index;
+pub mod pack;
 pub mod rows;
 pub mod sample;
 pub mod tables;

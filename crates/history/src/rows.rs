@@ -100,8 +100,9 @@ pub struct LedgerRow {
     pub cause: &'static str,
     /// The order it concerns, when one order does.
     pub order_id: Option<u64>,
-    /// The trade it settles (`seq-trade_index`).
-    pub trade_id: Option<String>,
+    /// The trade it settles: the command's trade of this index (its id is
+    /// `seq-trade_index`).
+    pub trade_index: Option<u32>,
     pub available_delta: i128,
     pub held_delta: i128,
     /// What the exchange kept of a `receive`.

@@ -2,6 +2,7 @@
 //! The schemas are the files' contract with every reader (`docs/history.md`): columns
 //! are only ever added at the end.
 
+use std::fmt::Write;
 use std::sync::Arc;
 
 use arrow_array::builder::{
@@ -131,7 +132,7 @@ fn ledger_fields() -> Vec<Field> {
         text("movement", false),
         text("cause", false),
         id("order_id", true),
-        text("trade_id", true),
+        Field::new("trade_index", DataType::UInt32, true),
         decimal("available_delta", false),
         decimal("held_delta", false),
         decimal("fee", false),
@@ -156,133 +157,238 @@ fn candle_fields() -> Vec<Field> {
     ]
 }
 
-fn decimals(
-    values: impl Iterator<Item = Option<i128>>,
-    capacity: usize,
-) -> Result<ArrayRef, ArrowError> {
-    let mut builder = Decimal128Builder::with_capacity(capacity);
-    for value in values {
-        builder.append_option(value);
-    }
-    Ok(Arc::new(builder.finish().with_precision_and_scale(PRECISION, SCALE as i8)?))
+fn decimal_builder(capacity: usize) -> Decimal128Builder {
+    Decimal128Builder::with_capacity(capacity)
+        .with_data_type(DataType::Decimal128(PRECISION, SCALE as i8))
 }
 
-fn texts<'a>(values: impl Iterator<Item = Option<&'a str>>, capacity: usize) -> ArrayRef {
-    let mut builder = StringBuilder::with_capacity(capacity, capacity * 8);
-    for value in values {
-        builder.append_option(value);
-    }
-    Arc::new(builder.finish())
+fn text_builder(capacity: usize, bytes_per_value: usize) -> StringBuilder {
+    StringBuilder::with_capacity(capacity, capacity * bytes_per_value)
 }
 
-fn ids(values: impl Iterator<Item = Option<u64>>, capacity: usize) -> ArrayRef {
-    let mut builder = UInt64Builder::with_capacity(capacity);
-    for value in values {
-        builder.append_option(value);
-    }
-    Arc::new(builder.finish())
+fn timestamp_builder(capacity: usize) -> TimestampNanosecondBuilder {
+    TimestampNanosecondBuilder::with_capacity(capacity).with_timezone("UTC")
 }
 
-fn timestamps(values: impl Iterator<Item = u64>, capacity: usize) -> ArrayRef {
-    let mut builder = TimestampNanosecondBuilder::with_capacity(capacity).with_timezone("UTC");
-    for value in values {
-        builder.append_value(value as i64);
-    }
-    Arc::new(builder.finish())
-}
+// The batches are built in one pass over the rows, appending to every column's
+// builder: a pass per column would read all the rows again for each column.
 
 pub fn order_batch(rows: &[OrderRow]) -> Result<RecordBatch, ArrowError> {
     let n = rows.len();
+    let mut seq = UInt64Builder::with_capacity(n);
+    let mut ts = timestamp_builder(n);
+    let mut order_id = UInt64Builder::with_capacity(n);
+    let mut account = text_builder(n, 8);
+    let mut client_order_id = text_builder(n, 12);
+    let mut symbol = text_builder(n, 8);
+    let mut side = text_builder(n, 4);
+    let mut kind = text_builder(n, 6);
+    let mut time_in_force = text_builder(n, 3);
     let mut post_only = BooleanBuilder::with_capacity(n);
-    rows.iter().for_each(|row| post_only.append_value(row.post_only));
+    let mut price = decimal_builder(n);
+    let mut qty = decimal_builder(n);
+    let mut filled = decimal_builder(n);
+    let mut remaining = decimal_builder(n);
+    let mut status = text_builder(n, 6);
+    let mut change = text_builder(n, 6);
+    let mut reason = text_builder(n, 1);
+    for row in rows {
+        seq.append_value(row.seq);
+        ts.append_value(row.ts as i64);
+        order_id.append_option(row.order_id);
+        account.append_value(&row.account);
+        client_order_id.append_value(&row.client_order_id);
+        symbol.append_value(&row.symbol);
+        side.append_value(row.side);
+        kind.append_value(row.kind);
+        time_in_force.append_value(row.time_in_force);
+        post_only.append_value(row.post_only);
+        price.append_option(row.price);
+        qty.append_value(row.qty);
+        filled.append_value(row.filled);
+        remaining.append_value(row.remaining);
+        status.append_value(row.status);
+        change.append_value(row.change);
+        reason.append_option(row.reason);
+    }
     let columns: Vec<ArrayRef> = vec![
-        ids(rows.iter().map(|row| Some(row.seq)), n),
-        timestamps(rows.iter().map(|row| row.ts), n),
-        ids(rows.iter().map(|row| row.order_id), n),
-        texts(rows.iter().map(|row| Some(row.account.as_str())), n),
-        texts(rows.iter().map(|row| Some(row.client_order_id.as_str())), n),
-        texts(rows.iter().map(|row| Some(row.symbol.as_str())), n),
-        texts(rows.iter().map(|row| Some(row.side)), n),
-        texts(rows.iter().map(|row| Some(row.kind)), n),
-        texts(rows.iter().map(|row| Some(row.time_in_force)), n),
+        Arc::new(seq.finish()),
+        Arc::new(ts.finish()),
+        Arc::new(order_id.finish()),
+        Arc::new(account.finish()),
+        Arc::new(client_order_id.finish()),
+        Arc::new(symbol.finish()),
+        Arc::new(side.finish()),
+        Arc::new(kind.finish()),
+        Arc::new(time_in_force.finish()),
         Arc::new(post_only.finish()),
-        decimals(rows.iter().map(|row| row.price), n)?,
-        decimals(rows.iter().map(|row| Some(row.qty)), n)?,
-        decimals(rows.iter().map(|row| Some(row.filled)), n)?,
-        decimals(rows.iter().map(|row| Some(row.remaining)), n)?,
-        texts(rows.iter().map(|row| Some(row.status)), n),
-        texts(rows.iter().map(|row| Some(row.change)), n),
-        texts(rows.iter().map(|row| row.reason), n),
+        Arc::new(price.finish()),
+        Arc::new(qty.finish()),
+        Arc::new(filled.finish()),
+        Arc::new(remaining.finish()),
+        Arc::new(status.finish()),
+        Arc::new(change.finish()),
+        Arc::new(reason.finish()),
     ];
     RecordBatch::try_new(Table::Orders.schema(), columns)
 }
 
 pub fn trade_batch(rows: &[TradeRow]) -> Result<RecordBatch, ArrowError> {
     let n = rows.len();
+    let mut seq = UInt64Builder::with_capacity(n);
     let mut trade_index = UInt32Builder::with_capacity(n);
-    rows.iter().for_each(|row| trade_index.append_value(row.trade_index));
-    let trade_ids: Vec<String> = rows.iter().map(TradeRow::trade_id).collect();
+    let mut trade_id = text_builder(n, 12);
+    let mut ts = timestamp_builder(n);
+    let mut symbol = text_builder(n, 8);
+    let mut price = decimal_builder(n);
+    let mut qty = decimal_builder(n);
+    let mut notional = decimal_builder(n);
+    let mut taker_side = text_builder(n, 4);
+    let mut maker_order_id = UInt64Builder::with_capacity(n);
+    let mut taker_order_id = UInt64Builder::with_capacity(n);
+    let mut maker_account = text_builder(n, 8);
+    let mut taker_account = text_builder(n, 8);
+    let mut maker_client_order_id = text_builder(n, 12);
+    let mut taker_client_order_id = text_builder(n, 12);
+    let mut maker_fee = decimal_builder(n);
+    let mut maker_fee_asset = text_builder(n, 4);
+    let mut taker_fee = decimal_builder(n);
+    let mut taker_fee_asset = text_builder(n, 4);
+    let mut id_text = String::new();
+    for row in rows {
+        seq.append_value(row.seq);
+        trade_index.append_value(row.trade_index);
+        id_text.clear();
+        let _ = write!(id_text, "{}-{}", row.seq, row.trade_index);
+        trade_id.append_value(&id_text);
+        ts.append_value(row.ts as i64);
+        symbol.append_value(&row.symbol);
+        price.append_value(row.price);
+        qty.append_value(row.qty);
+        notional.append_value(row.notional);
+        taker_side.append_value(row.taker_side);
+        maker_order_id.append_option(row.maker_order_id);
+        taker_order_id.append_option(row.taker_order_id);
+        maker_account.append_value(&row.maker_account);
+        taker_account.append_value(&row.taker_account);
+        maker_client_order_id.append_value(&row.maker_client_order_id);
+        taker_client_order_id.append_value(&row.taker_client_order_id);
+        maker_fee.append_value(row.maker_fee);
+        maker_fee_asset.append_value(&row.maker_fee_asset);
+        taker_fee.append_value(row.taker_fee);
+        taker_fee_asset.append_value(&row.taker_fee_asset);
+    }
     let columns: Vec<ArrayRef> = vec![
-        ids(rows.iter().map(|row| Some(row.seq)), n),
+        Arc::new(seq.finish()),
         Arc::new(trade_index.finish()),
-        texts(trade_ids.iter().map(|id| Some(id.as_str())), n),
-        timestamps(rows.iter().map(|row| row.ts), n),
-        texts(rows.iter().map(|row| Some(row.symbol.as_str())), n),
-        decimals(rows.iter().map(|row| Some(row.price)), n)?,
-        decimals(rows.iter().map(|row| Some(row.qty)), n)?,
-        decimals(rows.iter().map(|row| Some(row.notional)), n)?,
-        texts(rows.iter().map(|row| Some(row.taker_side)), n),
-        ids(rows.iter().map(|row| row.maker_order_id), n),
-        ids(rows.iter().map(|row| row.taker_order_id), n),
-        texts(rows.iter().map(|row| Some(row.maker_account.as_str())), n),
-        texts(rows.iter().map(|row| Some(row.taker_account.as_str())), n),
-        texts(rows.iter().map(|row| Some(row.maker_client_order_id.as_str())), n),
-        texts(rows.iter().map(|row| Some(row.taker_client_order_id.as_str())), n),
-        decimals(rows.iter().map(|row| Some(row.maker_fee)), n)?,
-        texts(rows.iter().map(|row| Some(row.maker_fee_asset.as_str())), n),
-        decimals(rows.iter().map(|row| Some(row.taker_fee)), n)?,
-        texts(rows.iter().map(|row| Some(row.taker_fee_asset.as_str())), n),
+        Arc::new(trade_id.finish()),
+        Arc::new(ts.finish()),
+        Arc::new(symbol.finish()),
+        Arc::new(price.finish()),
+        Arc::new(qty.finish()),
+        Arc::new(notional.finish()),
+        Arc::new(taker_side.finish()),
+        Arc::new(maker_order_id.finish()),
+        Arc::new(taker_order_id.finish()),
+        Arc::new(maker_account.finish()),
+        Arc::new(taker_account.finish()),
+        Arc::new(maker_client_order_id.finish()),
+        Arc::new(taker_client_order_id.finish()),
+        Arc::new(maker_fee.finish()),
+        Arc::new(maker_fee_asset.finish()),
+        Arc::new(taker_fee.finish()),
+        Arc::new(taker_fee_asset.finish()),
     ];
     RecordBatch::try_new(Table::Trades.schema(), columns)
 }
 
 pub fn ledger_batch(rows: &[LedgerRow]) -> Result<RecordBatch, ArrowError> {
     let n = rows.len();
+    let mut seq = UInt64Builder::with_capacity(n);
     let mut move_index = UInt32Builder::with_capacity(n);
-    rows.iter().for_each(|row| move_index.append_value(row.move_index));
+    let mut ts = timestamp_builder(n);
+    let mut account = text_builder(n, 8);
+    let mut asset = text_builder(n, 4);
+    let mut movement = text_builder(n, 6);
+    let mut cause = text_builder(n, 5);
+    let mut order_id = UInt64Builder::with_capacity(n);
+    let mut trade_index = UInt32Builder::with_capacity(n);
+    let mut available_delta = decimal_builder(n);
+    let mut held_delta = decimal_builder(n);
+    let mut fee = decimal_builder(n);
+    let mut available_after = decimal_builder(n);
+    let mut held_after = decimal_builder(n);
+    for row in rows {
+        seq.append_value(row.seq);
+        move_index.append_value(row.move_index);
+        ts.append_value(row.ts as i64);
+        account.append_value(&row.account);
+        asset.append_value(&row.asset);
+        movement.append_value(row.movement);
+        cause.append_value(row.cause);
+        order_id.append_option(row.order_id);
+        trade_index.append_option(row.trade_index);
+        available_delta.append_value(row.available_delta);
+        held_delta.append_value(row.held_delta);
+        fee.append_value(row.fee);
+        available_after.append_value(row.available_after);
+        held_after.append_value(row.held_after);
+    }
     let columns: Vec<ArrayRef> = vec![
-        ids(rows.iter().map(|row| Some(row.seq)), n),
+        Arc::new(seq.finish()),
         Arc::new(move_index.finish()),
-        timestamps(rows.iter().map(|row| row.ts), n),
-        texts(rows.iter().map(|row| Some(row.account.as_str())), n),
-        texts(rows.iter().map(|row| Some(row.asset.as_str())), n),
-        texts(rows.iter().map(|row| Some(row.movement)), n),
-        texts(rows.iter().map(|row| Some(row.cause)), n),
-        ids(rows.iter().map(|row| row.order_id), n),
-        texts(rows.iter().map(|row| row.trade_id.as_deref()), n),
-        decimals(rows.iter().map(|row| Some(row.available_delta)), n)?,
-        decimals(rows.iter().map(|row| Some(row.held_delta)), n)?,
-        decimals(rows.iter().map(|row| Some(row.fee)), n)?,
-        decimals(rows.iter().map(|row| Some(row.available_after)), n)?,
-        decimals(rows.iter().map(|row| Some(row.held_after)), n)?,
+        Arc::new(ts.finish()),
+        Arc::new(account.finish()),
+        Arc::new(asset.finish()),
+        Arc::new(movement.finish()),
+        Arc::new(cause.finish()),
+        Arc::new(order_id.finish()),
+        Arc::new(trade_index.finish()),
+        Arc::new(available_delta.finish()),
+        Arc::new(held_delta.finish()),
+        Arc::new(fee.finish()),
+        Arc::new(available_after.finish()),
+        Arc::new(held_after.finish()),
     ];
     RecordBatch::try_new(Table::Ledger.schema(), columns)
 }
 
 pub fn candle_batch(rows: &[CandleRow]) -> Result<RecordBatch, ArrowError> {
     let n = rows.len();
+    let mut symbol = text_builder(n, 8);
+    let mut interval = text_builder(n, 2);
+    let mut start = timestamp_builder(n);
+    let mut prices =
+        [decimal_builder(n), decimal_builder(n), decimal_builder(n), decimal_builder(n)];
+    let mut volume = decimal_builder(n);
+    let mut notional = decimal_builder(n);
+    let mut trades = UInt64Builder::with_capacity(n);
+    let mut last_seq = UInt64Builder::with_capacity(n);
+    for row in rows {
+        symbol.append_value(&row.symbol);
+        interval.append_value("1m");
+        start.append_value(row.start as i64);
+        for (builder, value) in prices.iter_mut().zip([row.open, row.high, row.low, row.close]) {
+            builder.append_value(value);
+        }
+        volume.append_value(row.volume);
+        notional.append_value(row.notional);
+        trades.append_value(row.trades);
+        last_seq.append_value(row.last_seq);
+    }
+    let [mut open, mut high, mut low, mut close] = prices;
     let columns: Vec<ArrayRef> = vec![
-        texts(rows.iter().map(|row| Some(row.symbol.as_str())), n),
-        texts(rows.iter().map(|_| Some("1m")), n),
-        timestamps(rows.iter().map(|row| row.start), n),
-        decimals(rows.iter().map(|row| Some(row.open)), n)?,
-        decimals(rows.iter().map(|row| Some(row.high)), n)?,
-        decimals(rows.iter().map(|row| Some(row.low)), n)?,
-        decimals(rows.iter().map(|row| Some(row.close)), n)?,
-        decimals(rows.iter().map(|row| Some(row.volume)), n)?,
-        decimals(rows.iter().map(|row| Some(row.notional)), n)?,
-        ids(rows.iter().map(|row| Some(row.trades)), n),
-        ids(rows.iter().map(|row| Some(row.last_seq)), n),
+        Arc::new(symbol.finish()),
+        Arc::new(interval.finish()),
+        Arc::new(start.finish()),
+        Arc::new(open.finish()),
+        Arc::new(high.finish()),
+        Arc::new(low.finish()),
+        Arc::new(close.finish()),
+        Arc::new(volume.finish()),
+        Arc::new(notional.finish()),
+        Arc::new(trades.finish()),
+        Arc::new(last_seq.finish()),
     ];
     RecordBatch::try_new(Table::Candles.schema(), columns)
 }

@@ -34,11 +34,19 @@ pub struct HistoryConfig {
     pub commit_every_ms: u64,
     /// ... and as soon as this many rows wait.
     pub commit_rows: usize,
+    /// While the engine takes more than 10,000 commands/s, the history follows at most
+    /// this share of the time (and catches up once the load drops); 1.0 never gives way.
+    pub busy_share: f64,
 }
 
 impl Default for HistoryConfig {
     fn default() -> Self {
-        HistoryConfig { enabled: true, commit_every_ms: 2_000, commit_rows: 1_000_000 }
+        HistoryConfig {
+            enabled: true,
+            commit_every_ms: 2_000,
+            commit_rows: 1_000_000,
+            busy_share: 0.1,
+        }
     }
 }
 
@@ -194,6 +202,8 @@ pub enum ConfigError {
     Variable { name: String, value: String, expected: &'static str },
     #[error("durability {0:?} is not one of sync, async, none")]
     Durability(String),
+    #[error("history.busy_share {0} is not a share of the time: more than 0, at most 1")]
+    BusyShare(f64),
 }
 
 /// Settings given on the command line; `None` leaves the file's or the environment's.
@@ -255,6 +265,10 @@ impl ServeConfig {
             config.history.enabled = enabled;
         }
         config.durability()?;
+        let share = config.history.busy_share;
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(ConfigError::BusyShare(share));
+        }
         Ok(config)
     }
 
@@ -353,5 +367,15 @@ mod tests {
         let overrides = Overrides { durability: Some("maybe".into()), ..Overrides::default() };
         let error = ServeConfig::load(None, Vec::new(), &overrides).unwrap_err();
         assert!(matches!(error, ConfigError::Durability(_)), "{error}");
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("bourse.toml");
+        for share in ["0.0", "1.5", "-0.1", "nan"] {
+            std::fs::write(&path, format!("[history]\nbusy_share = {share}\n")).unwrap();
+            let error = ServeConfig::load(Some(&path), Vec::new(), &Overrides::default());
+            assert!(matches!(error, Err(ConfigError::BusyShare(_))), "{share}: {error:?}");
+        }
+        std::fs::write(&path, "[history]\nbusy_share = 1.0\n").unwrap();
+        let config = ServeConfig::load(Some(&path), Vec::new(), &Overrides::default()).unwrap();
+        assert_eq!(config.history.busy_share, 1.0);
     }
 }

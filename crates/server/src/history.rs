@@ -65,6 +65,7 @@ pub fn start(
     let mut history_config = bourse_history::HistoryConfig::under(data_dir);
     history_config.commit_every = Duration::from_millis(config.commit_every_ms);
     history_config.commit_rows = config.commit_rows.max(1);
+    history_config.busy_share = config.busy_share;
     let sql = match sql {
         Some(factory) => Some(factory(&history_config.history_dir)?),
         None => None,
