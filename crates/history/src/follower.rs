@@ -580,10 +580,12 @@ impl Follower {
         Ok(())
     }
 
-    /// Follows the journal until `stop` says so: every `poll`, applies what
-    /// `durable_until` says is durable and commits when due; commits once more at the
-    /// end. An error is reported through `on_error`, and the follower starts over from
-    /// its last commit after a pause (trading goes on; the journal keeps everything).
+    /// Follows the journal until `stop` says so: applies what `durable_until` says is
+    /// durable, in slices of `SLICE_COMMANDS`, pausing between slices while the engine
+    /// is busy (`next_pause`) and for `IDLE_POLL` once caught up, and commits when due;
+    /// commits what it applied once more at the end. An error is reported through
+    /// `on_error`, and the follower starts over from its last commit after a pause
+    /// (trading goes on; the journal keeps everything).
     pub fn run(
         self,
         durable_until: impl Fn() -> u64,

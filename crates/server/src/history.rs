@@ -46,8 +46,8 @@ pub struct HistoryThread {
 }
 
 impl HistoryThread {
-    /// Commits what the journal holds and stops (call after the engine stopped, so
-    /// that everything it journaled is in).
+    /// Commits what the follower has applied and stops (the rest of the journal is
+    /// followed at the next start: a long lag does not hold up a shutdown).
     pub fn stop(self) {
         self.stop.stop();
         let _ = self.thread.join();

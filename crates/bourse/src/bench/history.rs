@@ -348,7 +348,8 @@ fn lookups(args: &HistoryArgs, data_dir: &Path) -> Result<(), String> {
         Box::new(|key| {
             let account = match args.source {
                 Source::Takers => format!("a{}", key % ACCOUNTS as u64),
-                Source::ExchangeCore => format!("{}", 1 + key % 2_000),
+                // exchange-core's users are `u1` .. `u1000` in the replay format.
+                Source::ExchangeCore => format!("u{}", 1 + key % 1_000),
             };
             Ok(!index.recent_fills(&account, 20).map_err(|error| error.to_string())?.is_empty())
         }),
