@@ -435,7 +435,8 @@ impl Follower {
     }
 
     /// Applies the journal's records up to `until` (which must be durable), deriving
-    /// their rows; commits whenever `commit_rows` rows wait. Returns the last applied.
+    /// their rows; starts a commit (`start_commit`) whenever `commit_rows` rows wait, and
+    /// at the end of an unfinished commit's range (`commit_at`). Returns the last applied.
     pub fn catch_up(&mut self, until: u64) -> Result<u64, HistoryError> {
         while self.applied_seq < until {
             let mut chunk_end = until.min(self.applied_seq + 65_536);
