@@ -77,12 +77,6 @@ pub struct TradeRow {
     pub taker_fee_asset: CompactString,
 }
 
-impl TradeRow {
-    pub fn trade_id(&self) -> String {
-        format!("{}-{}", self.seq, self.trade_index)
-    }
-}
-
 /// One move of one account's balance of one asset, with its cause.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerRow {
