@@ -133,6 +133,19 @@ fn sync(args: &SyncArgs) -> Result<(), String> {
         stats.files.load(std::sync::atomic::Ordering::Relaxed),
         seconds
     );
+    // Then the small files are merged, as a running server does while it is quiet.
+    let merging = Instant::now();
+    let (mut merges, mut replaced) = (0, 0);
+    while let Some(merged) = follower.merge_small_files().map_err(|error| error.to_string())? {
+        merges += 1;
+        replaced += merged.files_replaced;
+    }
+    if merges > 0 {
+        eprintln!(
+            "bourse: {replaced} small files merged into {merges} ({:.2} s)",
+            merging.elapsed().as_secs_f64()
+        );
+    }
     Ok(())
 }
 

@@ -104,7 +104,7 @@ const DICTIONARY_COLUMNS: &[&str] = &[
 const STATISTICS_COLUMNS: &[&str] =
     &["seq", "ts", "order_id", "maker_order_id", "taker_order_id", "start", "last_seq"];
 
-fn writer_properties() -> WriterProperties {
+pub fn writer_properties() -> WriterProperties {
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).unwrap_or_default()))
         .set_dictionary_enabled(false)
@@ -158,6 +158,61 @@ pub fn write_part(
 
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// The lock between the history's readers and compaction (`compact`), which replaces
+/// files: a reader holds it shared while it lists and reads the files, a merge holds it
+/// exclusively while it renames its file into place and removes those it replaces. It
+/// is an OS file lock (`history/files.lock`), so it holds between processes too (`bourse
+/// query` beside a running `bourse serve`).
+#[derive(Clone, Debug)]
+pub struct FilesLock {
+    path: PathBuf,
+}
+
+/// A held lock (or, for a reader of a history it cannot lock, none); released when
+/// dropped.
+#[derive(Debug)]
+pub struct FilesGuard {
+    _file: Option<File>,
+}
+
+impl FilesLock {
+    pub fn new(history_dir: &Path) -> FilesLock {
+        FilesLock { path: history_dir.join("files.lock") }
+    }
+
+    /// Shared: the files stay as they are while it is held. A history without the lock
+    /// file that cannot get one (not made yet, or on a read-only copy) has no writer to
+    /// wait for: the guard then holds nothing.
+    pub fn shared(&self) -> io::Result<FilesGuard> {
+        let file = match self.open().or_else(|_| File::open(&self.path)) {
+            Ok(file) => file,
+            Err(error) => {
+                let no_writer = self.path.parent().is_some_and(|dir| !dir.exists())
+                    || matches!(
+                        error.kind(),
+                        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+                    );
+                return if no_writer { Ok(FilesGuard { _file: None }) } else { Err(error) };
+            }
+        };
+        file.lock_shared()?;
+        Ok(FilesGuard { _file: Some(file) })
+    }
+
+    /// Exclusive: no reader is reading.
+    pub fn exclusive(&self) -> io::Result<FilesGuard> {
+        let file = self.open()?;
+        file.lock()?;
+        Ok(FilesGuard { _file: Some(file) })
+    }
+
+    /// Each holder opens the file itself: a lock belongs to an open file, and two
+    /// holders sharing one would not exclude each other.
+    fn open(&self) -> io::Result<File> {
+        fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&self.path)
+    }
 }
 
 /// Every part file under the tables, with its range.

@@ -18,6 +18,8 @@
 //!
 //! A commit is sealed here and written on a thread of its own (`commit`) while the next
 //! rows are derived; one commit is written at a time, in order.
+//! While the engine is quiet and the follower has caught up, it merges small part
+//! files (`compact`), one run at a time.
 //!
 //! It never writes the journal or the engine's snapshots, and never blocks the engine:
 //! it only reads records the journal has made durable.
@@ -42,8 +44,9 @@ use bourse_journal::{
 use serde::{Deserialize, Serialize};
 
 use crate::commit::{checkpoint_path, io_error, replica_dir, write_checkpoint, CommitJob, Written};
+use crate::compact::{merge_next, remove_superseded, Merged};
 use crate::derive::{Applied, Deriver, OpenCandle, Pending};
-use crate::files::remove_uncommitted;
+use crate::files::{remove_uncommitted, FilesLock};
 use crate::index::{Index, IndexError};
 use crate::tables::Table;
 
@@ -194,6 +197,9 @@ pub struct HistoryStats {
     pub files: AtomicU64,
     pub bytes: AtomicU64,
     pub last_commit_ns: AtomicU64,
+    /// Merges of small files (`compact`), and the files they replaced.
+    pub merges: AtomicU64,
+    pub files_merged: AtomicU64,
     pub failures: AtomicU64,
     /// The oldest journal record the history still needs (the engine keeps segments
     /// from it on: `EngineConfig::journal_needed_from` shares it).
@@ -227,6 +233,10 @@ pub struct Follower {
     events: Vec<Event>,
     changes: Vec<BalanceChange>,
     stats: Arc<HistoryStats>,
+    files_lock: FilesLock,
+    /// Whether a merge of small files may be due: after a commit (and on open), until
+    /// a look finds none.
+    merge_due: bool,
 }
 
 fn read_checkpoint(history_dir: &Path) -> Result<Option<Checkpoint>, HistoryError> {
@@ -253,16 +263,21 @@ fn read_checkpoint(history_dir: &Path) -> Result<Option<Checkpoint>, HistoryErro
 fn journal_start(journal_dir: &Path) -> Result<Option<(u64, u64)>, HistoryError> {
     let segments = list_segments(journal_dir).map_err(io_error(journal_dir))?;
     let Some((_, path)) = segments.first() else { return Ok(None) };
-    let bytes = fs::read(path).map_err(io_error(path))?;
-    let header = bytes
-        .get(..SEGMENT_HEADER_LEN)
-        .ok_or_else(|| {
-            HistoryError::Damaged(format!("{} is shorter than its header", path.display()))
-        })
-        .and_then(|header| {
-            SegmentHeader::parse(header)
-                .map_err(|reason| HistoryError::Damaged(format!("{}: {reason}", path.display())))
-        })?;
+    let mut bytes = [0u8; SEGMENT_HEADER_LEN];
+    let read =
+        fs::File::open(path).and_then(|mut file| io::Read::read_exact(&mut file, &mut bytes));
+    match read {
+        Ok(()) => {}
+        Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => {
+            return Err(HistoryError::Damaged(format!(
+                "{} is shorter than its header",
+                path.display()
+            )))
+        }
+        Err(error) => return Err(HistoryError::Io(path.clone(), error)),
+    }
+    let header = SegmentHeader::parse(&bytes)
+        .map_err(|reason| HistoryError::Damaged(format!("{}: {reason}", path.display())))?;
     Ok(Some((header.journal_id, header.first_seq)))
 }
 
@@ -334,6 +349,7 @@ impl Follower {
         }
         remove_uncommitted(&history_dir, checkpoint.committed_seq)
             .map_err(io_error(&history_dir))?;
+        remove_superseded(&history_dir).map_err(io_error(&history_dir))?;
         let rows_by_table = Table::ALL
             .iter()
             .map(|table| {
@@ -371,6 +387,8 @@ impl Follower {
             events: Vec::with_capacity(64),
             changes: Vec::with_capacity(64),
             stats,
+            files_lock: FilesLock::new(&history_dir),
+            merge_due: true,
             config,
         })
     }
@@ -578,7 +596,24 @@ impl Follower {
         })??;
         self.checkpoint = written.checkpoint;
         self.spare = Some(written.recycled);
+        self.merge_due = true;
         Ok(())
+    }
+
+    /// Merges one run of small committed files if one is due (`compact`); `None` when
+    /// none is (and none will be until the next commit).
+    pub fn merge_small_files(&mut self) -> Result<Option<Merged>, HistoryError> {
+        let history_dir = &self.config.history_dir;
+        let merged = merge_next(history_dir, self.checkpoint.committed_seq, &self.files_lock)
+            .map_err(io_error(history_dir))?;
+        match &merged {
+            Some(merged) => {
+                self.stats.merges.fetch_add(1, Ordering::Relaxed);
+                self.stats.files_merged.fetch_add(merged.files_replaced as u64, Ordering::Relaxed);
+            }
+            None => self.merge_due = false,
+        }
+        Ok(merged)
     }
 
     /// Follows the journal until `stop` says so: applies what `durable_until` says is
@@ -625,9 +660,21 @@ impl Follower {
             });
             let arrived = durable_until().saturating_sub(durable_before);
             pause = next_pause(&config, started.elapsed(), arrived);
-            if current.applied_seq >= durable_until() {
+            let caught_up = current.applied_seq >= durable_until();
+            if caught_up {
                 pause = pause.max(IDLE_POLL);
             }
+            // Small files are merged only while the engine is quiet and the follower has
+            // nothing to follow: one merge per look, so that stopping stays prompt.
+            let quiet = caught_up
+                && arrived as f64 / started.elapsed().as_secs_f64().max(1e-6) < BUSY_COMMANDS_PER_S;
+            let step = step.and_then(|()| {
+                if quiet && !stopping && current.merge_due {
+                    current.merge_small_files().map(|_| ())
+                } else {
+                    Ok(())
+                }
+            });
             if let Err(error) = step {
                 stats.failures.fetch_add(1, Ordering::Relaxed);
                 on_error(&error);

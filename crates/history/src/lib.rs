@@ -12,6 +12,7 @@
 
 pub mod civil;
 pub mod commit;
+pub mod compact;
 pub mod derive;
 pub mod files;
 pub mod follower;

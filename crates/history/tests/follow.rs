@@ -385,3 +385,123 @@ fn a_crash_between_the_index_and_the_checkpoint_leaves_the_index_exact() {
     assert_eq!(expected.len(), got.len(), "no fill twice, none missing");
     assert!(expected == got);
 }
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The part files of each partition directory, by directory.
+fn files_by_partition(data: &Path) -> BTreeMap<std::path::PathBuf, usize> {
+    let mut by_dir = BTreeMap::new();
+    for (path, _) in part_files(&data.join("history")).unwrap() {
+        *by_dir.entry(path.parent().unwrap().to_path_buf()).or_insert(0) += 1;
+    }
+    by_dir
+}
+
+/// The history of `lines` committed every 25 commands: a file per partition and
+/// commit, all small.
+fn follow_in_small_commits(data: &Path, lines: &[(String, u64)]) {
+    write_journal(&data.join("journal"), lines).unwrap();
+    let mut follower = Follower::open(config(data, 1_000_000), Arc::default()).unwrap();
+    for until in (25..=lines.len() as u64).step_by(25) {
+        follower.catch_up(until).unwrap();
+        follower.commit().unwrap();
+    }
+}
+
+#[test]
+fn a_running_follower_merges_small_files_once_it_has_caught_up() {
+    let lines = trading(14, 1_500);
+    let small = tempfile::tempdir().unwrap();
+    let data = small.path();
+    follow_in_small_commits(data, &lines);
+    let expected: Vec<Vec<String>> =
+        Table::ALL.iter().map(|table| table_rows(data, *table)).collect();
+    let before = part_files(&data.join("history")).unwrap().len();
+
+    let stats = Arc::new(HistoryStats::default());
+    let follower = Follower::open(config(data, 1_000_000), Arc::clone(&stats)).unwrap();
+    let stop = Arc::new(bourse_history::Stop::default());
+    let end = lines.len() as u64;
+    let running = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || follower.run(|| end, &stop, |error| panic!("{error:?}")))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while part_files(&data.join("history")).unwrap().len() * 4 > before {
+        assert!(std::time::Instant::now() < deadline, "no merges");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    stop.stop();
+    running.join().unwrap();
+    assert!(stats.merges.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    for (table, rows) in Table::ALL.iter().zip(expected) {
+        assert!(table_rows(data, *table) == rows, "{}", table.name());
+    }
+}
+
+#[test]
+fn merging_small_files_keeps_every_row_and_a_crash_midway_duplicates_none() {
+    let lines = trading(13, 3_000);
+    let whole = tempfile::tempdir().unwrap();
+    write_journal(&whole.path().join("journal"), &lines).unwrap();
+    follow(whole.path(), lines.len() as u64, 1_000_000);
+
+    let small = tempfile::tempdir().unwrap();
+    let data = small.path();
+    follow_in_small_commits(data, &lines);
+    let before = part_files(&data.join("history")).unwrap().len();
+    assert!(before > 500, "{before} files");
+
+    // The merged history, in a copy: a crash after a merge renamed its file into place
+    // and before it removed the files it replaces is the original plus that file.
+    let merged = tempfile::tempdir().unwrap();
+    copy_dir(data, merged.path());
+    let mut follower = Follower::open(config(merged.path(), 20), Arc::default()).unwrap();
+    let first = follower.merge_small_files().unwrap().expect("small files to merge");
+    assert!(first.files_replaced >= 2);
+    let mut merges = 1;
+    while follower.merge_small_files().unwrap().is_some() {
+        merges += 1;
+    }
+    drop(follower);
+    let after = files_by_partition(merged.path());
+    let files_after: usize = after.values().sum();
+    assert!(files_after * 10 < before, "{before} files became {files_after} in {merges} merges");
+    // Closed days end with one file per partition; the newest day (the engine's today)
+    // keeps fewer than a merge's worth of small files after its merged ones.
+    let date_of = |dir: &Path| dir.parent().unwrap().file_name().unwrap().to_owned();
+    let newest = after.keys().map(|dir| date_of(dir)).max().unwrap();
+    for (dir, files) in &after {
+        let today = date_of(dir) == newest;
+        assert!(*files == 1 || (today && *files < 16), "{}: {files} files", dir.display());
+    }
+    for table in Table::ALL {
+        let expected = table_rows(whole.path(), table);
+        assert!(expected == table_rows(merged.path(), table), "{} after merging", table.name());
+    }
+    assert!(lookups(whole.path()) == lookups(merged.path()), "the index does not change");
+
+    let relative = first.path.strip_prefix(merged.path()).unwrap();
+    std::fs::copy(&first.path, data.join(relative)).unwrap();
+    let all_rows = |data: &Path| -> usize {
+        Table::ALL.iter().map(|table| table_rows(data, *table).len()).sum()
+    };
+    let (duplicated, expected) = (all_rows(data), all_rows(whole.path()));
+    assert!(duplicated > expected, "the merged file and the files it replaces overlap");
+    drop(Follower::open(config(data, 20), Arc::default()).unwrap());
+    assert!(data.join(relative).exists(), "the merged file stays");
+    for table in Table::ALL {
+        assert!(table_rows(whole.path(), table) == table_rows(data, table), "{}", table.name());
+    }
+}

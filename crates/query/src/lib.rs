@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bourse_history::files::tables_dir;
+use bourse_history::files::{tables_dir, FilesLock};
 use bourse_history::Table;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::DataType;
@@ -86,6 +86,7 @@ pub struct HistorySql {
     empty: std::sync::Mutex<Vec<Table>>,
     runtime: tokio::runtime::Runtime,
     history_dir: PathBuf,
+    files_lock: FilesLock,
 }
 
 impl HistorySql {
@@ -107,6 +108,7 @@ impl HistorySql {
             empty: std::sync::Mutex::new(Vec::new()),
             runtime,
             history_dir: history_dir.to_path_buf(),
+            files_lock: FilesLock::new(history_dir),
         };
         for table in Table::ALL {
             sql.register(table)?;
@@ -156,6 +158,12 @@ impl HistorySql {
             self.context.deregister_table(table.name())?;
             self.register(table)?;
         }
+        // The files stay put while the query lists and reads them: a merge of small
+        // files (`bourse_history::compact`) waits for it.
+        let _files = self.files_lock.shared().map_err(|error| QueryError {
+            code: "io",
+            message: format!("locking the history's files: {error}"),
+        })?;
         self.runtime
             .block_on(async {
                 let frame = self.context.sql(query).await?;

@@ -315,6 +315,18 @@ impl Collector for HistoryCollector {
         counter(&mut encoder, "history_commits", "History commits", history.commits.load(Relaxed))?;
         counter(
             &mut encoder,
+            "history_merges",
+            "Merges of small Parquet files into one",
+            history.merges.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "history_files_merged",
+            "Small Parquet files replaced by merges",
+            history.files_merged.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
             "history_failures",
             "History steps that failed (retried from the last commit; the journal is intact)",
             history.failures.load(Relaxed),

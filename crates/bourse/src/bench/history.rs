@@ -249,6 +249,22 @@ fn ingest(args: &HistoryArgs, data_dir: &Path) -> Result<(), String> {
     for (table, count) in &follower.checkpoint().rows {
         println!("ingest: {table} {count} rows");
     }
+    // What a quiet server does next: merge the small files (one per commit).
+    let started = Instant::now();
+    let (mut merges, mut replaced, mut merged_rows) = (0, 0, 0);
+    while let Some(merged) = follower.merge_small_files().map_err(|error| error.to_string())? {
+        merges += 1;
+        replaced += merged.files_replaced;
+        merged_rows += merged.rows;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let files = bourse_history::files::part_files(&data_dir.join("history"))
+        .map_err(|error| error.to_string())?
+        .len();
+    println!(
+        "merge: {replaced} small files into {merges} in {seconds:.2} s ({merged_rows} rows, {:.0} rows/s); {files} files now",
+        merged_rows as f64 / seconds.max(1e-9)
+    );
     Ok(())
 }
 

@@ -49,6 +49,8 @@ pub async fn status(
         "files": stats.files.load(Ordering::Relaxed),
         "bytes": stats.bytes.load(Ordering::Relaxed),
         "commits": stats.commits.load(Ordering::Relaxed),
+        "merges": stats.merges.load(Ordering::Relaxed),
+        "files_merged": stats.files_merged.load(Ordering::Relaxed),
         "failures": stats.failures.load(Ordering::Relaxed),
         "sql": history.sql.is_some(),
     })))
