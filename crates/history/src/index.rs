@@ -21,7 +21,8 @@
 
 use std::path::Path;
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use fjall::config::CompressionPolicy;
+use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use rustc_hash::FxHashMap;
 use serde_json::{json, Value};
 
@@ -300,11 +301,19 @@ fn unpack_fill(bytes: &[u8]) -> Option<(u64, u32, bool)> {
 
 const IN_FLIGHT: &[u8] = b"in_flight";
 
+/// Every level's blocks compressed with LZ4 (fjall leaves the first two levels, where
+/// most of an index that only grows lies, uncompressed). Applies to keyspaces made from
+/// now on: fjall keeps a keyspace's options from its creation.
+fn keyspace_options() -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default()
+        .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
+}
+
 impl Index {
     /// Opens (or makes) the index in `dir`: once per process, then cloned.
     pub fn open(dir: &Path) -> Result<Index, IndexError> {
         let database = Database::builder(dir).manual_journal_persist(true).open()?;
-        let keyspace = |name: &str| database.keyspace(name, KeyspaceCreateOptions::default);
+        let keyspace = |name: &str| database.keyspace(name, keyspace_options);
         Ok(Index {
             trade_blocks: keyspace("trade_blocks")?,
             order_blocks: keyspace("order_blocks")?,
