@@ -143,7 +143,8 @@ pub struct HistoryConfig {
 /// Commands per second into the journal above which the engine counts as busy.
 pub const BUSY_COMMANDS_PER_S: f64 = 10_000.0;
 
-/// Commands `run` applies between looks at the engine's pace.
+/// Commands `run` applies between looks at the engine's pace, and `catch_up` between
+/// looks at whether `commit_rows` rows wait.
 const SLICE_COMMANDS: u64 = 4_096;
 
 impl HistoryConfig {
@@ -457,7 +458,7 @@ impl Follower {
     /// at the end of an unfinished commit's range (`commit_at`). Returns the last applied.
     pub fn catch_up(&mut self, until: u64) -> Result<u64, HistoryError> {
         while self.applied_seq < until {
-            let mut chunk_end = until.min(self.applied_seq + 65_536);
+            let mut chunk_end = until.min(self.applied_seq + SLICE_COMMANDS);
             if let Some(commit_at) = self.commit_at {
                 chunk_end = chunk_end.min(commit_at);
             }
