@@ -18,6 +18,8 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
 use datafusion::error::DataFusionError;
+use datafusion::execution::cache::cache_manager::CacheManagerConfig;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 
 /// How an answer is printed.
@@ -102,7 +104,12 @@ impl HistorySql {
         let config = SessionConfig::new()
             .with_target_partitions(threads.max(1))
             .with_information_schema(true);
-        let context = SessionContext::new_with_config(config);
+        // No cache of the tables' file listings: DataFusion keeps one forever by default,
+        // and the history adds files at every commit and replaces them when it merges.
+        let runtime_env = RuntimeEnvBuilder::new()
+            .with_cache_manager(CacheManagerConfig::default().with_list_files_cache_limit(0))
+            .build_arc()?;
+        let context = SessionContext::new_with_config_rt(config, runtime_env);
         let sql = HistorySql {
             context,
             empty: std::sync::Mutex::new(Vec::new()),

@@ -179,3 +179,38 @@ fn a_history_without_files_answers_empty_and_sees_files_once_they_come() {
     sample_history(dir.path(), 800);
     assert!(one_count(&sql, "SELECT count(*) FROM trades") > 0);
 }
+
+#[test]
+fn a_long_lived_reader_sees_every_commit_and_every_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let lines = trading(8, 2_000);
+    write_journal(&data.join("journal"), &lines).unwrap();
+    let mut follower =
+        Follower::open(HistoryConfig::under(data), Arc::new(HistoryStats::default())).unwrap();
+    follower.catch_up(1_000).unwrap();
+    follower.commit().unwrap();
+    let history = data.join("history");
+    let count = "SELECT count(*) FROM order_events";
+    let sql = HistorySql::open(&history, 1).unwrap();
+    let first = one_count(&sql, count);
+    assert!(first > 0);
+
+    // A later commit's files are read by the same reader (no stale listing) ...
+    follower.catch_up(lines.len() as u64).unwrap();
+    follower.commit().unwrap();
+    let fresh = || one_count(&HistorySql::open(&history, 1).unwrap(), count);
+    let second = one_count(&sql, count);
+    assert!(second > first);
+    assert_eq!(second, fresh());
+
+    // ... and so are merged files, in place of those they replace.
+    let merged = follower.merge_small_files().unwrap().expect("two commits on a past day");
+    assert!(merged.files_replaced >= 2);
+    while follower.merge_small_files().unwrap().is_some() {}
+    assert_eq!(one_count(&sql, count), second);
+    assert_eq!(
+        one_count(&sql, "SELECT count(*) FROM trades"),
+        one_count(&HistorySql::open(&history, 1).unwrap(), "SELECT count(*) FROM trades")
+    );
+}
