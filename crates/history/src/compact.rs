@@ -17,6 +17,7 @@
 //! the files of a commit being written, and never changes a row: the tables and the
 //! index read the same before and after.
 
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -62,18 +63,59 @@ pub fn merge_next(
     history_dir: &Path,
     committed_seq: u64,
     lock: &FilesLock,
+    row_counts: &mut RowCounts,
 ) -> io::Result<Option<Merged>> {
     let dirs = partition_dirs(history_dir)?;
     let newest = dirs.iter().filter_map(|dir| partition_date(dir)).max().map(str::to_string);
     for dir in &dirs {
         let closed =
             partition_date(dir).zip(newest.as_deref()).is_some_and(|(date, newest)| date < newest);
-        let files = committed_parts(dir, committed_seq)?;
-        if let Some(run) = due_run(&files, closed) {
-            return merge_run(dir, run, lock).map(Some);
+        let needed = if closed { 2 } else { MERGE_FILES };
+        let files: Vec<(PathBuf, (u64, u64))> =
+            part_files_in(dir)?.into_iter().filter(|(_, range)| range.1 <= committed_seq).collect();
+        if files.len() < needed {
+            continue;
+        }
+        let files = row_counts.of(files)?;
+        if let Some(run) = due_run(&files, needed) {
+            let merged = merge_run(dir, run, lock)?;
+            for file in run {
+                row_counts.rows.remove(&file.path);
+            }
+            return Ok(Some(merged));
         }
     }
     Ok(None)
+}
+
+/// The row counts of the part files looked at so far (a file never changes, so its
+/// footer is read once), so that each look reads only the new files' footers.
+#[derive(Debug, Default)]
+pub struct RowCounts {
+    rows: HashMap<PathBuf, u64>,
+}
+
+impl RowCounts {
+    fn of(&mut self, files: Vec<(PathBuf, (u64, u64))>) -> io::Result<Vec<PartFile>> {
+        let mut parts = Vec::with_capacity(files.len());
+        for (path, range) in files {
+            let rows = match self.rows.get(&path) {
+                Some(rows) => *rows,
+                None => {
+                    let rows = footer_rows(&path)?;
+                    self.rows.insert(path.clone(), rows);
+                    rows
+                }
+            };
+            parts.push(PartFile { path, range, rows });
+        }
+        Ok(parts)
+    }
+}
+
+fn footer_rows(path: &Path) -> io::Result<u64> {
+    let reader = SerializedFileReader::new(File::open(path)?).map_err(io::Error::other)?;
+    Ok(reader.metadata().file_metadata().num_rows().max(0) as u64)
 }
 
 /// Every partition directory: `tables/<table>/date=<date>/<column>=<value>`.
@@ -122,25 +164,9 @@ fn part_files_in(dir: &Path) -> io::Result<Vec<(PathBuf, (u64, u64))>> {
     Ok(found)
 }
 
-/// The partition's committed part files, in order, with their row counts (from their
-/// footers).
-fn committed_parts(dir: &Path, committed_seq: u64) -> io::Result<Vec<PartFile>> {
-    let mut parts = Vec::new();
-    for (path, range) in part_files_in(dir)? {
-        if range.1 > committed_seq {
-            continue;
-        }
-        let reader = SerializedFileReader::new(File::open(&path)?).map_err(io::Error::other)?;
-        let rows = reader.metadata().file_metadata().num_rows().max(0) as u64;
-        parts.push(PartFile { path, range, rows });
-    }
-    Ok(parts)
-}
-
-/// The first run of consecutive small files that is due: `MERGE_FILES` of them, or
-/// two in a closed day; at most about `MERGED_ROWS_MAX` rows.
-fn due_run(files: &[PartFile], closed: bool) -> Option<&[PartFile]> {
-    let needed = if closed { 2 } else { MERGE_FILES };
+/// The first run of `needed` or more consecutive small files, at most about
+/// `MERGED_ROWS_MAX` rows of them.
+fn due_run(files: &[PartFile], needed: usize) -> Option<&[PartFile]> {
     let mut start = 0;
     while start < files.len() {
         if files[start].rows >= SMALL_FILE_ROWS {
@@ -259,25 +285,25 @@ mod tests {
     #[test]
     fn an_open_day_waits_for_enough_small_files_and_a_large_file_breaks_a_run() {
         let mut files: Vec<PartFile> = (0..15).map(|i| part(i * 10 + 1, i * 10 + 10, 5)).collect();
-        assert!(due_run(&files, false).is_none(), "15 small files wait");
+        assert!(due_run(&files, MERGE_FILES).is_none(), "15 small files wait");
         files.push(part(151, 160, 5));
-        assert_eq!(ranges(due_run(&files, false)).len(), MERGE_FILES);
+        assert_eq!(ranges(due_run(&files, MERGE_FILES)).len(), MERGE_FILES);
 
         let mut broken: Vec<PartFile> = (0..8).map(|i| part(i * 10 + 1, i * 10 + 10, 5)).collect();
         broken.push(part(81, 90, SMALL_FILE_ROWS));
         broken.extend((9..17).map(|i| part(i * 10 + 1, i * 10 + 10, 5)));
-        assert!(due_run(&broken, false).is_none(), "two runs of 8, not one of 16");
+        assert!(due_run(&broken, MERGE_FILES).is_none(), "two runs of 8, not one of 16");
         // A closed day merges each run of two or more.
-        assert_eq!(ranges(due_run(&broken, true)).first(), Some(&(1, 10)));
-        assert_eq!(ranges(due_run(&broken, true)).last(), Some(&(71, 80)));
-        assert!(due_run(&[part(1, 10, 5)], true).is_none(), "one file is already merged");
+        assert_eq!(ranges(due_run(&broken, 2)).first(), Some(&(1, 10)));
+        assert_eq!(ranges(due_run(&broken, 2)).last(), Some(&(71, 80)));
+        assert!(due_run(&[part(1, 10, 5)], 2).is_none(), "one file is already merged");
     }
 
     #[test]
     fn a_merge_stops_adding_files_past_its_size() {
         let files: Vec<PartFile> =
             (0..40).map(|i| part(i * 10 + 1, i * 10 + 10, SMALL_FILE_ROWS - 1)).collect();
-        let run = due_run(&files, true).unwrap();
+        let run = due_run(&files, 2).unwrap();
         let rows: u64 = run.iter().map(|file| file.rows).sum();
         assert_eq!(run.len(), 5);
         assert!((MERGED_ROWS_MAX..MERGED_ROWS_MAX + SMALL_FILE_ROWS).contains(&rows));
@@ -315,7 +341,7 @@ mod tests {
         let reading = lock.shared().unwrap();
         let merging = {
             let (history, lock) = (history.path().to_path_buf(), lock.clone());
-            std::thread::spawn(move || merge_next(&history, 50, &lock))
+            std::thread::spawn(move || merge_next(&history, 50, &lock, &mut RowCounts::default()))
         };
         // The merged file is written, then the merge waits for the reader to finish.
         let temporary = dir.join(format!(".{}.tmp", part_name(11, 40)));
@@ -347,7 +373,7 @@ mod tests {
                 .collect();
         assert_eq!(rows, [1, 2, 3]);
         // The newest day's single file is not touched; nothing else is due.
-        assert_eq!(merge_next(history.path(), 50, &lock).unwrap(), None);
+        assert_eq!(merge_next(history.path(), 50, &lock, &mut RowCounts::default()).unwrap(), None);
     }
 
     #[test]

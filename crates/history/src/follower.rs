@@ -44,7 +44,7 @@ use bourse_journal::{
 use serde::{Deserialize, Serialize};
 
 use crate::commit::{checkpoint_path, io_error, replica_dir, write_checkpoint, CommitJob, Written};
-use crate::compact::{merge_next, remove_superseded, Merged};
+use crate::compact::{merge_next, remove_superseded, Merged, RowCounts};
 use crate::derive::{Applied, Deriver, OpenCandle, Pending};
 use crate::files::{remove_uncommitted, FilesLock};
 use crate::index::{Index, IndexError};
@@ -235,6 +235,7 @@ pub struct Follower {
     changes: Vec<BalanceChange>,
     stats: Arc<HistoryStats>,
     files_lock: FilesLock,
+    row_counts: RowCounts,
     /// Whether a merge of small files may be due: after a commit (and on open), until
     /// a look finds none.
     merge_due: bool,
@@ -389,6 +390,7 @@ impl Follower {
             changes: Vec::with_capacity(64),
             stats,
             files_lock: FilesLock::new(&history_dir),
+            row_counts: RowCounts::default(),
             merge_due: true,
             config,
         })
@@ -605,8 +607,13 @@ impl Follower {
     /// none is (and none will be until the next commit).
     pub fn merge_small_files(&mut self) -> Result<Option<Merged>, HistoryError> {
         let history_dir = &self.config.history_dir;
-        let merged = merge_next(history_dir, self.checkpoint.committed_seq, &self.files_lock)
-            .map_err(io_error(history_dir))?;
+        let merged = merge_next(
+            history_dir,
+            self.checkpoint.committed_seq,
+            &self.files_lock,
+            &mut self.row_counts,
+        )
+        .map_err(io_error(history_dir))?;
         match &merged {
             Some(merged) => {
                 self.stats.merges.fetch_add(1, Ordering::Relaxed);
