@@ -5,7 +5,9 @@
 //! date and instrument, one file per commit and partition), the lookup index
 //! (`index`), a copy of the state machine's state (`replica/`) and the checkpoint
 //! that says which commands are in. The rows are derived (`derive`) from the durable
-//! journal by a copy of the state machine (`follower`), exactly once across crashes.
+//! journal by a copy of the state machine (`follower`), exactly once across crashes;
+//! small files are merged while the engine is quiet (`compact`), readers and merges
+//! kept apart by a file lock (`files::FilesLock`).
 //! It never writes the journal or the engine's snapshots and never holds up the
 //! engine; SQL over the files lives in `bourse-query`, so that this crate builds
 //! without a query engine.
