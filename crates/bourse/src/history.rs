@@ -135,11 +135,8 @@ fn sync(args: &SyncArgs) -> Result<(), String> {
     );
     // Then the small files are merged, as a running server does while it is quiet.
     let merging = Instant::now();
-    let (mut merges, mut replaced) = (0, 0);
-    while let Some(merged) = follower.merge_small_files().map_err(|error| error.to_string())? {
-        merges += 1;
-        replaced += merged.files_replaced;
-    }
+    let (merges, replaced, _) =
+        follower.merge_all_small_files().map_err(|error| error.to_string())?;
     if merges > 0 {
         eprintln!(
             "bourse: {replaced} small files merged into {merges} ({:.2} s)",

@@ -603,6 +603,19 @@ impl Follower {
         Ok(())
     }
 
+    /// Merges small committed files until no run is due (what `run` does one merge at a
+    /// time while the engine is quiet); returns the merges, the files they replaced and
+    /// the rows they rewrote.
+    pub fn merge_all_small_files(&mut self) -> Result<(usize, usize, u64), HistoryError> {
+        let (mut merges, mut replaced, mut rows) = (0, 0, 0);
+        while let Some(merged) = self.merge_small_files()? {
+            merges += 1;
+            replaced += merged.files_replaced;
+            rows += merged.rows;
+        }
+        Ok((merges, replaced, rows))
+    }
+
     /// Merges one run of small committed files if one is due (`compact`); `None` when
     /// none is (and none will be until the next commit).
     pub fn merge_small_files(&mut self) -> Result<Option<Merged>, HistoryError> {

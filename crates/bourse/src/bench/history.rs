@@ -251,12 +251,8 @@ fn ingest(args: &HistoryArgs, data_dir: &Path) -> Result<(), String> {
     }
     // What a quiet server does next: merge the small files (one per commit).
     let started = Instant::now();
-    let (mut merges, mut replaced, mut merged_rows) = (0, 0, 0);
-    while let Some(merged) = follower.merge_small_files().map_err(|error| error.to_string())? {
-        merges += 1;
-        replaced += merged.files_replaced;
-        merged_rows += merged.rows;
-    }
+    let (merges, replaced, merged_rows) =
+        follower.merge_all_small_files().map_err(|error| error.to_string())?;
     let seconds = started.elapsed().as_secs_f64();
     let files = bourse_history::files::part_files(&data_dir.join("history"))
         .map_err(|error| error.to_string())?
