@@ -136,11 +136,11 @@ fn signed(
 ) -> Option<(u16, String)> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = bourse_server::now_ms();
+    let now = bourse_protocol::signing::now_ms();
     let timestamp = LAST.fetch_max(now, Ordering::SeqCst).max(now - 1) + 1;
     LAST.fetch_max(timestamp, Ordering::SeqCst);
     let message = format!("{timestamp}\n{method}\n{path}\n{body}");
-    let signature = bourse_server::keys::sign(&credentials.1, message.as_bytes());
+    let signature = bourse_protocol::signing::sign(&credentials.1, message.as_bytes());
     let mut stream = TcpStream::connect(address).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(

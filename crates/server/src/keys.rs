@@ -275,14 +275,9 @@ impl KeyStore {
         self.read().keys.values().cloned().collect()
     }
 
-    /// Checks `signature` (hex) of `message` under key `id`'s secret, in constant time.
+    /// Checks `signature` of `message` under key `id`'s secret, in constant time.
     pub fn verify(&self, id: &str, message: &[u8], signature: &[u8; 32]) -> bool {
-        let secret = self.secret_of(id);
-        let Ok(mut mac) = HmacSha256::new_from_slice(secret.expose().as_bytes()) else {
-            return false;
-        };
-        mac.update(message);
-        mac.verify_slice(signature).is_ok()
+        bourse_protocol::signing::verify(self.secret_of(id).expose(), message, signature)
     }
 
     /// The secret of key `id` (derived, never stored): for showing a demo's keys again.
@@ -308,13 +303,6 @@ impl KeyStore {
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, StoredKeys> {
         self.stored.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
-}
-
-/// The signature a client sends: `HMAC-SHA256(secret, message)` as hex.
-pub fn sign(secret: &str, message: &[u8]) -> String {
-    let mut mac = HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-    mac.update(message);
-    hex::encode(mac.finalize().into_bytes())
 }
 
 pub fn valid_account_name(name: &str) -> bool {
@@ -401,6 +389,7 @@ fn io(path: &Path, source: std::io::Error) -> KeyError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bourse_protocol::signing::sign;
     use std::os::unix::fs::PermissionsExt;
 
     fn signature(hex_text: &str) -> [u8; 32] {

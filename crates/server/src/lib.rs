@@ -24,9 +24,5 @@ pub mod ws;
 pub use config::{Overrides, ServeConfig};
 pub use server::{start, start_with_sql, RunningServer, ServeError, StartNotes};
 
-/// The server's clock, in milliseconds since the Unix epoch (request signing).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as u64)
-}
+// The server's clock (`crate::now_ms()`) is the one signed timestamps are read by.
+use bourse_protocol::signing::now_ms;

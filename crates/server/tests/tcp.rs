@@ -8,8 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use bourse_core::RejectReason;
-use bourse_server::keys::sign;
-use bourse_server::tcp::wire::{code, reject_code};
+use bourse_protocol::binary::{code, reject_code};
+use bourse_protocol::signing::sign;
 use support::{Client, TestServer};
 
 const LOGIN: u8 = 0x01;

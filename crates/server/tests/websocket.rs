@@ -7,7 +7,7 @@ mod support;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use bourse_server::keys::sign;
+use bourse_protocol::signing::sign;
 use serde_json::{json, Value};
 use support::{Client, TestServer};
 use tungstenite::stream::MaybeTlsStream;

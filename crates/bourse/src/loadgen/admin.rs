@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use bourse_protocol::signing;
 use serde_json::Value;
 
 /// A key and its secret.
@@ -37,7 +38,7 @@ impl Credentials {
 /// in one millisecond would be a replay).
 fn timestamp_ms() -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = bourse_server::now_ms();
+    let now = signing::now_ms();
     let previous = LAST.fetch_max(now, Ordering::SeqCst);
     if previous < now {
         return now;
@@ -54,8 +55,8 @@ pub fn request(
     body: &str,
 ) -> Result<(u16, Value), String> {
     let timestamp = timestamp_ms();
-    let message = format!("{timestamp}\n{method}\n{path}\n{body}");
-    let signature = bourse_server::keys::sign(&credentials.secret, message.as_bytes());
+    let message = signing::signing_message(&timestamp.to_string(), method, path, body.as_bytes());
+    let signature = signing::sign(&credentials.secret, &message);
     let failed = |error: std::io::Error| format!("{method} {path} on {http}: {error}");
     let mut stream = TcpStream::connect_timeout(&http, Duration::from_secs(5)).map_err(failed)?;
     stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(failed)?;

@@ -147,7 +147,7 @@ impl Tally {
 pub enum Outcome {
     Ok,
     /// Refused, with its code as the binary protocol numbers them (the engine's reasons
-    /// 1 to 99, the server's from 100; `bourse_server::tcp::wire`).
+    /// 1 to 99, the server's from 100; `bourse_protocol::binary::code`).
     Rejected(u16),
 }
 
@@ -160,7 +160,7 @@ pub struct Answer {
 
 /// The code of a server's error named as REST names it (`busy`, `insufficient_funds`).
 pub fn code_of(name: &str) -> u16 {
-    bourse_server::tcp::wire::server_code(name)
+    bourse_protocol::binary::server_code(name)
 }
 
 /// The sending half of a connection.

@@ -26,6 +26,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bourse_protocol::binary::SYMBOL_BYTES;
+use bourse_protocol::signing::now_ms;
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
@@ -146,11 +148,10 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         return Err("--rate, --duration and --connections must be positive".to_string());
     }
     let longest = args.symbol_names().iter().map(String::len).max().unwrap_or(0);
-    if args.protocol == Protocol::Tcp && longest > bourse_server::tcp::wire::SYMBOL_BYTES {
+    if args.protocol == Protocol::Tcp && longest > SYMBOL_BYTES {
         return Err(format!(
-            "the binary protocol carries symbols of up to {} bytes; --symbol (with its -N \
-             suffix for --symbols) is {longest}",
-            bourse_server::tcp::wire::SYMBOL_BYTES
+            "the binary protocol carries symbols of up to {SYMBOL_BYTES} bytes; --symbol (with \
+             its -N suffix for --symbols) is {longest}"
         ));
     }
     if let Some(pid) = args.watch_pid {
@@ -162,7 +163,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         }
         _ => {
             let admin = Credentials::from_file(&args.admin_key_file)?;
-            let run_id = bourse_server::now_ms() % 1_000_000_000;
+            let run_id = now_ms() % 1_000_000_000;
             let accounts: Vec<String> =
                 (0..args.connections).map(|index| format!("lg{run_id}-{index}")).collect();
             admin::set_up(args.http, &admin, &args.symbol_names(), &accounts)?
@@ -196,7 +197,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
 /// Client order ids unique to this process's run and step, so that runs and steps
 /// with the same accounts never reuse one (the venue would refuse it).
 fn id_prefix(step: usize) -> String {
-    format!("{:x}s{step}", bourse_server::now_ms() % 0xff_ffff)
+    format!("{:x}s{step}", now_ms() % 0xff_ffff)
 }
 
 fn pretty(value: &Value) -> Result<String, String> {

@@ -9,8 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
+use bourse_protocol::signing::{self, Signer};
 
 use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests};
 use super::flow::{price_text, qty_text, Flow, OrderRequest};
@@ -28,12 +27,11 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(RestRequests, RestAnswers), Str
     stream.set_nodelay(true).map_err(|error| error.to_string())?;
     let reader = stream.try_clone().map_err(|error| error.to_string())?;
     reader.set_read_timeout(Some(Duration::from_secs(10))).map_err(|error| error.to_string())?;
-    let mac = Hmac::<Sha256>::new_from_slice(plan.credentials.secret.as_bytes())
-        .map_err(|error| format!("the secret: {error}"))?;
+    let signer = Signer::new(&plan.credentials.secret);
     Ok((
         RestRequests {
             stream,
-            mac,
+            signer,
             batch: Vec::with_capacity(BATCH_BYTES + 1024),
             body: String::with_capacity(256),
             path: String::with_capacity(128),
@@ -51,8 +49,8 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(RestRequests, RestAnswers), Str
 
 pub struct RestRequests {
     stream: TcpStream,
-    /// HMAC-SHA256 keyed with the secret, cloned for each request.
-    mac: Hmac<Sha256>,
+    /// The secret's HMAC key, made once.
+    signer: Signer,
     batch: Vec<u8>,
     body: String,
     path: String,
@@ -95,12 +93,14 @@ impl RestRequests {
         let method = self.shape(plan, &order_request);
         let timestamp = timestamp_ms.to_string();
         self.message.clear();
-        for part in [&timestamp, "\n", method, "\n", &self.path, "\n", &self.body] {
-            self.message.extend_from_slice(part.as_bytes());
-        }
-        let mut mac = self.mac.clone();
-        mac.update(&self.message);
-        let signature = hex::encode(mac.finalize().into_bytes());
+        signing::write_signing_message(
+            &mut self.message,
+            &timestamp,
+            method,
+            &self.path,
+            self.body.as_bytes(),
+        );
+        let signature = self.signer.sign(&self.message);
         let _ = write!(
             self.batch,
             "{method} {} HTTP/1.1\r\nHost: bourse\r\nContent-Type: application/json\r\n\
@@ -119,7 +119,7 @@ impl Requests for RestRequests {
         // Requests signed in the same millisecond differ (a new order's client order
         // id; a cancel names an order once; an amend always moves its order), so none
         // is refused as a replay of another.
-        let timestamp_ms = bourse_server::now_ms();
+        let timestamp_ms = signing::now_ms();
         self.batch.clear();
         let mut next = first;
         while next < end && self.batch.len() < BATCH_BYTES {

@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use bourse_server::tcp::wire::{client, server, FrameWriter, CLIENT_ORDER_ID_BYTES, TEXT_BYTES};
+use bourse_protocol::binary::{client, server, FrameWriter, CLIENT_ORDER_ID_BYTES, TEXT_BYTES};
 use clap::Args;
 use serde::Deserialize;
 use serde_json::value::RawValue;

@@ -6,8 +6,8 @@ use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use bourse_server::keys::sign;
-use bourse_server::tcp::wire::{self, client, server, FrameWriter};
+use bourse_protocol::binary::{self as wire, client, server, FrameWriter};
+use bourse_protocol::signing::{self, LOGIN_METHOD, TCP_LOGIN_PATH};
 
 use super::admin::Credentials;
 use super::drive::{Answer, Answers, ConnectionPlan, Outcome, Requests};
@@ -29,10 +29,10 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(TcpRequests, TcpAnswers), Strin
 }
 
 fn log_in(stream: &mut TcpStream, credentials: &Credentials) -> Result<(), String> {
-    let timestamp_ms = bourse_server::now_ms();
-    let message = format!("{timestamp_ms}\nGET\n{}\n", bourse_server::tcp::LOGIN_PATH);
-    let signature = hex::decode(sign(&credentials.secret, message.as_bytes()))
-        .map_err(|error| error.to_string())?;
+    let timestamp_ms = signing::now_ms();
+    let message =
+        signing::signing_message(&timestamp_ms.to_string(), LOGIN_METHOD, TCP_LOGIN_PATH, b"");
+    let signature = signing::Signer::new(&credentials.secret).signature(&message);
     let frame = FrameWriter::new(client::LOGIN)
         .text(&credentials.key, wire::KEY_BYTES)
         .u64(timestamp_ms)

@@ -10,7 +10,7 @@
 use std::net::TcpStream;
 use std::time::Duration;
 
-use bourse_server::keys::sign;
+use bourse_protocol::signing::{self, LOGIN_METHOD, WS_LOGIN_PATH};
 use serde::Deserialize;
 use tungstenite::protocol::Role;
 use tungstenite::{Message, WebSocket};
@@ -42,9 +42,9 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(WsRequests, WsAnswers), String>
 }
 
 fn log_in(socket: &mut WebSocket<TcpStream>, plan: &ConnectionPlan) -> Result<(), String> {
-    let timestamp = bourse_server::now_ms().to_string();
-    let signature =
-        sign(&plan.credentials.secret, format!("{timestamp}\nGET\n/v1/ws\n").as_bytes());
+    let timestamp = signing::now_ms().to_string();
+    let message = signing::signing_message(&timestamp, LOGIN_METHOD, WS_LOGIN_PATH, b"");
+    let signature = signing::sign(&plan.credentials.secret, &message);
     let login = serde_json::json!({
         "op": "login", "key": plan.credentials.key, "timestamp": timestamp, "signature": signature,
     });

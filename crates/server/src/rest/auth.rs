@@ -15,13 +15,10 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use axum::http::{HeaderMap, StatusCode};
+use bourse_protocol::signing::{signing_message, KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 
 use super::error::ApiError;
 use crate::keys::{KeyRecord, KeyStore, Role};
-
-pub const KEY_HEADER: &str = "x-bourse-key";
-pub const TIMESTAMP_HEADER: &str = "x-bourse-timestamp";
-pub const SIGNATURE_HEADER: &str = "x-bourse-signature";
 
 /// Who made an authenticated request.
 #[derive(Clone, Debug)]
@@ -44,29 +41,6 @@ impl Caller {
             Role::Trader => Err(ApiError::forbidden("this request needs an admin key")),
         }
     }
-}
-
-/// The message a client signs.
-pub fn signing_message(
-    timestamp: &str,
-    method: &str,
-    path_and_query: &str,
-    body: &[u8],
-) -> Vec<u8> {
-    let mut message =
-        Vec::with_capacity(timestamp.len() + method.len() + path_and_query.len() + body.len() + 3);
-    for part in [
-        timestamp.as_bytes(),
-        b"\n",
-        method.as_bytes(),
-        b"\n",
-        path_and_query.as_bytes(),
-        b"\n",
-        body,
-    ] {
-        message.extend_from_slice(part);
-    }
-    message
 }
 
 /// One signed request's parts.

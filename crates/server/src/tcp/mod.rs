@@ -18,8 +18,6 @@
 //! `[limits] idle_timeout_ms` is closed (`idle_timeout`), one that does not log in
 //! within `[auth] login_timeout_ms` too (`login_required`).
 
-pub mod wire;
-
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -32,6 +30,10 @@ use bourse_core::ids::AccountId;
 use bourse_core::venue::OrderRecord;
 use bourse_core::{AccountRef, Command, Event, RejectReason, Side, StpMode, TimeInForce};
 use bourse_engine::{Outcome, Released};
+use bourse_protocol::binary::{
+    self as wire, server, ClientMessage, FrameWriter, NewOrder, WireDecimal,
+};
+use bourse_protocol::signing::{LOGIN_METHOD, TCP_LOGIN_PATH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -42,15 +44,12 @@ use crate::render::InstrumentInfo;
 use crate::rest::auth::{Caller, Signed};
 use crate::rest::Shared;
 use crate::ws::hub::{Channel, FeedBody, FeedMessage, FillMessage, HubCommand, Kill, Outbound};
-use wire::{server, ClientMessage, FrameWriter, NewOrder, WireDecimal};
 
 /// Requests of one connection waiting for the engine, at most: at this many the
 /// connection is not read until answers come.
 pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 4_096;
 /// Queued output the client does not take within this long closes the connection.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// The path a login signs (method `GET`, empty body), as for WebSocket.
-pub const LOGIN_PATH: &str = "/v1/tcp";
 /// Bytes read from the socket at a time, at most.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 
@@ -363,8 +362,8 @@ impl Connection {
             key_id: key,
             timestamp: &timestamp,
             signature_hex: &signature_hex,
-            method: "GET",
-            path_and_query: LOGIN_PATH,
+            method: LOGIN_METHOD,
+            path_and_query: TCP_LOGIN_PATH,
             body: b"",
         };
         let caller = match self.state.auth.check(&self.state.keys, &signed, crate::now_ms()) {

@@ -21,6 +21,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use bourse_protocol::signing::{LOGIN_METHOD, WS_LOGIN_PATH};
 use futures_util::SinkExt;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -42,8 +43,6 @@ pub const READ_BUFFER_BYTES: usize = 8 * 1024;
 pub const SUBSCRIPTIONS_MAX: usize = 64;
 /// A message the client does not take within this long closes the connection.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// The path a login signs, with the method `GET` and an empty body.
-pub const LOGIN_PATH: &str = "/v1/ws";
 /// Answers to order entry that are ready together go out in one write, up to this many.
 const ANSWERS_PER_WRITE_MAX: usize = 256;
 
@@ -312,8 +311,8 @@ impl Connection {
             key_id: key,
             timestamp,
             signature_hex: signature,
-            method: "GET",
-            path_and_query: LOGIN_PATH,
+            method: LOGIN_METHOD,
+            path_and_query: WS_LOGIN_PATH,
             body: b"",
         };
         let caller = self

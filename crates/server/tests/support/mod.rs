@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use bourse_server::keys::sign;
+use bourse_protocol::signing::sign;
 use bourse_server::{Overrides, RunningServer, ServeConfig};
 use serde_json::Value;
 
@@ -153,7 +153,7 @@ pub struct Client {
 }
 
 pub fn now_ms() -> u64 {
-    bourse_server::now_ms()
+    bourse_protocol::signing::now_ms()
 }
 
 /// A timestamp later than every one this process signed before: two identical requests
