@@ -1,6 +1,17 @@
-//! The binary order-entry protocol's messages and their little-endian, fixed layouts
-//! (`docs/protocol-binary.md`). Decoding never trusts its input: a frame of the wrong
-//! size, an unknown type or a bad field value is an error, never a panic.
+//! The binary order-entry protocol (`docs/protocol-binary.md`), both ways: framing,
+//! every message's little-endian fixed layout, and the reason codes. It is the one
+//! codec of the protocol: the server decodes client messages and encodes its own with
+//! it; a client (the load generator) encodes requests and decodes answers; the load
+//! generator's stand-in server (`loadgen-sink`) does what the server does.
+//!
+//! Messages are generic over the type of their text fields: `String` (the default,
+//! what the server keeps) or `&str` borrowed from the frame, so that a client's hot
+//! loop encodes and decodes without allocating. Decoding never trusts its input: a
+//! frame of the wrong size, an unknown type or a bad field value is an error, never a
+//! panic (`fuzz/` runs the decoders on arbitrary bytes). Encoding writes what the
+//! layout says; a text longer than its field is cut to it.
+
+use std::fmt;
 
 use bourse_core::{Decimal, RejectReason};
 
@@ -13,6 +24,8 @@ pub const SYMBOL_BYTES: usize = 16;
 pub const KEY_BYTES: usize = 32;
 pub const ASSET_BYTES: usize = 16;
 pub const TEXT_BYTES: usize = 64;
+/// A login's signature: HMAC-SHA256, raw.
+pub const SIGNATURE_BYTES: usize = crate::signing::SIGNATURE_BYTES;
 
 pub mod client {
     pub const LOGIN: u8 = 0x01;
@@ -36,8 +49,10 @@ pub mod server {
 
 /// Reason codes of `Rejected` and `Goodbye`: the engine's reject reasons are their
 /// place in `RejectReason::ALL` plus one (the replay format's 1 to 15 in the spec's
-/// order, then the venue's); the server's own from 100.
+/// order, then the venue's); the server's own from `SERVER_FIRST`.
 pub mod code {
+    /// The first of the server's own codes; below it, the engine's reasons.
+    pub const SERVER_FIRST: u16 = 100;
     pub const BUSY: u16 = 100;
     pub const ENGINE_STOPPED: u16 = 101;
     pub const RATE_LIMITED: u16 = 102;
@@ -55,8 +70,18 @@ pub mod code {
     pub const FORBIDDEN: u16 = 115;
 }
 
+// The engine's reasons are numbered from 1 and must stay below the server's own codes,
+// or a code would name two reasons.
+const _: () = assert!(RejectReason::ALL.len() < code::SERVER_FIRST as usize);
+
 pub fn reject_code(reason: RejectReason) -> u16 {
     RejectReason::ALL.iter().position(|known| *known == reason).map_or(0, |index| index as u16 + 1)
+}
+
+/// The engine's reject reason that `code` numbers, if it numbers one (the inverse of
+/// `reject_code`).
+pub fn reject_reason(code: u16) -> Option<RejectReason> {
+    RejectReason::ALL.get(usize::from(code).checked_sub(1)?).copied()
 }
 
 /// The code for one of the server's error codes (as REST names them).
@@ -84,6 +109,16 @@ pub fn server_code(name: &str) -> u16 {
     }
 }
 
+/// The length a frame's header announces (its type and body), if the protocol allows
+/// it: 1 to `FRAME_BYTES_MAX`.
+pub fn frame_length(header: [u8; FRAME_HEADER_BYTES]) -> Result<usize, FrameError> {
+    let length = usize::from(u16::from_le_bytes(header));
+    if length == 0 || length > FRAME_BYTES_MAX {
+        return Err(FrameError(format!("a frame of {length} bytes (1 to {FRAME_BYTES_MAX})")));
+    }
+    Ok(length)
+}
+
 /// A decimal on the wire: `value = mantissa * 10^-scale`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WireDecimal {
@@ -92,6 +127,9 @@ pub struct WireDecimal {
 }
 
 impl WireDecimal {
+    /// What an absent decimal (an amend's field it leaves alone) is written as.
+    pub const ZERO: WireDecimal = WireDecimal { mantissa: 0, scale: 0 };
+
     pub fn to_decimal(self) -> Option<Decimal> {
         (self.scale <= 18)
             .then(|| Decimal::from_units(i128::from(self.mantissa), u32::from(self.scale)))
@@ -106,36 +144,38 @@ impl WireDecimal {
     }
 }
 
+/// A message from a client. `S` is the type of its text fields (`String`, or `&str`
+/// borrowed from the frame).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ClientMessage {
+pub enum ClientMessage<S = String> {
     Login {
-        key: String,
+        key: S,
         timestamp_ms: u64,
-        signature: [u8; 32],
+        signature: [u8; SIGNATURE_BYTES],
     },
-    NewOrder(NewOrder),
+    NewOrder(NewOrder<S>),
     Cancel {
         request_id: u64,
-        client_order_id: String,
+        client_order_id: S,
     },
     Amend {
         request_id: u64,
-        client_order_id: String,
+        client_order_id: S,
         price: Option<WireDecimal>,
         qty: Option<WireDecimal>,
     },
     OrderStatus {
         request_id: u64,
-        client_order_id: String,
+        client_order_id: S,
     },
     Heartbeat,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewOrder {
+pub struct NewOrder<S = String> {
     pub request_id: u64,
-    pub client_order_id: String,
-    pub symbol: String,
+    pub client_order_id: S,
+    pub symbol: S,
     /// 1 buy, 2 sell.
     pub side: u8,
     /// 1 limit, 2 market.
@@ -149,9 +189,85 @@ pub struct NewOrder {
     pub qty: WireDecimal,
 }
 
+/// A message from the server. `S` is the type of its text fields (`String`, or `&str`
+/// borrowed from the frame or from what the server renders).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerMessage<S = String> {
+    LoggedIn {
+        account: S,
+    },
+    Accepted {
+        request_id: u64,
+        /// The exchange's id of the order (for a cancel or amend, the order acted on).
+        order_id: u64,
+        /// The command's sequence number.
+        seq: u64,
+        ts_ns: u64,
+        client_order_id: S,
+    },
+    Rejected {
+        request_id: u64,
+        code: u16,
+        client_order_id: S,
+    },
+    Fill(Fill<S>),
+    OrderUpdate(OrderReport<S>),
+    OrderState {
+        request_id: u64,
+        order: OrderReport<S>,
+    },
+    Heartbeat,
+    Goodbye {
+        code: u16,
+        /// The reason's name.
+        text: S,
+    },
+}
+
+/// A fill of one of the account's orders (`Fill`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fill<S = String> {
+    pub client_order_id: S,
+    /// `trade_seq`-`trade_index` is REST's `trade_id`.
+    pub trade_seq: u64,
+    pub trade_index: u32,
+    /// 1 buy, 2 sell.
+    pub side: u8,
+    /// 1 maker, 2 taker.
+    pub liquidity: u8,
+    pub price: WireDecimal,
+    pub qty: WireDecimal,
+    pub fee: WireDecimal,
+    pub fee_asset: S,
+    pub ts_ns: u64,
+}
+
+/// One of the account's orders as it stands (`OrderUpdate`, and `OrderState` after
+/// its request id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderReport<S = String> {
+    pub order_id: u64,
+    pub client_order_id: S,
+    /// 1 open, 2 filled, 3 canceled, 4 expired, 5 stp.
+    pub status: u8,
+    /// 0 for a market order.
+    pub price: WireDecimal,
+    pub filled: WireDecimal,
+    pub remaining: WireDecimal,
+    pub updated_ns: u64,
+}
+
 /// Why a frame could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameError(pub String);
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FrameError {}
 
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -168,14 +284,26 @@ impl<'a> Reader<'a> {
         Ok(taken)
     }
 
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], FrameError> {
+        let mut bytes = [0u8; N];
+        bytes.copy_from_slice(self.take(N)?);
+        Ok(bytes)
+    }
+
     fn u8(&mut self) -> Result<u8, FrameError> {
         Ok(self.take(1)?[0])
     }
 
+    fn u16(&mut self) -> Result<u16, FrameError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, FrameError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
     fn u64(&mut self) -> Result<u64, FrameError> {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(bytes))
+        Ok(u64::from_le_bytes(self.array()?))
     }
 
     fn i64(&mut self) -> Result<i64, FrameError> {
@@ -183,15 +311,15 @@ impl<'a> Reader<'a> {
     }
 
     /// A zero-padded ASCII field: printable characters, then only zeros.
-    fn text(&mut self, width: usize, what: &str) -> Result<String, FrameError> {
+    fn text(&mut self, width: usize, what: &str) -> Result<&'a str, FrameError> {
         let field = self.take(width)?;
         let length = field.iter().position(|byte| *byte == 0).unwrap_or(width);
-        if field[length..].iter().any(|byte| *byte != 0)
-            || !field[..length].iter().all(u8::is_ascii_graphic)
-        {
-            return Err(FrameError(format!("{what} must be printable ASCII, zero padded")));
+        let (text, padding) = field.split_at(length);
+        let invalid = || FrameError(format!("{what} must be printable ASCII, zero padded"));
+        if padding.iter().any(|byte| *byte != 0) || !text.iter().all(u8::is_ascii_graphic) {
+            return Err(invalid());
         }
-        Ok(String::from_utf8_lossy(&field[..length]).into_owned())
+        std::str::from_utf8(text).map_err(|_| invalid())
     }
 
     fn end(&self) -> Result<(), FrameError> {
@@ -203,22 +331,30 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Decodes one frame's type and body (the length prefix already taken off).
+/// Decodes one client frame's type and body (the length prefix already taken off).
 pub fn decode_client(frame: &[u8]) -> Result<ClientMessage, FrameError> {
+    decode_client_as(frame)
+}
+
+/// `decode_client` with the text fields borrowed from `frame`: no allocation.
+pub fn decode_client_borrowed(frame: &[u8]) -> Result<ClientMessage<&str>, FrameError> {
+    decode_client_as(frame)
+}
+
+fn decode_client_as<'a, S: From<&'a str>>(frame: &'a [u8]) -> Result<ClientMessage<S>, FrameError> {
     let (&kind, body) = frame.split_first().ok_or_else(|| FrameError("an empty frame".into()))?;
     let mut reader = Reader { bytes: body, offset: 0 };
     let message = match kind {
         client::LOGIN => {
-            let key = reader.text(KEY_BYTES, "the key")?;
+            let key = reader.text(KEY_BYTES, "the key")?.into();
             let timestamp_ms = reader.u64()?;
-            let mut signature = [0u8; 32];
-            signature.copy_from_slice(reader.take(32)?);
+            let signature = reader.array()?;
             ClientMessage::Login { key, timestamp_ms, signature }
         }
         client::NEW_ORDER => ClientMessage::NewOrder(decode_new_order(&mut reader)?),
         client::CANCEL | client::ORDER_STATUS => {
             let request_id = reader.u64()?;
-            let client_order_id = client_order_id(&mut reader)?;
+            let client_order_id = client_order_id(&mut reader)?.into();
             if kind == client::CANCEL {
                 ClientMessage::Cancel { request_id, client_order_id }
             } else {
@@ -227,7 +363,7 @@ pub fn decode_client(frame: &[u8]) -> Result<ClientMessage, FrameError> {
         }
         client::AMEND => {
             let request_id = reader.u64()?;
-            let client_order_id = client_order_id(&mut reader)?;
+            let client_order_id = client_order_id(&mut reader)?.into();
             let flags = reader.u8()?;
             let (price_scale, qty_scale) = (reader.u8()?, reader.u8()?);
             reader.take(1)?;
@@ -249,7 +385,7 @@ pub fn decode_client(frame: &[u8]) -> Result<ClientMessage, FrameError> {
     Ok(message)
 }
 
-fn client_order_id(reader: &mut Reader<'_>) -> Result<String, FrameError> {
+fn client_order_id<'a>(reader: &mut Reader<'a>) -> Result<&'a str, FrameError> {
     let id = reader.text(CLIENT_ORDER_ID_BYTES, "the client order id")?;
     if id.is_empty() {
         return Err(FrameError("the client order id is empty".into()));
@@ -257,16 +393,17 @@ fn client_order_id(reader: &mut Reader<'_>) -> Result<String, FrameError> {
     Ok(id)
 }
 
-fn decode_new_order(reader: &mut Reader<'_>) -> Result<NewOrder, FrameError> {
+fn decode_new_order<'a, S: From<&'a str>>(
+    reader: &mut Reader<'a>,
+) -> Result<NewOrder<S>, FrameError> {
     let request_id = reader.u64()?;
-    let client_order_id = client_order_id(reader)?;
-    let symbol = reader.text(SYMBOL_BYTES, "the symbol")?;
+    let client_order_id = client_order_id(reader)?.into();
+    let symbol = reader.text(SYMBOL_BYTES, "the symbol")?.into();
     let (side, kind, time_in_force, flags, stp) =
         (reader.u8()?, reader.u8()?, reader.u8()?, reader.u8()?, reader.u8()?);
     let (price_scale, qty_scale) = (reader.u8()?, reader.u8()?);
     reader.take(1)?;
     let (price, qty) = (reader.i64()?, reader.i64()?);
-    let in_range = |value: u8, max: u8| (1..=max).contains(&value);
     if !in_range(side, 2)
         || !in_range(kind, 2)
         || !in_range(time_in_force, 3)
@@ -287,6 +424,262 @@ fn decode_new_order(reader: &mut Reader<'_>) -> Result<NewOrder, FrameError> {
         price: WireDecimal { mantissa: price, scale: price_scale },
         qty: WireDecimal { mantissa: qty, scale: qty_scale },
     })
+}
+
+/// Whether an enumeration's value is one of its `1..=max`.
+fn in_range(value: u8, max: u8) -> bool {
+    (1..=max).contains(&value)
+}
+
+impl<S: AsRef<str>> ClientMessage<S> {
+    /// The message's type byte.
+    pub fn kind(&self) -> u8 {
+        match self {
+            ClientMessage::Login { .. } => client::LOGIN,
+            ClientMessage::NewOrder(_) => client::NEW_ORDER,
+            ClientMessage::Cancel { .. } => client::CANCEL,
+            ClientMessage::Amend { .. } => client::AMEND,
+            ClientMessage::OrderStatus { .. } => client::ORDER_STATUS,
+            ClientMessage::Heartbeat => client::HEARTBEAT,
+        }
+    }
+
+    /// Appends the message's frame to `out` (frames already there stay before it).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let frame = FrameWriter::after(std::mem::take(out), self.kind());
+        let frame = match self {
+            ClientMessage::Login { key, timestamp_ms, signature } => {
+                frame.text(key.as_ref(), KEY_BYTES).u64(*timestamp_ms).bytes(signature)
+            }
+            ClientMessage::NewOrder(order) => order.write(frame),
+            ClientMessage::Cancel { request_id, client_order_id }
+            | ClientMessage::OrderStatus { request_id, client_order_id } => {
+                frame.u64(*request_id).text(client_order_id.as_ref(), CLIENT_ORDER_ID_BYTES)
+            }
+            ClientMessage::Amend { request_id, client_order_id, price, qty } => {
+                let flags = u8::from(price.is_some()) | (u8::from(qty.is_some()) << 1);
+                let (price, qty) =
+                    (price.unwrap_or(WireDecimal::ZERO), qty.unwrap_or(WireDecimal::ZERO));
+                frame
+                    .u64(*request_id)
+                    .text(client_order_id.as_ref(), CLIENT_ORDER_ID_BYTES)
+                    .u8(flags)
+                    .u8(price.scale)
+                    .u8(qty.scale)
+                    .u8(0)
+                    .i64(price.mantissa)
+                    .i64(qty.mantissa)
+            }
+            ClientMessage::Heartbeat => frame,
+        };
+        *out = frame.finish();
+    }
+
+    /// The message's frame on its own.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + FRAME_BYTES_MAX);
+        self.encode_into(&mut out);
+        out
+    }
+}
+
+impl<S: AsRef<str>> NewOrder<S> {
+    fn write(&self, frame: FrameWriter) -> FrameWriter {
+        frame
+            .u64(self.request_id)
+            .text(self.client_order_id.as_ref(), CLIENT_ORDER_ID_BYTES)
+            .text(self.symbol.as_ref(), SYMBOL_BYTES)
+            .u8(self.side)
+            .u8(self.kind)
+            .u8(self.time_in_force)
+            .u8(u8::from(self.post_only))
+            .u8(self.stp)
+            .u8(self.price.scale)
+            .u8(self.qty.scale)
+            .u8(0)
+            .i64(self.price.mantissa)
+            .i64(self.qty.mantissa)
+    }
+}
+
+/// Decodes one server frame's type and body (the length prefix already taken off).
+pub fn decode_server(frame: &[u8]) -> Result<ServerMessage, FrameError> {
+    decode_server_as(frame)
+}
+
+/// `decode_server` with the text fields borrowed from `frame`: no allocation.
+pub fn decode_server_borrowed(frame: &[u8]) -> Result<ServerMessage<&str>, FrameError> {
+    decode_server_as(frame)
+}
+
+fn decode_server_as<'a, S: From<&'a str>>(frame: &'a [u8]) -> Result<ServerMessage<S>, FrameError> {
+    let (&kind, body) = frame.split_first().ok_or_else(|| FrameError("an empty frame".into()))?;
+    let mut reader = Reader { bytes: body, offset: 0 };
+    let message = match kind {
+        server::LOGGED_IN => {
+            ServerMessage::LoggedIn { account: reader.text(TEXT_BYTES, "the account")?.into() }
+        }
+        server::ACCEPTED => {
+            let (request_id, order_id, seq, ts_ns) =
+                (reader.u64()?, reader.u64()?, reader.u64()?, reader.u64()?);
+            let client_order_id = reader.text(CLIENT_ORDER_ID_BYTES, "the client order id")?.into();
+            ServerMessage::Accepted { request_id, order_id, seq, ts_ns, client_order_id }
+        }
+        server::REJECTED => {
+            let (request_id, code) = (reader.u64()?, reader.u16()?);
+            let client_order_id = reader.text(CLIENT_ORDER_ID_BYTES, "the client order id")?.into();
+            ServerMessage::Rejected { request_id, code, client_order_id }
+        }
+        server::FILL => ServerMessage::Fill(decode_fill(&mut reader)?),
+        server::ORDER_UPDATE => ServerMessage::OrderUpdate(decode_order_report(&mut reader)?),
+        server::ORDER_STATE => {
+            let request_id = reader.u64()?;
+            ServerMessage::OrderState { request_id, order: decode_order_report(&mut reader)? }
+        }
+        server::HEARTBEAT => ServerMessage::Heartbeat,
+        server::GOODBYE => {
+            let code = reader.u16()?;
+            ServerMessage::Goodbye { code, text: reader.text(TEXT_BYTES, "the text")?.into() }
+        }
+        other => return Err(FrameError(format!("unknown message type 0x{other:02x}"))),
+    };
+    reader.end()?;
+    Ok(message)
+}
+
+fn decode_fill<'a, S: From<&'a str>>(reader: &mut Reader<'a>) -> Result<Fill<S>, FrameError> {
+    let client_order_id = reader.text(CLIENT_ORDER_ID_BYTES, "the client order id")?.into();
+    let (trade_seq, trade_index) = (reader.u64()?, reader.u32()?);
+    let (side, liquidity) = (reader.u8()?, reader.u8()?);
+    let (price_scale, qty_scale, fee_scale) = (reader.u8()?, reader.u8()?, reader.u8()?);
+    reader.take(3)?;
+    let (price, qty, fee) = (reader.i64()?, reader.i64()?, reader.i64()?);
+    let fee_asset = reader.text(ASSET_BYTES, "the fee asset")?.into();
+    let ts_ns = reader.u64()?;
+    if !in_range(side, 2) || !in_range(liquidity, 2) {
+        return Err(FrameError("a fill's side or liquidity out of range".into()));
+    }
+    Ok(Fill {
+        client_order_id,
+        trade_seq,
+        trade_index,
+        side,
+        liquidity,
+        price: WireDecimal { mantissa: price, scale: price_scale },
+        qty: WireDecimal { mantissa: qty, scale: qty_scale },
+        fee: WireDecimal { mantissa: fee, scale: fee_scale },
+        fee_asset,
+        ts_ns,
+    })
+}
+
+fn decode_order_report<'a, S: From<&'a str>>(
+    reader: &mut Reader<'a>,
+) -> Result<OrderReport<S>, FrameError> {
+    let order_id = reader.u64()?;
+    let client_order_id = reader.text(CLIENT_ORDER_ID_BYTES, "the client order id")?.into();
+    let status = reader.u8()?;
+    let (price_scale, filled_scale, remaining_scale) = (reader.u8()?, reader.u8()?, reader.u8()?);
+    let (price, filled, remaining) = (reader.i64()?, reader.i64()?, reader.i64()?);
+    let updated_ns = reader.u64()?;
+    if !in_range(status, 5) {
+        return Err(FrameError("an order's status out of range".into()));
+    }
+    Ok(OrderReport {
+        order_id,
+        client_order_id,
+        status,
+        price: WireDecimal { mantissa: price, scale: price_scale },
+        filled: WireDecimal { mantissa: filled, scale: filled_scale },
+        remaining: WireDecimal { mantissa: remaining, scale: remaining_scale },
+        updated_ns,
+    })
+}
+
+impl<S: AsRef<str>> ServerMessage<S> {
+    /// The message's type byte.
+    pub fn kind(&self) -> u8 {
+        match self {
+            ServerMessage::LoggedIn { .. } => server::LOGGED_IN,
+            ServerMessage::Accepted { .. } => server::ACCEPTED,
+            ServerMessage::Rejected { .. } => server::REJECTED,
+            ServerMessage::Fill(_) => server::FILL,
+            ServerMessage::OrderUpdate(_) => server::ORDER_UPDATE,
+            ServerMessage::OrderState { .. } => server::ORDER_STATE,
+            ServerMessage::Heartbeat => server::HEARTBEAT,
+            ServerMessage::Goodbye { .. } => server::GOODBYE,
+        }
+    }
+
+    /// Appends the message's frame to `out` (frames already there stay before it), so
+    /// that a connection builds its output without an allocation per frame.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let frame = FrameWriter::after(std::mem::take(out), self.kind());
+        let frame = match self {
+            ServerMessage::LoggedIn { account } => frame.text(account.as_ref(), TEXT_BYTES),
+            ServerMessage::Accepted { request_id, order_id, seq, ts_ns, client_order_id } => frame
+                .u64(*request_id)
+                .u64(*order_id)
+                .u64(*seq)
+                .u64(*ts_ns)
+                .text(client_order_id.as_ref(), CLIENT_ORDER_ID_BYTES),
+            ServerMessage::Rejected { request_id, code, client_order_id } => frame
+                .u64(*request_id)
+                .u16(*code)
+                .text(client_order_id.as_ref(), CLIENT_ORDER_ID_BYTES),
+            ServerMessage::Fill(fill) => fill.write(frame),
+            ServerMessage::OrderUpdate(order) => order.write(frame),
+            ServerMessage::OrderState { request_id, order } => order.write(frame.u64(*request_id)),
+            ServerMessage::Heartbeat => frame,
+            ServerMessage::Goodbye { code, text } => {
+                frame.u16(*code).text(text.as_ref(), TEXT_BYTES)
+            }
+        };
+        *out = frame.finish();
+    }
+
+    /// The message's frame on its own.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + FRAME_BYTES_MAX);
+        self.encode_into(&mut out);
+        out
+    }
+}
+
+impl<S: AsRef<str>> Fill<S> {
+    fn write(&self, frame: FrameWriter) -> FrameWriter {
+        frame
+            .text(self.client_order_id.as_ref(), CLIENT_ORDER_ID_BYTES)
+            .u64(self.trade_seq)
+            .u32(self.trade_index)
+            .u8(self.side)
+            .u8(self.liquidity)
+            .u8(self.price.scale)
+            .u8(self.qty.scale)
+            .u8(self.fee.scale)
+            .bytes(&[0, 0, 0])
+            .i64(self.price.mantissa)
+            .i64(self.qty.mantissa)
+            .i64(self.fee.mantissa)
+            .text(self.fee_asset.as_ref(), ASSET_BYTES)
+            .u64(self.ts_ns)
+    }
+}
+
+impl<S: AsRef<str>> OrderReport<S> {
+    fn write(&self, frame: FrameWriter) -> FrameWriter {
+        frame
+            .u64(self.order_id)
+            .text(self.client_order_id.as_ref(), CLIENT_ORDER_ID_BYTES)
+            .u8(self.status)
+            .u8(self.price.scale)
+            .u8(self.filled.scale)
+            .u8(self.remaining.scale)
+            .i64(self.price.mantissa)
+            .i64(self.filled.mantissa)
+            .i64(self.remaining.mantissa)
+            .u64(self.updated_ns)
+    }
 }
 
 /// Builds one frame: reserves the length, writes the type, lets `body` write, fills in
@@ -419,5 +812,193 @@ mod tests {
         assert_eq!(server_code("rate_limited"), code::RATE_LIMITED);
         let decimal = WireDecimal::from_text("12.50").unwrap();
         assert_eq!(decimal, WireDecimal { mantissa: 125, scale: 1 });
+    }
+
+    #[test]
+    fn reject_reason_reads_back_every_engine_code_and_nothing_else() {
+        for reason in RejectReason::ALL {
+            assert_eq!(reject_reason(reject_code(reason)), Some(reason));
+            assert!(reject_code(reason) < code::SERVER_FIRST);
+        }
+        assert_eq!(reject_reason(0), None);
+        assert_eq!(reject_reason(RejectReason::ALL.len() as u16 + 1), None);
+        assert_eq!(reject_reason(code::BUSY), None);
+        assert_eq!(reject_reason(u16::MAX), None);
+    }
+
+    #[test]
+    fn a_frame_announces_1_to_256_bytes() {
+        assert!(frame_length(0u16.to_le_bytes()).is_err());
+        assert_eq!(frame_length(1u16.to_le_bytes()), Ok(1));
+        assert_eq!(frame_length(256u16.to_le_bytes()), Ok(FRAME_BYTES_MAX));
+        assert!(frame_length(257u16.to_le_bytes()).is_err());
+        assert!(frame_length(u16::MAX.to_le_bytes()).is_err());
+    }
+
+    fn decimal(mantissa: i64, scale: u8) -> WireDecimal {
+        WireDecimal { mantissa, scale }
+    }
+
+    /// One of each client message, with the body size `docs/protocol-binary.md` gives.
+    fn client_messages() -> Vec<(ClientMessage<&'static str>, usize)> {
+        let order = NewOrder {
+            request_id: 7,
+            client_order_id: "c-1",
+            symbol: "BTC-USD",
+            side: 2,
+            kind: 1,
+            time_in_force: 3,
+            post_only: true,
+            stp: 4,
+            price: decimal(6_000_050, 1),
+            qty: decimal(-5, 18),
+        };
+        vec![
+            (ClientMessage::Login { key: "bk_1", timestamp_ms: 1, signature: [7; 32] }, 72),
+            (ClientMessage::NewOrder(order), 84),
+            (ClientMessage::Cancel { request_id: 1, client_order_id: "x" }, 44),
+            (
+                ClientMessage::Amend {
+                    request_id: u64::MAX,
+                    client_order_id: "a",
+                    price: Some(decimal(1, 2)),
+                    qty: Some(decimal(i64::MIN, 255)),
+                },
+                64,
+            ),
+            (
+                ClientMessage::Amend {
+                    request_id: 2,
+                    client_order_id: "a",
+                    price: None,
+                    qty: Some(decimal(3, 4)),
+                },
+                64,
+            ),
+            (ClientMessage::OrderStatus { request_id: 3, client_order_id: "y" }, 44),
+            (ClientMessage::Heartbeat, 0),
+        ]
+    }
+
+    /// One of each server message, with the body size `docs/protocol-binary.md` gives.
+    fn server_messages() -> Vec<(ServerMessage<&'static str>, usize)> {
+        let order = OrderReport {
+            order_id: 9,
+            client_order_id: "c-1",
+            status: 5,
+            price: decimal(6_000_050, 1),
+            filled: decimal(0, 0),
+            remaining: decimal(5, 4),
+            updated_ns: 11,
+        };
+        let fill = Fill {
+            client_order_id: "c-1",
+            trade_seq: 12,
+            trade_index: u32::MAX,
+            side: 2,
+            liquidity: 1,
+            price: decimal(6_000_050, 1),
+            qty: decimal(5, 4),
+            fee: decimal(-3, 6),
+            fee_asset: "USD",
+            ts_ns: 13,
+        };
+        vec![
+            (ServerMessage::LoggedIn { account: "alice" }, 64),
+            (
+                ServerMessage::Accepted {
+                    request_id: 1,
+                    order_id: 2,
+                    seq: 3,
+                    ts_ns: 4,
+                    client_order_id: "c-1",
+                },
+                68,
+            ),
+            (ServerMessage::Rejected { request_id: 5, code: 8, client_order_id: "" }, 46),
+            (ServerMessage::Fill(fill), 104),
+            (ServerMessage::OrderUpdate(order.clone()), 80),
+            (ServerMessage::OrderState { request_id: 6, order }, 88),
+            (ServerMessage::Heartbeat, 0),
+            (ServerMessage::Goodbye { code: code::SLOW_CONSUMER, text: "slow_consumer" }, 66),
+        ]
+    }
+
+    #[test]
+    fn every_client_message_has_its_documented_size_and_decodes_to_itself() {
+        for (message, body_bytes) in client_messages() {
+            let frame = message.encode();
+            assert_eq!(frame.len(), FRAME_HEADER_BYTES + 1 + body_bytes, "{message:?}");
+            assert_eq!(frame_length([frame[0], frame[1]]), Ok(1 + body_bytes));
+            assert_eq!(frame[2], message.kind());
+            assert_eq!(decode_client_borrowed(&frame[2..]).as_ref(), Ok(&message));
+            let owned = decode_client(&frame[2..]).unwrap();
+            assert_eq!(owned.encode(), frame, "the owned form encodes the same bytes");
+        }
+    }
+
+    #[test]
+    fn every_server_message_has_its_documented_size_and_decodes_to_itself() {
+        for (message, body_bytes) in server_messages() {
+            let frame = message.encode();
+            assert_eq!(frame.len(), FRAME_HEADER_BYTES + 1 + body_bytes, "{message:?}");
+            assert_eq!(frame_length([frame[0], frame[1]]), Ok(1 + body_bytes));
+            assert_eq!(frame[2], message.kind());
+            assert_eq!(decode_server_borrowed(&frame[2..]).as_ref(), Ok(&message));
+            let owned = decode_server(&frame[2..]).unwrap();
+            assert_eq!(owned.encode(), frame, "the owned form encodes the same bytes");
+        }
+    }
+
+    #[test]
+    fn frames_append_to_what_is_already_written() {
+        let mut out = Vec::new();
+        ServerMessage::<&str>::Heartbeat.encode_into(&mut out);
+        let goodbye = ServerMessage::Goodbye { code: code::SHUTTING_DOWN, text: "shutting_down" };
+        goodbye.encode_into(&mut out);
+        assert_eq!(&out[..3], &[1, 0, server::HEARTBEAT]);
+        assert_eq!(decode_server_borrowed(&out[5..]), Ok(goodbye));
+    }
+
+    #[test]
+    fn an_amend_writes_zeros_for_the_field_it_leaves_alone() {
+        let amend = ClientMessage::Amend {
+            request_id: 2,
+            client_order_id: "a",
+            price: None,
+            qty: Some(decimal(3, 4)),
+        };
+        let frame = amend.encode();
+        let body = &frame[3..];
+        assert_eq!(&body[44..48], &[2, 0, 4, 0], "flags, price scale, qty scale, reserved");
+        assert_eq!(&body[48..56], &[0; 8], "price");
+    }
+
+    #[test]
+    fn server_frames_out_of_range_or_cut_or_bent_are_errors_never_panics() {
+        for (message, _) in server_messages() {
+            let frame = message.encode();
+            let body = &frame[2..];
+            for cut in 0..body.len() {
+                assert!(decode_server_borrowed(&body[..cut]).is_err(), "{message:?} cut at {cut}");
+            }
+            let mut longer = body.to_vec();
+            longer.push(0);
+            assert!(decode_server_borrowed(&longer).is_err());
+            for index in 0..body.len() {
+                for flip in [0x01, 0x80, 0xff] {
+                    let mut bent = body.to_vec();
+                    bent[index] ^= flip;
+                    let _ = decode_server_borrowed(&bent);
+                }
+            }
+        }
+        let mut fill = server_messages()[3].0.encode();
+        fill[2 + 1 + 36 + 8 + 4] = 3; // side
+        assert!(decode_server_borrowed(&fill[2..]).is_err());
+        let mut update = server_messages()[4].0.encode();
+        update[2 + 1 + 8 + 36] = 6; // status
+        assert!(decode_server_borrowed(&update[2..]).is_err());
+        assert!(decode_server_borrowed(&[client::HEARTBEAT]).is_err(), "a client's type");
     }
 }

@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bourse_protocol::binary::SYMBOL_BYTES;
+use bourse_protocol::binary::{self, SYMBOL_BYTES};
 use bourse_protocol::signing::now_ms;
 use clap::Args;
 use hdrhistogram::Histogram;
@@ -466,13 +466,14 @@ fn summarise(
     }))
 }
 
+/// A reason code's name in the results: the engine's reason (`insufficient_funds`), or
+/// `server_` and the server's code.
 fn reason_name(code: u16) -> String {
-    use bourse_core::RejectReason;
-    match code {
-        1..=99 => RejectReason::ALL
-            .get(usize::from(code) - 1)
-            .map_or_else(|| code.to_string(), |reason| reason.code().to_string()),
-        _ => format!("server_{code}"),
+    match binary::reject_reason(code) {
+        Some(reason) => reason.code().to_string(),
+        // An engine's code this build does not know.
+        None if (1..binary::code::SERVER_FIRST).contains(&code) => code.to_string(),
+        None => format!("server_{code}"),
     }
 }
 

@@ -2,8 +2,9 @@
 //! and does nothing else (no engine, no journal, no checks), so that a load run against
 //! it measures the load generator alone: the rate the tool can drive, per protocol.
 //!
-//! - On `--tcp`, the binary protocol's framing: any login is accepted, each
-//!   `NewOrder`, `Cancel` or `Amend` is answered `Accepted` with its request id.
+//! - On `--tcp`, the binary protocol (its codec is the server's,
+//!   `bourse_protocol::binary`): any login is accepted, each `NewOrder`, `Cancel` or
+//!   `Amend` is answered `Accepted` with its request id.
 //! - On `--http` (if given), REST and WebSocket: each HTTP/1.1 request (keep-alive,
 //!   pipelined) is answered `200` with a fixed small JSON body; a WebSocket upgrade on
 //!   `/v1/ws` is accepted, any `login` answered `logged_in`, each `order`, `cancel` or
@@ -15,7 +16,10 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use bourse_protocol::binary::{client, server, FrameWriter, CLIENT_ORDER_ID_BYTES, TEXT_BYTES};
+use bourse_protocol::binary::{
+    decode_client_borrowed, frame_length, ClientMessage, NewOrder, ServerMessage, FRAME_BYTES_MAX,
+    FRAME_HEADER_BYTES,
+};
 use clap::Args;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -68,29 +72,33 @@ fn answer(stream: TcpStream) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut reader = BufReader::with_capacity(256 * 1024, stream.try_clone()?);
     let mut writer = BufWriter::with_capacity(256 * 1024, stream);
-    let mut frame = [0u8; 256];
+    let mut frame = [0u8; FRAME_BYTES_MAX];
+    let mut reply = Vec::with_capacity(128);
     loop {
-        let mut length = [0u8; 2];
-        if reader.read_exact(&mut length).is_err() {
+        let mut header = [0u8; FRAME_HEADER_BYTES];
+        if reader.read_exact(&mut header).is_err() {
             return Ok(());
         }
-        let length = usize::from(u16::from_le_bytes(length)).min(frame.len());
+        // A length outside the protocol's leaves nothing to read the next frame by.
+        let Ok(length) = frame_length(header) else { return Ok(()) };
         reader.read_exact(&mut frame[..length])?;
-        let reply = match frame[0] {
-            client::LOGIN => FrameWriter::new(server::LOGGED_IN).text("sink", TEXT_BYTES).finish(),
-            client::NEW_ORDER | client::CANCEL | client::AMEND if length >= 9 => {
-                let request_id = u64::from_le_bytes(frame[1..9].try_into().unwrap_or([0; 8]));
-                let client_order_id = &frame[9..(9 + CLIENT_ORDER_ID_BYTES).min(length)];
-                FrameWriter::new(server::ACCEPTED)
-                    .u64(request_id)
-                    .u64(request_id)
-                    .u64(request_id)
-                    .u64(0)
-                    .bytes(client_order_id)
-                    .finish()
-            }
-            _ => continue,
+        reply.clear();
+        let answer = match decode_client_borrowed(&frame[..length]) {
+            Ok(ClientMessage::Login { .. }) => ServerMessage::LoggedIn { account: "sink" },
+            Ok(
+                ClientMessage::NewOrder(NewOrder { request_id, client_order_id, .. })
+                | ClientMessage::Cancel { request_id, client_order_id }
+                | ClientMessage::Amend { request_id, client_order_id, .. },
+            ) => ServerMessage::Accepted {
+                request_id,
+                order_id: request_id,
+                seq: request_id,
+                ts_ns: 0,
+                client_order_id,
+            },
+            _ => continue, // status requests, heartbeats, frames that do not decode
         };
+        answer.encode_into(&mut reply);
         writer.write_all(&reply)?;
         // Answers go out when nothing more is waiting to be read.
         if reader.buffer().is_empty() {

@@ -6,12 +6,18 @@ use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use bourse_protocol::binary::{self as wire, client, server, FrameWriter};
-use bourse_protocol::signing::{self, LOGIN_METHOD, TCP_LOGIN_PATH};
+use bourse_protocol::binary::{
+    self, ClientMessage, NewOrder, ServerMessage, WireDecimal, FRAME_BYTES_MAX, FRAME_HEADER_BYTES,
+};
+use bourse_protocol::signing::{self, Signer, LOGIN_METHOD, TCP_LOGIN_PATH};
 
 use super::admin::Credentials;
 use super::drive::{Answer, Answers, ConnectionPlan, Outcome, Requests};
 use super::flow::{Flow, OrderRequest, TimeInForce};
+
+/// Prices go out in ticks of 0.01, quantities in lots of 0.0001 (`flow`'s units).
+const PRICE_SCALE: u8 = 2;
+const QTY_SCALE: u8 = 4;
 
 /// Connects and logs in: the connection's sending and reading halves.
 pub fn connect(plan: &ConnectionPlan) -> Result<(TcpRequests, TcpAnswers), String> {
@@ -24,7 +30,10 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(TcpRequests, TcpAnswers), Strin
     reader.set_read_timeout(Some(Duration::from_secs(10))).map_err(|error| error.to_string())?;
     Ok((
         TcpRequests { stream, batch: Vec::with_capacity(64 * 1024), flow: plan.flow() },
-        TcpAnswers { reader: BufReader::with_capacity(256 * 1024, reader) },
+        TcpAnswers {
+            reader: BufReader::with_capacity(256 * 1024, reader),
+            frame: [0; FRAME_BYTES_MAX],
+        },
     ))
 }
 
@@ -32,65 +41,50 @@ fn log_in(stream: &mut TcpStream, credentials: &Credentials) -> Result<(), Strin
     let timestamp_ms = signing::now_ms();
     let message =
         signing::signing_message(&timestamp_ms.to_string(), LOGIN_METHOD, TCP_LOGIN_PATH, b"");
-    let signature = signing::Signer::new(&credentials.secret).signature(&message);
-    let frame = FrameWriter::new(client::LOGIN)
-        .text(&credentials.key, wire::KEY_BYTES)
-        .u64(timestamp_ms)
-        .bytes(&signature)
-        .finish();
-    stream.write_all(&frame).map_err(|error| format!("login: {error}"))?;
+    let signature = Signer::new(&credentials.secret).signature(&message);
+    let login = ClientMessage::Login { key: credentials.key.as_str(), timestamp_ms, signature };
+    stream.write_all(&login.encode()).map_err(|error| format!("login: {error}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(|error| error.to_string())?;
-    let (kind, body) = read_frame(stream)?;
+    let mut frame = [0; FRAME_BYTES_MAX];
+    let answer = read_message(stream, &mut frame)?;
     stream.set_read_timeout(None).map_err(|error| error.to_string())?;
-    match kind {
-        server::LOGGED_IN => Ok(()),
-        server::GOODBYE => Err(format!("login refused: {}", text_of(body.get(2..).unwrap_or(&[])))),
-        other => Err(format!("login answered with frame 0x{other:02x}")),
+    match answer {
+        ServerMessage::LoggedIn { .. } => Ok(()),
+        ServerMessage::Goodbye { text, .. } => Err(format!("login refused: {text}")),
+        other => Err(format!("login answered with frame 0x{:02x}", other.kind())),
     }
 }
 
-/// Request `request_id` of the flow as its frame: `NewOrder`, `Cancel` or `Amend`
-/// (prices at scale 2, quantities at scale 4, `stp` none).
-fn frame(plan: &ConnectionPlan, request: &OrderRequest, request_id: u64, out: Vec<u8>) -> Vec<u8> {
+/// Appends request `request_id` of the flow to `out` as its frame: `NewOrder`, `Cancel`
+/// or `Amend` (prices at scale 2, quantities at scale 4, `stp` none).
+fn frame(plan: &ConnectionPlan, request: &OrderRequest, request_id: u64, out: &mut Vec<u8>) {
     let client_order_id = request.client_order_id();
-    match request {
-        OrderRequest::New(order) => FrameWriter::after(out, client::NEW_ORDER)
-            .u64(request_id)
-            .text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
-            .text(plan.symbol(order.symbol), wire::SYMBOL_BYTES)
-            .u8(if order.buy { 1 } else { 2 })
-            .u8(1) // limit
-            .u8(match order.time_in_force {
+    let message = match request {
+        OrderRequest::New(order) => ClientMessage::NewOrder(NewOrder {
+            request_id,
+            client_order_id,
+            symbol: plan.symbol(order.symbol),
+            side: if order.buy { 1 } else { 2 },
+            kind: 1, // limit
+            time_in_force: match order.time_in_force {
                 TimeInForce::GoodTillCancel => 1,
                 TimeInForce::ImmediateOrCancel => 2,
                 TimeInForce::FillOrKill => 3,
-            })
-            .u8(0)
-            .u8(4) // stp none
-            .u8(2) // price scale
-            .u8(4) // qty scale
-            .u8(0)
-            .i64(order.price_ticks)
-            .i64(order.qty_lots)
-            .finish(),
-        OrderRequest::Cancel { .. } => FrameWriter::after(out, client::CANCEL)
-            .u64(request_id)
-            .text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
-            .finish(),
-        OrderRequest::Amend { price_ticks, qty_lots, .. } => {
-            let flags = u8::from(price_ticks.is_some()) | (u8::from(qty_lots.is_some()) << 1);
-            FrameWriter::after(out, client::AMEND)
-                .u64(request_id)
-                .text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
-                .u8(flags)
-                .u8(2)
-                .u8(4)
-                .u8(0)
-                .i64(price_ticks.unwrap_or(0))
-                .i64(qty_lots.unwrap_or(0))
-                .finish()
-        }
-    }
+            },
+            post_only: false,
+            stp: 4, // none
+            price: WireDecimal { mantissa: order.price_ticks, scale: PRICE_SCALE },
+            qty: WireDecimal { mantissa: order.qty_lots, scale: QTY_SCALE },
+        }),
+        OrderRequest::Cancel { .. } => ClientMessage::Cancel { request_id, client_order_id },
+        OrderRequest::Amend { price_ticks, qty_lots, .. } => ClientMessage::Amend {
+            request_id,
+            client_order_id,
+            price: price_ticks.map(|mantissa| WireDecimal { mantissa, scale: PRICE_SCALE }),
+            qty: qty_lots.map(|mantissa| WireDecimal { mantissa, scale: QTY_SCALE }),
+        },
+    };
+    message.encode_into(out);
 }
 
 pub struct TcpRequests {
@@ -105,7 +99,7 @@ impl Requests for TcpRequests {
         let mut next = first;
         while next < end && self.batch.len() < 60 * 1024 {
             let request = self.flow.next(next);
-            self.batch = frame(plan, &request, next, std::mem::take(&mut self.batch));
+            frame(plan, &request, next, &mut self.batch);
             next += 1;
         }
         self.stream.write_all(&self.batch).map_err(|error| format!("send: {error}"))?;
@@ -115,45 +109,37 @@ impl Requests for TcpRequests {
 
 pub struct TcpAnswers {
     reader: BufReader<TcpStream>,
+    /// The frame being read (its type and body), kept for the next.
+    frame: [u8; FRAME_BYTES_MAX],
 }
 
 impl Answers for TcpAnswers {
     fn next(&mut self) -> Result<Option<Answer>, String> {
-        let (kind, body) = read_frame(&mut self.reader)?;
-        let outcome = match kind {
-            server::ACCEPTED => Outcome::Ok,
-            server::REJECTED => Outcome::Rejected(
-                body.get(8..10).map_or(0, |code| u16::from_le_bytes([code[0], code[1]])),
-            ),
-            server::GOODBYE => {
-                let reason = text_of(body.get(2..).unwrap_or(&[]));
-                return Err(format!("the server closed the connection: {reason}"));
+        let answer = match read_message(&mut self.reader, &mut self.frame)? {
+            ServerMessage::Accepted { request_id, .. } => {
+                Answer { request: request_id, outcome: Outcome::Ok }
             }
-            _ => return Ok(None), // fills and order updates
+            ServerMessage::Rejected { request_id, code, .. } => {
+                Answer { request: request_id, outcome: Outcome::Rejected(code) }
+            }
+            ServerMessage::Goodbye { text, .. } => {
+                return Err(format!("the server closed the connection: {text}"));
+            }
+            _ => return Ok(None), // fills, order updates
         };
-        Ok(Some(Answer { request: u64_at(&body, 0), outcome }))
+        Ok(Some(answer))
     }
 }
 
-fn u64_at(body: &[u8], at: usize) -> u64 {
-    body.get(at..at + 8).map_or(0, |bytes| u64::from_le_bytes(bytes.try_into().unwrap_or([0; 8])))
-}
-
-fn text_of(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|byte| *byte == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
-}
-
-/// One frame: its type and body.
-fn read_frame(stream: &mut impl Read) -> Result<(u8, Vec<u8>), String> {
-    let mut length = [0u8; 2];
-    stream.read_exact(&mut length).map_err(|error| format!("read: {error}"))?;
-    let length = usize::from(u16::from_le_bytes(length));
-    if length == 0 {
-        return Err("an empty frame".to_string());
-    }
-    let mut frame = vec![0u8; length];
-    stream.read_exact(&mut frame).map_err(|error| format!("read: {error}"))?;
-    let body = frame.split_off(1);
-    Ok((frame[0], body))
+/// Reads one frame into `frame` and decodes it (its text borrowed from `frame`).
+fn read_message<'f>(
+    stream: &mut impl Read,
+    frame: &'f mut [u8; FRAME_BYTES_MAX],
+) -> Result<ServerMessage<&'f str>, String> {
+    let mut header = [0u8; FRAME_HEADER_BYTES];
+    stream.read_exact(&mut header).map_err(|error| format!("read: {error}"))?;
+    let length = binary::frame_length(header).map_err(|error| format!("read: {error}"))?;
+    let frame = &mut frame[..length];
+    stream.read_exact(frame).map_err(|error| format!("read: {error}"))?;
+    binary::decode_server_borrowed(frame).map_err(|error| format!("read: {error}"))
 }

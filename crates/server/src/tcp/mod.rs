@@ -31,7 +31,7 @@ use bourse_core::venue::OrderRecord;
 use bourse_core::{AccountRef, Command, Event, RejectReason, Side, StpMode, TimeInForce};
 use bourse_engine::{Outcome, Released};
 use bourse_protocol::binary::{
-    self as wire, server, ClientMessage, FrameWriter, NewOrder, WireDecimal,
+    self as wire, ClientMessage, Fill, NewOrder, OrderReport, ServerMessage, WireDecimal,
 };
 use bourse_protocol::signing::{LOGIN_METHOD, TCP_LOGIN_PATH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -313,9 +313,8 @@ impl Connection {
     }
 
     /// Appends one frame to the output; too many queued closes the connection.
-    fn emit(&mut self, kind: u8, build: impl FnOnce(FrameWriter) -> FrameWriter) {
-        let frame = FrameWriter::after(std::mem::take(&mut self.output.bytes), kind);
-        self.output.bytes = build(frame).finish();
+    fn emit(&mut self, message: &ServerMessage<&str>) {
+        message.encode_into(&mut self.output.bytes);
         self.output.frames += 1;
         if self.output.frames > self.output_frames_max {
             self.kill.kill("slow_consumer");
@@ -323,20 +322,17 @@ impl Connection {
     }
 
     fn goodbye(&mut self, reason: &str) {
-        let frame = FrameWriter::after(std::mem::take(&mut self.output.bytes), server::GOODBYE);
-        self.output.bytes =
-            frame.u16(wire::server_code(reason)).text(reason, wire::TEXT_BYTES).finish();
+        let goodbye = ServerMessage::Goodbye { code: wire::server_code(reason), text: reason };
+        goodbye.encode_into(&mut self.output.bytes);
     }
 
     fn reject(&mut self, request_id: u64, code: u16, client_order_id: &str) {
-        self.emit(server::REJECTED, |frame| {
-            frame.u64(request_id).u16(code).text(client_order_id, wire::CLIENT_ORDER_ID_BYTES)
-        });
+        self.emit(&ServerMessage::Rejected { request_id, code, client_order_id });
     }
 
     async fn handle(&mut self, message: ClientMessage) {
         match message {
-            ClientMessage::Heartbeat => self.emit(server::HEARTBEAT, |frame| frame),
+            ClientMessage::Heartbeat => self.emit(&ServerMessage::Heartbeat),
             ClientMessage::Login { key, timestamp_ms, signature } => {
                 self.login(&key, timestamp_ms, &signature).await
             }
@@ -378,7 +374,7 @@ impl Connection {
         }
         tracing::info!(connection = self.id, key = %caller.key.id, "tcp login");
         self.caller = Some(caller);
-        self.emit(server::LOGGED_IN, |frame| frame.text(&account, wire::TEXT_BYTES));
+        self.emit(&ServerMessage::LoggedIn { account: &account });
         self.follow_account().await;
     }
 
@@ -520,14 +516,12 @@ impl Connection {
             }
             _ => {
                 self.observe(route, 0, started.elapsed());
-                let order_id = result.order_id.unwrap_or(result.seq);
-                self.emit(server::ACCEPTED, |frame| {
-                    frame
-                        .u64(request_id)
-                        .u64(order_id)
-                        .u64(result.seq)
-                        .u64(result.ts)
-                        .text(&client_order_id, wire::CLIENT_ORDER_ID_BYTES)
+                self.emit(&ServerMessage::Accepted {
+                    request_id,
+                    order_id: result.order_id.unwrap_or(result.seq),
+                    seq: result.seq,
+                    ts_ns: result.ts,
+                    client_order_id: &client_order_id,
                 });
             }
         }
@@ -552,9 +546,8 @@ impl Connection {
             Ok(Some(record)) => {
                 let reference = self.state.reference();
                 if let Some(info) = reference.instrument(record.instrument) {
-                    self.emit(server::ORDER_STATE, |frame| {
-                        order_fields(frame.u64(request_id), info, &record)
-                    });
+                    let order = order_report(info, &record);
+                    self.emit(&ServerMessage::OrderState { request_id, order });
                 }
             }
             Ok(None) => self.reject(
@@ -572,12 +565,12 @@ impl Connection {
         match &message.body {
             FeedBody::Fill { fill, reference, .. } => {
                 if let Some(info) = reference.instrument(fill.instrument) {
-                    self.emit(server::FILL, |frame| fill_fields(frame, info, fill));
+                    self.emit(&ServerMessage::Fill(fill_fields(info, fill)));
                 }
             }
             FeedBody::Order { record, reference, .. } => {
                 if let Some(info) = reference.instrument(record.instrument) {
-                    self.emit(server::ORDER_UPDATE, |frame| order_fields(frame, info, record));
+                    self.emit(&ServerMessage::OrderUpdate(order_report(info, record)));
                 }
             }
             FeedBody::Text(_) | FeedBody::Json { .. } => {}
@@ -655,48 +648,37 @@ fn wire_units(units: i64, scale: u32) -> WireDecimal {
 }
 
 /// The fields ORDER_UPDATE and ORDER_STATE share.
-fn order_fields(frame: FrameWriter, info: &InstrumentInfo, record: &OrderRecord) -> FrameWriter {
-    let price = record.price.map_or(WireDecimal { mantissa: 0, scale: 0 }, |price| {
-        wire_units(price.0, info.price_decimals)
-    });
-    let filled = wire_units(record.filled.0, info.qty_decimals);
-    let remaining = wire_units(record.remaining.0, info.qty_decimals);
-    frame
-        .u64(record.order_id)
-        .text(record.client_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
-        .u8(status_code(record.status.code()))
-        .u8(price.scale)
-        .u8(filled.scale)
-        .u8(remaining.scale)
-        .i64(price.mantissa)
-        .i64(filled.mantissa)
-        .i64(remaining.mantissa)
-        .u64(record.updated_ns)
+fn order_report<'a>(info: &InstrumentInfo, record: &'a OrderRecord) -> OrderReport<&'a str> {
+    OrderReport {
+        order_id: record.order_id,
+        client_order_id: record.client_id.as_str(),
+        status: status_code(record.status.code()),
+        price: record
+            .price
+            .map_or(WireDecimal::ZERO, |price| wire_units(price.0, info.price_decimals)),
+        filled: wire_units(record.filled.0, info.qty_decimals),
+        remaining: wire_units(record.remaining.0, info.qty_decimals),
+        updated_ns: record.updated_ns,
+    }
 }
 
 /// FILL's fields from a typed fill.
-fn fill_fields(frame: FrameWriter, info: &InstrumentInfo, fill: &FillMessage) -> FrameWriter {
+fn fill_fields<'a>(info: &'a InstrumentInfo, fill: &'a FillMessage) -> Fill<&'a str> {
     let (fee_asset, fee_decimals) = if fill.side == Side::Buy {
         (&info.base, info.base_decimals)
     } else {
         (&info.quote, info.quote_decimals)
     };
-    let price = wire_units(fill.price, info.price_decimals);
-    let qty = wire_units(fill.qty, info.qty_decimals);
-    let fee = wire_units(fill.fee, fee_decimals);
-    frame
-        .text(fill.client_order_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
-        .u64(fill.trade_seq)
-        .u32(fill.trade_index)
-        .u8(if fill.side == Side::Buy { 1 } else { 2 })
-        .u8(if fill.maker { 1 } else { 2 })
-        .u8(price.scale)
-        .u8(qty.scale)
-        .u8(fee.scale)
-        .bytes(&[0, 0, 0])
-        .i64(price.mantissa)
-        .i64(qty.mantissa)
-        .i64(fee.mantissa)
-        .text(fee_asset, wire::ASSET_BYTES)
-        .u64(fill.ts_ns)
+    Fill {
+        client_order_id: fill.client_order_id.as_str(),
+        trade_seq: fill.trade_seq,
+        trade_index: fill.trade_index,
+        side: if fill.side == Side::Buy { 1 } else { 2 },
+        liquidity: if fill.maker { 1 } else { 2 },
+        price: wire_units(fill.price, info.price_decimals),
+        qty: wire_units(fill.qty, info.qty_decimals),
+        fee: wire_units(fill.fee, fee_decimals),
+        fee_asset,
+        ts_ns: fill.ts_ns,
+    }
 }
