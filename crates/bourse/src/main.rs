@@ -1,11 +1,9 @@
-//! The `bourse` command line. Each subcommand lives in its own module; this file only
-//! parses arguments and dispatches.
+//! The `bourse` command line. Each subcommand lives in its own module (the benchmarks
+//! and the load generator in `bourse-bench`); this file only parses arguments and
+//! dispatches.
 
-mod bench;
 mod history;
-mod input;
 mod journal;
-mod loadgen;
 mod md;
 mod replay;
 mod serve;
@@ -13,6 +11,7 @@ mod serve;
 use std::path::Path;
 use std::process::ExitCode;
 
+use bourse_bench::{bench, loadgen};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

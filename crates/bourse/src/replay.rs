@@ -4,10 +4,9 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+use bourse_bench::input::{self, Line};
 use bourse_core::Replay;
 use clap::Args;
-
-use crate::input::{self, Line};
 
 /// Flush printed events to standard output in chunks of about this size.
 const OUTPUT_CHUNK_BYTES: usize = 1 << 16;

@@ -254,7 +254,7 @@ pub fn measure(
 
 /// One timed pass over a fresh engine: commands per second and rejections. Never
 /// inlined, so that profilers can single it out (`valgrind --tool=callgrind
-/// --toggle-collect=bourse::bench::engine::throughput_pass`).
+/// --toggle-collect=bourse_bench::bench::engine::throughput_pass`).
 #[inline(never)]
 fn throughput_pass(
     workload: &Workload,
