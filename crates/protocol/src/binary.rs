@@ -19,7 +19,8 @@ use bourse_core::{Decimal, RejectReason};
 pub const FRAME_HEADER_BYTES: usize = 2;
 /// Largest length a frame may announce.
 pub const FRAME_BYTES_MAX: usize = 256;
-pub const CLIENT_ORDER_ID_BYTES: usize = 36;
+/// A client order id's field: as wide as the longest id the rule allows.
+pub const CLIENT_ORDER_ID_BYTES: usize = crate::client_order_id::CLIENT_ORDER_ID_BYTES_MAX;
 pub const SYMBOL_BYTES: usize = 16;
 pub const KEY_BYTES: usize = 32;
 pub const ASSET_BYTES: usize = 16;
@@ -387,7 +388,8 @@ fn decode_client_as<'a, S: From<&'a str>>(frame: &'a [u8]) -> Result<ClientMessa
 
 fn client_order_id<'a>(reader: &mut Reader<'a>) -> Result<&'a str, FrameError> {
     let id = reader.text(CLIENT_ORDER_ID_BYTES, "the client order id")?;
-    if id.is_empty() {
+    // (The field's text is printable and no wider than the rule: only empty is left.)
+    if !crate::client_order_id::is_valid(id) {
         return Err(FrameError("the client order id is empty".into()));
     }
     Ok(id)

@@ -4,6 +4,7 @@
 //!
 //! - `binary`: the binary order-entry protocol's codec (`docs/protocol-binary.md`):
 //!   framing, every message's layout, reason codes.
+//! - `client_order_id`: the rule every protocol checks a client order id by.
 //! - `signing`: the request-signing scheme (`docs/api.md`, Signing): the message a
 //!   client signs, HMAC-SHA256, the header names, the paths a login signs and the clock
 //!   of signed timestamps.
@@ -14,4 +15,5 @@
 //! an error, never a panic (`fuzz/` checks it).
 
 pub mod binary;
+pub mod client_order_id;
 pub mod signing;

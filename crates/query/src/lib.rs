@@ -86,12 +86,26 @@ pub struct HistorySql {
     /// Tables registered empty (no files yet), registered over their files once some
     /// exist.
     empty: std::sync::Mutex<Vec<Table>>,
-    runtime: tokio::runtime::Runtime,
+    /// Taken only by `drop` (which shuts it down without waiting, so that the owner may
+    /// be dropped from async code, as a stopping server's state is).
+    runtime: Option<tokio::runtime::Runtime>,
     history_dir: PathBuf,
     files_lock: FilesLock,
 }
 
+impl Drop for HistorySql {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 impl HistorySql {
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("the runtime is taken only when the service is dropped")
+    }
+
     /// Registers the tables under `history_dir` (those not written yet as empty
     /// tables). `threads`: how many cores a query may use.
     pub fn open(history_dir: &Path, threads: usize) -> Result<HistorySql, QueryError> {
@@ -113,7 +127,7 @@ impl HistorySql {
         let sql = HistorySql {
             context,
             empty: std::sync::Mutex::new(Vec::new()),
-            runtime,
+            runtime: Some(runtime),
             history_dir: history_dir.to_path_buf(),
             files_lock: FilesLock::new(history_dir),
         };
@@ -143,7 +157,7 @@ impl HistorySql {
         let options =
             ParquetReadOptions::default().table_partition_cols(partitions).schema(&schema);
         let path = format!("{}/", dir.display());
-        self.runtime.block_on(self.context.register_parquet(table.name(), path, options))?;
+        self.runtime().block_on(self.context.register_parquet(table.name(), path, options))?;
         Ok(())
     }
 
@@ -171,7 +185,7 @@ impl HistorySql {
             code: "io",
             message: format!("locking the history's files: {error}"),
         })?;
-        self.runtime
+        self.runtime()
             .block_on(async {
                 let frame = self.context.sql(query).await?;
                 frame.collect().await

@@ -10,7 +10,7 @@ use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferC
 use bourse_core::{AccountRef, Command, Decimal, Event, Side, StpMode, TimeInForce};
 
 use crate::keys::{Role, Secret};
-use crate::rest::AppState;
+use crate::state::AppState;
 
 const DEMO_LABEL: &str = "demo";
 const TRADERS: [&str; 2] = ["alice", "bob"];
@@ -18,12 +18,12 @@ const MARKET_MAKER: &str = "maker";
 
 /// Sets the demo up (once) and returns the demo keys: (account, key id, secret).
 pub async fn set_up(state: &AppState) -> Result<Vec<(String, String, Secret)>, String> {
-    let reference = state.refresh_reference().await.map_err(|error| error.message)?;
+    let reference = state.directory.refresh_reference().await.map_err(|error| error.message)?;
     if reference.instruments.is_empty() {
         declare_market(state).await?;
         fund_accounts(state).await?;
         seed_books(state).await?;
-        state.refresh_reference().await.map_err(|error| error.message)?;
+        state.directory.refresh_reference().await.map_err(|error| error.message)?;
     }
     demo_keys(state)
 }
@@ -69,7 +69,7 @@ async fn fund_accounts(state: &AppState) -> Result<(), String> {
         if state.keys.account(account).is_none() {
             state
                 .keys
-                .create_account(account, crate::now_ms())
+                .create_account(account, bourse_protocol::signing::now_ms())
                 .map_err(|error| error.to_string())?;
         }
         for (asset, amount) in [("USD", "1000000"), ("BTC", "10"), ("ETH", "100")] {
@@ -122,12 +122,17 @@ fn demo_keys(state: &AppState) -> Result<Vec<(String, String, Secret)>, String> 
                 if state.keys.account(trader).is_none() {
                     state
                         .keys
-                        .create_account(trader, crate::now_ms())
+                        .create_account(trader, bourse_protocol::signing::now_ms())
                         .map_err(|e| e.to_string())?;
                 }
                 state
                     .keys
-                    .create_key(Role::Trader, Some(trader), DEMO_LABEL, crate::now_ms())
+                    .create_key(
+                        Role::Trader,
+                        Some(trader),
+                        DEMO_LABEL,
+                        bourse_protocol::signing::now_ms(),
+                    )
                     .map_err(|error| error.to_string())?
                     .0
             }

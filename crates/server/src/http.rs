@@ -20,23 +20,19 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use bourse_core::{AccountRef, Command};
 use futures_util::FutureExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::entry::{Answer, InFlight, Work};
-use crate::link::Lane;
-use crate::rest::error::{ApiError, ApiResult};
-use crate::rest::trading::{amend_values, order_from_request, AmendRequest, OrderRequest};
-use crate::rest::{parse_body, Shared};
-
-/// Requests of one connection waiting for the engine, at most: at this many the
-/// connection is not read until answers go out.
-pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 4_096;
-/// Answers the client does not take within this long close the connection.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+use crate::connection::{self, Output};
+use crate::error::{ApiError, ApiResult};
+use crate::json::{self, parse_body, AmendRequest, OrderRequest};
+use crate::link::LaneReleases;
+use crate::order_entry::answer::Detail;
+use crate::order_entry::in_flight::{InFlight, Submitted};
+use crate::order_entry::request::{Request, Target};
+use crate::state::Shared;
 /// Bytes read from the socket at a time, at most; a request head and body must fit.
 const READ_BUFFER_BYTES: usize = 128 * 1024;
 /// Header lines a request may have on the pipelined loop (more: handed to hyper).
@@ -217,37 +213,30 @@ enum Taken<'a> {
 struct Connection {
     state: Shared,
     stream: TcpStream,
-    lane: Lane,
-    releases: crate::link::LaneReleases,
     in_flight: InFlight<Meta>,
+    releases: LaneReleases,
     input: Vec<u8>,
     filled: usize,
     /// The bytes from here on are for hyper, once the answers before them are out.
     hand_off_at: Option<usize>,
     reading: bool,
-    output: Vec<u8>,
-    written: usize,
-    /// When the socket last took something while bytes were waiting (or they began to).
-    write_waiting_since: Option<Instant>,
+    output: Output,
     route_metrics: crate::metrics::RouteCache,
 }
 
 impl Connection {
     fn new(state: Shared, stream: TcpStream) -> Connection {
-        let (lane, releases) = state.link.open_lane();
+        let (in_flight, releases) = InFlight::open(&state.entry);
         Connection {
             state,
             stream,
-            lane,
+            in_flight,
             releases,
-            in_flight: InFlight::default(),
             input: vec![0; READ_BUFFER_BYTES],
             filled: 0,
             hand_off_at: None,
             reading: true,
-            output: Vec::new(),
-            written: 0,
-            write_waiting_since: None,
+            output: Output::default(),
             route_metrics: crate::metrics::RouteCache::default(),
         }
     }
@@ -255,22 +244,17 @@ impl Connection {
     /// Serves the connection until it closes (`None`) or must go to hyper.
     async fn run(mut self, mut stop: watch::Receiver<bool>) -> Option<Rewound> {
         let idle_timeout = Duration::from_millis(self.state.limits.idle_timeout_ms.max(1));
-        let tick = (idle_timeout.min(WRITE_TIMEOUT) / 4)
-            .clamp(Duration::from_millis(5), Duration::from_millis(250));
-        let mut watchdog = tokio::time::interval(tick);
-        watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut watchdog = connection::watchdog(&[idle_timeout]);
         let mut last_read = Instant::now();
         let mut failed = false;
         loop {
-            let readable = self.reading
-                && self.hand_off_at.is_none()
-                && self.in_flight.len() < IN_FLIGHT_PER_CONNECTION_MAX;
-            let writing = self.written < self.output.len();
+            let readable = self.reading && self.hand_off_at.is_none() && !self.in_flight.is_full();
+            let writing = self.output.pending();
             tokio::select! {
                 biased;
                 _ = stop.changed() => self.reading = false,
                 Some(released) = self.releases.recv() => {
-                    self.in_flight.take_released(&self.state, &mut self.lane, &released).await;
+                    self.in_flight.take_released(&self.state.entry, &released).await;
                 }
                 ready = self.stream.readable(), if readable => {
                     if ready.is_err() {
@@ -293,20 +277,21 @@ impl Connection {
                     if self.in_flight.is_empty() && now - last_read >= idle_timeout {
                         self.reading = false;
                     }
-                    if self.write_waiting_since.is_some_and(|since| now - since >= WRITE_TIMEOUT) {
+                    if self.output.stalled(now) {
                         failed = true;
                     }
                 }
             }
             while let Ok(released) = self.releases.try_recv() {
-                self.in_flight.take_released(&self.state, &mut self.lane, &released).await;
+                self.in_flight.take_released(&self.state.entry, &released).await;
             }
             self.emit_answered();
-            failed |= !self.flush();
+            let stream = &self.stream;
+            failed |= !self.output.flush(|bytes| stream.try_write(bytes));
             if failed {
                 return None;
             }
-            let settled = self.in_flight.is_empty() && self.written == self.output.len();
+            let settled = self.in_flight.is_empty() && !self.output.pending();
             if settled && self.hand_off_at.is_some() {
                 return self.hand_off();
             }
@@ -341,14 +326,10 @@ impl Connection {
                     let meta = Meta { route, started: Instant::now() };
                     let request = &self.input[at..at + head];
                     let body_bytes = &self.input[at + head..at + head + body];
-                    let submitted =
-                        submit(&self.state, &mut self.lane, route, request, client_id, body_bytes)
-                            .await;
-                    match submitted {
-                        Ok((correlation, work)) => {
-                            self.in_flight.submitted(meta, correlation, work)
-                        }
-                        Err(error) => self.in_flight.answered(meta, Err(error)),
+                    let request = (request, client_id, body_bytes);
+                    match submit(&self.state, &mut self.in_flight, route, request).await {
+                        Ok(submitted) => self.in_flight.push(meta, submitted),
+                        Err(error) => self.in_flight.refused(meta, error),
                     }
                     at += head + body;
                 }
@@ -368,31 +349,9 @@ impl Connection {
         while let Some((meta, answer)) = self.in_flight.pop_answered() {
             let status = answer.as_ref().map_or_else(|error| error.status.as_u16(), |_| 200);
             self.observe(meta.route, status, meta.started.elapsed());
-            self.output.extend(response(answer.map(Answer::into_rest_body)));
+            let body = answer.and_then(|answer| json::rest_body(&answer));
+            self.output.push(|bytes| response(bytes, body));
         }
-    }
-
-    /// Writes what the socket takes now, without waiting. `false` if the socket failed.
-    fn flush(&mut self) -> bool {
-        while self.written < self.output.len() {
-            match self.stream.try_write(&self.output[self.written..]) {
-                Ok(0) => return false,
-                Ok(count) => {
-                    self.written += count;
-                    self.write_waiting_since = Some(Instant::now());
-                }
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => return false,
-            }
-        }
-        if self.written == self.output.len() {
-            self.output.clear();
-            self.written = 0;
-            self.write_waiting_since = None;
-        } else {
-            self.write_waiting_since.get_or_insert_with(Instant::now);
-        }
-        true
     }
 
     fn observe(&mut self, route: Route, status: u16, took: Duration) {
@@ -472,15 +431,39 @@ fn plain_client_id(query: &str) -> Option<&str> {
 }
 
 /// The router's checks in the router's order (signature, then the request), and the
-/// command submitted to the lane.
+/// command submitted on the connection's lane.
 async fn submit(
     state: &Shared,
-    lane: &mut Lane,
+    in_flight: &mut InFlight<Meta>,
+    route: Route,
+    (head, client_id, body): (&[u8], Option<&str>, &[u8]),
+) -> ApiResult<Submitted> {
+    let (account, request) = match decode(state, route, head, client_id, body)? {
+        Decoded::Place(account, order) => {
+            let request = order.decode()?;
+            let trader = state.entry.trader(&account).await?;
+            return in_flight.submit(&state.entry, trader, &request, Detail::Full).await;
+        }
+        Decoded::Change(account, request) => (account, request),
+    };
+    let trader = state.entry.trader(&account).await?;
+    in_flight.submit(&state.entry, trader, &request, Detail::Full).await
+}
+
+/// An order-entry request read from the loop: the caller's account and what it asks.
+enum Decoded<'a> {
+    Place(String, OrderRequest),
+    Change(String, Request<'a>),
+}
+
+/// Checks the signature, then reads the request (in the router's order).
+fn decode<'a>(
+    state: &Shared,
     route: Route,
     head: &[u8],
-    client_id: Option<&str>,
+    client_id: Option<&'a str>,
     body: &[u8],
-) -> ApiResult<(u64, Work)> {
+) -> ApiResult<Decoded<'a>> {
     let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
     let mut request = httparse::Request::new(&mut headers);
     let parsed = request.parse(head);
@@ -496,62 +479,41 @@ async fn submit(
             .find(|header| header.name.eq_ignore_ascii_case(name))
             .map(|header| header.value)
     };
-    let caller =
-        state.auth.authenticate_with(&state.keys, header, method, target, body, crate::now_ms())?;
+    let caller = state.auth.authenticate_with(
+        &state.keys,
+        header,
+        method,
+        target,
+        body,
+        bourse_protocol::signing::now_ms(),
+    )?;
     match (route, client_id) {
         (Route::Place, _) => {
-            let account = caller.account()?;
-            let request: OrderRequest = parse_body(body)?;
-            let (client_id, order) = order_from_request(&request, account)?;
-            let command = Command::Order(order);
-            let correlation = lane.submit(&command)?;
-            let Command::Order(order) = command else {
-                return Err(ApiError::malformed("not an order"));
-            };
-            let work = Work::Place { account: account.to_string(), client_id, order };
-            Ok((correlation, work))
+            let account = caller.account()?.to_string();
+            Ok(Decoded::Place(account, parse_body(body)?))
         }
         (Route::Cancel, Some(client_id)) => {
-            let account = caller.account()?;
-            let account_id =
-                state.account_id(account).await?.ok_or_else(ApiError::unknown_order)?;
-            let command = Command::Cancel {
-                account: AccountRef::Id(account_id),
-                id: std::borrow::Cow::Borrowed(client_id),
-            };
-            let correlation = lane.submit(&command)?;
-            let read = lane.read_order(account_id, client_id)?;
-            Ok((correlation, Work::Show { read }))
+            let account = caller.account()?.to_string();
+            let target = Target::ClientOrderId(std::borrow::Cow::Borrowed(client_id));
+            Ok(Decoded::Change(account, Request::Cancel(target)))
         }
         (Route::Amend, Some(client_id)) => {
-            let request: AmendRequest = parse_body(body)?;
-            let (price, qty) = amend_values(&request)?;
-            let account = caller.account()?;
-            let account_id =
-                state.account_id(account).await?.ok_or_else(ApiError::unknown_order)?;
-            let command = Command::Amend(bourse_core::command::AmendCommand {
-                account: AccountRef::Id(account_id),
-                id: std::borrow::Cow::Borrowed(client_id),
-                price,
-                qty,
-            });
-            let correlation = lane.submit(&command)?;
-            let read = lane.read_order(account_id, client_id)?;
-            Ok((correlation, Work::Show { read }))
+            let amend: AmendRequest = parse_body(body)?;
+            let target = Target::ClientOrderId(std::borrow::Cow::Borrowed(client_id));
+            let request = amend.decode(target)?;
+            Ok(Decoded::Change(caller.account()?.to_string(), request))
         }
         (_, None) => Err(ApiError::malformed("name the order by client_order_id")),
     }
 }
 
-/// The whole HTTP/1.1 response: `200` with the JSON body, or the error as the router
-/// renders it (`ApiError`'s response: status, headers, body).
-fn response(result: ApiResult<Vec<u8>>) -> Vec<u8> {
+/// Appends the whole HTTP/1.1 response to `bytes`: `200` with the JSON body, or the
+/// error as the router renders it (`ApiError`'s response: status, headers, body).
+fn response(bytes: &mut Vec<u8>, result: ApiResult<Vec<u8>>) {
     match result {
         Ok(body) => {
-            let mut bytes = Vec::with_capacity(body.len() + 128);
-            head(&mut bytes, StatusCode::OK, body.len(), &[]);
+            head(bytes, StatusCode::OK, body.len(), &[]);
             bytes.extend_from_slice(&body);
-            bytes
         }
         Err(error) => {
             let response = error.into_response();
@@ -569,10 +531,8 @@ fn response(result: ApiResult<Vec<u8>>) -> Vec<u8> {
                 .unwrap_or_default();
             let extra: Vec<(&str, &[u8])> =
                 extra.iter().map(|(name, value)| (name.as_str(), value.as_slice())).collect();
-            let mut bytes = Vec::with_capacity(body.len() + 160);
-            head(&mut bytes, status, body.len(), &extra);
+            head(bytes, status, body.len(), &extra);
             bytes.extend_from_slice(&body);
-            bytes
         }
     }
 }
@@ -662,7 +622,8 @@ mod tests {
 
     #[test]
     fn responses_carry_their_status_length_and_date() {
-        let ok = response(Ok(b"{\"a\":1}".to_vec()));
+        let mut ok = Vec::new();
+        response(&mut ok, Ok(b"{\"a\":1}".to_vec()));
         let text = String::from_utf8(ok.clone()).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.contains("content-length: 7\r\n"));
@@ -670,7 +631,9 @@ mod tests {
         assert!(text.ends_with("\r\n\r\n{\"a\":1}"));
         let mut busy = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", "later");
         busy.retry_after_s = Some(1);
-        let busy = String::from_utf8(response(Err(busy))).unwrap();
+        let mut bytes = Vec::new();
+        response(&mut bytes, Err(busy));
+        let busy = String::from_utf8(bytes).unwrap();
         assert!(busy.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{busy}");
         assert!(busy.contains("retry-after: 1\r\n"));
         let body = busy.split("\r\n\r\n").nth(1).unwrap();

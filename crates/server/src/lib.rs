@@ -1,28 +1,51 @@
 //! The network server: it turns the durable engine into an exchange that clients reach
-//! over REST (and, as they come, WebSocket and binary TCP). It owns translation
-//! (requests to engine commands, events to responses), authentication (API keys,
-//! signatures, limits) and operations (health, shutdown). It never holds business
-//! state: balances, orders and their history are the engine's (`bourse_core::venue`),
-//! read through queries, so a restart from the journal gives every client exactly the
-//! same answers.
+//! over REST, WebSocket and binary TCP. It owns translation (requests to engine
+//! commands, outcomes to answers), authentication (API keys, signatures, limits), the
+//! fan-out of the engine's events, and operations (health, metrics, shutdown). It never
+//! holds business state: balances, orders and their history are the engine's
+//! (`bourse_core::venue`), read through queries, so a restart from the journal gives
+//! every client exactly the same answers.
+//!
+//! Modules import downward only, in this order (a test checks it):
+//!
+//! - foundation: `config`, `keys`, `link` (the one way into the engine);
+//! - shared values: `reference`, `render`, `error`, `directory`, `auth`, `metrics`,
+//!   `connection`;
+//! - services: `feed` (the tap, the hub, recent trades), `md` (the market-data
+//!   publisher), `history`, `order_entry` (one order path for every gateway), `json`
+//!   (order entry's JSON, for the gateways that speak it);
+//! - `state`: the services put together;
+//! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
+//!   (the pipelined order-entry loop), `rest`, `ws`, `tcp`;
+//! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
-pub mod demo;
-pub mod entry;
-pub mod history;
-pub mod http;
 pub mod keys;
 pub mod link;
-pub mod md;
+
+pub mod auth;
+pub mod connection;
+pub mod directory;
+pub mod error;
 pub mod metrics;
+pub mod reference;
 pub mod render;
+
+pub mod feed;
+pub mod history;
+pub mod json;
+pub mod md;
+pub mod order_entry;
+
+pub mod state;
+
+pub mod http;
 pub mod rest;
-pub mod server;
 pub mod tcp;
 pub mod ws;
 
+pub mod demo;
+pub mod server;
+
 pub use config::{Overrides, ServeConfig};
 pub use server::{start, start_with_sql, RunningServer, ServeError, StartNotes};
-
-// The server's clock (`crate::now_ms()`) is the one signed timestamps are read by.
-use bourse_protocol::signing::now_ms;

@@ -52,6 +52,15 @@ impl Reply {
     }
 }
 
+/// One account's balance of one asset, in the asset's units.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssetBalance {
+    pub asset: String,
+    pub decimals: u32,
+    pub available: i64,
+    pub held: i64,
+}
+
 /// Why a command or a read got no answer from the engine.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LinkError {
@@ -168,27 +177,15 @@ impl Lane {
         Ok(correlation)
     }
 
-    /// Reads `account`'s order `client_id` as it stands right after the commands this
-    /// lane submitted so far (the read is sequenced behind them, before any it submits
-    /// next): what a cancel or amend answers, exact however many requests follow it.
-    pub fn read_order(
-        &self,
-        account: bourse_core::ids::AccountId,
-        client_id: &str,
-    ) -> Result<OrderRead, LinkError> {
-        let (sender, receiver) = oneshot::channel();
-        let client_id = client_id.to_string();
-        self.session.query(move |venue| {
-            let record = venue
-                .activity()
-                .and_then(|activity| activity.order_by_client(account, &client_id).cloned());
-            let _ = sender.send(record);
-        })?;
-        Ok(OrderRead { receiver })
+    /// The lane's engine session, for reads sequenced behind its commands
+    /// (`read_order_behind`).
+    pub fn session(&self) -> &Session {
+        &self.session
     }
 
     /// Notes that `count` outcomes were taken from the lane's releases.
     pub fn taken(&mut self, count: usize) {
+        debug_assert!(count <= self.in_flight, "a lane takes only the outcomes it waits for");
         let count = count.min(self.in_flight);
         self.in_flight -= count;
         self.lanes_in_flight.fetch_sub(count, Ordering::Relaxed);
@@ -199,7 +196,26 @@ impl Lane {
     }
 }
 
-/// An order read by `Lane::read_order`, to wait for.
+/// Queues a read of `account`'s order `client_id` on `session`, behind every command
+/// the session submitted so far (before any it submits next): what a cancel or amend
+/// answers, exact however many requests follow it.
+pub fn read_order_behind(
+    session: &Session,
+    account: bourse_core::ids::AccountId,
+    client_id: &str,
+) -> Result<OrderRead, LinkError> {
+    let (sender, receiver) = oneshot::channel();
+    let client_id = client_id.to_string();
+    session.query(move |venue| {
+        let record = venue
+            .activity()
+            .and_then(|activity| activity.order_by_client(account, &client_id).cloned());
+        let _ = sender.send(record);
+    })?;
+    Ok(OrderRead { receiver })
+}
+
+/// An order read by `read_order`, to wait for.
 pub struct OrderRead {
     receiver: oneshot::Receiver<Option<bourse_core::venue::OrderRecord>>,
 }
@@ -352,20 +368,58 @@ impl EngineLink {
         .await
     }
 
-    /// What `/metrics` reads of the engine at each scrape.
-    pub fn figures(&self) -> crate::metrics::EngineFigures {
-        let waiting = Arc::clone(&self.waiting);
-        let lanes_in_flight = Arc::clone(&self.lanes_in_flight);
-        let in_flight = move || {
-            waiting.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
-                + lanes_in_flight.load(Ordering::Relaxed)
-        };
-        crate::metrics::EngineFigures::new(Arc::clone(&self.session), Arc::new(in_flight))
+    /// Every asset's balance of each of `accounts` (zeros for an account the engine
+    /// does not have, `None`), in the engine's asset order.
+    pub async fn balances(
+        &self,
+        accounts: Vec<Option<bourse_core::ids::AccountId>>,
+    ) -> Result<Vec<Vec<AssetBalance>>, LinkError> {
+        self.read(move |venue| {
+            let exchange = venue.exchange();
+            let ledger = exchange.ledger();
+            accounts
+                .iter()
+                .map(|account| {
+                    exchange
+                        .assets()
+                        .iter()
+                        .enumerate()
+                        .map(|(index, spec)| {
+                            let asset = bourse_core::ids::AssetId(index as u32);
+                            let balance = account.map(|account| ledger.balance(account, asset));
+                            AssetBalance {
+                                asset: spec.name.to_string(),
+                                decimals: spec.decimals,
+                                available: balance.map_or(0, |balance| balance.available.0),
+                                held: balance.map_or(0, |balance| balance.held.0),
+                            }
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .await
+    }
+
+    /// The engine's counters (for `/metrics`).
+    pub fn stats(&self) -> bourse_engine::StatsSnapshot {
+        self.session.stats()
+    }
+
+    /// Commands and queries waiting in the engine's intake queue, and its capacity.
+    pub fn queue(&self) -> (usize, usize) {
+        (self.session.queue_len(), self.session.queue_capacity())
     }
 
     /// Why the engine stopped taking commands, if it did.
     pub fn failure(&self) -> Option<String> {
         self.session.failure()
+    }
+
+    /// The shared session, for reads sequenced behind its commands
+    /// (`read_order_behind`).
+    pub fn session(&self) -> &Session {
+        &self.session
     }
 
     pub fn in_flight(&self) -> usize {

@@ -7,10 +7,9 @@
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use bourse_engine::{Session, StatsSnapshot};
+use axum::response::Response;
+use bourse_engine::StatsSnapshot;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -19,6 +18,8 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+
+use crate::link::EngineLink;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -48,6 +49,18 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
+/// What the market-data feed has done so far, for `/metrics` and the tests (the
+/// publisher, `md`, counts; a scrape reads).
+#[derive(Debug, Default)]
+pub struct FeedFigures {
+    pub messages: std::sync::atomic::AtomicU64,
+    pub packets: std::sync::atomic::AtomicU64,
+    pub send_errors: std::sync::atomic::AtomicU64,
+    pub inconsistencies: std::sync::atomic::AtomicU64,
+    pub retransmit_requests: std::sync::atomic::AtomicU64,
+    pub snapshots: std::sync::atomic::AtomicU64,
+}
+
 fn latency_histogram() -> Histogram {
     // 50 µs to about 1.6 s.
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
@@ -73,7 +86,7 @@ impl Metrics {
     /// The metrics of a server whose engine the session `engine` reaches.
     pub fn new(
         engine: EngineFigures,
-        feed: Option<Arc<crate::md::FeedFigures>>,
+        feed: Option<Arc<FeedFigures>>,
         history: Option<Arc<bourse_history::HistoryStats>>,
     ) -> Metrics {
         let mut registry = Registry::with_prefix("bourse");
@@ -206,16 +219,12 @@ impl RouteMetrics {
 
 /// The engine's counters, read at each scrape.
 pub struct EngineFigures {
-    session: Arc<Session>,
-    in_flight: Arc<dyn Fn() -> usize + Send + Sync>,
+    link: Arc<EngineLink>,
 }
 
 impl EngineFigures {
-    pub fn new(
-        session: Arc<Session>,
-        in_flight: Arc<dyn Fn() -> usize + Send + Sync>,
-    ) -> EngineFigures {
-        EngineFigures { session, in_flight }
+    pub fn new(link: Arc<EngineLink>) -> EngineFigures {
+        EngineFigures { link }
     }
 }
 
@@ -342,7 +351,7 @@ impl Collector for HistoryCollector {
 
 /// The market-data feed's counters, read at each scrape.
 #[derive(Debug)]
-struct FeedCollector(Arc<crate::md::FeedFigures>);
+struct FeedCollector(Arc<FeedFigures>);
 
 impl Collector for FeedCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -384,7 +393,8 @@ impl Collector for FeedCollector {
 
 impl Collector for EngineFigures {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = self.session.stats();
+        let stats = self.link.stats();
+        let (queue_len, queue_capacity) = self.link.queue();
         counter(
             &mut encoder,
             "journal_commands",
@@ -434,19 +444,19 @@ impl Collector for EngineFigures {
             &mut encoder,
             "intake_queue_commands",
             "Commands waiting for the sequencer",
-            self.session.queue_len() as i64,
+            queue_len as i64,
         )?;
         gauge(
             &mut encoder,
             "intake_queue_capacity",
             "The intake queue's capacity",
-            self.session.queue_capacity() as i64,
+            queue_capacity as i64,
         )?;
         gauge(
             &mut encoder,
             "gateway_in_flight",
             "Gateway requests waiting for the engine",
-            (self.in_flight)() as i64,
+            self.link.in_flight() as i64,
         )?;
         counter(&mut encoder, "snapshots", "Snapshots written", stats.snapshots)?;
         counter(
@@ -459,22 +469,16 @@ impl Collector for EngineFigures {
             &mut encoder,
             "engine_failed",
             "1 once the engine stopped on a storage failure",
-            i64::from(self.session.failure().is_some()),
+            i64::from(self.link.failure().is_some()),
         )?;
         Ok(())
     }
 }
 
-pub async fn render(State(state): State<crate::rest::Shared>) -> Response {
-    let text = state.metrics.render();
-    ([(CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
-        .into_response()
-}
-
 /// Counts each REST request by its route (the pattern, never the concrete path) and
 /// status, with its latency.
 pub async fn count_requests(
-    State(state): State<crate::rest::Shared>,
+    State(metrics): State<Arc<Metrics>>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -483,20 +487,15 @@ pub async fn count_requests(
         |path| format!("{} {}", request.method(), path.as_str()),
     );
     let started = std::time::Instant::now();
-    state.metrics.connection_opened("http");
+    metrics.connection_opened("http");
     let response = next.run(request).await;
-    state.metrics.connection_closed("http");
+    metrics.connection_closed("http");
     let status = response.status();
     if status.is_server_error() {
         tracing::warn!(%route, status = status.as_u16(), "request failed");
     } else {
         tracing::debug!(%route, status = status.as_u16(), "request");
     }
-    state.metrics.request(
-        "http",
-        &route,
-        response.status().as_u16(),
-        started.elapsed().as_secs_f64(),
-    );
+    metrics.request("http", &route, response.status().as_u16(), started.elapsed().as_secs_f64());
     response
 }

@@ -2,109 +2,29 @@
 //! instead of units. Prices and quantities stay exact: they are printed from integers,
 //! never through a float.
 
-use bourse_core::event::Event;
-use bourse_core::exchange::Exchange;
-use bourse_core::ids::{AccountId, AssetId, InstrumentId};
-use bourse_core::venue::{Fill, Liquidity, OrderKind, OrderRecord, OrderStatus};
-use bourse_core::{Decimal, DoneReason, Side, StpMode, TimeInForce};
+use std::sync::Arc;
+
+use bourse_core::venue::{Fill, OrderRecord};
+use bourse_core::{Side, StpMode, TimeInForce};
 use serde_json::{json, Value};
 
-/// What the gateways need to print an instrument's numbers. Assets and instruments
-/// never change once declared, so a copy taken once stays right.
-#[derive(Clone, Debug)]
-pub struct InstrumentInfo {
-    pub symbol: String,
-    pub base: String,
-    pub quote: String,
-    pub base_decimals: u32,
-    pub quote_decimals: u32,
-    pub price_decimals: u32,
-    pub qty_decimals: u32,
-    pub tick: i64,
-    pub lot: i64,
-    pub min_qty: i128,
-    pub max_qty: i128,
-    pub maker_fee_bps: i64,
-    pub taker_fee_bps: i64,
-    pub market_band_bps: i64,
-}
+use crate::link::AssetBalance;
+use crate::reference::{decimal, InstrumentInfo, Reference};
 
-#[derive(Clone, Debug, Default)]
-pub struct Reference {
-    pub assets: Vec<(String, u32)>,
-    pub instruments: Vec<InstrumentInfo>,
-}
-
-impl Reference {
-    pub fn read(exchange: &Exchange) -> Reference {
-        let assets: Vec<(String, u32)> =
-            exchange.assets().iter().map(|spec| (spec.name.to_string(), spec.decimals)).collect();
-        let instruments = exchange
-            .instruments()
-            .iter()
-            .map(|instrument| InstrumentInfo {
-                symbol: instrument.symbol.to_string(),
-                base: assets[instrument.spot.base.index()].0.clone(),
-                quote: assets[instrument.spot.quote.index()].0.clone(),
-                base_decimals: assets[instrument.spot.base.index()].1,
-                quote_decimals: assets[instrument.spot.quote.index()].1,
-                price_decimals: instrument.price_decimals,
-                qty_decimals: instrument.qty_decimals,
-                tick: instrument.tick.0,
-                lot: instrument.lot.0,
-                min_qty: instrument.min_qty,
-                max_qty: instrument.max_qty,
-                maker_fee_bps: instrument.spot.maker_fee_bps,
-                taker_fee_bps: instrument.spot.taker_fee_bps,
-                market_band_bps: instrument.market_band_bps,
-            })
-            .collect();
-        Reference { assets, instruments }
-    }
-
-    pub fn instrument(&self, instrument: InstrumentId) -> Option<&InstrumentInfo> {
-        self.instruments.get(instrument.index())
-    }
-
-    pub fn find_instrument(&self, symbol: &str) -> Option<(InstrumentId, &InstrumentInfo)> {
-        self.instruments
-            .iter()
-            .position(|info| info.symbol == symbol)
-            .map(|index| (InstrumentId(index as u32), &self.instruments[index]))
-    }
-
-    pub fn asset(&self, asset: AssetId) -> Option<&(String, u32)> {
-        self.assets.get(asset.index())
-    }
-}
-
-pub fn decimal(units: i128, scale: u32) -> String {
-    Decimal::from_units(units, scale).to_string()
-}
-
-impl InstrumentInfo {
-    pub fn price(&self, units: i64) -> String {
-        decimal(i128::from(units), self.price_decimals)
-    }
-
-    pub fn qty(&self, units: i64) -> String {
-        decimal(i128::from(units), self.qty_decimals)
-    }
-
-    pub fn to_json(&self) -> Value {
-        json!({
-            "symbol": self.symbol,
-            "base": self.base,
-            "quote": self.quote,
-            "tick": self.price(self.tick),
-            "lot": self.qty(self.lot),
-            "min_qty": decimal(self.min_qty, self.qty_decimals),
-            "max_qty": decimal(self.max_qty, self.qty_decimals),
-            "maker_fee_bps": self.maker_fee_bps,
-            "taker_fee_bps": self.taker_fee_bps,
-            "market_band_bps": self.market_band_bps,
-        })
-    }
+/// An instrument's definition as `GET /v1/instruments` shows it.
+pub fn instrument_json(info: &InstrumentInfo) -> Value {
+    json!({
+        "symbol": info.symbol,
+        "base": info.base,
+        "quote": info.quote,
+        "tick": info.price(info.tick),
+        "lot": info.qty(info.lot),
+        "min_qty": decimal(info.min_qty, info.qty_decimals),
+        "max_qty": decimal(info.max_qty, info.qty_decimals),
+        "maker_fee_bps": info.maker_fee_bps,
+        "taker_fee_bps": info.taker_fee_bps,
+        "market_band_bps": info.market_band_bps,
+    })
 }
 
 pub fn time_in_force_code(time_in_force: TimeInForce) -> &'static str {
@@ -216,76 +136,53 @@ pub fn fill_json(reference: &Reference, fill: &Fill) -> Value {
         .unwrap_or_else(|| json!({ "seq": fill.seq, "trade_index": fill.trade_index }))
 }
 
-/// What one accepted `order` command did to the new order, read from its events: the
-/// order's record as it stands after the command, and its fills (all as the taker).
-pub struct Placed {
+/// An order with the reference data it is printed with (an answer's, or the order a
+/// reused client order id names).
+#[derive(Clone, Debug)]
+pub struct Shown {
     pub record: OrderRecord,
-    pub fills: Vec<Fill>,
+    pub reference: Arc<Reference>,
 }
 
-/// Builds `Placed` from the order as submitted (`record` with nothing filled yet) and
-/// the command's events.
-pub fn placed_from_events(
-    reference: &Reference,
-    mut record: OrderRecord,
-    events: &[Event],
-) -> Placed {
-    let mut fills = Vec::new();
-    let mut taker: Option<AccountId> = None;
-    let mut trade_index = 0u32;
-    for event in events {
-        match event {
-            Event::Trade(trade) => {
-                taker = Some(trade.taker_account);
-                record.account = trade.taker_account;
-                record.filled += trade.qty;
-                let fee_asset = reference.instrument(trade.instrument).map(|info| {
-                    let received =
-                        if trade.taker_side == Side::Buy { &info.base } else { &info.quote };
-                    reference.assets.iter().position(|(name, _)| name == received).unwrap_or(0)
-                });
-                fills.push(Fill {
-                    seq: trade.seq,
-                    trade_index,
-                    order_id: record.order_id,
-                    client_id: record.client_id.clone(),
-                    instrument: trade.instrument,
-                    side: trade.taker_side,
-                    price: trade.price,
-                    qty: trade.qty,
-                    fee: trade.taker_fee,
-                    fee_asset: AssetId(fee_asset.unwrap_or(0) as u32),
-                    liquidity: Liquidity::Taker,
-                    ts_ns: record.created_ns,
-                });
-                trade_index += 1;
-            }
-            Event::Done { account, id, reason, filled, .. }
-                if *id == record.client_id && taker.is_none_or(|taker| taker == *account) =>
-            {
-                record.account = *account;
-                record.filled = *filled;
-                record.status = status_of(*reason);
-            }
-            _ => {}
-        }
+impl Shown {
+    pub fn to_json(&self) -> Value {
+        order_json(&self.reference, &self.record)
     }
-    record.remaining = if record.status == OrderStatus::Open {
-        record.qty - record.filled
-    } else {
-        bourse_core::Qty(0)
-    };
-    if record.kind == OrderKind::Market {
-        record.price = None;
-    }
-    Placed { record, fills }
 }
 
-pub fn status_of(reason: DoneReason) -> OrderStatus {
-    match reason {
-        DoneReason::Filled => OrderStatus::Filled,
-        DoneReason::Canceled => OrderStatus::Canceled,
-        DoneReason::Expired => OrderStatus::Expired,
-        DoneReason::SelfTradePrevented => OrderStatus::SelfTradePrevented,
+/// An account's balances as `{asset: {available, held}}`.
+pub fn balances_json(balances: &[AssetBalance]) -> Value {
+    let mut shown = serde_json::Map::new();
+    for balance in balances {
+        shown.insert(
+            balance.asset.clone(),
+            json!({
+                "available": decimal(i128::from(balance.available), balance.decimals),
+                "held": decimal(i128::from(balance.held), balance.decimals),
+            }),
+        );
     }
+    Value::Object(shown)
+}
+
+/// Depth levels per side a view shows, at most.
+pub const DEPTH_LEVELS_MAX: usize = 1_000;
+
+/// A price level: price and quantity in units, and the number of orders.
+pub type Level = (i64, i64, u32);
+
+/// The best `count` levels of one side of `book`.
+pub fn top_levels(book: &bourse_core::book::OrderBook, side: Side, count: usize) -> Vec<Level> {
+    book.top_levels(side, count)
+        .into_iter()
+        .map(|level| (level.price.0, level.total_qty.0, level.order_count))
+        .collect()
+}
+
+/// Levels as `[[price, qty, orders], …]`.
+pub fn levels_json(info: &InstrumentInfo, levels: &[Level]) -> Vec<Value> {
+    levels
+        .iter()
+        .map(|(price, qty, count)| json!([info.price(*price), info.qty(*qty), count]))
+        .collect()
 }

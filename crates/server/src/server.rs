@@ -12,11 +12,18 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::auth::{Authenticator, LoggedIn};
 use crate::config::{ConfigError, ServeConfig};
+use crate::directory::Directory;
+use crate::feed::hub::{Hub, HubServices};
+use crate::feed::market::Market;
+use crate::feed::tap::tap_channel;
 use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
-use crate::rest::auth::Authenticator;
-use crate::rest::{self, AppState};
+use crate::metrics::{EngineFigures, FeedFigures, Metrics};
+use crate::order_entry::OrderEntry;
+use crate::rest;
+use crate::state::AppState;
 
 /// Why the server could not start (or stopped badly). Each has a clear message; the
 /// command line prints it and exits non-zero.
@@ -75,7 +82,7 @@ async fn start_market_data(
     (sender, receiver, figures): (
         std::sync::mpsc::Sender<crate::md::Input>,
         std::sync::mpsc::Receiver<crate::md::Input>,
-        Arc<crate::md::FeedFigures>,
+        Arc<FeedFigures>,
     ),
     stopped: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<(std::thread::JoinHandle<()>, MarketDataNotes), ServeError> {
@@ -90,8 +97,10 @@ async fn start_market_data(
         .map_err(listen_error(config.retransmit_listen))?;
     let retransmit =
         retransmissions.local_addr().map_err(listen_error(config.retransmit_listen))?;
-    let session = crate::md::session_name(crate::now_ms());
-    let thread = crate::md::spawn(Arc::clone(state), config, receiver, session, figures)
+    let session = crate::md::session_name(bourse_protocol::signing::now_ms());
+    let link = Arc::clone(&state.link);
+    let reference = state.directory.reference();
+    let thread = crate::md::spawn(link, reference, config, receiver, (session, figures))
         .map_err(listen_error(config.multicast))?;
     tokio::spawn(crate::md::services::serve_snapshots(snapshots, sender.clone(), stopped.clone()));
     tokio::spawn(crate::md::services::serve_retransmissions(
@@ -161,7 +170,7 @@ pub async fn start_with_sql(
     let server_dir = config.data_dir.join("server");
     let master_file = config.auth.master_key_file.as_deref();
     let (keys, first_start) =
-        KeyStore::open_with_master(&server_dir, master_file, crate::now_ms())?;
+        KeyStore::open_with_master(&server_dir, master_file, bourse_protocol::signing::now_ms())?;
     let keys = Arc::new(keys);
     let mut engine_config = EngineConfig::new(&config.data_dir);
     engine_config.durability = durability;
@@ -184,7 +193,7 @@ pub async fn start_with_sql(
     let tcp = tcp_listener
         .local_addr()
         .map_err(|source| ServeError::Listen { address: config.tcp.listen, source })?;
-    let link = EngineLink::open(&engine, config.limits.in_flight_max);
+    let link = Arc::new(EngineLink::open(&engine, config.limits.in_flight_max));
     let market_data = &config.marketdata;
     let (md_sender, md_receiver) = match market_data.enabled {
         true => {
@@ -193,8 +202,15 @@ pub async fn start_with_sql(
         }
         false => (None, None),
     };
-    let (tap_sink, tap_receiver, tap_overflowed) = crate::ws::hub::tap_channel(md_sender.clone());
-    let feed_figures = Arc::new(crate::md::FeedFigures::default());
+    // The tap's releases go to the hub, and to the feed when it is on (unbounded: the
+    // feed loses nothing; a publisher that is gone is stopping).
+    let md_releases = md_sender.clone().map(|publisher| -> crate::feed::tap::AlsoTo {
+        Box::new(move |released| {
+            let _ = publisher.send(crate::md::Input::Released(released));
+        })
+    });
+    let (tap_sink, tap_receiver, tap_overflowed) = tap_channel(md_releases);
+    let feed_figures = Arc::new(FeedFigures::default());
     let tap = engine
         .open_tap(Arc::new(tap_sink))
         .ok_or_else(|| ServeError::Internal("the engine's tap is taken".to_string()))?;
@@ -204,35 +220,46 @@ pub async fn start_with_sql(
         config.limits.requests_per_second,
         config.limits.requests_burst,
     );
-    let state = Arc::new(AppState::new(
-        link,
-        hub_sender,
-        Arc::clone(&keys),
-        authenticator,
-        config.limits.clone(),
-        std::time::Duration::from_millis(config.auth.login_timeout_ms),
-        crate::rest::Services {
-            market_data: md_sender.clone().map(|publisher| crate::md::FeedLink {
-                publisher,
-                figures: Arc::clone(&feed_figures),
-            }),
-            history: history_stats.clone(),
-        },
+    let directory = Arc::new(Directory::new(Arc::clone(&link)));
+    let metrics = Arc::new(Metrics::new(
+        EngineFigures::new(Arc::clone(&link)),
+        md_sender.is_some().then(|| Arc::clone(&feed_figures)),
+        history_stats.clone(),
     ));
+    let state = Arc::new(AppState {
+        entry: Arc::new(OrderEntry::new(Arc::clone(&link), Arc::clone(&directory))),
+        link,
+        directory,
+        market: Arc::new(std::sync::Mutex::new(Market::default())),
+        metrics,
+        hub: hub_sender,
+        keys: Arc::clone(&keys),
+        auth: authenticator,
+        logged_in: LoggedIn::new(config.limits.connections_per_key),
+        limits: config.limits.clone(),
+        login_timeout: std::time::Duration::from_millis(config.auth.login_timeout_ms),
+        ready: std::sync::atomic::AtomicBool::new(false),
+        market_data: md_sender.clone(),
+        history: std::sync::OnceLock::new(),
+    });
     let history_thread = match history_stats {
         Some(stats) => start_history(&config, &engine, &state, stats, sql).await,
         None => None,
     };
-    let hub = crate::ws::hub::Hub::new(Arc::clone(&state), tap_overflowed);
+    let hub = Hub::new(hub_services(&state), tap_overflowed);
     tokio::spawn(hub.run(tap_receiver, hub_receiver));
-    state.refresh_reference().await.map_err(|error| ServeError::Internal(error.message))?;
+    state
+        .directory
+        .refresh_reference()
+        .await
+        .map_err(|error| ServeError::Internal(error.message))?;
     apply_limits(&state, config.limits.open_orders_per_account).await?;
     let demo_keys = if demo {
         crate::demo::set_up(&state).await.map_err(ServeError::Demo)?
     } else {
         Vec::new()
     };
-    rest::mark_ready(&state);
+    state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     tracing::info!(%http, %tcp, data_dir = %config.data_dir.display(), recovered_seq, "serving");
     let (stop_tcp, tcp_stopped) = tokio::sync::watch::channel(false);
     let (md_thread, md_notes) = match (md_sender, md_receiver) {
@@ -268,7 +295,9 @@ pub async fn start_with_sql(
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, http_drained.wait()).await;
         state.ready.store(false, std::sync::atomic::Ordering::SeqCst);
         tracing::info!("requests drained; stopping the engine");
-        drop(state);
+        // (The last reference may own the history's SQL service, whose runtime must not
+        // be dropped on an async worker.)
+        let _ = tokio::task::spawn_blocking(move || drop(state)).await;
         let stopped_engine = tokio::task::spawn_blocking(move || engine.shutdown())
             .await
             .map_err(|error| ServeError::Internal(error.to_string()))?;
@@ -299,6 +328,24 @@ pub async fn start_with_sql(
         market_data: md_notes,
     };
     Ok(RunningServer { notes, stop: Some(stop), task })
+}
+
+/// What the hub takes of the server's services: the feed's subscriptions go to the
+/// market-data publisher, when it is on.
+fn hub_services(state: &AppState) -> HubServices {
+    let market_data =
+        state.market_data.clone().map(|publisher| -> crate::feed::channel::ForwardTo {
+            Box::new(move |command| {
+                let _ = publisher.send(crate::md::Input::Channels(command));
+            })
+        });
+    HubServices {
+        link: Arc::clone(&state.link),
+        directory: Arc::clone(&state.directory),
+        market: Arc::clone(&state.market),
+        metrics: Arc::clone(&state.metrics),
+        market_data,
+    }
 }
 
 /// Opens the history and starts its thread. A history that does not open is reported

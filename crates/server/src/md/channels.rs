@@ -17,8 +17,8 @@ use bourse_marketdata::message::Message;
 use bourse_marketdata::FeedBuilder;
 use serde_json::{json, Value};
 
-use crate::render::{InstrumentInfo, Reference};
-use crate::ws::hub::{Channel, FeedMessage, Outbound};
+use crate::feed::channel::{Channel, FeedMessage, Outbound};
+use crate::reference::{InstrumentInfo, Reference};
 
 #[derive(Default)]
 pub struct Channels {

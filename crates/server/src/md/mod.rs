@@ -26,8 +26,10 @@ use bourse_marketdata::FeedBuilder;
 use tokio::sync::oneshot;
 
 use crate::config::MarketDataConfig;
-use crate::render::Reference;
-use crate::rest::Shared;
+use crate::feed::channel::HubCommand;
+use crate::link::EngineLink;
+use crate::metrics::FeedFigures;
+use crate::reference::Reference;
 
 /// Messages of one retransmission answer, at most.
 pub const RETRANSMIT_MESSAGES_MAX: u64 = 2_000;
@@ -54,42 +56,17 @@ pub enum Input {
         reply: oneshot::Sender<Vec<Candle>>,
     },
     /// A WebSocket connection's subscription to one of the feed's channels (`bbo`,
-    /// `l3`, `candles`), from the hub; its acknowledgement goes out first.
-    Subscribe {
-        connection: u64,
-        channel: crate::ws::hub::Channel,
-        outbound: crate::ws::hub::Outbound,
-        acknowledgement: Option<Arc<crate::ws::hub::FeedMessage>>,
-    },
-    Unsubscribe {
-        connection: u64,
-        channel: crate::ws::hub::Channel,
-    },
-    Disconnected {
-        connection: u64,
-    },
+    /// `l3`, `candles`), its unsubscription or its disconnection, from the hub; a
+    /// subscription's acknowledgement goes out first.
+    Channels(HubCommand),
     Stop,
-}
-
-/// The publisher's inputs and counters, for the rest of the server.
-pub struct FeedLink {
-    pub publisher: std::sync::mpsc::Sender<Input>,
-    pub figures: Arc<FeedFigures>,
-}
-
-/// What the feed has done so far, for `/metrics` and the tests.
-#[derive(Debug, Default)]
-pub struct FeedFigures {
-    pub messages: std::sync::atomic::AtomicU64,
-    pub packets: std::sync::atomic::AtomicU64,
-    pub send_errors: std::sync::atomic::AtomicU64,
-    pub inconsistencies: std::sync::atomic::AtomicU64,
-    pub retransmit_requests: std::sync::atomic::AtomicU64,
-    pub snapshots: std::sync::atomic::AtomicU64,
 }
 
 /// Bytes of a history slot: the longest message layout fits (checked in a test).
 const SLOT_BYTES: usize = 64;
+
+// A slot's length is kept in a byte.
+const _: () = assert!(SLOT_BYTES <= u8::MAX as usize);
 
 /// The messages kept for retransmission, encoded, by sequence number: a ring of fixed
 /// slots, grown up to `capacity` and then reused, so keeping a message allocates
@@ -115,6 +92,7 @@ impl History {
     }
 
     fn push(&mut self, message: &[u8]) {
+        debug_assert!(message.len() <= SLOT_BYTES, "every message fits a slot (a test checks)");
         let mut slot = [0u8; SLOT_BYTES];
         let length = message.len().min(SLOT_BYTES);
         slot[..length].copy_from_slice(&message[..length]);
@@ -132,6 +110,8 @@ impl History {
                 self.len += 1;
             }
         }
+        debug_assert!(self.len <= self.capacity && self.len <= self.slots.len());
+        debug_assert!(self.head < self.slots.len());
     }
 
     fn get(&self, sequence: u64) -> Option<&[u8]> {
@@ -153,7 +133,7 @@ fn send_packet(socket: &UdpSocket, destination: SocketAddr, figures: &FeedFigure
 }
 
 pub struct Publisher {
-    state: Shared,
+    link: Arc<EngineLink>,
     builder: FeedBuilder,
     writer: PacketWriter,
     socket: UdpSocket,
@@ -206,14 +186,15 @@ pub fn feed_socket(config: &MarketDataConfig) -> std::io::Result<UdpSocket> {
 
 impl Publisher {
     pub fn new(
-        state: Shared,
+        link: Arc<EngineLink>,
+        reference: Arc<Reference>,
         config: &MarketDataConfig,
         session: Session,
         figures: Arc<FeedFigures>,
     ) -> std::io::Result<Publisher> {
         Ok(Publisher {
-            reference: state.reference(),
-            state,
+            reference,
+            link,
             builder: FeedBuilder::default(),
             writer: PacketWriter::new(session, 1),
             socket: feed_socket(config)?,
@@ -265,7 +246,6 @@ impl Publisher {
             (orders, halted, Reference::read(exchange))
         };
         let ((orders, halted, reference), seq) = self
-            .state
             .link
             .read_at_seq_blocking(read)
             .map_err(|error| std::io::Error::other(format!("the engine's books: {error}")))?;
@@ -419,7 +399,12 @@ impl Publisher {
                 );
                 let _ = reply.send(series);
             }
-            Input::Subscribe { connection, channel, outbound, acknowledgement } => {
+            Input::Channels(HubCommand::Subscribe {
+                connection,
+                channel,
+                outbound,
+                acknowledgement,
+            }) => {
                 let state = channels::FeedState {
                     builder: &self.builder,
                     candles: &self.candles,
@@ -427,10 +412,15 @@ impl Publisher {
                 };
                 self.channels.subscribe(connection, channel, outbound, acknowledgement, &state);
             }
-            Input::Unsubscribe { connection, channel } => {
+            Input::Channels(HubCommand::Unsubscribe { connection, channel }) => {
                 self.channels.unsubscribe(connection, &channel)
             }
-            Input::Disconnected { connection } => self.channels.disconnected(connection),
+            Input::Channels(HubCommand::Disconnected { connection }) => {
+                self.channels.disconnected(connection)
+            }
+            Input::Channels(HubCommand::Barrier(reply)) => {
+                let _ = reply.send(());
+            }
             Input::Stop => return false,
         }
         true
@@ -519,7 +509,7 @@ impl Publisher {
 
     /// The instruments as the engine has them now (a new one was declared).
     fn read_reference(&self) -> Arc<Reference> {
-        match self.state.link.read_blocking(|venue| Reference::read(venue.exchange())) {
+        match self.link.read_blocking(|venue| Reference::read(venue.exchange())) {
             Ok(reference) => Arc::new(reference),
             Err(_) => Arc::clone(&self.reference),
         }
@@ -575,13 +565,13 @@ fn now_ns() -> u64 {
 
 /// Starts the publisher thread on `inputs` (whose sender the tap sink holds).
 pub fn spawn(
-    state: Shared,
+    link: Arc<EngineLink>,
+    reference: Arc<Reference>,
     config: &MarketDataConfig,
     inputs: Receiver<Input>,
-    session: Session,
-    figures: Arc<FeedFigures>,
+    (session, figures): (Session, Arc<FeedFigures>),
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let mut publisher = Publisher::new(state, config, session, figures)?;
+    let mut publisher = Publisher::new(link, reference, config, session, figures)?;
     publisher.seed()?;
     std::thread::Builder::new().name("bourse-md".into()).spawn(move || publisher.run(inputs))
 }

@@ -14,11 +14,14 @@ use bourse_core::{Command, Event};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult};
+use super::extract::{created, ok, ApiPath, ApiQuery};
 use super::trading::account_balances;
-use super::{created, ok, parse_body, parse_decimal, ApiPath, ApiQuery, Shared};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::json::{parse_body, parse_decimal};
 use crate::keys::{KeyRecord, Role};
+use crate::render::instrument_json;
+use crate::state::Shared;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -125,9 +128,10 @@ pub async fn create_instrument(
         market_band_bps: request.market_band_bps,
     }));
     let seq = submit_admin(&state, &command).await?;
-    let reference = state.refresh_reference().await?;
-    let shown =
-        reference.find_instrument(&request.symbol).map_or(Value::Null, |(_, info)| info.to_json());
+    let reference = state.directory.refresh_reference().await?;
+    let shown = reference
+        .find_instrument(&request.symbol)
+        .map_or(Value::Null, |(_, info)| instrument_json(info));
     Ok(created(json!({ "instrument": shown, "seq": seq })))
 }
 
@@ -139,7 +143,9 @@ pub async fn create_account(
     caller.require_admin()?;
     let request: AccountRequest = parse_body(&body)?;
     let keys = Arc::clone(&state.keys);
-    let record = on_disk(move || keys.create_account(&request.name, crate::now_ms())).await??;
+    let record =
+        on_disk(move || keys.create_account(&request.name, bourse_protocol::signing::now_ms()))
+            .await??;
     Ok(created(json!({ "account": record.name, "created_ms": record.created_ms })))
 }
 
@@ -199,7 +205,13 @@ pub async fn create_key(
         let rate = request.requests_per_second;
         move || {
             let account = Some(request.account.as_str());
-            keys.create_key_with_rate(Role::Trader, account, &label, rate, crate::now_ms())
+            keys.create_key_with_rate(
+                Role::Trader,
+                account,
+                &label,
+                rate,
+                bourse_protocol::signing::now_ms(),
+            )
         }
     })
     .await??;

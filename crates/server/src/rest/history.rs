@@ -13,10 +13,12 @@ use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult};
-use super::{ok, parse_body, ApiPath, ApiQuery, Shared};
+use super::extract::{ok, ApiPath, ApiQuery};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
 use crate::history::HistoryAccess;
+use crate::json::parse_body;
+use crate::state::Shared;
 
 /// Fills returned at most per request.
 const FILLS_MAX: usize = 1_000;

@@ -4,16 +4,13 @@
 //! never change (instruments, assets, account ids).
 
 mod admin;
-pub mod auth;
-pub mod error;
+mod extract;
 mod history;
 pub mod openapi;
 mod public;
-pub(crate) mod trading;
+mod trading;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -21,181 +18,10 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
-use bourse_core::ids::AccountId;
-use serde::de::DeserializeOwned;
-use serde_json::json;
+use axum::Router;
 
-use crate::config::LimitsConfig;
-use crate::keys::KeyStore;
-use crate::link::EngineLink;
-use crate::render::Reference;
-use auth::{Authenticator, Caller};
-use error::{ApiError, ApiResult};
-
-pub struct AppState {
-    pub link: EngineLink,
-    /// Recent trades and tickers, kept by the feed (`ws::market`).
-    market: Mutex<crate::ws::market::Market>,
-    pub metrics: crate::metrics::Metrics,
-    /// Subscriptions and disconnections of WebSocket connections go to the hub.
-    pub hub: tokio::sync::mpsc::Sender<crate::ws::hub::HubCommand>,
-    /// Logged-in WebSocket (and later TCP) connections per key.
-    connections: Mutex<HashMap<String, usize>>,
-    pub keys: Arc<KeyStore>,
-    pub auth: Authenticator,
-    pub limits: LimitsConfig,
-    /// A TCP connection must log in within this long.
-    pub login_timeout: std::time::Duration,
-    reference: RwLock<Arc<Reference>>,
-    account_ids: Mutex<HashMap<String, AccountId>>,
-    pub ready: AtomicBool,
-    /// The market-data publisher (`md`), when the feed is on: candles are read there.
-    pub market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
-    /// The history's lookups and SQL, once it is open (`crate::history`).
-    pub history: std::sync::OnceLock<Arc<crate::history::HistoryAccess>>,
-}
-
-pub type Shared = Arc<AppState>;
-
-/// The services beside the engine that the API reads: the market-data feed and the
-/// history's figures, when they are on.
-pub struct Services {
-    pub market_data: Option<crate::md::FeedLink>,
-    pub history: Option<Arc<bourse_history::HistoryStats>>,
-}
-
-impl AppState {
-    pub fn new(
-        link: EngineLink,
-        hub: tokio::sync::mpsc::Sender<crate::ws::hub::HubCommand>,
-        keys: Arc<KeyStore>,
-        auth: Authenticator,
-        limits: LimitsConfig,
-        login_timeout: std::time::Duration,
-        services: Services,
-    ) -> AppState {
-        let Services { market_data, history: history_stats } = services;
-        let (market_data, feed_figures) = match market_data {
-            Some(feed) => (Some(feed.publisher), Some(feed.figures)),
-            None => (None, None),
-        };
-        AppState {
-            market: Mutex::new(crate::ws::market::Market::default()),
-            metrics: crate::metrics::Metrics::new(link.figures(), feed_figures, history_stats),
-            link,
-            hub,
-            connections: Mutex::new(HashMap::new()),
-            keys,
-            auth,
-            limits,
-            login_timeout,
-            reference: RwLock::new(Arc::new(Reference::default())),
-            account_ids: Mutex::new(HashMap::new()),
-            ready: AtomicBool::new(false),
-            market_data,
-            history: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// Instruments and assets as last read; `refresh_reference` reads them again.
-    pub fn reference(&self) -> Arc<Reference> {
-        Arc::clone(&self.reference.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
-    }
-
-    pub async fn refresh_reference(&self) -> ApiResult<Arc<Reference>> {
-        let reference = Arc::new(self.link.read(|venue| Reference::read(venue.exchange())).await?);
-        *self.reference.write().unwrap_or_else(|poisoned| poisoned.into_inner()) =
-            Arc::clone(&reference);
-        Ok(reference)
-    }
-
-    /// The reference data, read again when it does not know `symbol` (or an instrument
-    /// id) yet.
-    pub async fn reference_knowing(&self, instrument_count: usize) -> ApiResult<Arc<Reference>> {
-        let reference = self.reference();
-        if reference.instruments.len() >= instrument_count {
-            return Ok(reference);
-        }
-        self.refresh_reference().await
-    }
-
-    /// The reference data, read again only when it does not know `symbol` yet.
-    pub async fn reference_with_symbol(&self, symbol: &str) -> ApiResult<Arc<Reference>> {
-        let reference = self.reference();
-        if reference.find_instrument(symbol).is_some() {
-            return Ok(reference);
-        }
-        self.refresh_reference().await
-    }
-
-    /// The reference data knowing every instrument of `instruments`.
-    pub async fn reference_for(
-        &self,
-        instruments: impl Iterator<Item = bourse_core::ids::InstrumentId>,
-    ) -> ApiResult<Arc<Reference>> {
-        let needed = instruments.map(|instrument| instrument.index() + 1).max().unwrap_or(0);
-        self.reference_knowing(needed).await
-    }
-
-    /// The engine's id of `account`, once it exists there (its first deposit).
-    pub async fn account_id(&self, account: &str) -> ApiResult<Option<AccountId>> {
-        if let Some(id) = self.cached_account_id(account) {
-            return Ok(Some(id));
-        }
-        let name = account.to_string();
-        let found =
-            self.link.read(move |venue| venue.exchange().ledger().find_account(&name)).await?;
-        if let Some(id) = found {
-            self.account_ids
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .insert(account.to_string(), id);
-        }
-        Ok(found)
-    }
-
-    pub fn market(&self) -> std::sync::MutexGuard<'_, crate::ws::market::Market> {
-        self.market.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Counts a logged-in connection of `key`; refused beyond the limit per key.
-    pub fn claim_connection(&self, key: &str) -> Result<(), (&'static str, String)> {
-        let mut connections =
-            self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = connections.entry(key.to_string()).or_insert(0);
-        if *count >= self.limits.connections_per_key {
-            return Err((
-                "too_many_connections",
-                format!(
-                    "this key has {count} connections; at most {} are allowed",
-                    self.limits.connections_per_key
-                ),
-            ));
-        }
-        *count += 1;
-        Ok(())
-    }
-
-    pub fn release_connection(&self, key: &str) {
-        let mut connections =
-            self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = connections.get_mut(key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                connections.remove(key);
-            }
-        }
-    }
-
-    fn cached_account_id(&self, account: &str) -> Option<AccountId> {
-        self.account_ids
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(account)
-            .copied()
-    }
-}
+use crate::error::ApiError;
+use crate::state::Shared;
 
 pub fn router(state: Shared) -> Router {
     let private = Router::new()
@@ -230,7 +56,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/admin/withdrawals", post(admin::withdraw))
         .route_layer(middleware::from_fn_with_state(Arc::clone(&state), authenticate))
         .route_layer(middleware::from_fn_with_state(
-            Arc::clone(&state),
+            Arc::clone(&state.metrics),
             crate::metrics::count_requests,
         ));
     let public = Router::new()
@@ -244,9 +70,9 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/ticker/{symbol}", get(public::ticker))
         .route("/v1/l3/{symbol}", get(public::l3))
         .route("/v1/candles/{symbol}", get(public::candles))
-        .route("/metrics", get(crate::metrics::render))
+        .route("/metrics", get(public::metrics))
         .route_layer(middleware::from_fn_with_state(
-            Arc::clone(&state),
+            Arc::clone(&state.metrics),
             crate::metrics::count_requests,
         ));
     Router::new()
@@ -303,7 +129,7 @@ async fn authenticate(State(state): State<Shared>, request: Request, next: Next)
         parts.method.as_str(),
         path_and_query,
         &bytes,
-        crate::now_ms(),
+        bourse_protocol::signing::now_ms(),
     );
     match caller {
         Ok(caller) => {
@@ -312,71 +138,4 @@ async fn authenticate(State(state): State<Shared>, request: Request, next: Next)
         }
         Err(error) => error.into_response(),
     }
-}
-
-/// `axum::extract::Query` with this API's error shape: a query string that does not
-/// parse (a wrong type, an unknown parameter) is `400 malformed` with the reason.
-pub struct ApiQuery<T>(pub T);
-
-impl<T: DeserializeOwned, S: Send + Sync> axum::extract::FromRequestParts<S> for ApiQuery<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
-            Err(rejection) => Err(ApiError::malformed(rejection.body_text())),
-        }
-    }
-}
-
-/// `axum::extract::Path` with this API's error shape.
-pub struct ApiPath<T>(pub T);
-
-impl<T: DeserializeOwned + Send, S: Send + Sync> axum::extract::FromRequestParts<S> for ApiPath<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
-            Err(rejection) => Err(ApiError::malformed(rejection.body_text())),
-        }
-    }
-}
-
-/// Parses a JSON body into `T`, with a `malformed` error that says what is wrong.
-pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
-    if body.is_empty() {
-        return Err(ApiError::malformed("a JSON body is required"));
-    }
-    serde_json::from_slice(body)
-        .map_err(|error| ApiError::malformed(format!("invalid JSON body: {error}")))
-}
-
-/// A decimal string field, exactly as the replay format takes it.
-pub fn parse_decimal(field: &'static str, text: &str) -> ApiResult<bourse_core::Decimal> {
-    bourse_core::Decimal::parse(text).ok_or_else(|| {
-        ApiError::malformed(format!("{field} must be a decimal string like \"12.5\", not {text:?}"))
-    })
-}
-
-pub fn ok(value: serde_json::Value) -> Response {
-    (StatusCode::OK, Json(value)).into_response()
-}
-
-pub fn created(value: serde_json::Value) -> Response {
-    (StatusCode::CREATED, Json(value)).into_response()
-}
-
-pub fn mark_ready(state: &AppState) {
-    state.ready.store(true, Ordering::SeqCst);
-}
-
-pub fn caller_json(caller: &Caller) -> serde_json::Value {
-    json!({ "key": caller.key.id, "account": caller.key.account })
 }

@@ -5,7 +5,7 @@
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use super::ok;
+use super::extract::ok;
 
 /// Every route: (path, method, summary, needs a key, request body schema name).
 pub const ROUTES: &[(&str, &str, &str, bool, Option<&str>)] = &[

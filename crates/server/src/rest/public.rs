@@ -10,17 +10,26 @@ use bourse_core::Side;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::{ApiError, ApiResult};
-use super::{ok, ApiPath, ApiQuery, Shared};
+use super::extract::{ok, ApiPath, ApiQuery};
+use crate::error::{ApiError, ApiResult};
+use crate::feed::market::{ticker_json, RECENT_TRADES_KEPT};
+use crate::reference::InstrumentInfo;
+use crate::render::{instrument_json, levels_json, top_levels, Level, DEPTH_LEVELS_MAX};
+use crate::state::Shared;
 
-/// Depth levels per side, at most.
-pub const DEPTH_LEVELS_MAX: usize = 1_000;
 const DEPTH_LEVELS_DEFAULT: usize = 20;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DepthQuery {
     levels: Option<usize>,
+}
+
+/// The metrics, as Prometheus reads them.
+pub async fn metrics(State(state): State<Shared>) -> Response {
+    let text = state.metrics.render();
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    ([(axum::http::header::CONTENT_TYPE, content_type)], text).into_response()
 }
 
 /// The process is up.
@@ -38,7 +47,7 @@ pub async fn ready(State(state): State<Shared>) -> Response {
 }
 
 pub async fn instruments(State(state): State<Shared>) -> ApiResult<Response> {
-    let reference = state.refresh_reference().await?;
+    let reference = state.directory.refresh_reference().await?;
     let count = reference.instruments.len();
     let halted = state
         .link
@@ -53,7 +62,7 @@ pub async fn instruments(State(state): State<Shared>) -> ApiResult<Response> {
         .iter()
         .zip(halted)
         .map(|(info, halted)| {
-            let mut shown = info.to_json();
+            let mut shown = instrument_json(info);
             shown["halted"] = json!(halted);
             shown
         })
@@ -77,31 +86,23 @@ pub async fn depth(
             let exchange = venue.exchange();
             let instrument = exchange.find_instrument(&wanted)?;
             let book = exchange.book(instrument);
-            let side = |side| -> Vec<(i64, i64, u32)> {
-                book.top_levels(side, levels)
-                    .into_iter()
-                    .map(|level| (level.price.0, level.total_qty.0, level.order_count))
-                    .collect()
-            };
-            Some((instrument, side(Side::Buy), side(Side::Sell), exchange.time_ns()))
+            let (bids, asks) =
+                (top_levels(book, Side::Buy, levels), top_levels(book, Side::Sell, levels));
+            Some((instrument, bids, asks, exchange.time_ns()))
         })
         .await?;
     let Some((instrument, bids, asks, time_ns)) = book else {
         return Err(ApiError::rejected(bourse_core::RejectReason::UnknownSymbol));
     };
-    let reference = state.reference_knowing(instrument.index() + 1).await?;
+    let reference = state.directory.reference_knowing(instrument.index() + 1).await?;
     let info = reference
         .instrument(instrument)
         .ok_or_else(|| ApiError::rejected(bourse_core::RejectReason::UnknownSymbol))?;
-    let shown = |levels: Vec<(i64, i64, u32)>| -> Vec<Value> {
-        levels
-            .into_iter()
-            .map(|(price, qty, orders)| json!([info.price(price), info.qty(qty), orders]))
-            .collect()
-    };
-    Ok(ok(
-        json!({ "symbol": symbol, "time_ns": time_ns, "bids": shown(bids), "asks": shown(asks) }),
-    ))
+    let (bids, asks): (Vec<Level>, Vec<Level>) = (bids, asks);
+    Ok(ok(json!({
+        "symbol": symbol, "time_ns": time_ns,
+        "bids": levels_json(info, &bids), "asks": levels_json(info, &asks),
+    })))
 }
 
 #[derive(Deserialize)]
@@ -113,8 +114,8 @@ pub struct TradesQuery {
 async fn instrument_of(
     state: &Shared,
     symbol: &str,
-) -> ApiResult<(bourse_core::ids::InstrumentId, crate::render::InstrumentInfo)> {
-    let reference = state.reference_with_symbol(symbol).await?;
+) -> ApiResult<(bourse_core::ids::InstrumentId, InstrumentInfo)> {
+    let reference = state.directory.reference_with_symbol(symbol).await?;
     let (instrument, info) = reference
         .find_instrument(symbol)
         .ok_or_else(|| ApiError::rejected(bourse_core::RejectReason::UnknownSymbol))?;
@@ -127,11 +128,8 @@ pub async fn trades(
     ApiQuery(query): ApiQuery<TradesQuery>,
 ) -> ApiResult<Response> {
     let limit = query.limit.unwrap_or(100);
-    if limit == 0 || limit > crate::ws::market::RECENT_TRADES_KEPT {
-        return Err(ApiError::malformed(format!(
-            "limit is 1 to {}",
-            crate::ws::market::RECENT_TRADES_KEPT
-        )));
+    if limit == 0 || limit > RECENT_TRADES_KEPT {
+        return Err(ApiError::malformed(format!("limit is 1 to {}", RECENT_TRADES_KEPT)));
     }
     let (instrument, info) = instrument_of(&state, &symbol).await?;
     let trades: Vec<Value> =
@@ -144,9 +142,9 @@ pub async fn ticker(
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     let (instrument, info) = instrument_of(&state, &symbol).await?;
-    let now_ns = crate::now_ms().saturating_mul(1_000_000);
+    let now_ns = bourse_protocol::signing::now_ms().saturating_mul(1_000_000);
     let figures = state.market().figures(instrument, now_ns);
-    Ok(ok(json!({ "symbol": symbol, "data": crate::ws::market::ticker_json(&info, figures) })))
+    Ok(ok(json!({ "symbol": symbol, "data": ticker_json(&info, figures) })))
 }
 
 /// Orders per side an L3 snapshot shows, at most.

@@ -7,15 +7,12 @@
 //! Every connection has a bounded queue; a client that does not keep up is closed with
 //! a reason (`slow_consumer`), never waited for.
 
-pub mod hub;
-pub mod market;
 pub mod orders;
-pub mod ticker;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -27,13 +24,16 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use crate::entry::InFlight;
-use crate::link::{Lane, LaneReleases};
-use crate::rest::auth::{Caller, Signed};
-use crate::rest::error::{ApiError, ApiResult};
-use crate::rest::Shared;
-use hub::{Channel, HubCommand, Kill, Outbound};
-use orders::{EntryOp, IN_FLIGHT_PER_CONNECTION_MAX};
+use crate::auth::{Caller, Signed};
+use crate::connection::WRITE_TIMEOUT;
+use crate::error::{ApiError, ApiResult};
+use crate::feed::channel::{Channel, FeedMessage, HubCommand, Kill, Outbound};
+use crate::json;
+use crate::link::LaneReleases;
+use crate::order_entry::answer::Detail;
+use crate::order_entry::in_flight::{InFlight, Submitted};
+use crate::state::Shared;
+use orders::{Decoded, EntryOp};
 
 /// Largest message a client may send.
 pub const INBOUND_MESSAGE_BYTES_MAX: usize = 4_096;
@@ -41,10 +41,12 @@ pub const INBOUND_MESSAGE_BYTES_MAX: usize = 4_096;
 pub const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// Subscriptions per connection, at most.
 pub const SUBSCRIPTIONS_MAX: usize = 64;
-/// A message the client does not take within this long closes the connection.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Answers to order entry that are ready together go out in one write, up to this many.
 const ANSWERS_PER_WRITE_MAX: usize = 256;
+
+const _: () = assert!(ANSWERS_PER_WRITE_MAX <= crate::connection::IN_FLIGHT_PER_CONNECTION_MAX);
+// A whole message fits what one read takes.
+const _: () = assert!(INBOUND_MESSAGE_BYTES_MAX <= READ_BUFFER_BYTES);
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
@@ -66,9 +68,7 @@ pub async fn upgrade(
         Err(rejection) => {
             let message =
                 format!("{} (a WebSocket upgrade request is needed)", rejection.body_text());
-            return axum::response::IntoResponse::into_response(
-                crate::rest::error::ApiError::malformed(message),
-            );
+            return axum::response::IntoResponse::into_response(ApiError::malformed(message));
         }
     };
     upgrade
@@ -83,12 +83,13 @@ pub async fn upgrade(
 
 struct Connection {
     id: u64,
-    lane: Lane,
+    /// The connection's order-entry requests in flight, on its own lane.
+    in_flight: Option<InFlight<Meta>>,
     /// The lane's outcomes (kept out of `Connection` by `run`, which must be `Sync`).
     releases: Option<LaneReleases>,
     state: Shared,
     outbound: Outbound,
-    receiver: mpsc::Receiver<Arc<hub::FeedMessage>>,
+    receiver: mpsc::Receiver<Arc<FeedMessage>>,
     caller: Option<Caller>,
     subscriptions: HashSet<Channel>,
 }
@@ -104,10 +105,10 @@ impl Connection {
     fn new(state: Shared) -> Connection {
         let (sender, receiver) = mpsc::channel(state.limits.ws_queue_messages.max(1));
         let outbound = Outbound { sender, kill: Arc::new(Kill::default()) };
-        let (lane, releases) = state.link.open_lane();
+        let (in_flight, releases) = InFlight::open(&state.entry);
         Connection {
             id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
-            lane,
+            in_flight: Some(in_flight),
             releases: Some(releases),
             state,
             outbound,
@@ -120,17 +121,21 @@ impl Connection {
     async fn run(mut self, mut socket: WebSocket) {
         self.state.metrics.connection_opened("websocket");
         let kill = Arc::clone(&self.outbound.kill);
-        let mut in_flight = InFlight::<Meta>::default();
-        let Some(mut releases) = self.releases.take() else { return };
+        let (Some(mut in_flight), Some(mut releases)) =
+            (self.in_flight.take(), self.releases.take())
+        else {
+            return;
+        };
+        let entry = Arc::clone(&self.state.entry);
         let reason = loop {
-            // With `IN_FLIGHT_PER_CONNECTION_MAX` requests waiting, the connection is
-            // not read until answers go out: TCP flow control holds the client back.
-            let readable = in_flight.len() < IN_FLIGHT_PER_CONNECTION_MAX;
+            // With its limit of requests waiting, the connection is not read until
+            // answers go out: TCP flow control holds the client back.
+            let readable = !in_flight.is_full();
             tokio::select! {
                 Some(released) = releases.recv() => {
-                    in_flight.take_released(&self.state, &mut self.lane, &released).await;
+                    in_flight.take_released(&entry, &released).await;
                     while let Ok(released) = releases.try_recv() {
-                        in_flight.take_released(&self.state, &mut self.lane, &released).await;
+                        in_flight.take_released(&entry, &released).await;
                     }
                     if !self.send_answered(&mut socket, &mut in_flight).await {
                         break Some("slow_consumer");
@@ -182,7 +187,7 @@ impl Connection {
         }
         let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
         if let Some(caller) = &self.caller {
-            self.state.release_connection(&caller.key.id);
+            self.state.logged_in.release(&caller.key.id);
         }
         self.state.metrics.connection_closed("websocket");
     }
@@ -237,32 +242,25 @@ impl Connection {
         request.remove("op");
         let req_id = request.remove("req_id").unwrap_or(Value::Null);
         let meta = Meta { op, req_id, started };
-        if in_flight.len() >= IN_FLIGHT_PER_CONNECTION_MAX {
-            let mut busy = ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "busy",
-                format!(
-                    "{IN_FLIGHT_PER_CONNECTION_MAX} requests of this connection wait for their answers; read them first"
-                ),
-            );
-            busy.retry_after_s = Some(1);
-            in_flight.answered(meta, Err(busy));
+        if in_flight.is_full() {
+            in_flight.refused(meta, InFlight::<Meta>::busy_error());
             return None;
         }
-        match self.submit_entry(op, &meta.req_id, request).await {
-            Ok((correlation, work)) => in_flight.submitted(meta, correlation, work),
-            Err(error) => in_flight.answered(meta, Err(error)),
+        match self.submit_entry(&meta, request, in_flight).await {
+            Ok(submitted) => in_flight.push(meta, submitted),
+            Err(error) => in_flight.refused(meta, error),
         }
         None
     }
 
     async fn submit_entry(
-        &mut self,
-        op: EntryOp,
-        req_id: &Value,
+        &self,
+        meta: &Meta,
         request: Map<String, Value>,
-    ) -> ApiResult<(u64, crate::entry::Work)> {
-        if !(req_id.is_number() || req_id.is_string()) {
+        in_flight: &mut InFlight<Meta>,
+    ) -> ApiResult<Submitted> {
+        let op = meta.op;
+        if !(meta.req_id.is_number() || meta.req_id.is_string()) {
             return Err(ApiError::malformed(format!(
                 "{} needs a req_id (a number or a string), echoed in its answer",
                 op.name()
@@ -276,7 +274,12 @@ impl Connection {
             ));
         };
         self.state.auth.take_token(&caller.key)?;
-        orders::submit(&self.state, &mut self.lane, caller, op, request).await
+        let account = caller.account()?;
+        let decoded = Decoded::read(op, request)?;
+        let request = decoded.request()?;
+        let entry = &self.state.entry;
+        let trader = entry.trader(account).await?;
+        in_flight.submit(entry, trader, &request, Detail::Full).await
     }
 
     /// Sends the answers at the front of `in_flight` that are known, in order, in one
@@ -286,8 +289,10 @@ impl Connection {
             let mut answers = Vec::new();
             while answers.len() < ANSWERS_PER_WRITE_MAX {
                 let Some((meta, answer)) = in_flight.pop_answered() else { break };
-                let text = orders::finish(&self.state, meta.op, meta.started, meta.req_id, answer);
-                answers.push(text);
+                let status = answer.as_ref().map_or_else(|error| error.status.as_u16(), |_| 200);
+                let took = meta.started.elapsed().as_secs_f64();
+                self.state.metrics.request("websocket", meta.op.name(), status, took);
+                answers.push(json::ws_answer(&meta.req_id, answer));
             }
             if answers.is_empty() {
                 return true;
@@ -318,10 +323,10 @@ impl Connection {
         let caller = self
             .state
             .auth
-            .check(&self.state.keys, &signed, crate::now_ms())
+            .check(&self.state.keys, &signed, bourse_protocol::signing::now_ms())
             .map_err(|error| (error.code, error.message))?;
         caller.account().map_err(|error| (error.code, error.message))?;
-        self.state.claim_connection(&caller.key.id)?;
+        self.state.logged_in.claim(&caller.key.id)?;
         let account = caller.key.account.clone();
         tracing::info!(connection = self.id, key = %caller.key.id, "websocket login");
         self.caller = Some(caller);
@@ -361,6 +366,7 @@ impl Connection {
                 symbol.ok_or(("malformed", format!("the {name} channel needs a symbol")))?;
             let reference = self
                 .state
+                .directory
                 .reference_with_symbol(&symbol)
                 .await
                 .map_err(|error| (error.code, error.message))?;
@@ -390,6 +396,7 @@ impl Connection {
                 let account = caller.account().map_err(|error| (error.code, error.message))?;
                 let id = self
                     .state
+                    .directory
                     .account_id(account)
                     .await
                     .map_err(|error| (error.code, error.message))?
@@ -433,7 +440,7 @@ impl Connection {
             connection: self.id,
             channel,
             outbound: self.outbound.clone(),
-            acknowledgement: Some(hub::FeedMessage::text_message(answer.to_string())),
+            acknowledgement: Some(FeedMessage::text_message(answer.to_string())),
         };
         self.state
             .hub

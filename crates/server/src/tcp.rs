@@ -1,57 +1,61 @@
-//! The binary TCP order-entry gateway (`docs/protocol-binary.md`): length-framed,
-//! little-endian, fixed-layout messages. A client logs in with an API key, then
-//! pipelines new orders, cancels, amends and status requests; acknowledgements and
-//! rejects come back by request id, fills and order updates as they happen (from the
-//! hub's private channels, so a maker hears of its fills too).
+//! The binary TCP order-entry gateway (`docs/protocol-binary.md`; the codec is
+//! `bourse_protocol::binary`): length-framed, little-endian, fixed-layout messages. A
+//! client logs in with an API key, then pipelines new orders, cancels, amends and
+//! status requests; acknowledgements and rejects come back by request id, fills and
+//! order updates as they happen (from the hub's private channels, so a maker hears of
+//! its fills too).
 //!
-//! Each connection is one task with its own engine lane (`link::Lane`): it reads what
-//! the socket has, decodes every whole frame in it and submits the commands; the
-//! engine hands the lane's outcomes back in submission order, in releases of many,
-//! which the task matches to its waiting requests oldest first. Answers, fills and
-//! updates are built into one output buffer and written without waiting: whatever the
-//! socket does not take stays queued. No task, channel or allocation per request.
+//! The gateway is a decoder, a renderer and a listener: each connection is one task
+//! that reads what the socket has, decodes every whole frame into order entry's
+//! requests and submits them on its own lane (`order_entry::in_flight`, which matches
+//! the lane's outcomes to them); answers, fills and updates are rendered into one
+//! output buffer (`connection::Output`) and written without waiting. Acknowledgements
+//! carry only the command's stamp (`Detail::Stamp`), so nothing is read or allocated
+//! per request beyond its frame's fields.
 //!
-//! A connection with `IN_FLIGHT_PER_CONNECTION_MAX` requests waiting is not read until
-//! answers come (TCP flow control holds the client back). A client that does not read
-//! is closed (`slow_consumer`: more than `[limits] tcp_queue_frames` frames queued, or
-//! nothing taken for `WRITE_TIMEOUT`); one that sends nothing for
-//! `[limits] idle_timeout_ms` is closed (`idle_timeout`), one that does not log in
-//! within `[auth] login_timeout_ms` too (`login_required`).
+//! A connection with its limit of requests in flight is not read until answers come
+//! (TCP flow control holds the client back). A client that does not read is closed
+//! (`slow_consumer`: more than `[limits] tcp_queue_frames` frames queued, or nothing
+//! taken for `WRITE_TIMEOUT`); one that sends nothing for `[limits] idle_timeout_ms` is
+//! closed (`idle_timeout`), one that does not log in within `[auth] login_timeout_ms`
+//! too (`login_required`).
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
+use bourse_core::command::OrderType;
 use bourse_core::ids::AccountId;
 use bourse_core::venue::OrderRecord;
-use bourse_core::{AccountRef, Command, Event, RejectReason, Side, StpMode, TimeInForce};
-use bourse_engine::{Outcome, Released};
+use bourse_core::{RejectReason, Side, StpMode, TimeInForce};
 use bourse_protocol::binary::{
     self as wire, ClientMessage, Fill, NewOrder, OrderReport, ServerMessage, WireDecimal,
 };
-use bourse_protocol::signing::{LOGIN_METHOD, TCP_LOGIN_PATH};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bourse_protocol::signing::{now_ms, LOGIN_METHOD, TCP_LOGIN_PATH};
+use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::link::Lane;
-use crate::render::InstrumentInfo;
-use crate::rest::auth::{Caller, Signed};
-use crate::rest::Shared;
-use crate::ws::hub::{Channel, FeedBody, FeedMessage, FillMessage, HubCommand, Kill, Outbound};
+use crate::auth::{Caller, Signed};
+use crate::connection::{self, Output};
+use crate::error::{ApiError, ApiResult};
+use crate::feed::channel::{
+    Channel, FeedBody, FeedMessage, FillMessage, HubCommand, Kill, Outbound,
+};
+use crate::order_entry::answer::{Answer, Detail};
+use crate::order_entry::in_flight::InFlight;
+use crate::order_entry::request::{self, Request, Target};
+use crate::order_entry::Trader;
+use crate::reference::InstrumentInfo;
+use crate::state::Shared;
 
-/// Requests of one connection waiting for the engine, at most: at this many the
-/// connection is not read until answers come.
-pub const IN_FLIGHT_PER_CONNECTION_MAX: usize = 4_096;
-/// Queued output the client does not take within this long closes the connection.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bytes read from the socket at a time, at most.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+const _: () = assert!(READ_BUFFER_BYTES >= wire::FRAME_HEADER_BYTES + wire::FRAME_BYTES_MAX);
 
 static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1_000_000_000);
 
@@ -88,66 +92,12 @@ impl Route {
     }
 }
 
-/// A request submitted to the engine, waiting for its outcome.
+/// What the connection keeps of a request in flight.
 struct Waiting {
-    correlation: u64,
     request_id: u64,
     client_order_id: String,
     route: Route,
     started: Instant,
-}
-
-/// The connection's answers, fills and updates not yet taken by the socket.
-#[derive(Default)]
-struct Output {
-    bytes: Vec<u8>,
-    /// `bytes[..written]` went out already.
-    written: usize,
-    /// Frames added since the buffer was last empty.
-    frames: usize,
-    /// When the socket last took something while bytes were waiting (or they began to).
-    waiting_since: Option<Instant>,
-}
-
-impl Output {
-    fn pending(&self) -> bool {
-        self.written < self.bytes.len()
-    }
-
-    /// Writes what the socket takes now, without waiting. `false` if the socket failed.
-    fn flush(&mut self, socket: &OwnedWriteHalf) -> bool {
-        while self.pending() {
-            match socket.try_write(&self.bytes[self.written..]) {
-                Ok(0) => return false,
-                Ok(count) => {
-                    self.written += count;
-                    self.waiting_since = Some(Instant::now());
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(_) => return false,
-            }
-        }
-        if self.pending() {
-            self.waiting_since.get_or_insert_with(Instant::now);
-            if self.written >= READ_BUFFER_BYTES {
-                self.bytes.drain(..self.written);
-                self.written = 0;
-            }
-        } else {
-            self.bytes.clear();
-            self.written = 0;
-            self.frames = 0;
-            self.waiting_since = None;
-        }
-        true
-    }
-
-    /// Writes everything left, waiting up to `WRITE_TIMEOUT` (when the connection ends).
-    async fn drain(&mut self, socket: &mut OwnedWriteHalf) {
-        let rest = &self.bytes[self.written..];
-        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(rest)).await;
-        let _ = socket.shutdown().await;
-    }
 }
 
 struct Connection {
@@ -157,9 +107,7 @@ struct Connection {
     hub_outbound: Outbound,
     caller: Option<Caller>,
     account: Option<AccountId>,
-    lane: Lane,
-    /// Submitted requests in submission order: the order their outcomes come in.
-    waiting: VecDeque<Waiting>,
+    in_flight: InFlight<Waiting>,
     output: Output,
     /// Frames queued at most before the client counts as not reading.
     output_frames_max: usize,
@@ -188,7 +136,7 @@ impl Connection {
         let queue = state.limits.tcp_queue_frames.max(1);
         let kill = Arc::new(Kill::default());
         let (hub_sender, mut hub_receiver) = mpsc::channel(queue);
-        let (lane, mut releases) = state.link.open_lane();
+        let (in_flight, mut releases) = InFlight::open(&state.entry);
         let idle_timeout = Duration::from_millis(state.limits.idle_timeout_ms.max(1));
         let login_timeout = state.login_timeout;
         let mut connection = Connection {
@@ -198,8 +146,7 @@ impl Connection {
             kill: Arc::clone(&kill),
             caller: None,
             account: None,
-            lane,
-            waiting: VecDeque::new(),
+            in_flight,
             output: Output::default(),
             output_frames_max: queue,
             route_metrics: crate::metrics::RouteCache::default(),
@@ -207,13 +154,9 @@ impl Connection {
         let opened = Instant::now();
         let mut input =
             Input { buffer: vec![0; READ_BUFFER_BYTES], filled: 0, open: true, last_read: opened };
-        // Checks the deadlines (login, idle, a client not reading) a few times each.
-        let tick = (idle_timeout.min(login_timeout).min(WRITE_TIMEOUT) / 4)
-            .clamp(Duration::from_millis(5), Duration::from_millis(250));
-        let mut watchdog = tokio::time::interval(tick);
-        watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut watchdog = connection::watchdog(&[idle_timeout, login_timeout]);
         loop {
-            let readable = input.open && connection.waiting.len() < IN_FLIGHT_PER_CONNECTION_MAX;
+            let readable = input.open && !connection.in_flight.is_full();
             let writing = connection.output.pending();
             tokio::select! {
                 biased;
@@ -242,11 +185,7 @@ impl Connection {
                         kill.kill("login_timeout");
                     } else if input.open && now - input.last_read >= idle_timeout {
                         kill.kill("idle_timeout");
-                    } else if connection
-                        .output
-                        .waiting_since
-                        .is_some_and(|since| now - since >= WRITE_TIMEOUT)
-                    {
+                    } else if connection.output.stalled(now) {
                         kill.kill("slow_consumer");
                     }
                 }
@@ -258,27 +197,32 @@ impl Connection {
             while let Ok(message) = hub_receiver.try_recv() {
                 connection.forward(&message);
             }
-            if !connection.output.flush(&write_half) {
+            if !connection.output.flush(|bytes| write_half.try_write(bytes)) {
                 kill.kill("closed");
             }
-            if !input.open && connection.waiting.is_empty() && !connection.output.pending() {
+            if !input.open && connection.in_flight.is_empty() && !connection.output.pending() {
                 break;
             }
         }
+        connection.close(&kill, &mut write_half).await;
+    }
+
+    /// Says goodbye (with the reason it was closed for), writes what is left and lets
+    /// the hub and the key's connection count know.
+    async fn close(mut self, kill: &Kill, write_half: &mut OwnedWriteHalf) {
         let reason = kill.reason().unwrap_or("closed");
-        tracing::debug!(connection = connection.id, reason, "tcp connection closed");
+        tracing::debug!(connection = self.id, reason, "tcp connection closed");
         if reason != "closed" {
-            connection.goodbye(reason);
+            self.goodbye(reason);
         }
         if reason != "slow_consumer" {
-            connection.output.drain(&mut write_half).await;
+            self.output.drain(write_half).await;
         }
-        let _ =
-            connection.state.hub.send(HubCommand::Disconnected { connection: connection.id }).await;
-        if let Some(caller) = &connection.caller {
-            connection.state.release_connection(&caller.key.id);
+        let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
+        if let Some(caller) = &self.caller {
+            self.state.logged_in.release(&caller.key.id);
         }
-        connection.state.metrics.connection_closed("tcp");
+        self.state.metrics.connection_closed("tcp");
     }
 
     /// Handles every whole frame in the input, keeping a partial one for the next read.
@@ -310,20 +254,20 @@ impl Connection {
         }
         input.buffer.copy_within(at..input.filled, 0);
         input.filled -= at;
+        debug_assert!(input.filled < input.buffer.len(), "a whole frame always fits the buffer");
     }
 
     /// Appends one frame to the output; too many queued closes the connection.
     fn emit(&mut self, message: &ServerMessage<&str>) {
-        message.encode_into(&mut self.output.bytes);
-        self.output.frames += 1;
-        if self.output.frames > self.output_frames_max {
+        self.output.push(|bytes| message.encode_into(bytes));
+        if self.output.messages() > self.output_frames_max {
             self.kill.kill("slow_consumer");
         }
     }
 
     fn goodbye(&mut self, reason: &str) {
         let goodbye = ServerMessage::Goodbye { code: wire::server_code(reason), text: reason };
-        goodbye.encode_into(&mut self.output.bytes);
+        self.output.push(|bytes| goodbye.encode_into(bytes));
     }
 
     fn reject(&mut self, request_id: u64, code: u16, client_order_id: &str) {
@@ -362,14 +306,14 @@ impl Connection {
             path_and_query: TCP_LOGIN_PATH,
             body: b"",
         };
-        let caller = match self.state.auth.check(&self.state.keys, &signed, crate::now_ms()) {
+        let caller = match self.state.auth.check(&self.state.keys, &signed, now_ms()) {
             Ok(caller) => caller,
             Err(error) => return self.kill.kill(error.code),
         };
         let Ok(account) = caller.account().map(str::to_string) else {
             return self.kill.kill("forbidden");
         };
-        if let Err((code, _)) = self.state.claim_connection(&caller.key.id) {
+        if let Err((code, _)) = self.state.logged_in.claim(&caller.key.id) {
             return self.kill.kill(code);
         }
         tracing::info!(connection = self.id, key = %caller.key.id, "tcp login");
@@ -388,7 +332,7 @@ impl Connection {
         else {
             return;
         };
-        let Ok(Some(id)) = self.state.account_id(&account).await else { return };
+        let Ok(Some(id)) = self.state.directory.account_id(&account).await else { return };
         self.account = Some(id);
         for channel in [Channel::Orders(id), Channel::Fills(id)] {
             let command = HubCommand::Subscribe {
@@ -416,115 +360,80 @@ impl Connection {
         else {
             return;
         };
-        // Once the account is known the command names it by id (no lookup by name).
-        let account = match self.account {
-            Some(id) => AccountRef::Id(id),
-            None => AccountRef::Name(Cow::Borrowed(account_name.as_str())),
-        };
+        let trader = Trader { name: &account_name, id: self.account };
         let (request_id, client_order_id) = request_of(&message);
-        let (route, command) = match &message {
-            ClientMessage::NewOrder(order) => match order_command(order, account) {
-                Some(command) => (Route::NewOrder, command),
-                None => return self.reject_malformed(request_id, client_order_id),
-            },
-            ClientMessage::Cancel { client_order_id, .. } => (
-                Route::Cancel,
-                Command::Cancel { account, id: Cow::Borrowed(client_order_id.as_str()) },
-            ),
-            ClientMessage::Amend { price, qty, client_order_id, .. } => {
-                let price = price.map(WireDecimal::to_decimal);
-                let qty = qty.map(WireDecimal::to_decimal);
-                if price.is_some_and(|price| price.is_none())
-                    || qty.is_some_and(|qty| qty.is_none())
-                {
-                    return self.reject_malformed(request_id, &client_order_id.clone());
-                }
-                let amend = AmendCommand {
-                    account,
-                    id: Cow::Borrowed(client_order_id.as_str()),
-                    price: price.flatten(),
-                    qty: qty.flatten(),
-                };
-                (Route::Amend, Command::Amend(amend))
+        let (route, request) = match decode(&message) {
+            Ok(Some(decoded)) => decoded,
+            Ok(None) => {
+                let client_order_id = client_order_id.to_string();
+                return self.status(trader, request_id, &client_order_id).await;
             }
-            ClientMessage::OrderStatus { client_order_id, .. } => {
-                let client_order_id = client_order_id.clone();
-                return self.status(request_id, &client_order_id).await;
+            Err(error) => {
+                let client_order_id = client_order_id.to_string();
+                return self.refuse(route_of(&message), request_id, &client_order_id, &error);
             }
-            ClientMessage::Login { .. } | ClientMessage::Heartbeat => return,
         };
-        let submitted = self.lane.submit(&command);
-        drop(command);
+        let entry = Arc::clone(&self.state.entry);
+        let submitted = self.in_flight.submit(&entry, trader, &request, Detail::Stamp).await;
+        drop(request);
         let client_order_id = into_client_order_id(message);
         match submitted {
-            Ok(correlation) => self.waiting.push_back(Waiting {
-                correlation,
-                request_id,
-                client_order_id,
-                route,
-                started: Instant::now(),
-            }),
-            Err(error) => {
-                self.observe(route, wire::server_code(error.code()), Duration::ZERO);
-                self.reject(request_id, wire::server_code(error.code()), &client_order_id)
+            Ok(submitted) => {
+                let started = Instant::now();
+                let waiting = Waiting { request_id, client_order_id, route, started };
+                self.in_flight.push(waiting, submitted);
             }
+            Err(error) => self.refuse(route, request_id, &client_order_id, &error),
         }
     }
 
-    fn reject_malformed(&mut self, request_id: u64, client_order_id: &str) {
-        self.reject(request_id, wire::reject_code(RejectReason::Malformed), client_order_id)
+    /// Answers a request refused before the engine, at once (answers go by request id).
+    fn refuse(&mut self, route: Route, request_id: u64, client_order_id: &str, error: &ApiError) {
+        let code = wire::server_code(error.code);
+        self.observe(route, code, Duration::ZERO);
+        self.reject(request_id, code, client_order_id);
     }
 
-    /// Answers the waiting requests whose outcomes `released` carries (the oldest
-    /// waiting ones: a lane's outcomes come in submission order).
-    async fn take_released(&mut self, released: &Released) {
-        let mut taken = 0;
-        for outcome in &released.outcomes {
-            let Some(position) = self.position_of(outcome.correlation()) else { continue };
-            let Some(request) = self.waiting.remove(position) else { continue };
-            taken += 1;
-            self.answer(request, outcome, released).await;
-        }
-        self.lane.taken(taken);
-    }
-
-    fn position_of(&self, correlation: u64) -> Option<usize> {
-        match self.waiting.front() {
-            Some(front) if front.correlation == correlation => Some(0),
-            _ => self.waiting.iter().position(|request| request.correlation == correlation),
+    /// Answers the requests whose outcomes `released` carries, in the order they came.
+    async fn take_released(&mut self, released: &Arc<bourse_engine::Released>) {
+        let entry = Arc::clone(&self.state.entry);
+        self.in_flight.take_released(&entry, released).await;
+        while let Some((waiting, answer)) = self.in_flight.pop_answered() {
+            self.answer(waiting, answer);
         }
     }
 
-    async fn answer(&mut self, request: Waiting, outcome: &Outcome, released: &Released) {
-        let Waiting { request_id, client_order_id, route, started, .. } = request;
-        let result = match outcome {
-            Outcome::Applied(result) => result,
-            Outcome::Failed { .. } => {
-                let code = wire::server_code("engine_stopped");
+    fn answer(&mut self, waiting: Waiting, answer: ApiResult<Answer>) {
+        let Waiting { request_id, client_order_id, route, started } = waiting;
+        let stamp = match answer {
+            Ok(answer) => answer.stamp,
+            Err(error) => {
+                let code = wire::server_code(error.code);
                 self.observe(route, code, started.elapsed());
-                return self.reject(request_id, code, &client_order_id);
+                self.reject(request_id, code, &client_order_id);
+                if error.code == RejectReason::DuplicateId.code() {
+                    // The retried order: its state, so the client learns its outcome.
+                    match error.order.as_deref() {
+                        Some(shown) => {
+                            self.order_state(request_id, &shown.reference, &shown.record)
+                        }
+                        None => {
+                            let unknown = wire::reject_code(RejectReason::UnknownOrder);
+                            self.reject(request_id, unknown, &client_order_id)
+                        }
+                    }
+                }
+                return;
             }
         };
-        match released.events_of(result).first() {
-            Some(Event::Rejected { reason, .. }) => {
-                self.observe(route, wire::reject_code(*reason), started.elapsed());
-                self.reject(request_id, wire::reject_code(*reason), &client_order_id);
-                if *reason == RejectReason::DuplicateId {
-                    // The retried order: its state, so the client learns its outcome.
-                    self.status(request_id, &client_order_id).await;
-                }
-            }
-            _ => {
-                self.observe(route, 0, started.elapsed());
-                self.emit(&ServerMessage::Accepted {
-                    request_id,
-                    order_id: result.order_id.unwrap_or(result.seq),
-                    seq: result.seq,
-                    ts_ns: result.ts,
-                    client_order_id: &client_order_id,
-                });
-            }
-        }
+        self.observe(route, 0, started.elapsed());
+        self.emit(&ServerMessage::Accepted {
+            request_id,
+            order_id: stamp.order_id,
+            seq: stamp.seq,
+            ts_ns: stamp.ts_ns,
+            client_order_id: &client_order_id,
+        });
     }
 
     /// Counts an answered request in `/metrics`.
@@ -533,29 +442,25 @@ impl Connection {
         self.route_metrics.observe(&self.state.metrics, route, status, took.as_secs_f64());
     }
 
-    async fn status(&mut self, request_id: u64, client_order_id: &str) {
-        self.follow_account().await;
-        let Some(account) = self.account else {
-            return self.reject(
-                request_id,
-                wire::reject_code(RejectReason::UnknownOrder),
-                client_order_id,
-            );
-        };
-        match self.state.link.order_by_client(account, client_order_id).await {
-            Ok(Some(record)) => {
-                let reference = self.state.reference();
-                if let Some(info) = reference.instrument(record.instrument) {
-                    let order = order_report(info, &record);
-                    self.emit(&ServerMessage::OrderState { request_id, order });
-                }
-            }
-            Ok(None) => self.reject(
-                request_id,
-                wire::reject_code(RejectReason::UnknownOrder),
-                client_order_id,
-            ),
-            Err(error) => self.reject(request_id, wire::server_code(error.code()), client_order_id),
+    /// ORDER_STATUS: the order as it stands now, or why not.
+    async fn status(&mut self, trader: Trader<'_>, request_id: u64, client_order_id: &str) {
+        let target = Target::ClientOrderId(Cow::Borrowed(client_order_id));
+        let entry = Arc::clone(&self.state.entry);
+        match entry.order_status(trader, &target).await {
+            Ok(shown) => self.order_state(request_id, &shown.reference, &shown.record),
+            Err(error) => self.reject(request_id, wire::server_code(error.code), client_order_id),
+        }
+    }
+
+    fn order_state(
+        &mut self,
+        request_id: u64,
+        reference: &crate::reference::Reference,
+        record: &OrderRecord,
+    ) {
+        if let Some(info) = reference.instrument(record.instrument) {
+            let order = order_report(info, record);
+            self.emit(&ServerMessage::OrderState { request_id, order });
         }
     }
 
@@ -576,6 +481,69 @@ impl Connection {
             FeedBody::Text(_) | FeedBody::Json { .. } => {}
         }
     }
+}
+
+/// The request a frame asks for, with its route; `None` for ORDER_STATUS (a read).
+fn decode(message: &ClientMessage) -> ApiResult<Option<(Route, Request<'_>)>> {
+    let malformed = || ApiError::malformed("a decimal beyond 18 places");
+    match message {
+        ClientMessage::NewOrder(order) => {
+            Ok(Some((Route::NewOrder, Request::Place(new_order(order).ok_or_else(malformed)?))))
+        }
+        ClientMessage::Cancel { client_order_id, .. } => {
+            let target = Target::ClientOrderId(Cow::Borrowed(client_order_id.as_str()));
+            Ok(Some((Route::Cancel, Request::Cancel(target))))
+        }
+        ClientMessage::Amend { price, qty, client_order_id, .. } => {
+            let price = price.map(WireDecimal::to_decimal);
+            let qty = qty.map(WireDecimal::to_decimal);
+            if price.is_some_and(|price| price.is_none()) || qty.is_some_and(|qty| qty.is_none()) {
+                return Err(malformed());
+            }
+            let target = Target::ClientOrderId(Cow::Borrowed(client_order_id.as_str()));
+            Ok(Some((Route::Amend, Request::amend(target, price.flatten(), qty.flatten())?)))
+        }
+        ClientMessage::OrderStatus { .. } => Ok(None),
+        ClientMessage::Login { .. } | ClientMessage::Heartbeat => {
+            Err(ApiError::malformed("not a request"))
+        }
+    }
+}
+
+/// The route `/metrics` counts a request under.
+fn route_of(message: &ClientMessage) -> Route {
+    match message {
+        ClientMessage::Cancel { .. } => Route::Cancel,
+        ClientMessage::Amend { .. } => Route::Amend,
+        _ => Route::NewOrder,
+    }
+}
+
+/// A NEW_ORDER frame's order; `None` when a decimal has more than 18 places.
+fn new_order(order: &NewOrder) -> Option<request::NewOrder<'_>> {
+    let order_type = match order.kind {
+        1 => OrderType::Limit { price: order.price.to_decimal()? },
+        _ => OrderType::Market,
+    };
+    Some(request::NewOrder {
+        client_order_id: Some(Cow::Borrowed(order.client_order_id.as_str())),
+        symbol: Cow::Borrowed(order.symbol.as_str()),
+        side: if order.side == 1 { Side::Buy } else { Side::Sell },
+        order_type,
+        qty: order.qty.to_decimal()?,
+        time_in_force: match order.time_in_force {
+            1 => TimeInForce::GoodTillCancel,
+            2 => TimeInForce::ImmediateOrCancel,
+            _ => TimeInForce::FillOrKill,
+        },
+        post_only: order.post_only,
+        stp: match order.stp {
+            1 => StpMode::CancelTaker,
+            2 => StpMode::CancelMaker,
+            3 => StpMode::CancelBoth,
+            _ => StpMode::None,
+        },
+    })
 }
 
 /// The client order id a request carries (moved out of it).
@@ -599,33 +567,6 @@ fn request_of(message: &ClientMessage) -> (u64, &str) {
         }
         ClientMessage::Login { .. } | ClientMessage::Heartbeat => (0, ""),
     }
-}
-
-fn order_command<'a>(order: &'a NewOrder, account: AccountRef<'a>) -> Option<Command<'a>> {
-    let order_type = match order.kind {
-        1 => OrderType::Limit { price: order.price.to_decimal()? },
-        _ => OrderType::Market,
-    };
-    Some(Command::Order(OrderCommand {
-        account,
-        id: Cow::Borrowed(order.client_order_id.as_str()),
-        symbol: Cow::Borrowed(order.symbol.as_str()),
-        side: if order.side == 1 { Side::Buy } else { Side::Sell },
-        order_type,
-        qty: order.qty.to_decimal()?,
-        time_in_force: match order.time_in_force {
-            1 => TimeInForce::GoodTillCancel,
-            2 => TimeInForce::ImmediateOrCancel,
-            _ => TimeInForce::FillOrKill,
-        },
-        post_only: order.post_only,
-        stp: match order.stp {
-            1 => StpMode::CancelTaker,
-            2 => StpMode::CancelMaker,
-            3 => StpMode::CancelBoth,
-            _ => StpMode::None,
-        },
-    }))
 }
 
 fn status_code(status: &str) -> u8 {

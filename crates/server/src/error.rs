@@ -1,5 +1,8 @@
-//! Every REST error has one shape, `{ "code": ..., "message": ... }`, a stable code a
-//! client can match (the engine's reject reasons among them) and a fitting HTTP status.
+//! The server's errors, for every gateway: a stable code a client can match (the
+//! engine's reject reasons among them), a message, the HTTP status REST answers with,
+//! and what more there is to say (the order a reused client order id names). REST and
+//! WebSocket show them as `{ "code": ..., "message": ... }`; the binary protocol as its
+//! reason codes.
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -9,14 +12,17 @@ use serde_json::{json, Value};
 
 use crate::keys::KeyError;
 use crate::link::LinkError;
+use crate::render::Shown;
 
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
-    /// More to say (the existing order of a reused client order id, say).
+    /// More to say (the field a bad request got wrong, say).
     pub detail: Option<(&'static str, Value)>,
+    /// The order a reused client order id names (`duplicate_id`).
+    pub order: Option<Box<Shown>>,
     pub retry_after_s: Option<u64>,
 }
 
@@ -24,12 +30,32 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), detail: None, retry_after_s: None }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            detail: None,
+            order: None,
+            retry_after_s: None,
+        }
     }
 
     pub fn with(mut self, field: &'static str, value: Value) -> ApiError {
         self.detail = Some((field, value));
         self
+    }
+
+    /// The error with the order it is about (a reused client order id's).
+    pub fn with_order(mut self, order: Shown) -> ApiError {
+        self.order = Some(Box::new(order));
+        self
+    }
+
+    /// The fields beyond `code` and `message` that JSON shows: `detail`, and the order
+    /// as `order`.
+    pub fn details(&self) -> impl Iterator<Item = (&'static str, Value)> + '_ {
+        let order = self.order.as_ref().map(|order| ("order", order.to_json()));
+        self.detail.clone().into_iter().chain(order)
     }
 
     pub fn malformed(message: impl Into<String>) -> ApiError {
@@ -129,9 +155,12 @@ impl From<KeyError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let details: Vec<(&'static str, Value)> = self.details().collect();
         let mut body = json!({ "code": self.code, "message": self.message });
-        if let (Some((field, value)), Some(object)) = (self.detail, body.as_object_mut()) {
-            object.insert(field.to_string(), value);
+        if let Some(object) = body.as_object_mut() {
+            for (field, value) in details {
+                object.insert(field.to_string(), value);
+            }
         }
         let mut response = (self.status, Json(body)).into_response();
         if let Some(seconds) = self.retry_after_s {

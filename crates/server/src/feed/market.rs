@@ -11,7 +11,7 @@ use bourse_core::Side;
 use serde_json::{json, Value};
 
 use super::ticker::{Ticker, TickerFigures};
-use crate::render::{decimal, InstrumentInfo};
+use crate::reference::{decimal, InstrumentInfo};
 
 /// Trades kept per instrument for `GET /v1/trades`.
 pub const RECENT_TRADES_KEPT: usize = 1_000;

@@ -8,7 +8,8 @@
 //! The timestamp must be within the configured window of the server's clock, and a
 //! signature is accepted once: a request replayed within the window is refused. Each
 //! trader key has a token bucket of requests per second (admin keys have none). The checks run in a fixed order
-//! (`docs/api.md`), each with its own code.
+//! (`docs/api.md`), each with its own code. A key's logged-in connections (WebSocket,
+//! TCP) are counted against its limit here too (`LoggedIn`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,7 +18,7 @@ use std::time::Instant;
 use axum::http::{HeaderMap, StatusCode};
 use bourse_protocol::signing::{signing_message, KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 
-use super::error::ApiError;
+use crate::error::ApiError;
 use crate::keys::{KeyRecord, KeyStore, Role};
 
 /// Who made an authenticated request.
@@ -246,4 +247,48 @@ fn parse_signature(text: &str) -> Result<[u8; 32], ApiError> {
         || ApiError::unauthenticated("invalid_signature", "the signature must be 64 hex digits");
     let bytes = hex::decode(text).map_err(|_| invalid())?;
     bytes.try_into().map_err(|_| invalid())
+}
+
+/// The connections logged in with each key (WebSocket and binary TCP), at most
+/// `per_key_max` per key.
+pub struct LoggedIn {
+    per_key_max: usize,
+    connections: Mutex<HashMap<String, usize>>,
+}
+
+impl LoggedIn {
+    pub fn new(per_key_max: usize) -> LoggedIn {
+        LoggedIn { per_key_max, connections: Mutex::new(HashMap::new()) }
+    }
+
+    /// Counts a logged-in connection of `key`; refused beyond the limit per key.
+    pub fn claim(&self, key: &str) -> Result<(), (&'static str, String)> {
+        let mut connections =
+            self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = connections.entry(key.to_string()).or_insert(0);
+        if *count >= self.per_key_max {
+            return Err((
+                "too_many_connections",
+                format!(
+                    "this key has {count} connections; at most {} are allowed",
+                    self.per_key_max
+                ),
+            ));
+        }
+        *count += 1;
+        Ok(())
+    }
+
+    /// A connection of `key` that `claim` counted has closed.
+    pub fn release(&self, key: &str) {
+        let mut connections =
+            self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = connections.get_mut(key) {
+            debug_assert!(*count > 0, "a key's count is removed when it reaches zero");
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                connections.remove(key);
+            }
+        }
+    }
 }

@@ -9,7 +9,8 @@
 //! (`slow_consumer`): the hub never waits for a client and never drops a message for a
 //! connection it keeps. If the hub itself falls behind the engine (its queue of
 //! releases fills), every connection is closed with `resync`, so nobody misses private
-//! events without knowing.
+//! events without knowing. The market-data feed's channels (`bbo`, `l3`, `candles`)
+//! are the publisher's (`md`), not the hub's.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,244 +19,35 @@ use std::time::Duration;
 
 use bourse_core::event::CommandOrderKey;
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
-use bourse_core::venue::OrderRecord;
 use bourse_core::{Event, Side};
-use bourse_engine::{Outcome, Released, ResultSink};
+use bourse_engine::{Outcome, Released};
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
-use super::market::{ticker_json, TradeRecord};
-use crate::render::{decimal, order_json, Reference};
-use crate::rest::AppState;
+use super::channel::{
+    Channel, FeedBody, FeedMessage, FillMessage, ForwardTo, HubCommand, Outbound,
+};
+use super::market::{ticker_json, Market, TradeRecord};
+use crate::directory::Directory;
+use crate::link::EngineLink;
+use crate::metrics::{Metrics, ReasonLabels, ResultLabels};
+use crate::reference::Reference;
+use crate::render::{balances_json, levels_json, top_levels, Level};
 
 /// Levels per side on the depth channel.
 pub const DEPTH_LEVELS: usize = 50;
 /// How often changed books are read and their deltas sent.
 pub const DEPTH_TICK: Duration = Duration::from_millis(50);
-/// Releases waiting for the hub, at most; beyond it the hub is behind (`resync`).
-pub const TAP_QUEUE_RELEASES: usize = 4_096;
 /// Releases the hub takes in one round, at most.
 const RELEASES_PER_ROUND: usize = 1_024;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Channel {
-    Trades(InstrumentId),
-    Ticker(InstrumentId),
-    Depth(InstrumentId),
-    Orders(AccountId),
-    Fills(AccountId),
-    Balances(AccountId),
-    /// The market-data feed's channels (served by its publisher, `md`): the best bid
-    /// and offer, every order (L3), candles at one interval (`candles::INTERVALS`
-    /// index).
-    Bbo(InstrumentId),
-    L3(InstrumentId),
-    Candles(InstrumentId, u8),
-}
+// A round takes at most what the tap's queue holds, so a full queue is always several
+// rounds behind, never one.
+const _: () = assert!(RELEASES_PER_ROUND < super::tap::TAP_QUEUE_RELEASES);
+// The depth channel's snapshot fits what REST's depth may show.
+const _: () = assert!(DEPTH_LEVELS <= crate::render::DEPTH_LEVELS_MAX);
 
-impl Channel {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Channel::Trades(_) => "trades",
-            Channel::Ticker(_) => "ticker",
-            Channel::Depth(_) => "depth",
-            Channel::Orders(_) => "orders",
-            Channel::Fills(_) => "fills",
-            Channel::Balances(_) => "balances",
-            Channel::Bbo(_) => "bbo",
-            Channel::L3(_) => "l3",
-            Channel::Candles(..) => "candles",
-        }
-    }
-
-    /// Whether the market-data publisher serves it (not the hub).
-    pub fn is_market_data(&self) -> bool {
-        matches!(self, Channel::Bbo(_) | Channel::L3(_) | Channel::Candles(..))
-    }
-}
-
-/// Why a connection is being closed, and the signal to close it.
-#[derive(Default)]
-pub struct Kill {
-    pub notify: Notify,
-    pub reason: Mutex<Option<&'static str>>,
-}
-
-impl Kill {
-    pub fn kill(&self, reason: &'static str) {
-        self.reason.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get_or_insert(reason);
-        self.notify.notify_one();
-    }
-
-    pub fn reason(&self) -> Option<&'static str> {
-        *self.reason.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// A fill on a private channel, in engine units: each protocol renders it.
-#[derive(Clone, Debug)]
-pub struct FillMessage {
-    pub trade_seq: u64,
-    pub trade_index: u32,
-    pub client_order_id: ClientOrderId,
-    pub instrument: InstrumentId,
-    pub side: Side,
-    pub maker: bool,
-    pub price: i64,
-    pub qty: i64,
-    /// In the asset this side received (base for a buyer, quote for a seller).
-    pub fee: i64,
-    pub ts_ns: u64,
-}
-
-/// What a channel message holds. Private messages stay typed, so that a binary
-/// connection never goes through JSON; `FeedMessage::text` renders JSON once, for
-/// WebSocket connections, however many share it.
-pub enum FeedBody {
-    /// Already JSON (acknowledgements, depth snapshots).
-    Text(Arc<str>),
-    /// JSON to which the channel's name and number are added.
-    Json {
-        channel: &'static str,
-        seq: u64,
-        message: Value,
-    },
-    Order {
-        seq: u64,
-        record: OrderRecord,
-        reference: Arc<Reference>,
-    },
-    Fill {
-        seq: u64,
-        fill: FillMessage,
-        reference: Arc<Reference>,
-    },
-}
-
-pub struct FeedMessage {
-    pub body: FeedBody,
-    text: std::sync::OnceLock<Arc<str>>,
-}
-
-impl FeedMessage {
-    pub fn new(body: FeedBody) -> Arc<FeedMessage> {
-        Arc::new(FeedMessage { body, text: std::sync::OnceLock::new() })
-    }
-
-    pub fn text_message(text: String) -> Arc<FeedMessage> {
-        FeedMessage::new(FeedBody::Text(Arc::from(text)))
-    }
-
-    /// The message as WebSocket JSON (rendered on first use).
-    pub fn text(&self) -> Arc<str> {
-        Arc::clone(self.text.get_or_init(|| match &self.body {
-            FeedBody::Text(text) => Arc::clone(text),
-            FeedBody::Json { channel, seq, message } => {
-                let mut message = message.clone();
-                message["channel"] = json!(channel);
-                message["seq"] = json!(seq);
-                Arc::from(message.to_string())
-            }
-            FeedBody::Order { seq, record, reference } => Arc::from(
-                json!({ "channel": "orders", "seq": seq, "data": order_json(reference, record) })
-                    .to_string(),
-            ),
-            FeedBody::Fill { seq, fill, reference } => {
-                Arc::from(json!({ "channel": "fills", "seq": seq, "data": fill_json(reference, fill) }).to_string())
-            }
-        }))
-    }
-}
-
-fn fill_json(reference: &Reference, fill: &FillMessage) -> Value {
-    let Some(info) = reference.instrument(fill.instrument) else { return Value::Null };
-    let (fee_asset, fee_decimals) = if fill.side == Side::Buy {
-        (&info.base, info.base_decimals)
-    } else {
-        (&info.quote, info.quote_decimals)
-    };
-    json!({
-        "trade_id": format!("{}-{}", fill.trade_seq, fill.trade_index),
-        "client_order_id": fill.client_order_id.as_str(), "symbol": info.symbol,
-        "side": fill.side.as_str(), "price": info.price(fill.price), "qty": info.qty(fill.qty),
-        "fee": decimal(i128::from(fill.fee), fee_decimals), "fee_asset": fee_asset,
-        "liquidity": if fill.maker { "maker" } else { "taker" }, "ts_ns": fill.ts_ns,
-    })
-}
-
-/// Where a connection's messages go: its bounded queue.
-#[derive(Clone)]
-pub struct Outbound {
-    pub sender: mpsc::Sender<Arc<FeedMessage>>,
-    pub kill: Arc<Kill>,
-}
-
-impl Outbound {
-    /// Queues `message`; a full queue kills the connection (`slow_consumer`).
-    pub fn send(&self, message: &Arc<FeedMessage>) -> bool {
-        match self.sender.try_send(Arc::clone(message)) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::info!("a client's queue is full: disconnecting it (slow_consumer)");
-                self.kill.kill("slow_consumer");
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        }
-    }
-}
-
-pub enum HubCommand {
-    /// `acknowledgement` goes to the connection once the subscription is in place, so
-    /// that every event the client causes after reading it finds the subscription.
-    Subscribe {
-        connection: u64,
-        channel: Channel,
-        outbound: Outbound,
-        acknowledgement: Option<Arc<FeedMessage>>,
-    },
-    Unsubscribe {
-        connection: u64,
-        channel: Channel,
-    },
-    /// Answered once every command sent before it is in effect.
-    Barrier(tokio::sync::oneshot::Sender<()>),
-    Disconnected {
-        connection: u64,
-    },
-}
-
-/// The engine's side of the tap: queues each release for the hub without waiting, and
-/// hands it to the market-data publisher (`md`) when there is one.
-pub struct TapSink {
-    sender: mpsc::Sender<Arc<Released>>,
-    overflowed: Arc<AtomicBool>,
-    market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
-}
-
-impl ResultSink for TapSink {
-    fn deliver(&self, released: Released) {
-        let released = Arc::new(released);
-        if let Some(market_data) = &self.market_data {
-            // (Unbounded: the feed loses nothing; a publisher that is gone is stopping.)
-            let _ = market_data.send(crate::md::Input::Released(Arc::clone(&released)));
-        }
-        if self.sender.try_send(released).is_err() {
-            self.overflowed.store(true, Ordering::SeqCst);
-        }
-    }
-}
-
-/// The tap's sink and the hub's end of it; `market_data` also gets every release.
-pub fn tap_channel(
-    market_data: Option<std::sync::mpsc::Sender<crate::md::Input>>,
-) -> (TapSink, mpsc::Receiver<Arc<Released>>, Arc<AtomicBool>) {
-    let (sender, receiver) = mpsc::channel(TAP_QUEUE_RELEASES);
-    let overflowed = Arc::new(AtomicBool::new(false));
-    (TapSink { sender, overflowed: Arc::clone(&overflowed), market_data }, receiver, overflowed)
-}
-
-type Levels = Vec<(i64, i64, u32)>;
+type Levels = Vec<Level>;
 
 #[derive(Clone, Default, PartialEq, Eq)]
 struct Book {
@@ -263,8 +55,19 @@ struct Book {
     asks: Levels,
 }
 
+/// What the hub reads and writes besides its own state.
+pub struct HubServices {
+    pub link: Arc<EngineLink>,
+    pub directory: Arc<Directory>,
+    /// Recent trades and tickers, which the hub keeps and REST reads.
+    pub market: Arc<Mutex<Market>>,
+    pub metrics: Arc<Metrics>,
+    /// The market-data publisher's subscriptions, when the feed is on.
+    pub market_data: Option<ForwardTo>,
+}
+
 pub struct Hub {
-    state: Arc<AppState>,
+    services: HubServices,
     subscribers: HashMap<Channel, HashMap<u64, Outbound>>,
     seqs: HashMap<Channel, u64>,
     books: HashMap<InstrumentId, Book>,
@@ -290,7 +93,10 @@ struct Touched {
 }
 
 impl Hub {
-    pub fn new(state: Arc<AppState>, overflowed: Arc<AtomicBool>) -> Hub {
+    pub fn new(services: HubServices, overflowed: Arc<AtomicBool>) -> Hub {
+        let commands_counter = |result: &'static str| {
+            services.metrics.commands.get_or_create(&ResultLabels { result }).clone()
+        };
         Hub {
             subscribers: HashMap::new(),
             seqs: HashMap::new(),
@@ -298,18 +104,14 @@ impl Hub {
             balances: HashMap::new(),
             books_changed: false,
             overflowed,
-            accepted: Self::commands_counter(&state, "accepted"),
-            rejected: Self::commands_counter(&state, "rejected"),
-            state,
+            accepted: commands_counter("accepted"),
+            rejected: commands_counter("rejected"),
+            services,
         }
     }
 
-    fn commands_counter(
-        state: &AppState,
-        result: &'static str,
-    ) -> prometheus_client::metrics::counter::Counter {
-        let labels = crate::metrics::ResultLabels { result };
-        state.metrics.commands.get_or_create(&labels).clone()
+    fn market(&self) -> std::sync::MutexGuard<'_, Market> {
+        self.services.market.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub async fn run(
@@ -406,22 +208,17 @@ impl Hub {
     /// Hands the market-data channels' subscriptions to the feed's publisher (and every
     /// disconnection, so that it forgets the connection too); the rest stays here.
     fn hand_to_market_data(&mut self, command: HubCommand) -> Option<HubCommand> {
-        let Some(publisher) = &self.state.market_data else { return Some(command) };
+        let Some(publisher) = &self.services.market_data else { return Some(command) };
         match command {
-            HubCommand::Subscribe { connection, channel, outbound, acknowledgement }
+            HubCommand::Subscribe { ref channel, .. }
+            | HubCommand::Unsubscribe { ref channel, .. }
                 if channel.is_market_data() =>
             {
-                let input =
-                    crate::md::Input::Subscribe { connection, channel, outbound, acknowledgement };
-                let _ = publisher.send(input);
-                None
-            }
-            HubCommand::Unsubscribe { connection, channel } if channel.is_market_data() => {
-                let _ = publisher.send(crate::md::Input::Unsubscribe { connection, channel });
+                publisher(command);
                 None
             }
             HubCommand::Disconnected { connection } => {
-                let _ = publisher.send(crate::md::Input::Disconnected { connection });
+                publisher(HubCommand::Disconnected { connection });
                 Some(HubCommand::Disconnected { connection })
             }
             other => Some(other),
@@ -437,7 +234,7 @@ impl Hub {
                         self.books.insert(*instrument, book.1);
                     }
                 }
-                let reference = self.state.reference();
+                let reference = self.services.directory.reference();
                 let (Some(book), Some(info)) =
                     (self.books.get(instrument), reference.instrument(*instrument))
                 else {
@@ -473,6 +270,7 @@ impl Hub {
         let Some(connections) = self.subscribers.get(&channel) else { return };
         let seq = self.seqs.entry(channel.clone()).or_insert(0);
         *seq += 1;
+        debug_assert!(*seq > 0, "a channel's messages are numbered from 1");
         let message = FeedMessage::new(make(*seq));
         let mut gone = Vec::new();
         for (connection, outbound) in connections {
@@ -501,9 +299,9 @@ impl Hub {
             })
             .max()
             .unwrap_or(0);
-        let reference = match self.state.reference_knowing(highest).await {
+        let reference = match self.services.directory.reference_knowing(highest).await {
             Ok(reference) => reference,
-            Err(_) => self.state.reference(),
+            Err(_) => self.services.directory.reference(),
         };
         for released in &releases {
             for outcome in &released.outcomes {
@@ -545,7 +343,7 @@ impl Hub {
                     taker_side: trade.taker_side,
                     ts_ns: ts,
                 };
-                self.state.market().record(trade.instrument, record);
+                self.market().record(trade.instrument, record);
                 touched.traded.insert(trade.instrument);
                 touched.latest_ns = touched.latest_ns.max(ts);
                 if self.has(&Channel::Trades(trade.instrument)) {
@@ -611,15 +409,14 @@ impl Hub {
     }
 
     fn count(&self, event: &Event) {
-        use crate::metrics::ReasonLabels;
         match event {
             Event::Accepted { .. } => self.accepted.inc(),
             Event::Rejected { reason, .. } => {
                 self.rejected.inc();
-                let rejects = &self.state.metrics.rejects;
+                let rejects = &self.services.metrics.rejects;
                 rejects.get_or_create(&ReasonLabels { reason: reason.code() }).inc()
             }
-            Event::Trade(_) => self.state.metrics.trades.inc(),
+            Event::Trade(_) => self.services.metrics.trades.inc(),
             _ => 0,
         };
     }
@@ -629,7 +426,7 @@ impl Hub {
             return;
         }
         let Some(info) = reference.instrument(instrument) else { return };
-        let figures = self.state.market().figures(instrument, now_ns);
+        let figures = self.market().figures(instrument, now_ns);
         let message = json!({ "symbol": info.symbol, "data": ticker_json(info, figures) });
         self.publish(Channel::Ticker(instrument), message);
     }
@@ -649,7 +446,8 @@ impl Hub {
             let account = match known.iter().find(|(name, _)| *name == key.account) {
                 Some((_, account)) => *account,
                 None => {
-                    let account = self.state.account_id(&key.account).await.ok().flatten();
+                    let account =
+                        self.services.directory.account_id(&key.account).await.ok().flatten();
                     known.push((key.account.clone(), account));
                     account
                 }
@@ -673,7 +471,7 @@ impl Hub {
             return;
         }
         let records = self
-            .state
+            .services
             .link
             .read(move |venue| {
                 let Some(activity) = venue.activity() else { return Vec::new() };
@@ -718,46 +516,14 @@ impl Hub {
         if accounts.is_empty() {
             return;
         }
-        let read = accounts.clone();
         let balances = self
-            .state
+            .services
             .link
-            .read(move |venue| {
-                let exchange = venue.exchange();
-                read.iter()
-                    .map(|account| {
-                        exchange
-                            .assets()
-                            .iter()
-                            .enumerate()
-                            .map(|(index, spec)| {
-                                let balance = exchange
-                                    .ledger()
-                                    .balance(*account, bourse_core::ids::AssetId(index as u32));
-                                (
-                                    spec.name.to_string(),
-                                    spec.decimals,
-                                    balance.available.0,
-                                    balance.held.0,
-                                )
-                            })
-                            .collect::<Vec<_>>()
-                    })
-                    .collect::<Vec<_>>()
-            })
+            .balances(accounts.iter().copied().map(Some).collect())
             .await
             .unwrap_or_default();
         for (account, assets) in accounts.into_iter().zip(balances) {
-            let mut shown = serde_json::Map::new();
-            for (asset, decimals, available, held) in assets {
-                shown.insert(
-                    asset,
-                    json!({
-                    "available": decimal(i128::from(available), decimals),
-                    "held": decimal(i128::from(held), decimals) }),
-                );
-            }
-            let shown = Value::Object(shown);
+            let shown = balances_json(&assets);
             if self.balances.get(&account) == Some(&shown) {
                 continue;
             }
@@ -767,7 +533,7 @@ impl Hub {
     }
 
     async fn read_books(&self, instruments: Vec<InstrumentId>) -> Vec<(InstrumentId, Book)> {
-        self.state
+        self.services
             .link
             .read(move |venue| {
                 let exchange = venue.exchange();
@@ -776,13 +542,9 @@ impl Hub {
                     .filter(|instrument| instrument.index() < exchange.instruments().len())
                     .map(|instrument| {
                         let book = exchange.book(instrument);
-                        let side = |side| -> Levels {
-                            book.top_levels(side, DEPTH_LEVELS)
-                                .into_iter()
-                                .map(|level| (level.price.0, level.total_qty.0, level.order_count))
-                                .collect()
-                        };
-                        (instrument, Book { bids: side(Side::Buy), asks: side(Side::Sell) })
+                        let bids = top_levels(book, Side::Buy, DEPTH_LEVELS);
+                        let asks = top_levels(book, Side::Sell, DEPTH_LEVELS);
+                        (instrument, Book { bids, asks })
                     })
                     .collect()
             })
@@ -807,7 +569,7 @@ impl Hub {
         if followed.is_empty() {
             return;
         }
-        let reference = self.state.reference();
+        let reference = self.services.directory.reference();
         for (instrument, book) in self.read_books(followed).await {
             let previous = self.books.insert(instrument, book.clone()).unwrap_or_default();
             if previous == book {
@@ -842,13 +604,6 @@ fn changed_levels(before: &Levels, now: &Levels) -> Levels {
             .map(|(price, _, _)| (*price, 0, 0)),
     );
     changed
-}
-
-fn levels_json(info: &crate::render::InstrumentInfo, levels: &Levels) -> Vec<Value> {
-    levels
-        .iter()
-        .map(|(price, qty, count)| json!([info.price(*price), info.qty(*qty), count]))
-        .collect()
 }
 
 #[cfg(test)]

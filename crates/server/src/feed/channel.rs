@@ -1,0 +1,210 @@
+//! What flows from the feed to a connection: the channels a client may follow, the
+//! messages on them (private ones typed, so a binary connection never goes through
+//! JSON; JSON rendered once however many WebSocket connections share it), each
+//! connection's bounded queue (`Outbound`) and the signal that closes a connection
+//! (`Kill`). The hub and the market-data publisher make these; the gateways take them.
+
+use std::sync::{Arc, Mutex};
+
+use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
+use bourse_core::venue::OrderRecord;
+use bourse_core::Side;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, Notify};
+
+use crate::reference::{decimal, Reference};
+use crate::render::order_json;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Channel {
+    Trades(InstrumentId),
+    Ticker(InstrumentId),
+    Depth(InstrumentId),
+    Orders(AccountId),
+    Fills(AccountId),
+    Balances(AccountId),
+    /// The market-data feed's channels (served by its publisher, `md`): the best bid
+    /// and offer, every order (L3), candles at one interval (`candles::INTERVALS`
+    /// index).
+    Bbo(InstrumentId),
+    L3(InstrumentId),
+    Candles(InstrumentId, u8),
+}
+
+impl Channel {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Channel::Trades(_) => "trades",
+            Channel::Ticker(_) => "ticker",
+            Channel::Depth(_) => "depth",
+            Channel::Orders(_) => "orders",
+            Channel::Fills(_) => "fills",
+            Channel::Balances(_) => "balances",
+            Channel::Bbo(_) => "bbo",
+            Channel::L3(_) => "l3",
+            Channel::Candles(..) => "candles",
+        }
+    }
+
+    /// Whether the market-data publisher serves it (not the hub).
+    pub fn is_market_data(&self) -> bool {
+        matches!(self, Channel::Bbo(_) | Channel::L3(_) | Channel::Candles(..))
+    }
+}
+
+/// Why a connection is being closed, and the signal to close it.
+#[derive(Default)]
+pub struct Kill {
+    pub notify: Notify,
+    pub reason: Mutex<Option<&'static str>>,
+}
+
+impl Kill {
+    pub fn kill(&self, reason: &'static str) {
+        self.reason.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get_or_insert(reason);
+        self.notify.notify_one();
+    }
+
+    pub fn reason(&self) -> Option<&'static str> {
+        *self.reason.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A fill on a private channel, in engine units: each protocol renders it.
+#[derive(Clone, Debug)]
+pub struct FillMessage {
+    pub trade_seq: u64,
+    pub trade_index: u32,
+    pub client_order_id: ClientOrderId,
+    pub instrument: InstrumentId,
+    pub side: Side,
+    pub maker: bool,
+    pub price: i64,
+    pub qty: i64,
+    /// In the asset this side received (base for a buyer, quote for a seller).
+    pub fee: i64,
+    pub ts_ns: u64,
+}
+
+/// What a channel message holds. Private messages stay typed, so that a binary
+/// connection never goes through JSON; `FeedMessage::text` renders JSON once, for
+/// WebSocket connections, however many share it.
+pub enum FeedBody {
+    /// Already JSON (acknowledgements, depth snapshots).
+    Text(Arc<str>),
+    /// JSON to which the channel's name and number are added.
+    Json {
+        channel: &'static str,
+        seq: u64,
+        message: Value,
+    },
+    Order {
+        seq: u64,
+        record: OrderRecord,
+        reference: Arc<Reference>,
+    },
+    Fill {
+        seq: u64,
+        fill: FillMessage,
+        reference: Arc<Reference>,
+    },
+}
+
+pub struct FeedMessage {
+    pub body: FeedBody,
+    text: std::sync::OnceLock<Arc<str>>,
+}
+
+impl FeedMessage {
+    pub fn new(body: FeedBody) -> Arc<FeedMessage> {
+        Arc::new(FeedMessage { body, text: std::sync::OnceLock::new() })
+    }
+
+    pub fn text_message(text: String) -> Arc<FeedMessage> {
+        FeedMessage::new(FeedBody::Text(Arc::from(text)))
+    }
+
+    /// The message as WebSocket JSON (rendered on first use).
+    pub fn text(&self) -> Arc<str> {
+        Arc::clone(self.text.get_or_init(|| match &self.body {
+            FeedBody::Text(text) => Arc::clone(text),
+            FeedBody::Json { channel, seq, message } => {
+                let mut message = message.clone();
+                message["channel"] = json!(channel);
+                message["seq"] = json!(seq);
+                Arc::from(message.to_string())
+            }
+            FeedBody::Order { seq, record, reference } => Arc::from(
+                json!({ "channel": "orders", "seq": seq, "data": order_json(reference, record) })
+                    .to_string(),
+            ),
+            FeedBody::Fill { seq, fill, reference } => {
+                Arc::from(json!({ "channel": "fills", "seq": seq, "data": fill_json(reference, fill) }).to_string())
+            }
+        }))
+    }
+}
+
+fn fill_json(reference: &Reference, fill: &FillMessage) -> Value {
+    let Some(info) = reference.instrument(fill.instrument) else { return Value::Null };
+    let (fee_asset, fee_decimals) = if fill.side == Side::Buy {
+        (&info.base, info.base_decimals)
+    } else {
+        (&info.quote, info.quote_decimals)
+    };
+    json!({
+        "trade_id": format!("{}-{}", fill.trade_seq, fill.trade_index),
+        "client_order_id": fill.client_order_id.as_str(), "symbol": info.symbol,
+        "side": fill.side.as_str(), "price": info.price(fill.price), "qty": info.qty(fill.qty),
+        "fee": decimal(i128::from(fill.fee), fee_decimals), "fee_asset": fee_asset,
+        "liquidity": if fill.maker { "maker" } else { "taker" }, "ts_ns": fill.ts_ns,
+    })
+}
+
+/// Where a connection's messages go: its bounded queue.
+#[derive(Clone)]
+pub struct Outbound {
+    pub sender: mpsc::Sender<Arc<FeedMessage>>,
+    pub kill: Arc<Kill>,
+}
+
+impl Outbound {
+    /// Queues `message`; a full queue kills the connection (`slow_consumer`).
+    pub fn send(&self, message: &Arc<FeedMessage>) -> bool {
+        match self.sender.try_send(Arc::clone(message)) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::info!("a client's queue is full: disconnecting it (slow_consumer)");
+                self.kill.kill("slow_consumer");
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// What a connection asks of the hub (and of the market-data publisher, for its
+/// channels).
+pub enum HubCommand {
+    /// `acknowledgement` goes to the connection once the subscription is in place, so
+    /// that every event the client causes after reading it finds the subscription.
+    Subscribe {
+        connection: u64,
+        channel: Channel,
+        outbound: Outbound,
+        acknowledgement: Option<Arc<FeedMessage>>,
+    },
+    Unsubscribe {
+        connection: u64,
+        channel: Channel,
+    },
+    /// Answered once every command sent before it is in effect.
+    Barrier(tokio::sync::oneshot::Sender<()>),
+    Disconnected {
+        connection: u64,
+    },
+}
+
+/// Where the hub hands what is the market-data publisher's (`md`): subscriptions to its
+/// channels, and every disconnection.
+pub type ForwardTo = Box<dyn Fn(HubCommand) + Send + Sync>;
