@@ -10,9 +10,8 @@
 //! It must never be a dependency of the product's crates, and the load generator never
 //! reaches into the server (`bourse-server`): it speaks to it only through the
 //! protocols, with the codec and the signing of `bourse-protocol`, as any client would.
-//! A measurement's own work stays off its timed paths: no allocation per request in
-//! the load generator's loops, no timed unit tests (figures go to
-//! `docs/benchmarks.md` with the command that produced them).
+//! No timed unit tests: figures come from the commands and go to `docs/benchmarks.md`
+//! with the command that produced them.
 
 pub mod bench;
 pub mod input;
