@@ -1,11 +1,11 @@
 //! The running engine: intake queue → sequencer (batches, journal, group commit) →
 //! applier (the core, on its own thread) → outcomes to each session's sink. This module
 //! starts and stops the threads and owns what producers hold (`Engine`, `Session`);
-//! `sequencer` and `applier` are the two stages.
+//! `sequencer`, `applier` and `snapshotter` are the stages.
 //!
 //! ```text
 //! sessions ──submit──▶ [bounded intake] ──▶ sequencer ──batch──▶ applier ──▶ sinks
-//!                       full: `busy`        seq + ts, write,      Exchange::apply,
+//!                       full: `busy`        seq + ts, write,      Venue::apply,
 //!                                           fdatasync (sync)      release outcomes
 //!                                                   └─durable──▶  (held until durable)
 //! ```
@@ -20,20 +20,27 @@ use std::thread::JoinHandle;
 
 use bourse_core::snapshot::{decode_venue, encode_venue};
 use bourse_core::venue::Venue;
-use bourse_core::{Command, Exchange, Lookahead};
+use bourse_core::{Command, Exchange, Lookahead, Seq, TimestampNs};
 use bourse_journal::tail::JournalTail;
 use bourse_journal::{JournalError, JournalWriter, TailPolicy, WriterOptions};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 
 use crate::applier::Applier;
 use crate::config::{Durability, EngineConfig};
-use crate::intake::{Intake, Payload, Query, ResultSink, SharedSink, Submission, SubmitError};
+use crate::intake::{
+    Correlation, Intake, Payload, Query, ResultSink, SessionNumber, SharedSink, Submission,
+    SubmitError,
+};
 use crate::recovery::{recover_venue, RecoveryError};
 use crate::sequencer::Sequencer;
 use crate::snapshotter::Snapshotter;
 
 /// Batches in flight between the sequencer and the applier.
 const BATCHES_IN_FLIGHT: usize = 4;
+// The recycling queue holds every batch in flight and the one being filled, so no
+// batch is dropped (and reallocated) on its way back.
+const BATCHES_RECYCLED: usize = BATCHES_IN_FLIGHT + 1;
+const _: () = assert!(BATCHES_IN_FLIGHT >= 1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -58,26 +65,48 @@ impl StartError {
     }
 }
 
+/// Sync durations by power of two: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns, the
+/// last one everything slower.
+pub const SYNC_NS_BUCKETS: usize = 32;
+/// Batch sizes by power of two: bucket `i` counts batches of `2^(i-1)+1` to `2^i`
+/// commands, the last one everything larger.
+pub const BATCH_COMMANDS_BUCKETS: usize = 24;
+
+/// Syncs at least this slow are kept in `Engine::slow_syncs`.
+pub const SLOW_SYNC_NS: u64 = 1_000_000;
+/// How many slow syncs are kept (the oldest go first).
+const SLOW_SYNCS_KEPT: usize = 4096;
+
+// A slow sync is told apart in the histogram (it is below the catch-all last bucket),
+// and the default batch size has a bucket of its own too.
+const _: () = assert!(SLOW_SYNC_NS < 1 << (SYNC_NS_BUCKETS - 2));
+const _: () =
+    assert!(crate::config::BATCH_COMMANDS_MAX_DEFAULT <= 1 << (BATCH_COMMANDS_BUCKETS - 2));
+const _: () = assert!(SLOW_SYNCS_KEPT > 0);
+
 /// Counters of the running engine.
 #[derive(Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub commands: AtomicU64,
     pub batches: AtomicU64,
     pub syncs: AtomicU64,
     /// Time spent in `fdatasync`, in total and at most once.
     pub sync_ns_total: AtomicU64,
     pub sync_ns_max: AtomicU64,
-    /// Syncs by duration: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns.
-    pub sync_ns_buckets: [AtomicU64; 32],
-    /// Batches by size: bucket `i` counts batches of `2^(i-1)+1` to `2^i` commands.
-    pub batch_commands_buckets: [AtomicU64; 24],
-    /// Records below this are durable (in `sync` and `async` modes).
-    pub durable_below: AtomicU64,
-    /// The last command applied.
-    pub applied_seq: AtomicU64,
+    /// Syncs by duration (`SYNC_NS_BUCKETS`).
+    pub sync_ns_buckets: [AtomicU64; SYNC_NS_BUCKETS],
+    /// Batches by size (`BATCH_COMMANDS_BUCKETS`).
+    pub batch_commands_buckets: [AtomicU64; BATCH_COMMANDS_BUCKETS],
+    /// Records below this seq are durable (in `sync` and `async` modes): read and written
+    /// as a `Seq` (`durable_below`, `set_durable_below`). It only grows.
+    durable_below: AtomicU64,
+    /// The seq of the last command applied (`applied_seq`, `set_applied_seq`). It only
+    /// grows.
+    applied_seq: AtomicU64,
     pub snapshots: AtomicU64,
     pub snapshot_failures: AtomicU64,
-    pub last_snapshot_seq: AtomicU64,
+    /// The seq of the last periodic snapshot (`last_snapshot_seq`).
+    last_snapshot_seq: AtomicU64,
     pub last_snapshot_bytes: AtomicU64,
     /// How long the last periodic snapshot took to encode and write (on the
     /// snapshotter's thread; intake does not wait for it).
@@ -95,31 +124,90 @@ pub struct SlowSync {
     pub took_ns: u64,
 }
 
-/// Syncs at least this slow are kept in `Engine::slow_syncs`.
-pub const SLOW_SYNC_NS: u64 = 1_000_000;
-/// How many slow syncs are kept (the oldest go first).
-const SLOW_SYNCS_KEPT: usize = 4096;
-
 impl Stats {
+    /// Counters at the start: the journal holds every record up to `last_seq`, durably,
+    /// and the state includes them.
+    pub(crate) fn starting_at(last_seq: Seq) -> Stats {
+        let stats = Stats::default();
+        stats.durable_below.store(last_seq.next().0, Ordering::SeqCst);
+        stats.applied_seq.store(last_seq.0, Ordering::SeqCst);
+        stats
+    }
+
+    /// Records below this are durable.
+    pub(crate) fn durable_below(&self) -> Seq {
+        Seq(self.durable_below.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn set_durable_below(&self, below: Seq) {
+        let previous = self.durable_below.swap(below.0, Ordering::SeqCst);
+        debug_assert!(previous <= below.0, "durability went back from {previous} to {below}");
+    }
+
+    /// The last command applied.
+    pub(crate) fn applied_seq(&self) -> Seq {
+        Seq(self.applied_seq.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn set_applied_seq(&self, seq: Seq) {
+        let previous = self.applied_seq.swap(seq.0, Ordering::SeqCst);
+        debug_assert!(previous < seq.0, "applied {seq} after {previous}");
+    }
+
+    pub(crate) fn set_last_snapshot_seq(&self, seq: Seq) {
+        self.last_snapshot_seq.store(seq.0, Ordering::SeqCst);
+    }
+
     pub(crate) fn record_batch(&self, commands: u64) {
+        debug_assert!(commands > 0, "a batch holds at least one command");
         self.commands.fetch_add(commands, Ordering::Relaxed);
         self.batches.fetch_add(1, Ordering::Relaxed);
-        let bucket = (64 - commands.saturating_sub(1).leading_zeros() as usize).min(23);
+        let bucket = (64 - commands.saturating_sub(1).leading_zeros() as usize)
+            .min(BATCH_COMMANDS_BUCKETS - 1);
         self.batch_commands_buckets[bucket].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn record_sync(&self, took_ns: u64, ended_ns: u64) {
+    pub(crate) fn record_sync(&self, took_ns: u64, ended: TimestampNs) {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         self.sync_ns_total.fetch_add(took_ns, Ordering::Relaxed);
         self.sync_ns_max.fetch_max(took_ns, Ordering::Relaxed);
-        let bucket = (64 - took_ns.leading_zeros() as usize).min(31);
+        let bucket = (64 - took_ns.leading_zeros() as usize).min(SYNC_NS_BUCKETS - 1);
         self.sync_ns_buckets[bucket].fetch_add(1, Ordering::Relaxed);
         if took_ns >= SLOW_SYNC_NS {
             let mut slow = self.slow_syncs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             if slow.len() == SLOW_SYNCS_KEPT {
                 slow.pop_front();
             }
-            slow.push_back(SlowSync { ended_ns, took_ns });
+            slow.push_back(SlowSync { ended_ns: ended.0, took_ns });
+            debug_assert!(slow.len() <= SLOW_SYNCS_KEPT);
+        }
+    }
+
+    /// The slow syncs kept, oldest first.
+    pub(crate) fn slow_syncs(&self) -> Vec<SlowSync> {
+        let slow = self.slow_syncs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        slow.iter().copied().collect()
+    }
+
+    pub(crate) fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            commands: self.commands.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            syncs: self.syncs.load(Ordering::Relaxed),
+            sync_ns_total: self.sync_ns_total.load(Ordering::Relaxed),
+            sync_ns_max: self.sync_ns_max.load(Ordering::Relaxed),
+            sync_ns_buckets: std::array::from_fn(|index| {
+                self.sync_ns_buckets[index].load(Ordering::Relaxed)
+            }),
+            batch_commands_buckets: std::array::from_fn(|index| {
+                self.batch_commands_buckets[index].load(Ordering::Relaxed)
+            }),
+            applied_seq: self.applied_seq(),
+            snapshots: self.snapshots.load(Ordering::Relaxed),
+            snapshot_failures: self.snapshot_failures.load(Ordering::Relaxed),
+            last_snapshot_seq: Seq(self.last_snapshot_seq.load(Ordering::SeqCst)),
+            last_snapshot_bytes: self.last_snapshot_bytes.load(Ordering::Relaxed),
+            last_snapshot_ns: self.last_snapshot_ns.load(Ordering::Relaxed),
         }
     }
 }
@@ -132,13 +220,13 @@ pub struct StatsSnapshot {
     pub sync_ns_total: u64,
     pub sync_ns_max: u64,
     /// Syncs by duration: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns.
-    pub sync_ns_buckets: [u64; 32],
+    pub sync_ns_buckets: [u64; SYNC_NS_BUCKETS],
     /// Batches by size: bucket `i` counts batches of `2^(i-1)+1` to `2^i` commands.
-    pub batch_commands_buckets: [u64; 24],
-    pub applied_seq: u64,
+    pub batch_commands_buckets: [u64; BATCH_COMMANDS_BUCKETS],
+    pub applied_seq: Seq,
     pub snapshots: u64,
     pub snapshot_failures: u64,
-    pub last_snapshot_seq: u64,
+    pub last_snapshot_seq: Seq,
     pub last_snapshot_bytes: u64,
     pub last_snapshot_ns: u64,
 }
@@ -163,33 +251,56 @@ impl StatsSnapshot {
 /// What start-up found on disk.
 #[derive(Clone, Debug, Default)]
 pub struct StartReport {
-    pub snapshot_seq: Option<u64>,
+    /// The snapshot the state started from.
+    pub snapshot_seq: Option<Seq>,
     pub skipped_snapshots: Vec<String>,
+    /// Records applied on top of the snapshot.
     pub replayed: u64,
-    pub last_seq: u64,
+    /// The last command the state includes (`Seq::ZERO`: none).
+    pub last_seq: Seq,
     pub torn_tail: Option<String>,
 }
 
-/// `Shared::tap` when no session taps the engine.
+/// `Shared::tap` when no session taps the engine. No session's slot is ever this
+/// (`Shared::register` refuses to give it).
 pub(crate) const NO_TAP: u32 = u32::MAX;
 
 pub(crate) struct Shared {
+    /// Each open session's sink, by slot. A closed session's slot is `None` and is given
+    /// to the next session opened (`register`).
     pub(crate) sessions: RwLock<Vec<Option<SharedSink>>>,
-    /// The session that also gets every other session's applied outcomes (`open_tap`).
+    /// The slot of the session that also gets every other session's applied outcomes
+    /// (`Engine::open_tap`), or `NO_TAP`.
     pub(crate) tap: AtomicU32,
     pub(crate) stopped: AtomicBool,
     /// Set when shutdown begins: no new submission is taken.
-    closing: AtomicBool,
+    pub(crate) closing: AtomicBool,
     /// Submissions between their check of `closing` and their send. Shutdown waits for
     /// this to reach zero before it queues its own message, so that every submission
     /// taken is sequenced (or answered) before the engine stops.
-    submitting: AtomicUsize,
+    pub(crate) submitting: AtomicUsize,
     failure: Mutex<Option<String>>,
-    queue_capacity: usize,
+    pub(crate) queue_capacity: usize,
+    /// The number the next session opened gets: numbers are never given twice.
+    next_session_number: AtomicU64,
     pub(crate) stats: Stats,
 }
 
 impl Shared {
+    pub(crate) fn new(queue_capacity: usize, stats: Stats) -> Shared {
+        Shared {
+            sessions: RwLock::new(Vec::new()),
+            tap: AtomicU32::new(NO_TAP),
+            stopped: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            submitting: AtomicUsize::new(0),
+            failure: Mutex::new(None),
+            queue_capacity,
+            next_session_number: AtomicU64::new(1),
+            stats,
+        }
+    }
+
     pub(crate) fn stop(&self, reason: &str) {
         let mut failure = self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         failure.get_or_insert_with(|| reason.to_string());
@@ -200,42 +311,34 @@ impl Shared {
         self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 
-    /// Gives `sink` a session id (reusing a closed session's).
-    fn register(&self, sink: Arc<dyn ResultSink>) -> u32 {
+    /// Gives `sink` a slot (reusing a closed session's) and a session number (never
+    /// reused).
+    pub(crate) fn register(&self, sink: SharedSink) -> (u32, SessionNumber) {
+        let number = SessionNumber(self.next_session_number.fetch_add(1, Ordering::Relaxed));
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
-        let id = match sessions.iter().position(Option::is_none) {
+        let slot = match sessions.iter().position(Option::is_none) {
             Some(free) => {
                 sessions[free] = Some(sink);
                 free
             }
             None => {
+                // A slot is a u32, and `NO_TAP` is no session's.
+                assert!(sessions.len() < NO_TAP as usize, "more sessions than slots");
                 sessions.push(Some(sink));
                 sessions.len() - 1
             }
         };
-        id as u32
+        (slot as u32, number)
     }
 
-    pub(crate) fn stats_snapshot(&self) -> StatsSnapshot {
-        let stats = &self.stats;
-        StatsSnapshot {
-            commands: stats.commands.load(Ordering::Relaxed),
-            batches: stats.batches.load(Ordering::Relaxed),
-            syncs: stats.syncs.load(Ordering::Relaxed),
-            sync_ns_total: stats.sync_ns_total.load(Ordering::Relaxed),
-            sync_ns_max: stats.sync_ns_max.load(Ordering::Relaxed),
-            sync_ns_buckets: std::array::from_fn(|index| {
-                stats.sync_ns_buckets[index].load(Ordering::Relaxed)
-            }),
-            batch_commands_buckets: std::array::from_fn(|index| {
-                stats.batch_commands_buckets[index].load(Ordering::Relaxed)
-            }),
-            applied_seq: stats.applied_seq.load(Ordering::SeqCst),
-            snapshots: stats.snapshots.load(Ordering::Relaxed),
-            snapshot_failures: stats.snapshot_failures.load(Ordering::Relaxed),
-            last_snapshot_seq: stats.last_snapshot_seq.load(Ordering::SeqCst),
-            last_snapshot_bytes: stats.last_snapshot_bytes.load(Ordering::Relaxed),
-            last_snapshot_ns: stats.last_snapshot_ns.load(Ordering::Relaxed),
+    /// Frees `slot` (its session closed): it no longer taps, and its sink gets nothing
+    /// more.
+    pub(crate) fn unregister(&self, slot: u32) {
+        let _ = self.tap.compare_exchange(slot, NO_TAP, Ordering::AcqRel, Ordering::Acquire);
+        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(entry) = sessions.get_mut(slot as usize) {
+            debug_assert!(entry.is_some(), "slot {slot} freed twice");
+            *entry = None;
         }
     }
 }
@@ -250,8 +353,14 @@ pub struct Engine {
 
 /// A producer's handle: submit commands, get outcomes through the sink given at
 /// `Engine::open_session`.
+///
+/// Each session has a number the engine never gives again (`SessionNumber`), which
+/// every outcome of its commands carries in its `Correlation`. Its sink occupies a slot
+/// that is given to the next session opened once it closes: see `open_sibling`.
 pub struct Session {
-    id: u32,
+    /// Where its sink is (`Shared::sessions`); reused after it closes.
+    slot: u32,
+    number: SessionNumber,
     intake: Sender<Intake>,
     shared: Arc<Shared>,
 }
@@ -262,9 +371,9 @@ pub struct Session {
 pub struct DurableWatermark(Arc<Shared>);
 
 impl DurableWatermark {
-    /// The last record the journal holds durably (0: none).
-    pub fn last_durable_seq(&self) -> u64 {
-        self.0.stats.durable_below.load(Ordering::SeqCst).saturating_sub(1)
+    /// The last record the journal holds durably (`Seq::ZERO`: none).
+    pub fn last_durable_seq(&self) -> Seq {
+        self.0.stats.durable_below().previous()
     }
 }
 
@@ -279,18 +388,10 @@ impl Engine {
             }
             _ => open_durable(&config)?,
         };
-        let shared = Arc::new(Shared {
-            sessions: RwLock::new(Vec::new()),
-            tap: AtomicU32::new(NO_TAP),
-            stopped: AtomicBool::new(false),
-            closing: AtomicBool::new(false),
-            submitting: AtomicUsize::new(0),
-            failure: Mutex::new(None),
-            queue_capacity: config.queue_capacity,
-            stats: Stats::default(),
-        });
-        shared.stats.durable_below.store(report.last_seq + 1, Ordering::SeqCst);
-        shared.stats.applied_seq.store(report.last_seq, Ordering::SeqCst);
+        let shared =
+            Arc::new(Shared::new(config.queue_capacity, Stats::starting_at(report.last_seq)));
+        // Beside the pipeline: the snapshotter, on its own copy of the state, reading the
+        // durable journal.
         let snapshotter = match &writer {
             Some(writer) if config.snapshot_every_commands > 0 => Some(start_snapshotter(
                 &config,
@@ -302,19 +403,25 @@ impl Engine {
             )?),
             _ => None,
         };
+        // 1. intake: a bounded queue from every session to the sequencer.
         let (intake, intake_receiver) = bounded(config.queue_capacity);
+        // 2. sequencer → applier: written batches (and, in `sync` mode, "durable up to"),
+        //    and the batches' buffers back for reuse.
         let (to_applier, applier_receiver) = bounded(BATCHES_IN_FLIGHT);
-        let (recycle, recycled) = bounded(BATCHES_IN_FLIGHT + 1);
+        let (recycle, recycled) = bounded(BATCHES_RECYCLED);
+        // 3. the sequencer: seq + ts, batch, write, sync (group commit).
         let sequencer = Sequencer {
             config: config.clone(),
             writer,
-            next_seq: report.last_seq + 1,
-            last_ts: 0,
+            next_seq: report.last_seq.next(),
+            last_ts: bourse_core::TimestampNs::ZERO,
             intake: intake_receiver,
             to_applier,
             recycled,
             shared: Arc::clone(&shared),
         };
+        // 4. the applier: `Venue::apply`, outcomes released to each session's sink once
+        //    durable.
         let applier = Applier {
             config,
             venue,
@@ -335,8 +442,8 @@ impl Engine {
 
     /// Registers a producer whose outcomes go to `sink`.
     pub fn open_session(&self, sink: Arc<dyn ResultSink>) -> Session {
-        let id = self.shared.register(sink);
-        Session { id, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
+        let (slot, number) = self.shared.register(sink);
+        Session { slot, number, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
     }
 
     /// Opens the tap: a session whose sink gets, besides its own outcomes, every applied
@@ -348,7 +455,7 @@ impl Engine {
         let session = self.open_session(sink);
         self.shared
             .tap
-            .compare_exchange(NO_TAP, session.id, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(NO_TAP, session.slot, Ordering::AcqRel, Ordering::Acquire)
             .ok()
             .map(|_| session)
     }
@@ -382,12 +489,11 @@ impl Engine {
     /// The most recent journal syncs that took `SLOW_SYNC_NS` (1 ms) or more, up to
     /// 4,096 of them, oldest first.
     pub fn slow_syncs(&self) -> Vec<SlowSync> {
-        let slow = self.shared.stats.slow_syncs.lock().unwrap_or_else(|p| p.into_inner());
-        slow.iter().copied().collect()
+        self.shared.stats.slow_syncs()
     }
 
     pub fn stats(&self) -> StatsSnapshot {
-        self.shared.stats_snapshot()
+        self.shared.stats.snapshot()
     }
 
     /// How far the journal is durable, for readers that follow it (the history).
@@ -436,12 +542,19 @@ impl Drop for Engine {
 }
 
 impl Session {
-    /// Queues `command`; its outcome comes through the session's sink, tagged with
-    /// `correlation`. Refused at once when the queue is full (`busy`) or the engine has
+    /// This session's number, which every outcome of its commands carries.
+    pub fn number(&self) -> SessionNumber {
+        self.number
+    }
+
+    /// Queues `command`; its outcome comes through the session's sink, tagged with the
+    /// returned correlation (this session's number and `request`, the producer's own
+    /// number for it). Refused at once when the queue is full (`busy`) or the engine has
     /// stopped.
-    pub fn submit(&self, command: &Command<'_>, correlation: u64) -> Result<(), SubmitError> {
+    pub fn submit(&self, command: &Command<'_>, request: u64) -> Result<Correlation, SubmitError> {
         let payload = Payload::encode(command)?;
-        let submission = Submission { session: self.id, correlation, payload };
+        let correlation = Correlation { session: self.number, request };
+        let submission = Submission { slot: self.slot, correlation, payload };
         let shared = &self.shared;
         shared.submitting.fetch_add(1, Ordering::SeqCst);
         let sent = if shared.closing.load(Ordering::SeqCst) || shared.stopped.load(Ordering::SeqCst)
@@ -452,7 +565,7 @@ impl Session {
         };
         shared.submitting.fetch_sub(1, Ordering::SeqCst);
         match sent {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(correlation),
             Err(TrySendError::Full(_)) => {
                 Err(SubmitError::Busy { capacity: self.shared.queue_capacity })
             }
@@ -482,13 +595,15 @@ impl Session {
     /// gateway gives each connection its own, so that outcomes come back to the
     /// connection that sent the command without a shared table of waiters.
     ///
-    /// A closed session's id is given to the next one opened, and outcomes of its
-    /// commands still waiting for their sync then go to the new session's sink: a
-    /// producer that opens sessions as it goes must number its commands so that they
-    /// cannot be taken for another session's (as `bourse_server::link::Lane` does).
+    /// The new session gets a number of its own, never given before, but perhaps the
+    /// slot of a session that closed: outcomes of the closed session's commands still
+    /// waiting for their sync then go to the new session's sink, carrying the closed
+    /// session's number. A producer that opens sessions as it goes tells them apart by
+    /// the whole `Correlation` (as `bourse_server::link::Lane` does), never by the
+    /// request number alone.
     pub fn open_sibling(&self, sink: Arc<dyn ResultSink>) -> Session {
-        let id = self.shared.register(sink);
-        Session { id, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
+        let (slot, number) = self.shared.register(sink);
+        Session { slot, number, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
     }
 
     /// Why the engine stopped taking commands, if it did.
@@ -498,7 +613,7 @@ impl Session {
 
     /// The engine's counters (as `Engine::stats`).
     pub fn stats(&self) -> StatsSnapshot {
-        self.shared.stats_snapshot()
+        self.shared.stats.snapshot()
     }
 
     /// Commands and queries waiting in the intake queue now.
@@ -518,12 +633,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ =
-            self.shared.tap.compare_exchange(self.id, NO_TAP, Ordering::AcqRel, Ordering::Acquire);
-        let mut sessions = self.shared.sessions.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = sessions.get_mut(self.id as usize) {
-            *slot = None;
-        }
+        self.shared.unregister(self.slot);
     }
 }
 
@@ -541,14 +651,17 @@ fn open_durable(config: &EngineConfig) -> Result<Opened, StartError> {
         config.track_activity,
         TailPolicy::Repair,
     )?;
-    check_activity_setting(config, recovered.last_seq == 0 && recovered.snapshot.is_none())?;
+    check_activity_setting(
+        config,
+        recovered.last_seq == Seq::ZERO && recovered.snapshot.is_none(),
+    )?;
     let options =
         WriterOptions { segment_bytes: config.segment_bytes, faults: config.faults.clone() };
     let writer = JournalWriter::open_with_id(
         &config.journal_dir(),
         &recovered.journal,
         options,
-        recovered.last_seq + 1,
+        recovered.last_seq.next(),
         recovered.last_crc,
         recovered.snapshot.as_ref().map(|(_, meta)| meta.journal_id),
     )?;
@@ -632,12 +745,12 @@ fn start_snapshotter(
         config: config.clone(),
         shared: Arc::clone(shared),
         venue: copy,
-        tail: JournalTail::new(&config.journal_dir(), report.last_seq + 1, last_crc),
+        tail: JournalTail::new(&config.journal_dir(), report.last_seq.next(), last_crc),
         journal_id,
         last_seq: report.last_seq,
         last_crc,
         last_ts: venue.exchange().time_ns(),
-        last_snapshot_seq: report.snapshot_seq.unwrap_or(0),
+        last_snapshot_seq: report.snapshot_seq.unwrap_or(Seq::ZERO),
         stop: stop_receiver,
     };
     let thread = spawn("bourse-snapshotter", move || snapshotter.run())?;
@@ -664,18 +777,26 @@ mod tests {
     #[test]
     fn only_slow_syncs_are_kept_and_only_the_latest() {
         let stats = Stats::default();
-        stats.record_sync(SLOW_SYNC_NS - 1, 10);
-        stats.record_sync(SLOW_SYNC_NS, 20);
-        let kept = |stats: &Stats| stats.slow_syncs.lock().unwrap().iter().copied().collect();
-        let slow: Vec<SlowSync> = kept(&stats);
+        stats.record_sync(SLOW_SYNC_NS - 1, TimestampNs(10));
+        stats.record_sync(SLOW_SYNC_NS, TimestampNs(20));
+        let slow = stats.slow_syncs();
         assert_eq!(slow, vec![SlowSync { ended_ns: 20, took_ns: SLOW_SYNC_NS }]);
         assert_eq!(stats.syncs.load(Ordering::Relaxed), 2);
         for index in 0..SLOW_SYNCS_KEPT as u64 {
-            stats.record_sync(2 * SLOW_SYNC_NS, 100 + index);
+            stats.record_sync(2 * SLOW_SYNC_NS, TimestampNs(100 + index));
         }
-        let slow: Vec<SlowSync> = kept(&stats);
+        let slow = stats.slow_syncs();
         assert_eq!(slow.len(), SLOW_SYNCS_KEPT);
         assert_eq!(slow[0].ended_ns, 100);
         assert_eq!(slow[SLOW_SYNCS_KEPT - 1].ended_ns, 100 + SLOW_SYNCS_KEPT as u64 - 1);
+    }
+
+    #[test]
+    fn watermarks_start_at_the_recovered_seq() {
+        let stats = Stats::starting_at(Seq(41));
+        assert_eq!((stats.durable_below(), stats.applied_seq()), (Seq(42), Seq(41)));
+        stats.set_durable_below(Seq(50));
+        stats.set_applied_seq(Seq(49));
+        assert_eq!(stats.snapshot().applied_seq, Seq(49));
     }
 }

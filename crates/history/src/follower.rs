@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use bourse_core::ledger::BalanceChange;
 use bourse_core::snapshot::{decode_venue, encode_venue};
 use bourse_core::venue::Venue;
-use bourse_core::{Event, Exchange, ExchangeConfig};
+use bourse_core::{Event, Exchange, ExchangeConfig, Seq, TimestampNs};
 use bourse_journal::segment::{list_segments, SegmentHeader, SEGMENT_HEADER_LEN};
 use bourse_journal::tail::JournalTail;
 use bourse_journal::{
@@ -66,11 +66,11 @@ pub enum HistoryError {
     },
     /// The journal no longer holds the records the history needs next.
     JournalGone {
-        needed: u64,
-        first_held: u64,
+        needed: Seq,
+        first_held: Seq,
     },
     /// A record the journal holds does not decode (a bug).
-    Record(u64, String),
+    Record(Seq, String),
 }
 
 impl HistoryError {
@@ -169,12 +169,12 @@ pub struct Checkpoint {
     pub version: u32,
     pub journal_id: u64,
     /// Every command up to here has its rows in the files.
-    pub committed_seq: u64,
+    pub committed_seq: Seq,
     /// The first command the history holds (later than 1 when it started from an
     /// engine snapshot, the journal before it being gone).
-    pub first_seq: u64,
+    pub first_seq: Seq,
     /// The replica snapshot to resume from: the state after `replica_seq` ...
-    pub replica_seq: u64,
+    pub replica_seq: Seq,
     /// ... and the candles in progress then.
     pub open_candles: Vec<OpenCandle>,
     /// Rows written so far, per table (`Table::name`).
@@ -183,7 +183,7 @@ pub struct Checkpoint {
 
 /// 2: the index's compact layout (`index`); a version 1 history is rebuilt by
 /// deleting `history/` (the journal and snapshots give it again).
-const CHECKPOINT_VERSION: u32 = 2;
+pub(crate) const CHECKPOINT_VERSION: u32 = 2;
 
 /// Figures the follower publishes (for `/metrics` and the CLI).
 #[derive(Debug, Default)]
@@ -222,15 +222,16 @@ pub struct Follower {
     writing: Option<JoinHandle<Result<Written, HistoryError>>>,
     /// An emptied `Pending` whose buffers the next commit's rows reuse.
     spare: Option<Pending>,
-    applied_seq: u64,
+    /// The last command the copy of the state includes, its crc and its time.
+    applied_seq: Seq,
     applied_crc: u32,
-    applied_ts: u64,
+    applied_ts: TimestampNs,
     rows_by_table: Vec<(Table, u64)>,
     last_commit: Instant,
     /// Where the next commit must end: a commit the index holds but the checkpoint
     /// does not (a crash between them) is made again over exactly its range, so that
     /// it writes the same index keys.
-    commit_at: Option<u64>,
+    commit_at: Option<Seq>,
     events: Vec<Event>,
     changes: Vec<BalanceChange>,
     stats: Arc<HistoryStats>,
@@ -262,7 +263,7 @@ fn read_checkpoint(history_dir: &Path) -> Result<Option<Checkpoint>, HistoryErro
 }
 
 /// The journal's id and first record, from its first segment's header.
-fn journal_start(journal_dir: &Path) -> Result<Option<(u64, u64)>, HistoryError> {
+fn journal_start(journal_dir: &Path) -> Result<Option<(u64, Seq)>, HistoryError> {
     let segments = list_segments(journal_dir).map_err(io_error(journal_dir))?;
     let Some((_, path)) = segments.first() else { return Ok(None) };
     let mut bytes = [0u8; SEGMENT_HEADER_LEN];
@@ -327,8 +328,8 @@ impl Follower {
                         });
                     }
                 }
-                let (venue, crc, ts) = if checkpoint.replica_seq == 0 {
-                    (new_venue(), 0, 0)
+                let (venue, crc, ts) = if checkpoint.replica_seq == Seq::ZERO {
+                    (new_venue(), 0, TimestampNs::ZERO)
                 } else {
                     let path = bourse_journal::snapshot_file::snapshot_path(
                         &replica_dir(&history_dir),
@@ -342,14 +343,14 @@ impl Follower {
             None => Self::start(&config, journal)?,
         };
         if let Some((_, first_held)) = journal {
-            if first_held > checkpoint.replica_seq + 1 {
+            if first_held > checkpoint.replica_seq.next() {
                 return Err(HistoryError::JournalGone {
-                    needed: checkpoint.replica_seq + 1,
+                    needed: checkpoint.replica_seq.next(),
                     first_held,
                 });
             }
         }
-        remove_uncommitted(&history_dir, checkpoint.committed_seq)
+        remove_uncommitted(&history_dir, checkpoint.committed_seq.0)
             .map_err(io_error(&history_dir))?;
         remove_superseded(&history_dir).map_err(io_error(&history_dir))?;
         let rows_by_table = Table::ALL
@@ -364,14 +365,16 @@ impl Follower {
             })
             .collect();
         let commit_at = match index.in_flight()? {
-            Some((first, last)) if first == checkpoint.committed_seq + 1 => Some(last),
+            Some((first, last)) if Seq(first) == checkpoint.committed_seq.next() => Some(Seq(last)),
             _ => None,
         };
-        stats.committed_seq.store(checkpoint.committed_seq, Ordering::SeqCst);
-        stats.applied_seq.store(checkpoint.replica_seq, Ordering::SeqCst);
-        stats.needed_from.store(checkpoint.replica_seq + 1, Ordering::SeqCst);
+        // The replica is a commit's state: never ahead of what is committed.
+        debug_assert!(checkpoint.replica_seq <= checkpoint.committed_seq);
+        stats.committed_seq.store(checkpoint.committed_seq.0, Ordering::SeqCst);
+        stats.applied_seq.store(checkpoint.replica_seq.0, Ordering::SeqCst);
+        stats.needed_from.store(checkpoint.replica_seq.next().0, Ordering::SeqCst);
         Ok(Follower {
-            tail: JournalTail::new(&config.journal_dir, checkpoint.replica_seq + 1, replica_crc),
+            tail: JournalTail::new(&config.journal_dir, checkpoint.replica_seq.next(), replica_crc),
             deriver: Deriver::new(checkpoint.committed_seq, &checkpoint.open_candles),
             venue,
             pending: Pending::default(),
@@ -400,22 +403,22 @@ impl Follower {
     /// otherwise at the engine's newest snapshot.
     fn start(
         config: &HistoryConfig,
-        journal: Option<(u64, u64)>,
-    ) -> Result<(Venue, Checkpoint, u32, u64), HistoryError> {
+        journal: Option<(u64, Seq)>,
+    ) -> Result<(Venue, Checkpoint, u32, TimestampNs), HistoryError> {
         let journal_id = journal.map_or(0, |(id, _)| id);
         let fresh = Checkpoint {
             version: CHECKPOINT_VERSION,
             journal_id,
-            first_seq: 1,
+            first_seq: Seq(1),
             ..Checkpoint::default()
         };
         match journal {
-            None | Some((_, 1)) => Ok((new_venue(), fresh, 0, 0)),
+            None | Some((_, Seq(1))) => Ok((new_venue(), fresh, 0, TimestampNs::ZERO)),
             Some((_, first_held)) => {
                 let snapshots = list_snapshots(&config.snapshot_dir)?;
-                let usable = snapshots.iter().find(|entry| entry.seq + 1 >= first_held);
+                let usable = snapshots.iter().find(|entry| entry.seq.next() >= first_held);
                 let Some(entry) = usable else {
-                    return Err(HistoryError::JournalGone { needed: 1, first_held });
+                    return Err(HistoryError::JournalGone { needed: Seq(1), first_held });
                 };
                 let (venue, meta) = load_venue(&entry.path)?;
                 // The engine's snapshot becomes the history's first replica snapshot.
@@ -424,7 +427,7 @@ impl Follower {
                 write_snapshot(&replica_dir(&config.history_dir), meta, &body)?;
                 let checkpoint = Checkpoint {
                     committed_seq: meta.seq,
-                    first_seq: meta.seq + 1,
+                    first_seq: meta.seq.next(),
                     replica_seq: meta.seq,
                     ..fresh
                 };
@@ -434,11 +437,11 @@ impl Follower {
         }
     }
 
-    pub fn committed_seq(&self) -> u64 {
+    pub fn committed_seq(&self) -> Seq {
         self.checkpoint.committed_seq
     }
 
-    pub fn applied_seq(&self) -> u64 {
+    pub fn applied_seq(&self) -> Seq {
         self.applied_seq
     }
 
@@ -458,7 +461,7 @@ impl Follower {
     /// Applies the journal's records up to `until` (which must be durable), deriving
     /// their rows; starts a commit (`start_commit`) whenever `commit_rows` rows wait, and
     /// at the end of an unfinished commit's range (`commit_at`). Returns the last applied.
-    pub fn catch_up(&mut self, until: u64) -> Result<u64, HistoryError> {
+    pub fn catch_up(&mut self, until: Seq) -> Result<Seq, HistoryError> {
         while self.applied_seq < until {
             let mut chunk_end = until.min(self.applied_seq + SLICE_COMMANDS);
             if let Some(commit_at) = self.commit_at {
@@ -476,7 +479,7 @@ impl Follower {
         Ok(self.applied_seq)
     }
 
-    fn apply_until(&mut self, until: u64) -> Result<(), HistoryError> {
+    fn apply_until(&mut self, until: Seq) -> Result<(), HistoryError> {
         let Follower { tail, venue, deriver, pending, events, changes, .. } = self;
         let (mut applied_seq, mut applied_crc, mut applied_ts) =
             (self.applied_seq, self.applied_crc, self.applied_ts);
@@ -495,17 +498,26 @@ impl Follower {
             };
             events.clear();
             changes.clear();
-            venue.apply(header.seq, Some(header.ts), &command, events);
+            // The tail hands out each record once, in order, after the copy's last.
+            debug_assert_eq!(header.seq, applied_seq.next());
+            let acted = venue.apply(header.seq, Some(header.ts), &command, events);
             venue.take_balance_changes(changes);
             event_count += events.len() as u64;
             let ts = venue.exchange().time_ns();
-            let applied = Applied { seq: header.seq, ts, command: &command, events, changes };
+            let applied = Applied {
+                seq: header.seq,
+                ts,
+                command: &command,
+                events,
+                changes,
+                order_id: acted.order_id,
+            };
             deriver.derive(&applied, venue, pending);
             (applied_seq, applied_crc, applied_ts) = (header.seq, header.crc, header.ts);
         })?;
         (self.applied_seq, self.applied_crc, self.applied_ts) =
             (applied_seq, applied_crc, applied_ts);
-        self.stats.applied_seq.store(applied_seq, Ordering::Relaxed);
+        self.stats.applied_seq.store(applied_seq.0, Ordering::Relaxed);
         self.stats.events.fetch_add(event_count, Ordering::Relaxed);
         failure.map_or(Ok(()), Err)
     }
@@ -538,13 +550,15 @@ impl Follower {
             return Ok(());
         }
         self.finish_commit()?;
-        let range = (sealed + 1, self.applied_seq);
+        let range = (sealed.next(), self.applied_seq);
+        // A commit covers what was applied since the last one, nothing twice.
+        debug_assert!(range.0 <= range.1);
         let spare = self.spare.take().unwrap_or_default();
         let pending = std::mem::replace(&mut self.pending, spare);
         let mut checkpoint = self.sealed.clone();
         let replica_due = self.applied_seq
             >= checkpoint.replica_seq + self.config.replica_every_commands
-            || checkpoint.replica_seq == 0;
+            || checkpoint.replica_seq == Seq::ZERO;
         let replica = if replica_due {
             let mut body = Vec::new();
             encode_venue(&self.venue, &mut body);
@@ -622,7 +636,7 @@ impl Follower {
         let history_dir = &self.config.history_dir;
         let merged = merge_next(
             history_dir,
-            self.checkpoint.committed_seq,
+            self.checkpoint.committed_seq.0,
             &self.files_lock,
             &mut self.row_counts,
         )
@@ -645,7 +659,7 @@ impl Follower {
     /// (trading goes on; the journal keeps everything).
     pub fn run(
         self,
-        durable_until: impl Fn() -> u64,
+        durable_until: impl Fn() -> Seq,
         stop: &Stop,
         on_error: impl Fn(&HistoryError),
     ) {
@@ -679,7 +693,7 @@ impl Follower {
                     Ok(())
                 }
             });
-            let arrived = durable_until().saturating_sub(durable_before);
+            let arrived = durable_until().0.saturating_sub(durable_before.0);
             pause = next_pause(&config, started.elapsed(), arrived);
             let caught_up = current.applied_seq >= durable_until();
             if caught_up {

@@ -52,8 +52,8 @@ impl Answer {
 
 struct Slot<M> {
     meta: M,
-    /// The engine's correlation number while its command is out.
-    correlation: Option<u64>,
+    /// The engine's correlation while its command is out.
+    correlation: Option<bourse_engine::Correlation>,
     work: Option<Work>,
     answer: Option<ApiResult<Answer>>,
 }
@@ -80,7 +80,7 @@ impl<M> InFlight<M> {
     }
 
     /// A request whose command went to the lane as `correlation`.
-    pub fn submitted(&mut self, meta: M, correlation: u64, work: Work) {
+    pub fn submitted(&mut self, meta: M, correlation: bourse_engine::Correlation, work: Work) {
         self.slots.push_back(Slot {
             meta,
             correlation: Some(correlation),

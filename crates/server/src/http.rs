@@ -480,7 +480,7 @@ async fn submit(
     head: &[u8],
     client_id: Option<&str>,
     body: &[u8],
-) -> ApiResult<(u64, Work)> {
+) -> ApiResult<(bourse_engine::Correlation, Work)> {
     let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
     let mut request = httparse::Request::new(&mut headers);
     let parsed = request.parse(head);

@@ -219,7 +219,7 @@ async fn placed(
                 .and_then(|units| i64::try_from(units).ok())
                 .map_or(Qty(0), Qty);
             let submitted = OrderRecord {
-                order_id: result.seq,
+                order_id: bourse_core::OrderId::of(result.seq),
                 account: account_id.unwrap_or(AccountId(u32::MAX)),
                 client_id: ClientOrderId::from(client_id),
                 instrument,

@@ -91,7 +91,7 @@ impl Route {
 
 /// A request submitted to the engine, waiting for its outcome.
 struct Waiting {
-    correlation: u64,
+    correlation: bourse_engine::Correlation,
     request_id: u64,
     client_order_id: String,
     route: Route,
@@ -493,7 +493,7 @@ impl Connection {
         self.lane.taken(taken);
     }
 
-    fn position_of(&self, correlation: u64) -> Option<usize> {
+    fn position_of(&self, correlation: bourse_engine::Correlation) -> Option<usize> {
         match self.waiting.front() {
             Some(front) if front.correlation == correlation => Some(0),
             _ => self.waiting.iter().position(|request| request.correlation == correlation),
@@ -521,13 +521,13 @@ impl Connection {
             }
             _ => {
                 self.observe(route, 0, started.elapsed());
-                let order_id = result.order_id.unwrap_or(result.seq);
+                let order_id = result.order_id.map_or(result.seq.0, |order_id| order_id.0);
                 self.emit(server::ACCEPTED, |frame| {
                     frame
                         .u64(request_id)
                         .u64(order_id)
-                        .u64(result.seq)
-                        .u64(result.ts)
+                        .u64(result.seq.0)
+                        .u64(result.ts.0)
                         .text(&client_order_id, wire::CLIENT_ORDER_ID_BYTES)
                 });
             }
@@ -663,7 +663,7 @@ fn order_fields(frame: FrameWriter, info: &InstrumentInfo, record: &OrderRecord)
     let filled = wire_units(record.filled.0, info.qty_decimals);
     let remaining = wire_units(record.remaining.0, info.qty_decimals);
     frame
-        .u64(record.order_id)
+        .u64(record.order_id.0)
         .text(record.client_id.as_str(), wire::CLIENT_ORDER_ID_BYTES)
         .u8(status_code(record.status.code()))
         .u8(price.scale)
@@ -672,7 +672,7 @@ fn order_fields(frame: FrameWriter, info: &InstrumentInfo, record: &OrderRecord)
         .i64(price.mantissa)
         .i64(filled.mantissa)
         .i64(remaining.mantissa)
-        .u64(record.updated_ns)
+        .u64(record.updated_ns.0)
 }
 
 /// FILL's fields from a typed fill.

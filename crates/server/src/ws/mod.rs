@@ -262,7 +262,7 @@ impl Connection {
         op: EntryOp,
         req_id: &Value,
         request: Map<String, Value>,
-    ) -> ApiResult<(u64, crate::entry::Work)> {
+    ) -> ApiResult<(bourse_engine::Correlation, crate::entry::Work)> {
         if !(req_id.is_number() || req_id.is_string()) {
             return Err(ApiError::malformed(format!(
                 "{} needs a req_id (a number or a string), echoed in its answer",

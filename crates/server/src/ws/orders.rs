@@ -103,7 +103,7 @@ fn parse<T: serde::de::DeserializeOwned>(what: &str, request: Map<String, Value>
 }
 
 /// Checks `request` (without its `op` and `req_id`) and submits its command to the
-/// connection's lane: its correlation number and what its answer needs. A cancel or
+/// connection's lane: its correlation and what its answer needs. A cancel or
 /// amend by `order_id` looks the order up first (the connection waits for that read).
 pub async fn submit(
     state: &Shared,
@@ -111,7 +111,7 @@ pub async fn submit(
     caller: &Caller,
     op: EntryOp,
     mut request: Map<String, Value>,
-) -> ApiResult<(u64, Work)> {
+) -> ApiResult<(bourse_engine::Correlation, Work)> {
     let account = caller.account()?;
     match op {
         EntryOp::Order => {
