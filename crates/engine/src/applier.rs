@@ -22,9 +22,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::config::{Durability, EngineConfig, BATCH_COMMANDS_MAX_DEFAULT};
 use crate::intake::{CommandResult, Correlation, Outcome, Released};
-use crate::pipeline::{Shared, NO_TAP};
 use crate::retention::{prune, take_snapshot};
-use crate::sequencer::{now_ns, SequencedBatch, ToApplier};
+use crate::sequencer::{SequencedBatch, ToApplier};
+use crate::shared::{now_ns, Shared, NO_TAP};
 
 /// Outcomes released at a time while the applier works through a batch.
 const RELEASE_CHUNK: usize = 256;

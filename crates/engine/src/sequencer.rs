@@ -8,7 +8,7 @@
 //! it holds or still finds waiting is answered `Failed`.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use bourse_core::{Seq, TimestampNs};
 use bourse_journal::{JournalError, JournalWriter, RecordBatch};
@@ -16,15 +16,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::config::{Durability, EngineConfig};
 use crate::intake::{Correlation, Intake, Query, Submission};
-use crate::pipeline::Shared;
-
-/// Wall-clock time now (0 if the clock is before the Unix epoch). The one clock of the
-/// pipeline: commands' `ts`, releases' `released_ns`, slow syncs' ends.
-pub(crate) fn now_ns() -> TimestampNs {
-    TimestampNs(
-        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64),
-    )
-}
+use crate::shared::{now_ns, Shared};
 
 /// Where a sequenced command came from: its session's slot (where its outcome goes) and
 /// its correlation (what its outcome is found by).

@@ -20,8 +20,8 @@ use bourse_journal::{decode_command, JournalError, SnapshotMeta};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::config::EngineConfig;
-use crate::pipeline::Shared;
 use crate::retention::{prune, take_snapshot_paced};
+use crate::shared::Shared;
 
 /// How often the copy catches up with the journal.
 const POLL: Duration = Duration::from_millis(50);
