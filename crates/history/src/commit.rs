@@ -6,7 +6,6 @@
 //! meanwhile; it never writes the journal.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,10 +16,12 @@ use arrow_schema::ArrowError;
 use bourse_core::Seq;
 use bourse_journal::{write_snapshot, SnapshotMeta};
 
+use crate::checkpoint::{write_checkpoint, Checkpoint};
 use crate::derive::{Partition, Pending};
-use crate::files::{partition_dir, sync_dir, write_part};
-use crate::follower::{Checkpoint, HistoryError, HistoryStats, CHECKPOINT_VERSION};
+use crate::error::{io_error, HistoryError};
+use crate::files::{partition_dir, write_part};
 use crate::index::Index;
+use crate::stats::HistoryStats;
 use crate::tables::{candle_batch, ledger_batch, order_batch, trade_batch, Table};
 
 /// Threads a commit's part files are written on.
@@ -50,39 +51,8 @@ pub struct Written {
     pub recycled: Pending,
 }
 
-pub fn checkpoint_path(history_dir: &Path) -> PathBuf {
-    history_dir.join("checkpoint.json")
-}
-
 pub fn replica_dir(history_dir: &Path) -> PathBuf {
     history_dir.join("replica")
-}
-
-pub fn io_error(path: &Path) -> impl FnOnce(io::Error) -> HistoryError + '_ {
-    move |error| HistoryError::Io(path.to_path_buf(), error)
-}
-
-/// Replaces the checkpoint of `history_dir` with `checkpoint`, atomically and durably.
-pub fn write_checkpoint(history_dir: &Path, checkpoint: &Checkpoint) -> Result<(), HistoryError> {
-    // What this build writes, resuming from a replica no later than what it commits.
-    assert!(checkpoint.version == CHECKPOINT_VERSION);
-    assert!(checkpoint.replica_seq <= checkpoint.committed_seq);
-    let path = checkpoint_path(history_dir);
-    let temporary = history_dir.join(".checkpoint.json.tmp");
-    let bytes = serde_json::to_vec_pretty(checkpoint)
-        .map_err(|error| HistoryError::Damaged(format!("encoding the checkpoint: {error}")))?;
-    debug_assert!(
-        serde_json::from_slice::<Checkpoint>(&bytes).is_ok_and(|read| read == *checkpoint),
-        "a checkpoint reads back as written"
-    );
-    let write = || -> io::Result<()> {
-        let file = fs::File::create(&temporary)?;
-        io::Write::write_all(&mut &file, &bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, &path)?;
-        sync_dir(history_dir)
-    };
-    write().map_err(io_error(&path))
 }
 
 /// One part file to write: a table's rows of one partition.

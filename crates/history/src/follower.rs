@@ -27,7 +27,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -38,88 +38,17 @@ use bourse_core::venue::Venue;
 use bourse_core::{Event, Exchange, ExchangeConfig, Seq, TimestampNs};
 use bourse_journal::segment::{list_segments, SegmentHeader, SEGMENT_HEADER_LEN};
 use bourse_journal::tail::JournalTail;
-use bourse_journal::{
-    decode_command, list_snapshots, read_snapshot, write_snapshot, JournalError, SnapshotMeta,
-};
-use serde::{Deserialize, Serialize};
+use bourse_journal::{decode_command, list_snapshots, read_snapshot, write_snapshot, SnapshotMeta};
 
-use crate::commit::{checkpoint_path, io_error, replica_dir, write_checkpoint, CommitJob, Written};
+use crate::checkpoint::{read_checkpoint, write_checkpoint, Checkpoint, CHECKPOINT_VERSION};
+use crate::commit::{replica_dir, CommitJob, Written};
 use crate::compact::{merge_next, remove_superseded, Merged, RowCounts};
-use crate::derive::{Applied, Deriver, OpenCandle, Pending};
+use crate::derive::{Applied, Deriver, Pending};
+use crate::error::{io_error, HistoryError};
 use crate::files::{remove_uncommitted, FilesLock};
-use crate::index::{Index, IndexError};
+use crate::index::Index;
+use crate::stats::HistoryStats;
 use crate::tables::Table;
-
-/// Why the history cannot go on. Trading goes on regardless: the journal keeps every
-/// command, and the history catches up once the cause is fixed.
-#[derive(Debug)]
-pub enum HistoryError {
-    Io(PathBuf, io::Error),
-    Journal(JournalError),
-    Index(IndexError),
-    /// The checkpoint or the replica snapshot does not read back.
-    Damaged(String),
-    /// The history was made from another journal.
-    ForeignJournal {
-        expected: u64,
-        found: u64,
-    },
-    /// The journal no longer holds the records the history needs next.
-    JournalGone {
-        needed: Seq,
-        first_held: Seq,
-    },
-    /// A record the journal holds does not decode (a bug).
-    Record(Seq, String),
-}
-
-impl HistoryError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            HistoryError::Io(..) => "io",
-            HistoryError::Journal(error) => error.code(),
-            HistoryError::Index(_) => "index",
-            HistoryError::Damaged(_) => "damaged",
-            HistoryError::ForeignJournal { .. } => "foreign_journal",
-            HistoryError::JournalGone { .. } => "journal_gone",
-            HistoryError::Record(..) => "bad_record",
-        }
-    }
-}
-
-impl std::fmt::Display for HistoryError {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HistoryError::Io(path, error) => write!(formatter, "{}: {error}", path.display()),
-            HistoryError::Journal(error) => write!(formatter, "reading the journal: {error}"),
-            HistoryError::Index(error) => write!(formatter, "{error}"),
-            HistoryError::Damaged(reason) => write!(formatter, "{reason}"),
-            HistoryError::ForeignJournal { expected, found } => write!(
-                formatter,
-                "the history was made from journal {expected:016x}, the journal here is {found:016x}: move the history directory away to start a new one"
-            ),
-            HistoryError::JournalGone { needed, first_held } => write!(
-                formatter,
-                "the history needs journal records from {needed}, the journal starts at {first_held}: records in between were pruned"
-            ),
-            HistoryError::Record(seq, reason) => write!(formatter, "record {seq} does not decode: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for HistoryError {}
-
-impl From<JournalError> for HistoryError {
-    fn from(error: JournalError) -> Self {
-        HistoryError::Journal(error)
-    }
-}
-
-impl From<IndexError> for HistoryError {
-    fn from(error: IndexError) -> Self {
-        HistoryError::Index(error)
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct HistoryConfig {
@@ -163,50 +92,6 @@ impl HistoryConfig {
     }
 }
 
-/// What a commit made durable; the checkpoint file's contents.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    pub version: u32,
-    pub journal_id: u64,
-    /// Every command up to here has its rows in the files.
-    pub committed_seq: Seq,
-    /// The first command the history holds (later than 1 when it started from an
-    /// engine snapshot, the journal before it being gone).
-    pub first_seq: Seq,
-    /// The replica snapshot to resume from: the state after `replica_seq` ...
-    pub replica_seq: Seq,
-    /// ... and the candles in progress then.
-    pub open_candles: Vec<OpenCandle>,
-    /// Rows written so far, per table (`Table::name`).
-    pub rows: Vec<(String, u64)>,
-}
-
-/// 2: the index's compact layout (`index`); a version 1 history is rebuilt by
-/// deleting `history/` (the journal and snapshots give it again).
-pub(crate) const CHECKPOINT_VERSION: u32 = 2;
-
-/// Figures the follower publishes (for `/metrics` and the CLI).
-#[derive(Debug, Default)]
-pub struct HistoryStats {
-    pub applied_seq: AtomicU64,
-    /// The engine's events the follower's copy of the state produced (every command's
-    /// `accepted` or `rejected`, trades, dones, amends).
-    pub events: AtomicU64,
-    pub committed_seq: AtomicU64,
-    pub commits: AtomicU64,
-    pub rows: AtomicU64,
-    pub files: AtomicU64,
-    pub bytes: AtomicU64,
-    pub last_commit_ns: AtomicU64,
-    /// Merges of small files (`compact`), and the files they replaced.
-    pub merges: AtomicU64,
-    pub files_merged: AtomicU64,
-    pub failures: AtomicU64,
-    /// The oldest journal record the history still needs (the engine keeps segments
-    /// from it on: `EngineConfig::journal_needed_from` shares it).
-    pub needed_from: Arc<AtomicU64>,
-}
-
 pub struct Follower {
     config: HistoryConfig,
     venue: Venue,
@@ -240,26 +125,6 @@ pub struct Follower {
     /// Whether a merge of small files may be due: after a commit (and on open), until
     /// a look finds none.
     merge_due: bool,
-}
-
-fn read_checkpoint(history_dir: &Path) -> Result<Option<Checkpoint>, HistoryError> {
-    let path = checkpoint_path(history_dir);
-    let bytes = match fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(HistoryError::Io(path, error)),
-    };
-    let checkpoint: Checkpoint = serde_json::from_slice(&bytes).map_err(|error| {
-        HistoryError::Damaged(format!("{} does not read back: {error}", path.display()))
-    })?;
-    if checkpoint.version != CHECKPOINT_VERSION {
-        return Err(HistoryError::Damaged(format!(
-            "{} has version {}, this build reads {CHECKPOINT_VERSION}",
-            path.display(),
-            checkpoint.version
-        )));
-    }
-    Ok(Some(checkpoint))
 }
 
 /// The journal's id and first record, from its first segment's header.
