@@ -76,7 +76,11 @@ impl Payload {
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Payload::Inline { len, bytes } => &bytes[..*len as usize],
-            Payload::Heap(bytes) => bytes,
+            Payload::Heap(bytes) => {
+                // Only what does not fit inline goes on the heap.
+                debug_assert!(bytes.len() > INLINE_PAYLOAD_MAX);
+                bytes
+            }
         }
     }
 }

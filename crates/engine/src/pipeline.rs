@@ -191,6 +191,7 @@ impl Engine {
     /// session closes the tap.
     pub fn open_tap(&self, sink: Arc<dyn ResultSink>) -> Option<Session> {
         let session = self.open_session(sink);
+        debug_assert_ne!(session.slot, NO_TAP, "no session has the empty tap's slot");
         self.shared
             .tap
             .compare_exchange(NO_TAP, session.slot, Ordering::AcqRel, Ordering::Acquire)

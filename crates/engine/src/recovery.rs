@@ -274,7 +274,10 @@ fn newest_valid_snapshot(
     track_activity: bool,
 ) -> Result<(Option<LoadedSnapshot>, SkippedSnapshots), RecoveryError> {
     let mut skipped = Vec::new();
-    for entry in list_snapshots(snapshot_dir)? {
+    let entries = list_snapshots(snapshot_dir)?;
+    // Newest first: the first that reads back is the newest usable.
+    debug_assert!(entries.windows(2).all(|pair| pair[0].seq > pair[1].seq));
+    for entry in entries {
         let loaded = read_snapshot(&entry.path).map_err(|error| error.to_string()).and_then(
             |(meta, body)| {
                 decode_venue(&body, exchange_config, track_activity)

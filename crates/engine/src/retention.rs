@@ -63,6 +63,8 @@ pub fn prune(
 ) -> Result<Pruned, JournalError> {
     let mut pruned = Pruned::default();
     let snapshots = list_snapshots(snapshot_dir)?;
+    // Newest first, so the ones skipped are the newest and the last kept the oldest.
+    debug_assert!(snapshots.windows(2).all(|pair| pair[0].seq > pair[1].seq));
     let retained = retained.max(1);
     for old in snapshots.iter().skip(retained) {
         retire(&old.path).map_err(|error| JournalError::io(&old.path, error))?;

@@ -193,6 +193,7 @@ impl Sequencer {
         // The batch got the seqs from `next_seq` on, in order.
         debug_assert_eq!(batch.records.first_seq(), self.next_seq);
         self.next_seq += batch.records.len() as u64;
+        debug_assert!(self.writer.as_ref().is_none_or(|writer| writer.next_seq() == self.next_seq));
         stats.record_batch(batch.records.len() as u64);
         match self.config.durability {
             Durability::Sync => {

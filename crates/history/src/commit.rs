@@ -102,6 +102,11 @@ fn parts(pending: &Pending) -> Vec<Part<'_>> {
     }
     // A partition kept from an earlier commit may have no rows in this one.
     parts.retain(|part| part.rows() > 0);
+    debug_assert_eq!(
+        parts.iter().map(Part::rows).sum::<usize>(),
+        pending.rows,
+        "every row pending is in a part"
+    );
     // The largest first, so that the two writers finish together.
     parts.sort_by_key(|part| std::cmp::Reverse(part.rows()));
     parts

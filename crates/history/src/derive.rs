@@ -181,6 +181,10 @@ impl Deriver {
     /// Derives the rows of `applied`; `venue` is the state right after it.
     pub fn derive(&mut self, applied: &Applied<'_>, venue: &Venue, out: &mut Pending) {
         let Applied { seq, ts, command, events, .. } = *applied;
+        debug_assert!(
+            matches!(events.first(), Some(Event::Accepted { .. } | Event::Rejected { .. })),
+            "command {seq}'s events open with accepted or rejected"
+        );
         let emit = seq > self.emit_after;
         let (seq, ts) = (seq.0, ts.0);
         self.close_candles_before(ts, seq, out);
@@ -361,6 +365,7 @@ impl Deriver {
         if candle.start != start {
             // The clock only moves forward, so a trade in a later minute closes this one
             // (close_candles_before has done it, unless the minute is the same).
+            debug_assert!(candle.start < start, "a trade before its candle's minute");
             let closed = std::mem::replace(candle, opening());
             emit_candle(self.emit_after, trade.seq, closed, out);
         }

@@ -333,6 +333,8 @@ impl Follower {
                 chunk_end = chunk_end.min(commit_at);
             }
             self.apply_until(chunk_end)?;
+            // The tail reads every record up to its bound, or fails.
+            debug_assert_eq!(self.applied_seq, chunk_end);
             let due = match self.commit_at {
                 Some(commit_at) => self.applied_seq >= commit_at,
                 None => self.pending.rows >= self.config.commit_rows,
@@ -476,6 +478,8 @@ impl Follower {
         let written = writer.join().map_err(|_| {
             HistoryError::Damaged("the commit's writer thread panicked".to_string())
         })??;
+        // Commits are written one at a time, in order: the one written is the last sealed.
+        debug_assert_eq!(written.checkpoint, self.sealed);
         self.checkpoint = written.checkpoint;
         self.spare = Some(written.recycled);
         self.merge_due = true;

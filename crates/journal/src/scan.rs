@@ -308,6 +308,10 @@ impl Scan {
                 seq: header.seq,
             });
         }
+        debug_assert!(
+            self.report.first_seq.is_some_and(|first| header.seq >= first),
+            "a record before its journal's first segment"
+        );
         self.report.next_seq = self.report.next_seq.next();
         self.report.last_crc = header.crc;
         self.report.last_ts = header.ts;
@@ -432,6 +436,8 @@ fn later_records(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, Reco
     std::iter::from_fn(move || loop {
         let nonzero = first_nonzero(bytes, position)?;
         let candidate = nonzero / ALIGN * ALIGN;
+        // Records start aligned, and the search goes forward.
+        debug_assert!(candidate >= position && position.is_multiple_of(ALIGN));
         position = candidate + ALIGN;
         if let Slot::Record { header, .. } = read_slot(&bytes[candidate..]) {
             return Some((candidate, header));
@@ -440,6 +446,7 @@ fn later_records(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, Reco
 }
 
 fn zero_range(path: &Path, start: usize, end: usize) -> Result<(), JournalError> {
+    debug_assert!(start <= end, "zeroing {start}..{end}");
     let file = OpenOptions::new().write(true).open(path).map_err(|e| JournalError::io(path, e))?;
     let zeros = vec![0u8; end - start];
     file.write_all_at(&zeros, start as u64)

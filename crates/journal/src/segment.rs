@@ -23,6 +23,9 @@ use std::path::{Path, PathBuf};
 use bourse_core::Seq;
 
 pub const SEGMENT_HEADER_LEN: usize = 64;
+// The header's fields (up to byte 36) fit, and records after it start aligned.
+const _: () = assert!(36 <= SEGMENT_HEADER_LEN);
+const _: () = assert!(SEGMENT_HEADER_LEN.is_multiple_of(crate::record::ALIGN));
 const MAGIC: &[u8; 8] = b"BOURSEJL";
 const VERSION: u32 = 1;
 const EXTENSION: &str = "journal";
@@ -44,6 +47,7 @@ impl SegmentHeader {
         bytes[32..36].copy_from_slice(&self.prev_crc.to_le_bytes());
         let crc = crc32c::crc32c(&bytes[16..]);
         bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(SegmentHeader::parse(&bytes), Ok(*self), "a header reads back");
         bytes
     }
 

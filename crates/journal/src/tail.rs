@@ -180,6 +180,7 @@ impl JournalTail {
     /// of the file.
     fn refill(&mut self) -> Result<bool, JournalError> {
         let Some((path, file)) = &self.file else { return Ok(false) };
+        debug_assert!(self.position <= self.buffer.len(), "read past the bytes held");
         self.buffer.drain(..self.position);
         self.buffer_offset += self.position as u64;
         self.position = 0;

@@ -351,12 +351,16 @@ impl JournalWriter {
         self.record(synced)?;
         self.activity.synced();
         self.synced_below = self.next_seq;
+        debug_assert!(!self.has_unsynced());
         Ok(())
     }
 
     /// Syncs the current segment and starts the next one.
     fn roll(&mut self) -> Result<(), JournalError> {
         self.sync()?;
+        // Only the last batch of the last segment may be torn by a crash (`scan`): a
+        // segment is whole and durable before the next one starts.
+        debug_assert!(!self.has_unsynced(), "a segment rolls over only once synced");
         let header = SegmentHeader {
             journal_id: self.journal_id,
             first_seq: self.next_seq,
