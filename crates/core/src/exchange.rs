@@ -1,6 +1,7 @@
 //! The exchange state machine: assets, instruments with their books, accounts, and the
-//! index of open orders. `Exchange::apply` takes one command and appends its events;
-//! it is the only way the state changes.
+//! index of open orders. `Exchange::apply` takes one command, appends its events and
+//! returns what its handler knew beyond them (`Applied`: where a new order rests); it
+//! is the only way the state changes.
 //!
 //! Every handler first validates (returning the first rejection reason, in the order
 //! the replay format specifies, with nothing changed) and only then emits `accepted`
