@@ -318,6 +318,7 @@ impl Exchange {
     /// even the time: only a `Venue` applies them, and the exchange alone is the replay
     /// format's reference (`bourse replay`), which has no halts, no cancel-all and no
     /// limits.
+    #[inline]
     pub fn apply(
         &mut self,
         seq: Seq,
@@ -325,9 +326,25 @@ impl Exchange {
         command: &Command<'_>,
         events: &mut Vec<Event>,
     ) -> Applied {
+        // A thin wrapper, inlined: where the command's new order rests is written by
+        // `place_order` alone, so every other command pays nothing for it.
+        let mut applied = Applied::default();
+        self.apply_command(seq, ts, command, events, &mut applied.rested);
+        applied
+    }
+
+    /// `apply`; `rested` is set where the command's new order rests (if it does).
+    fn apply_command(
+        &mut self,
+        seq: Seq,
+        ts: Option<TimestampNs>,
+        command: &Command<'_>,
+        events: &mut Vec<Event>,
+        rested: &mut Option<OrderHandle>,
+    ) {
         if command.is_venue_command() {
             events.push(Event::Rejected { seq, reason: RejectReason::Malformed, order: None });
-            return Applied::default();
+            return;
         }
         let events_before = events.len();
         self.advance_time(ts);
@@ -336,7 +353,7 @@ impl Exchange {
             Command::Instrument(instrument) => self.declare_instrument(instrument),
             Command::Deposit(transfer) => self.deposit(transfer),
             Command::Withdraw(transfer) => self.withdraw(transfer),
-            Command::Order(order) => self.place_order(seq, order, events),
+            Command::Order(order) => self.place_order(seq, order, events, rested),
             Command::Cancel { account, id } => self.cancel(seq, account, id, events),
             Command::Amend(amend) => self.amend(seq, amend, events),
             Command::Halt { .. }
@@ -350,10 +367,8 @@ impl Exchange {
                 id: ClientOrderId::new(id),
             })
         };
-        let mut applied = Applied::default();
         match result {
             Ok(Accepted::Emitted) => {}
-            Ok(Accepted::Rested(handle)) => applied.rested = Some(handle),
             Ok(Accepted::Silently) => events.push(Event::Accepted { seq, order: order_key() }),
             Err(reason) => events.push(Event::Rejected { seq, reason, order: order_key() }),
         }
@@ -366,7 +381,6 @@ impl Exchange {
             ),
             "command {seq} did not open its events with accepted or rejected"
         );
-        applied
     }
 
     /// The account a command names, if it exists.
@@ -525,11 +539,13 @@ impl Exchange {
         Ok(Accepted::Silently)
     }
 
+    /// An `order`; `rested` is set where it rests, if it does.
     fn place_order(
         &mut self,
         seq: Seq,
         order: &OrderCommand<'_>,
         events: &mut Vec<Event>,
+        rested: &mut Option<OrderHandle>,
     ) -> Result<Accepted, RejectReason> {
         let instrument_id =
             self.find_instrument(&order.symbol).ok_or(RejectReason::UnknownSymbol)?;
@@ -608,21 +624,20 @@ impl Exchange {
             filled_before: Qty::ZERO,
             placement: Placement::New,
         };
-        match self.execute(seq, execution, events) {
-            Some(handle) => Ok(Accepted::Rested(handle)),
-            None => Ok(Accepted::Emitted),
-        }
+        self.execute(seq, execution, events, rested);
+        Ok(Accepted::Emitted)
     }
 
     /// Matches an incoming (or re-placed) order whose hold is taken, then rests what is
-    /// left of a GTC order or finishes it, releasing what it still holds. Returns where
-    /// a new order rests (`Placement::New` only: a re-placed order keeps its slot).
+    /// left of a GTC order or finishes it, releasing what it still holds. Sets `rested`
+    /// where a new order rests (`Placement::New` only: a re-placed order keeps its slot).
     fn execute(
         &mut self,
         seq: Seq,
         execution: Execution,
         events: &mut Vec<Event>,
-    ) -> Option<OrderHandle> {
+        rested: &mut Option<OrderHandle>,
+    ) {
         let Execution { instrument, mut taker, id, time_in_force, .. } = execution;
         let Exchange { instruments, books, ledger, open_orders, .. } = self;
         let rules = &instruments[instrument.index()].spot;
@@ -655,7 +670,7 @@ impl Exchange {
             MatchEnd::SelfTradePrevented => DoneReason::SelfTradePrevented,
             MatchEnd::NoMoreCrossing if time_in_force == TimeInForce::GoodTillCancel => {
                 debug_assert!(!taker.remaining.is_zero(), "a filled order does not rest");
-                return match execution.placement {
+                match execution.placement {
                     Placement::New => {
                         let slot = book.insert(NewRestingOrder {
                             account: taker.account,
@@ -669,13 +684,13 @@ impl Exchange {
                         });
                         let handle = OrderHandle { instrument, slot };
                         open_orders.insert(books, handle);
-                        Some(handle)
+                        *rested = Some(handle);
                     }
                     Placement::Detached { slot } => {
-                        book.attach(slot, taker.limit, taker.remaining, filled);
-                        None
+                        book.attach(slot, taker.limit, taker.remaining, filled)
                     }
-                };
+                }
+                return;
             }
             MatchEnd::NoMoreCrossing => DoneReason::Expired,
         };
@@ -695,7 +710,6 @@ impl Exchange {
             reason: done_reason,
             filled,
         });
-        None
     }
 
     fn cancel(
@@ -835,7 +849,8 @@ impl Exchange {
             filled_before: order.filled,
             placement: Placement::Detached { slot: handle.slot },
         };
-        let rested = self.execute(seq, execution, events);
+        let mut rested = None;
+        self.execute(seq, execution, events, &mut rested);
         debug_assert!(rested.is_none(), "an amended order keeps its slot");
         Ok(Accepted::Emitted)
     }
@@ -946,12 +961,10 @@ impl Exchange {
 }
 
 /// Whether a handler already emitted its `accepted` event (it must come before the
-/// events of acting) or leaves it to `apply`; and where a new order rests.
+/// events of acting) or leaves it to `apply`.
 enum Accepted {
     Silently,
     Emitted,
-    /// Emitted, and the command's new order rests at this handle.
-    Rested(OrderHandle),
 }
 
 /// What applying one command did beyond its events, from what its handler held: so
