@@ -4,10 +4,11 @@
 //! A gateway connection (binary TCP, WebSocket, the pipelined HTTP loop) opens its own
 //! `Lane` (its own engine session, its outcomes on its own channel). The router's
 //! handlers share one engine session: each submission gets a request number and a
-//! oneshot channel, found again by the outcome's `Correlation`; the engine's applier thread delivers outcomes (once durable, in
-//! `sync` mode) to `Waiting`, which hands each to its waiter without blocking. A
-//! waiter that went away (a client that disconnected) simply drops its outcome: the
-//! command was still sequenced and applied, and its result can be read back.
+//! oneshot channel, found again by the outcome's `Correlation`; the engine's applier
+//! thread delivers outcomes (once durable, in `sync` mode) to `Waiting`, which hands
+//! each to its waiter without blocking. A waiter that went away (a client that
+//! disconnected) simply drops its outcome: the command was still sequenced and applied,
+//! and its result can be read back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
