@@ -115,14 +115,15 @@ fn sync(args: &SyncArgs) -> Result<(), String> {
     let journal_end = scan_journal(&config.journal_dir, TailPolicy::ReadOnly, |_, _| Ok(()))
         .map_err(|error| error.to_string())?
         .next_seq
-        .saturating_sub(1);
+        .previous()
+        .0;
     let until = args.until.map_or(journal_end, |until| until.min(journal_end));
     let stats = Arc::new(HistoryStats::default());
     let started = Instant::now();
     let mut follower = Follower::open(config, Arc::clone(&stats))
         .map_err(|error| format!("the history does not open ({}): {error}", error.code()))?;
     let from = follower.committed_seq();
-    follower.catch_up(until).map_err(|error| error.to_string())?;
+    follower.catch_up(bourse_core::Seq(until)).map_err(|error| error.to_string())?;
     follower.commit().map_err(|error| error.to_string())?;
     let seconds = started.elapsed().as_secs_f64();
     let rows = stats.rows.load(std::sync::atomic::Ordering::Relaxed);

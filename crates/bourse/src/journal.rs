@@ -122,7 +122,7 @@ fn inspect(args: &InspectArgs) -> Result<(), String> {
     let mut line = String::new();
     let last = args.from.saturating_add(args.count);
     let report = scan_journal(&journal_dir, TailPolicy::ReadOnly, |header, payload| {
-        if header.seq < args.from || header.seq >= last {
+        if header.seq.0 < args.from || header.seq.0 >= last {
             return Ok(());
         }
         line.clear();
@@ -163,7 +163,7 @@ fn export(args: &DirArgs) -> Result<(), String> {
     let mut write_error = None;
     let mut exported = 0u64;
     let report = scan_journal(&journal_dir, TailPolicy::ReadOnly, |header, payload| {
-        if header.seq != exported + 1 {
+        if header.seq.0 != exported + 1 {
             return Err(JournalError::Damaged {
                 path: journal_dir.clone(),
                 offset: 0,
@@ -192,7 +192,7 @@ fn export(args: &DirArgs) -> Result<(), String> {
         }
         names.apply(header.seq, Some(header.ts), &command, &mut events);
         events.clear();
-        exported = header.seq;
+        exported = header.seq.0;
         if let Err(error) = out.write_all(line.as_bytes()) {
             write_error.get_or_insert(error);
         }

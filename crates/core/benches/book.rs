@@ -23,7 +23,7 @@ use bourse_core::command::{
 };
 use bourse_core::ids::InstrumentId;
 use bourse_core::{
-    Command, Decimal, DoneReason, Event, Exchange, ExchangeConfig, Side, StpMode, TimeInForce,
+    Command, Decimal, DoneReason, Event, Exchange, ExchangeConfig, Seq, Side, StpMode, TimeInForce,
 };
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 
@@ -222,7 +222,7 @@ impl BenchBook {
     #[inline]
     fn apply(&mut self, command: &Command<'_>) {
         self.seq += 1;
-        self.exchange.apply(self.seq, None, command, &mut self.events);
+        self.exchange.apply(Seq(self.seq), None, command, &mut self.events);
         black_box(self.events.len());
         self.events.clear();
     }
@@ -232,7 +232,7 @@ impl BenchBook {
     fn apply_checked(&mut self, command: &Command<'_>) -> &[Event] {
         self.events.clear();
         self.seq += 1;
-        self.exchange.apply(self.seq, None, command, &mut self.events);
+        self.exchange.apply(Seq(self.seq), None, command, &mut self.events);
         assert!(
             matches!(self.events.first(), Some(Event::Accepted { .. })),
             "{command:?} gave {:?}",
@@ -563,7 +563,7 @@ fn bench_sweep(criterion: &mut Criterion) {
         }
         // Fault the event buffer's pages in here, not in the timed sweep: a running
         // engine reuses one warm buffer.
-        book.events.resize(book.events.capacity(), Event::Accepted { seq: 0, order: None });
+        book.events.resize(book.events.capacity(), Event::Accepted { seq: Seq(0), order: None });
         book.events.clear();
         book
     };

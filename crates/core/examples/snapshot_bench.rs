@@ -21,7 +21,7 @@ use bourse_core::format::state_digest;
 use bourse_core::ids::AccountId;
 use bourse_core::snapshot::{decode_state, encode_state};
 use bourse_core::{
-    AccountRef, Command, Decimal, Event, Exchange, ExchangeConfig, Side, StpMode, TimeInForce,
+    AccountRef, Command, Decimal, Event, Exchange, ExchangeConfig, Seq, Side, StpMode, TimeInForce,
 };
 
 const DEFAULT_ORDERS: usize = 1_000_000;
@@ -52,7 +52,7 @@ impl XorShift {
 fn apply_accepted(exchange: &mut Exchange, seq: &mut u64, command: &Command<'_>) {
     let mut events: Vec<Event> = Vec::new();
     *seq += 1;
-    exchange.apply(*seq, None, command, &mut events);
+    exchange.apply(Seq(*seq), None, command, &mut events);
     let accepted = matches!(events.first(), Some(Event::Accepted { .. }));
     assert!(accepted && events.len() == 1, "{command:?} gave {events:?}");
 }

@@ -4,7 +4,7 @@
 //! them to names when printing.
 
 use crate::command::Side;
-use crate::ids::{AccountId, ClientOrderId, InstrumentId};
+use crate::ids::{AccountId, ClientOrderId, InstrumentId, Seq};
 use crate::num::{Amount, Price, Qty};
 use compact_str::CompactString;
 
@@ -111,7 +111,7 @@ pub struct CommandOrderKey {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TradeEvent {
-    pub seq: u64,
+    pub seq: Seq,
     pub instrument: InstrumentId,
     pub price: Price,
     pub qty: Qty,
@@ -129,17 +129,17 @@ pub struct TradeEvent {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Accepted {
-        seq: u64,
+        seq: Seq,
         order: Option<CommandOrderKey>,
     },
     Rejected {
-        seq: u64,
+        seq: Seq,
         reason: RejectReason,
         order: Option<CommandOrderKey>,
     },
     Trade(TradeEvent),
     Done {
-        seq: u64,
+        seq: Seq,
         instrument: InstrumentId,
         account: AccountId,
         id: ClientOrderId,
@@ -148,7 +148,7 @@ pub enum Event {
         filled: Qty,
     },
     Amended {
-        seq: u64,
+        seq: Seq,
         instrument: InstrumentId,
         account: AccountId,
         id: ClientOrderId,
@@ -158,7 +158,7 @@ pub enum Event {
 }
 
 impl Event {
-    pub fn seq(&self) -> u64 {
+    pub fn seq(&self) -> Seq {
         match self {
             Event::Accepted { seq, .. }
             | Event::Rejected { seq, .. }
@@ -171,13 +171,14 @@ impl Event {
 
 /// What the tap's consumers (market data) need of a command beyond its events: the
 /// changes of the books that events do not spell out. The engine's tap carries them
-/// (`bourse_engine::Released::notes`), made by `Venue::book_note`.
+/// (`bourse_engine::Released::notes`), made by `Venue::book_note` from what
+/// `Venue::apply` returned (`Applied`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BookNote {
     /// A new order rests on the book after its command (after any trades it made):
     /// the exchange's order id (the command's `seq`), where, and what is left of it.
     Rested {
-        seq: u64,
+        seq: Seq,
         instrument: InstrumentId,
         account: AccountId,
         id: ClientOrderId,
@@ -187,11 +188,11 @@ pub enum BookNote {
     },
     /// Trading on `instrument` was halted (`true`) or resumed (`Command::Halt`,
     /// `Resume`).
-    Halted { seq: u64, instrument: InstrumentId, halted: bool },
+    Halted { seq: Seq, instrument: InstrumentId, halted: bool },
 }
 
 impl BookNote {
-    pub fn seq(&self) -> u64 {
+    pub fn seq(&self) -> Seq {
         match self {
             BookNote::Rested { seq, .. } | BookNote::Halted { seq, .. } => *seq,
         }

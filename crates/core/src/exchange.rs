@@ -1,6 +1,7 @@
 //! The exchange state machine: assets, instruments with their books, accounts, and the
-//! index of open orders. `Exchange::apply` takes one command and appends its events;
-//! it is the only way the state changes.
+//! index of open orders. `Exchange::apply` takes one command, appends its events and
+//! returns what its handler knew beyond them (`Applied`: where a new order rests); it
+//! is the only way the state changes.
 //!
 //! Every handler first validates (returning the first rejection reason, in the order
 //! the replay format specifies, with nothing changed) and only then emits `accepted`
@@ -18,7 +19,9 @@ use crate::command::{
     TimeInForce, TransferCommand,
 };
 use crate::event::{CommandOrderKey, DoneReason, Event, RejectReason, TradeEvent};
-use crate::ids::{AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle};
+use crate::ids::{
+    AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle, OrderId, Seq, TimestampNs,
+};
 use crate::ledger::Ledger;
 use crate::num::{pow10_saturating, Amount, Decimal, Price, Qty};
 use crate::order_index::OrderIndex;
@@ -150,7 +153,7 @@ pub struct Exchange {
     books: Vec<OrderBook>,
     ledger: Ledger,
     open_orders: OrderIndex,
-    time_ns: u64,
+    time_ns: TimestampNs,
 }
 
 impl Default for Exchange {
@@ -170,7 +173,7 @@ impl Exchange {
             books: Vec::new(),
             ledger: Ledger::default(),
             open_orders: OrderIndex::with_capacity(config.open_orders_capacity),
-            time_ns: 0,
+            time_ns: TimestampNs::ZERO,
         }
     }
 
@@ -235,7 +238,7 @@ impl Exchange {
     }
 
     /// The time of the latest command, in nanoseconds since the Unix epoch.
-    pub fn time_ns(&self) -> u64 {
+    pub fn time_ns(&self) -> TimestampNs {
         self.time_ns
     }
 
@@ -272,7 +275,7 @@ impl Exchange {
         &mut self.ledger
     }
 
-    pub(crate) fn restore_time(&mut self, time_ns: u64) {
+    pub(crate) fn restore_time(&mut self, time_ns: TimestampNs) {
         self.time_ns = time_ns;
     }
 
@@ -306,31 +309,51 @@ impl Exchange {
     // ----- the state machine -----
 
     /// Applies one command stamped `seq` (and `ts`, when it carries one) and appends
-    /// its events: first `accepted` or `rejected`, then any others.
+    /// its events: first `accepted` or `rejected`, then any others. Returns what the
+    /// handlers know beyond the events (`Applied`: where a new order rests), so that
+    /// nobody has to look it up again.
     ///
     /// Venue commands (`Halt`, `Resume`, `CancelAll`, `SetLimits`:
     /// `Command::is_venue_command`) are rejected `malformed` and change nothing, not
     /// even the time: only a `Venue` applies them, and the exchange alone is the replay
     /// format's reference (`bourse replay`), which has no halts, no cancel-all and no
     /// limits.
+    #[inline]
     pub fn apply(
         &mut self,
-        seq: u64,
-        ts: Option<u64>,
+        seq: Seq,
+        ts: Option<TimestampNs>,
         command: &Command<'_>,
         events: &mut Vec<Event>,
+    ) -> Applied {
+        // A thin wrapper, inlined: where the command's new order rests is written by
+        // `place_order` alone, so every other command pays nothing for it.
+        let mut applied = Applied::default();
+        self.apply_command(seq, ts, command, events, &mut applied.rested);
+        applied
+    }
+
+    /// `apply`; `rested` is set where the command's new order rests (if it does).
+    fn apply_command(
+        &mut self,
+        seq: Seq,
+        ts: Option<TimestampNs>,
+        command: &Command<'_>,
+        events: &mut Vec<Event>,
+        rested: &mut Option<OrderHandle>,
     ) {
         if command.is_venue_command() {
             events.push(Event::Rejected { seq, reason: RejectReason::Malformed, order: None });
             return;
         }
+        let events_before = events.len();
         self.advance_time(ts);
         let result = match command {
             Command::Asset { asset, decimals } => self.declare_asset(asset, *decimals),
             Command::Instrument(instrument) => self.declare_instrument(instrument),
             Command::Deposit(transfer) => self.deposit(transfer),
             Command::Withdraw(transfer) => self.withdraw(transfer),
-            Command::Order(order) => self.place_order(seq, order, events),
+            Command::Order(order) => self.place_order(seq, order, events, rested),
             Command::Cancel { account, id } => self.cancel(seq, account, id, events),
             Command::Amend(amend) => self.amend(seq, amend, events),
             Command::Halt { .. }
@@ -349,6 +372,15 @@ impl Exchange {
             Ok(Accepted::Silently) => events.push(Event::Accepted { seq, order: order_key() }),
             Err(reason) => events.push(Event::Rejected { seq, reason, order: order_key() }),
         }
+        // Every command's events open with its one `accepted` or `rejected`.
+        debug_assert!(
+            matches!(
+                events.get(events_before),
+                Some(Event::Accepted { seq: first, .. } | Event::Rejected { seq: first, .. })
+                    if *first == seq
+            ),
+            "command {seq} did not open its events with accepted or rejected"
+        );
     }
 
     /// The account a command names, if it exists.
@@ -364,7 +396,7 @@ impl Exchange {
 
     /// Moves the time to `ts` when it is later (a command's time never goes back).
     #[inline]
-    pub(crate) fn advance_time(&mut self, ts: Option<u64>) {
+    pub(crate) fn advance_time(&mut self, ts: Option<TimestampNs>) {
         if let Some(ts) = ts {
             self.time_ns = self.time_ns.max(ts);
         }
@@ -507,11 +539,13 @@ impl Exchange {
         Ok(Accepted::Silently)
     }
 
+    /// An `order`; `rested` is set where it rests, if it does.
     fn place_order(
         &mut self,
-        seq: u64,
+        seq: Seq,
         order: &OrderCommand<'_>,
         events: &mut Vec<Event>,
+        rested: &mut Option<OrderHandle>,
     ) -> Result<Accepted, RejectReason> {
         let instrument_id =
             self.find_instrument(&order.symbol).ok_or(RejectReason::UnknownSymbol)?;
@@ -590,13 +624,20 @@ impl Exchange {
             filled_before: Qty::ZERO,
             placement: Placement::New,
         };
-        self.execute(seq, execution, events);
+        self.execute(seq, execution, events, rested);
         Ok(Accepted::Emitted)
     }
 
     /// Matches an incoming (or re-placed) order whose hold is taken, then rests what is
-    /// left of a GTC order or finishes it, releasing what it still holds.
-    fn execute(&mut self, seq: u64, execution: Execution, events: &mut Vec<Event>) {
+    /// left of a GTC order or finishes it, releasing what it still holds. Sets `rested`
+    /// where a new order rests (`Placement::New` only: a re-placed order keeps its slot).
+    fn execute(
+        &mut self,
+        seq: Seq,
+        execution: Execution,
+        events: &mut Vec<Event>,
+        rested: &mut Option<OrderHandle>,
+    ) {
         let Execution { instrument, mut taker, id, time_in_force, .. } = execution;
         let Exchange { instruments, books, ledger, open_orders, .. } = self;
         let rules = &instruments[instrument.index()].spot;
@@ -628,6 +669,7 @@ impl Exchange {
             MatchEnd::Filled => DoneReason::Filled,
             MatchEnd::SelfTradePrevented => DoneReason::SelfTradePrevented,
             MatchEnd::NoMoreCrossing if time_in_force == TimeInForce::GoodTillCancel => {
+                debug_assert!(!taker.remaining.is_zero(), "a filled order does not rest");
                 match execution.placement {
                     Placement::New => {
                         let slot = book.insert(NewRestingOrder {
@@ -640,7 +682,9 @@ impl Exchange {
                             stp: taker.stp,
                             post_only: execution.post_only,
                         });
-                        open_orders.insert(books, OrderHandle { instrument, slot });
+                        let handle = OrderHandle { instrument, slot };
+                        open_orders.insert(books, handle);
+                        *rested = Some(handle);
                     }
                     Placement::Detached { slot } => {
                         book.attach(slot, taker.limit, taker.remaining, filled)
@@ -670,7 +714,7 @@ impl Exchange {
 
     fn cancel(
         &mut self,
-        seq: u64,
+        seq: Seq,
         account: &AccountRef<'_>,
         id: &str,
         events: &mut Vec<Event>,
@@ -696,7 +740,7 @@ impl Exchange {
     /// when the account has no such open order. For the venue's cancel-all.
     pub(crate) fn cancel_open_order(
         &mut self,
-        seq: u64,
+        seq: Seq,
         account: AccountId,
         id: &str,
         events: &mut Vec<Event>,
@@ -712,7 +756,7 @@ impl Exchange {
 
     /// The end of every cancel: the order at `handle`, already out of the index, leaves
     /// its book, its hold is released, and its `done` is emitted.
-    fn finish_canceled(&mut self, seq: u64, handle: OrderHandle, events: &mut Vec<Event>) {
+    fn finish_canceled(&mut self, seq: Seq, handle: OrderHandle, events: &mut Vec<Event>) {
         let rules = &self.instruments[handle.instrument.index()].spot;
         let order = self.books[handle.instrument.index()].remove(handle.slot);
         let hold = rules.resting_hold(order.side, order.price, order.remaining);
@@ -729,7 +773,7 @@ impl Exchange {
 
     fn amend(
         &mut self,
-        seq: u64,
+        seq: Seq,
         amend: &AmendCommand<'_>,
         events: &mut Vec<Event>,
     ) -> Result<Accepted, RejectReason> {
@@ -805,7 +849,9 @@ impl Exchange {
             filled_before: order.filled,
             placement: Placement::Detached { slot: handle.slot },
         };
-        self.execute(seq, execution, events);
+        let mut rested = None;
+        self.execute(seq, execution, events, &mut rested);
+        debug_assert!(rested.is_none(), "an amended order keeps its slot");
         Ok(Accepted::Emitted)
     }
 
@@ -921,6 +967,25 @@ enum Accepted {
     Emitted,
 }
 
+/// What applying one command did beyond its events, from what its handler held: so
+/// that whoever applies commands (the engine's applier, market data) never looks the
+/// command's order up again. Small and `Copy`: no allocation per command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The exchange's id of the order the command acted on, for the gateways'
+    /// acknowledgements: an accepted `order`'s (its `OrderId::of(seq)`), or the order
+    /// an accepted `cancel` or `amend` named. Only a `Venue` that keeps the order
+    /// activity knows it (`Venue::apply`); `Exchange::apply` leaves it `None`, as does
+    /// every rejected command and every other command.
+    pub order_id: Option<OrderId>,
+    /// Where an accepted `order` rests after its command (after any trades it made);
+    /// `None` when it did not rest, and for every other command.
+    pub rested: Option<OrderHandle>,
+    /// An accepted `halt` (`true`) or `resume` (`false`) of this instrument: set only
+    /// by `Venue::apply` (the exchange rejects venue commands).
+    pub halted: Option<(InstrumentId, bool)>,
+}
+
 /// The spot account kind's side of matching: settles each fill, releases what
 /// finished makers still hold, and reports trades and finished makers as events.
 struct SpotFills<'a> {
@@ -928,7 +993,7 @@ struct SpotFills<'a> {
     ledger: &'a mut Ledger,
     open_orders: &'a mut OrderIndex,
     events: &'a mut Vec<Event>,
-    seq: u64,
+    seq: Seq,
     instrument: InstrumentId,
     taker: &'a Taker,
     taker_id: &'a ClientOrderId,

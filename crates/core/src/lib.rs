@@ -41,7 +41,8 @@ pub mod venue;
 
 pub use command::{AccountRef, Command, Side, StpMode, TimeInForce};
 pub use event::{BookNote, DoneReason, Event, RejectReason};
-pub use exchange::{Exchange, ExchangeConfig};
+pub use exchange::{Applied, Exchange, ExchangeConfig};
+pub use ids::{OrderId, Seq, TimestampNs};
 pub use lookahead::Lookahead;
 pub use num::{Amount, Decimal, Price, Qty};
 pub use replay::Replay;

@@ -6,6 +6,7 @@
 use crate::event::{Event, RejectReason};
 use crate::exchange::{Exchange, ExchangeConfig};
 use crate::format::{parse_line, state_digest, state_document, write_event};
+use crate::ids::Seq;
 
 pub struct Replay {
     exchange: Exchange,
@@ -33,12 +34,14 @@ impl Replay {
     /// object per line.
     pub fn feed_line(&mut self, line: &str, out: &mut String) {
         self.lines_fed += 1;
-        let seq = self.lines_fed;
+        let seq = Seq(self.lines_fed);
         if line.trim_ascii().is_empty() {
             return;
         }
         match parse_line(line) {
-            Ok(parsed) => self.exchange.apply(seq, parsed.ts, &parsed.command, &mut self.events),
+            Ok(parsed) => {
+                self.exchange.apply(seq, parsed.ts, &parsed.command, &mut self.events);
+            }
             Err(_) => self.reject_malformed(seq),
         }
         self.print_events(out);
@@ -57,11 +60,11 @@ impl Replay {
     /// reader accepts) and rejects it `malformed`.
     pub fn feed_unreadable_line(&mut self, out: &mut String) {
         self.lines_fed += 1;
-        self.reject_malformed(self.lines_fed);
+        self.reject_malformed(Seq(self.lines_fed));
         self.print_events(out);
     }
 
-    fn reject_malformed(&mut self, seq: u64) {
+    fn reject_malformed(&mut self, seq: Seq) {
         self.events.push(Event::Rejected { seq, reason: RejectReason::Malformed, order: None });
     }
 

@@ -112,7 +112,9 @@ use crate::exchange::{
     AssetSpec, Exchange, ExchangeConfig, Instrument, ASSET_DECIMALS_MAX, FEE_BPS_MAX,
     MARKET_BAND_BPS_MAX,
 };
-use crate::ids::{AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle};
+use crate::ids::{
+    AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle, OrderId, Seq, TimestampNs,
+};
 use crate::ledger::Balance;
 use crate::num::{pow10_saturating, Amount, Price, Qty};
 use crate::spot::SpotRules;
@@ -205,7 +207,7 @@ pub fn encode_state(exchange: &Exchange, out: &mut Vec<u8>) {
     out.reserve(estimated_size(exchange));
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    put_varint(out, exchange.time_ns());
+    put_varint(out, exchange.time_ns().0);
     encode_definitions(exchange, out);
     encode_accounts(exchange, out);
     put_varint(out, exchange.open_order_count() as u64);
@@ -387,7 +389,7 @@ pub fn decode_state(bytes: &[u8], config: ExchangeConfig) -> Result<Exchange, Sn
     let mut reader = Reader { bytes, offset: 0 };
     read_header(&mut reader)?;
     let mut exchange = Exchange::new(config);
-    exchange.restore_time(reader.varint()?);
+    exchange.restore_time(TimestampNs(reader.varint()?));
     read_assets(&mut reader, &mut exchange)?;
     read_instruments(&mut reader, &mut exchange)?;
     read_accounts(&mut reader, &mut exchange)?;
@@ -1034,7 +1036,7 @@ fn side_bit(side: Side) -> u8 {
 }
 
 fn put_record(out: &mut Vec<u8>, record: &OrderRecord) {
-    put_varint(out, record.order_id);
+    put_varint(out, record.order_id.0);
     put_str(out, &record.client_id);
     put_varint(out, u64::from(record.instrument.0));
     let flags = side_bit(record.side)
@@ -1048,21 +1050,21 @@ fn put_record(out: &mut Vec<u8>, record: &OrderRecord) {
     put_varint(out, record.qty.0 as u64);
     put_varint(out, record.remaining.0 as u64);
     put_varint(out, record.filled.0 as u64);
-    put_varint(out, record.created_ns);
-    put_varint(out, record.updated_ns);
+    put_varint(out, record.created_ns.0);
+    put_varint(out, record.updated_ns.0);
 }
 
 fn put_fill(out: &mut Vec<u8>, fill: &Fill) {
-    put_varint(out, fill.seq);
+    put_varint(out, fill.seq.0);
     put_varint(out, u64::from(fill.trade_index));
-    put_varint(out, fill.order_id);
+    put_varint(out, fill.order_id.0);
     put_str(out, &fill.client_id);
     put_varint(out, u64::from(fill.instrument.0));
     out.push(side_bit(fill.side) | if fill.liquidity == Liquidity::Taker { TAKER_BIT } else { 0 });
     put_varint(out, fill.price.0 as u64);
     put_varint(out, fill.qty.0 as u64);
     put_varint(out, fill.fee.0 as u64);
-    put_varint(out, fill.ts_ns);
+    put_varint(out, fill.ts_ns.0);
 }
 
 /// Rebuilds a venue from `encode_venue`'s bytes, or from `encode_state`'s (an
@@ -1192,7 +1194,7 @@ fn read_activity(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Activit
         previous_account = Some(account);
         let account = AccountId(account);
         let open = reader.count(MIN_RECORD_BYTES)?;
-        let mut previous_order_id = 0u64;
+        let mut previous_order_id = OrderId(0);
         for _ in 0..open {
             let at = reader.offset;
             let record = read_record(reader, exchange, account, ListKind::Open)?;
@@ -1280,7 +1282,7 @@ fn read_record(
     list: ListKind,
 ) -> Result<OrderRecord, SnapshotError> {
     let at = reader.offset;
-    let order_id = reader.varint()?;
+    let order_id = OrderId(reader.varint()?);
     let client_id = ClientOrderId::new(reader.str()?);
     let instrument = read_instrument_index(reader, exchange)?;
     let definition = exchange.instrument(instrument);
@@ -1304,8 +1306,8 @@ fn read_record(
     let qty = read_lots(reader, lot, "qty out of range")?;
     let remaining = read_lots(reader, lot, "remaining qty out of range")?;
     let filled = read_lots(reader, lot, "filled qty out of range")?;
-    let created_ns = reader.varint()?;
-    let updated_ns = reader.varint()?;
+    let created_ns = TimestampNs(reader.varint()?);
+    let updated_ns = TimestampNs(reader.varint()?);
     let record = OrderRecord {
         order_id,
         account,
@@ -1348,10 +1350,10 @@ fn read_record(
 
 fn read_fill(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Fill, SnapshotError> {
     let at = reader.offset;
-    let seq = reader.varint()?;
+    let seq = Seq(reader.varint()?);
     let trade_index = reader.small("trade index out of range")?;
-    let order_id = reader.varint()?;
-    if seq == 0 || order_id == 0 || order_id > seq {
+    let order_id = OrderId(reader.varint()?);
+    if seq == Seq::ZERO || order_id == OrderId(0) || order_id > OrderId::of(seq) {
         return Err(invalid(at, "a fill's seq or order id no venue can have"));
     }
     let client_id = ClientOrderId::new(reader.str()?);
@@ -1372,7 +1374,7 @@ fn read_fill(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Fill, Snaps
     }
     let fee = Amount(reader.units("fee out of range")?);
     let ts_at = reader.offset;
-    let ts_ns = reader.varint()?;
+    let ts_ns = TimestampNs(reader.varint()?);
     if ts_ns > exchange.time_ns() {
         return Err(invalid(ts_at, "a fill after the exchange's time"));
     }

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use bourse_core::format::{parse_line, state_digest, write_event};
 use bourse_core::ids::AccountId;
-use bourse_core::{AccountRef, Command, Event, Exchange, RejectReason};
+use bourse_core::{AccountRef, Command, Event, Exchange, RejectReason, Seq};
 
 mod random;
 
@@ -78,7 +78,7 @@ fn run(lines: &[String], by_id: bool) -> (Vec<String>, String) {
                 }
             }
         }
-        exchange.apply(index as u64 + 1, None, &command, &mut events);
+        exchange.apply(Seq(index as u64 + 1), None, &command, &mut events);
         for event in events.drain(..) {
             let mut text = String::new();
             write_event(&mut text, &exchange, &event);
@@ -110,7 +110,7 @@ fn an_id_that_names_no_account_is_treated_like_an_unknown_name() {
     let mut events = Vec::new();
     for (index, line) in lines.iter().enumerate() {
         let command = parse_line(line).expect("a well-formed line").command;
-        exchange.apply(index as u64 + 1, None, &command, &mut events);
+        exchange.apply(Seq(index as u64 + 1), None, &command, &mut events);
     }
     let unknown = AccountRef::Id(AccountId(exchange.ledger().accounts().len() as u32 + 7));
     let order_line = r#"{"cmd":"order","account":"x","id":"n1","symbol":"BTC-USD","side":"buy","type":"limit","price":"100","qty":"0.01"}"#;
@@ -128,7 +128,7 @@ fn an_id_that_names_no_account_is_treated_like_an_unknown_name() {
         (amend, RejectReason::UnknownOrder),
     ] {
         events.clear();
-        exchange.apply(1_000, None, &command, &mut events);
+        exchange.apply(Seq(1_000), None, &command, &mut events);
         match events.as_slice() {
             [Event::Rejected { reason: got, order: Some(key), .. }] => {
                 assert_eq!(*got, reason);

@@ -12,7 +12,7 @@ mod venue_stream;
 use std::collections::HashMap;
 
 use bourse_core::ledger::{Balance, BalanceChange, BalanceMove};
-use bourse_core::{Amount, Command, Event, Exchange, ExchangeConfig, Venue};
+use bourse_core::{Amount, Command, Event, Exchange, ExchangeConfig, Seq, Venue};
 use venue_stream::{command_of, random_venue_stream};
 
 fn venue(record: bool) -> Venue {
@@ -36,8 +36,8 @@ fn recorded_changes_account_for_every_balance() {
             events.clear();
             plain_events.clear();
             changes.clear();
-            recording.apply(seq, ts, &command, &mut events);
-            plain.apply(seq, ts, &command, &mut plain_events);
+            recording.apply(Seq(seq), ts, &command, &mut events);
+            plain.apply(Seq(seq), ts, &command, &mut plain_events);
             assert_eq!(events, plain_events, "recording changed the events of {line}");
             recording.take_balance_changes(&mut changes);
             check_sums(&recording, &command, &events, &changes, line);

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use bourse_core::book::LevelSummary;
 use bourse_core::format::parse_line;
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Event, Exchange, ExchangeConfig, Side};
+use bourse_core::{Event, Exchange, ExchangeConfig, Seq, Side};
 use flate2::read::MultiGzDecoder;
 
 /// (From the runtime `CARGO_MANIFEST_DIR` that `cargo test` sets: a test binary reused
@@ -66,7 +66,7 @@ fn exchange_core_benchmark_stream_ends_in_exchange_cores_book() {
         let line = line.expect("readable stream");
         let seq = index as u64 + 1;
         let parsed = parse_line(&line).unwrap_or_else(|error| panic!("line {seq}: {error}"));
-        exchange.apply(seq, parsed.ts, &parsed.command, &mut events);
+        exchange.apply(Seq(seq), parsed.ts, &parsed.command, &mut events);
         for event in events.drain(..) {
             match event {
                 Event::Rejected { reason, .. } => panic!("line {seq} rejected: {}", reason.code()),

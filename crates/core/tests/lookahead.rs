@@ -4,7 +4,7 @@
 //! applied (stale trails) are just as harmless.
 
 use bourse_core::format::{parse_line, state_digest, write_event};
-use bourse_core::{AccountRef, Command, Exchange, Lookahead};
+use bourse_core::{AccountRef, Command, Exchange, Lookahead, Seq};
 
 mod random;
 
@@ -106,7 +106,7 @@ fn run(lines: &[String], by_id: bool, hints: Hints) -> (Vec<String>, String) {
                 lookahead.hint(&exchange, &commands[elsewhere..]);
             }
         }
-        exchange.apply(index as u64 + 1, None, &commands[index], &mut events);
+        exchange.apply(Seq(index as u64 + 1), None, &commands[index], &mut events);
         for event in events.drain(..) {
             let mut text = String::new();
             write_event(&mut text, &exchange, &event);

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
 use bourse_core::format::{parse_line, state_digest, state_document, write_event};
-use bourse_core::ids::{AccountId, InstrumentId};
+use bourse_core::ids::{AccountId, InstrumentId, Seq, TimestampNs};
 use bourse_core::snapshot::{decode_state, encode_state, SnapshotError, FORMAT_VERSION, MAGIC};
 use bourse_core::{
     AccountRef, Command, Decimal, Event, Exchange, ExchangeConfig, Side, StpMode, TimeInForce,
@@ -71,7 +71,7 @@ fn command_for<'line>(
     exchange: &Exchange,
     by_id: bool,
     random: &mut Random,
-) -> (Command<'line>, Option<u64>) {
+) -> (Command<'line>, Option<TimestampNs>) {
     let parsed = parse_line(line).expect("a well-formed line");
     let mut command = parsed.command;
     if by_id {
@@ -89,9 +89,14 @@ fn command_for<'line>(
 }
 
 /// Applies one command and returns its events as printed lines.
-fn apply(exchange: &mut Exchange, seq: u64, command: &Command<'_>, ts: Option<u64>) -> Vec<String> {
+fn apply(
+    exchange: &mut Exchange,
+    seq: u64,
+    command: &Command<'_>,
+    ts: Option<TimestampNs>,
+) -> Vec<String> {
     let mut events: Vec<Event> = Vec::new();
-    exchange.apply(seq, ts, command, &mut events);
+    exchange.apply(Seq(seq), ts, command, &mut events);
     events
         .iter()
         .map(|event| {
@@ -429,7 +434,7 @@ fn exchange_with_resting_orders(orders: usize, instruments: usize) -> Exchange {
     let mut seq = 0;
     let mut run = |exchange: &mut Exchange, command: Command<'_>| {
         seq += 1;
-        exchange.apply(seq, None, &command, &mut events);
+        exchange.apply(Seq(seq), None, &command, &mut events);
         assert!(matches!(events.first(), Some(Event::Accepted { .. })), "{command:?}: {events:?}");
         events.clear();
     };

@@ -21,7 +21,7 @@ mod venue_support;
 
 use bourse_core::event::CommandOrderKey;
 use bourse_core::format::parse_line;
-use bourse_core::ids::{AccountId, AssetId};
+use bourse_core::ids::{AccountId, AssetId, OrderId, Seq, TimestampNs};
 use bourse_core::snapshot::{decode_venue, SnapshotError, VENUE_FORMAT_VERSION, VENUE_MAGIC};
 use bourse_core::venue::{
     Fill, Liquidity, OrderKind, OrderRecord, OrderStatus, FILLS_KEPT, FINISHED_ORDERS_KEPT,
@@ -60,7 +60,7 @@ fn an_accepted_limit_order_creates_an_open_record_in_engine_units() {
     assert_eq!(
         record,
         OrderRecord {
-            order_id: fed.seq,
+            order_id: OrderId(fed.seq),
             account: harness.account("alice"),
             client_id: "o1".into(),
             instrument: BTC_USD,
@@ -75,12 +75,12 @@ fn an_accepted_limit_order_creates_an_open_record_in_engine_units() {
             remaining: Qty(250),
             filled: Qty::ZERO,
             status: OrderStatus::Open,
-            created_ns: 7_000,
-            updated_ns: 7_000,
+            created_ns: TimestampNs(7_000),
+            updated_ns: TimestampNs(7_000),
         }
     );
     let activity = harness.activity();
-    assert_eq!(activity.order(fed.seq), Some(&record));
+    assert_eq!(activity.order(OrderId(fed.seq)), Some(&record));
     assert_eq!(activity.order_count(), 1);
     assert_eq!(harness.open_ids("alice"), ["o1"]);
     assert!(harness.finished_ids("alice").is_empty() && harness.fills("alice").is_empty());
@@ -88,12 +88,12 @@ fn an_accepted_limit_order_creates_an_open_record_in_engine_units() {
     let fed = harness
         .ok(sell("bob", "s1", "101.00", "1").on("ETH-USD").post_only().with("price", "101.25"));
     let record = harness.record("bob", "s1");
-    assert_eq!(record.order_id, fed.seq);
+    assert_eq!(record.order_id, OrderId(fed.seq));
     assert_eq!((record.instrument, record.side, record.post_only), (ETH_USD, Side::Sell, true));
     // ETH-USD: tick 0.01 (price in cents), lot 1.
     assert_eq!((record.price, record.qty), (Some(Price(10_125)), Qty(1)));
     // No ts: the previous command's time.
-    assert_eq!((record.created_ns, record.updated_ns), (7_000, 7_000));
+    assert_eq!((record.created_ns, record.updated_ns), (TimestampNs(7_000), TimestampNs(7_000)));
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn a_rejected_order_never_creates_a_record() {
         assert_eq!(fed.events.len(), 1, "{:?}", fed.events);
         assert_eq!(fed.events[0]["ev"], "rejected", "{:?}", fed.events);
         assert!(harness.activity().order_by_client(harness.account("alice"), "o1").is_none());
-        assert!(harness.activity().order(fed.seq).is_none());
+        assert!(harness.activity().order(OrderId(fed.seq)).is_none());
     }
     assert_eq!(harness.activity().order_count(), 1);
     // Never remembered, so the id is free.
@@ -136,7 +136,7 @@ fn a_trade_fills_maker_and_taker_and_gives_each_account_a_fill() {
     );
     let s1 = harness.record("bob", "s1");
     assert_eq!((s1.remaining, s1.filled, s1.status), (Qty(6), Qty(4), OrderStatus::Open));
-    assert_eq!((s1.created_ns, s1.updated_ns), (100, 200));
+    assert_eq!((s1.created_ns, s1.updated_ns), (TimestampNs(100), TimestampNs(200)));
     let b1 = harness.record("alice", "b1");
     assert_eq!(
         (b1.qty, b1.remaining, b1.filled, b1.status),
@@ -151,9 +151,9 @@ fn a_trade_fills_maker_and_taker_and_gives_each_account_a_fill() {
     assert_eq!(
         harness.fills("bob"),
         [Fill {
-            seq: taker.seq,
+            seq: Seq(taker.seq),
             trade_index: 0,
-            order_id: maker.seq,
+            order_id: OrderId(maker.seq),
             client_id: "s1".into(),
             instrument: ETH_USD,
             side: Side::Sell,
@@ -162,16 +162,16 @@ fn a_trade_fills_maker_and_taker_and_gives_each_account_a_fill() {
             fee: Amount(40),
             fee_asset: usd,
             liquidity: Liquidity::Maker,
-            ts_ns: 200,
+            ts_ns: TimestampNs(200),
         }]
     );
     // The taker bought: it received 4 ETH and paid 25 bps of it, 0.010 ETH.
     assert_eq!(
         harness.fills("alice"),
         [Fill {
-            seq: taker.seq,
+            seq: Seq(taker.seq),
             trade_index: 0,
-            order_id: taker.seq,
+            order_id: OrderId(taker.seq),
             client_id: "b1".into(),
             instrument: ETH_USD,
             side: Side::Buy,
@@ -180,7 +180,7 @@ fn a_trade_fills_maker_and_taker_and_gives_each_account_a_fill() {
             fee: Amount(10),
             fee_asset: eth,
             liquidity: Liquidity::Taker,
-            ts_ns: 200,
+            ts_ns: TimestampNs(200),
         }]
     );
 }
@@ -212,14 +212,18 @@ fn trade_index_counts_the_trades_of_one_command() {
     harness.ok(sell("carol", "s2", "101", "1"));
     harness.ok(sell("bob", "s3", "102", "0.5"));
     let taker = harness.ok(buy("alice", "b1", "102", "2.5"));
-    let positions: Vec<(u64, u32, String)> = harness
+    let positions: Vec<(Seq, u32, String)> = harness
         .fills("alice")
         .iter()
         .map(|fill| (fill.seq, fill.trade_index, fill.client_id.to_string()))
         .collect();
     assert_eq!(
         positions,
-        [(taker.seq, 0, "b1".into()), (taker.seq, 1, "b1".into()), (taker.seq, 2, "b1".into())]
+        [
+            (Seq(taker.seq), 0, "b1".into()),
+            (Seq(taker.seq), 1, "b1".into()),
+            (Seq(taker.seq), 2, "b1".into())
+        ]
     );
     let bob: Vec<(u32, String)> =
         harness.fills("bob").iter().map(|f| (f.trade_index, f.client_id.to_string())).collect();
@@ -239,7 +243,10 @@ fn a_self_trade_gives_the_account_both_fills_maker_first() {
     let sides: Vec<_> = fills.iter().map(|f| (f.seq, f.trade_index, f.liquidity, f.side)).collect();
     assert_eq!(
         sides,
-        [(taker.seq, 0, Liquidity::Maker, Side::Sell), (taker.seq, 0, Liquidity::Taker, Side::Buy)]
+        [
+            (Seq(taker.seq), 0, Liquidity::Maker, Side::Sell),
+            (Seq(taker.seq), 0, Liquidity::Taker, Side::Buy)
+        ]
     );
     assert_eq!(harness.finished_ids("alice"), ["s1", "b1"]);
 }
@@ -271,7 +278,10 @@ fn done_sets_the_status_and_moves_the_order_to_the_finished_ones() {
     assert_eq!(status("alice", "s4").0, OrderStatus::Open);
     assert_eq!(status("carol", "b5").0, OrderStatus::Open);
     let b2 = harness.record("bob", "b2");
-    assert_eq!((b2.created_ns, b2.updated_ns, b2.order_id + 1), (50, 60, canceled.seq));
+    assert_eq!(
+        (b2.created_ns, b2.updated_ns, b2.order_id.0 + 1),
+        (TimestampNs(50), TimestampNs(60), canceled.seq)
+    );
     assert_eq!(harness.finished_ids("alice"), ["b1", "b3", "b4"]);
     assert_eq!(harness.open_ids("alice"), ["s4"]);
     assert_eq!(harness.finished_ids("carol"), ["s3", "s5"]);
@@ -295,7 +305,7 @@ fn an_order_done_in_its_own_command_is_created_then_finished() {
     assert_eq!(harness.finished_ids("alice"), ["ioc", "fok", "po", "mkt", "mfok"]);
 
     let record = harness.record("alice", "ioc");
-    assert_eq!(record.order_id, ioc.seq);
+    assert_eq!(record.order_id, OrderId(ioc.seq));
     assert_eq!(
         (record.status, record.filled, record.qty),
         (OrderStatus::Expired, Qty(0), Qty(100))
@@ -303,7 +313,7 @@ fn an_order_done_in_its_own_command_is_created_then_finished() {
     let record = harness.record("alice", "po");
     assert_eq!((record.status, record.post_only), (OrderStatus::Expired, true));
     let record = harness.record("alice", "mkt");
-    assert_eq!(record.order_id, market.seq);
+    assert_eq!(record.order_id, OrderId(market.seq));
     assert_eq!(
         (record.kind, record.price, record.time_in_force, record.post_only),
         (OrderKind::Market, None, TimeInForce::ImmediateOrCancel, false)
@@ -326,7 +336,7 @@ fn amend_sets_price_and_remaining_but_keeps_the_submitted_qty() {
         (record.price, record.qty, record.remaining),
         (Some(Price(100)), Qty(500), Qty(300))
     );
-    assert_eq!((record.created_ns, record.updated_ns), (10, 20));
+    assert_eq!((record.created_ns, record.updated_ns), (TimestampNs(10), TimestampNs(20)));
     harness.ok(sell("bob", "s1", "105", "1"));
     harness.ok(sell("bob", "s2", "104", "1"));
     // Moves to 105 and trades as a taker with both asks (104 first), then rests 1.
@@ -336,7 +346,7 @@ fn amend_sets_price_and_remaining_but_keeps_the_submitted_qty() {
         (record.price, record.qty, record.remaining, record.filled, record.status),
         (Some(Price(105)), Qty(500), Qty(100), Qty(200), OrderStatus::Open)
     );
-    assert_eq!(record.updated_ns, 30);
+    assert_eq!(record.updated_ns, TimestampNs(30));
     let fills: Vec<_> = harness
         .fills("alice")
         .iter()
@@ -345,8 +355,8 @@ fn amend_sets_price_and_remaining_but_keeps_the_submitted_qty() {
     assert_eq!(
         fills,
         [
-            (moved.seq, 0, Liquidity::Taker, Price(104), record.order_id),
-            (moved.seq, 1, Liquidity::Taker, Price(105), record.order_id)
+            (Seq(moved.seq), 0, Liquidity::Taker, Price(104), record.order_id),
+            (Seq(moved.seq), 1, Liquidity::Taker, Price(105), record.order_id)
         ]
     );
     // Amended to nothing left but what was filled, then filled by a taker.
@@ -374,7 +384,7 @@ fn open_orders_ascend_by_order_id_and_finished_ones_are_oldest_finished_first() 
     assert_eq!(harness.open_ids("alice"), ["b", "d", "e"]);
     assert_eq!(harness.finished_ids("alice"), ["c", "a"]);
     let ids: Vec<u64> =
-        harness.activity().open_orders(harness.account("alice")).map(|r| r.order_id).collect();
+        harness.activity().open_orders(harness.account("alice")).map(|r| r.order_id.0).collect();
     assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
     assert_eq!(harness.activity().open_order_count(harness.account("alice")), 3);
     assert_eq!(harness.activity().finished_order_count(harness.account("alice")), 2);
@@ -397,7 +407,7 @@ fn a_finished_id_is_rejected_duplicate_id_while_remembered() {
         &[r#"{"ev":"rejected","reason":"duplicate_id","account":"alice","id":"o1"}"#],
     );
     let record = harness.record("alice", "o1");
-    assert_eq!((record.order_id, record.status), (first.seq, OrderStatus::Canceled));
+    assert_eq!((record.order_id, record.status), (OrderId(first.seq), OrderStatus::Canceled));
     // Nothing changed but the exchange's time: the activity is the same, and the
     // exchange is the one before with its time moved (by a command that changes
     // nothing else).
@@ -408,9 +418,9 @@ fn a_finished_id_is_rejected_duplicate_id_while_remembered() {
     let mut moved = decode_venue(state_before, ExchangeConfig::default(), false).unwrap();
     let nothing = cancel("nobody", "none").to_string();
     let nothing = parse_line(&nothing).unwrap().command;
-    moved.apply(fed.seq, Some(5_000), &nothing, &mut Vec::new());
+    moved.apply(Seq(fed.seq), Some(TimestampNs(5_000)), &nothing, &mut Vec::new());
     assert!(state_bytes(moved.exchange()) == state_after);
-    assert_eq!(harness.venue.exchange().time_ns(), 5_000);
+    assert_eq!(harness.venue.exchange().time_ns(), TimestampNs(5_000));
     // Other accounts and other ids are not affected.
     harness.ok(buy("bob", "o1", "100", "1"));
     harness.ok(buy("alice", "o2", "100", "1"));
@@ -479,7 +489,7 @@ fn a_finished_id_is_accepted_again_once_newer_finishes_forget_it() {
     assert!(harness.activity().order(order_id).is_none());
     assert!(harness.activity().order_by_client(harness.account("alice"), "o1").is_none());
     let again = harness.ok(buy("alice", "o1", "100", "1"));
-    assert_eq!(harness.record("alice", "o1").order_id, again.seq);
+    assert_eq!(harness.record("alice", "o1").order_id, OrderId(again.seq));
     assert_eq!(harness.record("alice", "o1").status, OrderStatus::Open);
     // f0 is next to go: still rejected now.
     assert_eq!(harness.feed(buy("alice", "f0", "100", "1")).events[0]["reason"], "duplicate_id");
@@ -497,7 +507,7 @@ fn an_open_id_is_rejected_by_the_exchange_as_before() {
     let record = harness.record("alice", "o1");
     assert_eq!(
         (record.order_id, record.status, record.instrument),
-        (first.seq, OrderStatus::Open, BTC_USD)
+        (OrderId(first.seq), OrderStatus::Open, BTC_USD)
     );
     assert_eq!(harness.activity().order_count(), 1);
 }
@@ -532,14 +542,14 @@ fn the_reuse_rule_holds_for_accounts_named_by_id_and_echoes_the_name() {
     let line = buy("alice", "o1", "100", "1").with("ts", 9_000).to_string();
     let mut command = parse_line(&line).unwrap().command;
     *command.account_mut().unwrap() = AccountRef::Id(alice);
-    let events = harness.apply(&command, Some(9_000));
+    let events = harness.apply(&command, Some(TimestampNs(9_000)));
     assert_eq!(
         events,
         [
             serde_json::json!({"ev":"rejected","seq":harness.seq,"reason":"duplicate_id","account":"alice","id":"o1"})
         ]
     );
-    assert_eq!(harness.venue.exchange().time_ns(), 9_000);
+    assert_eq!(harness.venue.exchange().time_ns(), TimestampNs(9_000));
     // An id that names nobody reaches the exchange (insufficient funds).
     *command.account_mut().unwrap() = AccountRef::Id(AccountId(50));
     let events = harness.apply(&command, None);
@@ -568,8 +578,8 @@ fn an_account_keeps_its_latest_fills() {
     assert_eq!(harness.activity().fill_count(harness.account("bob")), FILLS_KEPT);
     // The oldest `extra` are forgotten; the newest is last.
     assert!(fills.iter().all(|fill| fill.client_id == "s1" && fill.liquidity == Liquidity::Maker));
-    assert_eq!(fills[FILLS_KEPT - 1].seq, last);
-    assert_eq!(fills[0].seq, last - FILLS_KEPT as u64 + 1);
+    assert_eq!(fills[FILLS_KEPT - 1].seq, Seq(last));
+    assert_eq!(fills[0].seq, Seq(last - FILLS_KEPT as u64 + 1));
     assert_eq!(harness.record("bob", "s1").filled, Qty((FILLS_KEPT + extra) as i64));
     assert_eq!(harness.fills("alice").len(), FILLS_KEPT);
     // Alice's finished orders are capped too, and her records with them.
@@ -608,13 +618,16 @@ fn a_venue_over_an_exchange_with_open_orders_rebuilds_their_records() {
     ];
     for (account, client_id, order_id) in expected {
         let record = activity.order_by_client(id(account), client_id).unwrap();
-        assert_eq!(record.order_id, order_id, "{account} {client_id}");
-        assert_eq!(activity.order(order_id), Some(record));
+        assert_eq!(record.order_id, OrderId(order_id), "{account} {client_id}");
+        assert_eq!(activity.order(OrderId(order_id)), Some(record));
         assert_eq!(
             (record.kind, record.time_in_force),
             (OrderKind::Limit, TimeInForce::GoodTillCancel)
         );
-        assert_eq!((record.created_ns, record.updated_ns), (4_242, 4_242));
+        assert_eq!(
+            (record.created_ns, record.updated_ns),
+            (TimestampNs(4_242), TimestampNs(4_242))
+        );
         assert_eq!(record.qty, Qty(record.remaining.0 + record.filled.0));
     }
     let s1 = activity.order_by_client(id("bob"), "s1").unwrap();
@@ -630,7 +643,7 @@ fn a_venue_over_an_exchange_with_open_orders_rebuilds_their_records() {
     assert_eq!(harness.feed(buy("alice", "b1", "99", "1")).events[0]["reason"], "duplicate_id");
     let fed = harness.ok(buy("alice", "b4", "98", "1"));
     assert_eq!(harness.open_ids("alice"), ["s2", "b4"]);
-    assert_eq!(harness.record("alice", "b4").order_id, fed.seq);
+    assert_eq!(harness.record("alice", "b4").order_id, OrderId(fed.seq));
 }
 
 // ----------------------------------------------------------------------------------
@@ -747,7 +760,7 @@ fn each_kind_of_bad_venue_snapshot_has_its_error() {
 // ----------------------------------------------------------------------------------
 // Random streams
 
-fn events_of(apply: impl FnOnce(&mut Vec<Event>)) -> Vec<Event> {
+fn events_of<R>(apply: impl FnOnce(&mut Vec<Event>) -> R) -> Vec<Event> {
     let mut events = Vec::new();
     apply(&mut events);
     events
@@ -810,18 +823,22 @@ fn run_stream(lines: &[String], by_id: bool, cuts: &[usize], seen: &mut Seen) {
         let expected = match reused {
             Some(key) => {
                 seen.reuse_rejections += 1;
-                exchange.apply(seq, ts, &nothing, &mut Vec::new());
-                plain.apply(seq, ts, &nothing, &mut Vec::new());
-                vec![Event::Rejected { seq, reason: RejectReason::DuplicateId, order: Some(key) }]
+                exchange.apply(Seq(seq), ts, &nothing, &mut Vec::new());
+                plain.apply(Seq(seq), ts, &nothing, &mut Vec::new());
+                vec![Event::Rejected {
+                    seq: Seq(seq),
+                    reason: RejectReason::DuplicateId,
+                    order: Some(key),
+                }]
             }
             None => {
-                let expected = events_of(|events| exchange.apply(seq, ts, &command, events));
-                let got = events_of(|events| plain.apply(seq, ts, &command, events));
+                let expected = events_of(|events| exchange.apply(Seq(seq), ts, &command, events));
+                let got = events_of(|events| plain.apply(Seq(seq), ts, &command, events));
                 assert_eq!(got, expected, "plain venue, seq {seq}: {line}");
                 expected
             }
         };
-        let got = events_of(|events| venue.apply(seq, ts, &command, events));
+        let got = events_of(|events| venue.apply(Seq(seq), ts, &command, events));
         assert_eq!(got, expected, "seq {seq}: {line}");
         if let Err(problem) = venue.check_invariants() {
             panic!("seq {seq}: {line}: {problem}");
@@ -843,7 +860,7 @@ fn run_stream(lines: &[String], by_id: bool, cuts: &[usize], seen: &mut Seen) {
                 _ => {}
             }
         }
-        forks.follow(seq, ts, &command, &got, line);
+        forks.follow(Seq(seq), ts, &command, &got, line);
     }
     forks.finish(&venue);
     let final_state = state_bytes(venue.exchange());
@@ -880,8 +897,8 @@ fn run_in_lockstep(lines: &[String], venue: &mut Venue, seed: u64) -> Exchange {
     for (index, line) in lines.iter().enumerate() {
         let seq = index as u64 + 1;
         let (command, ts) = command_for(line, &exchange, seed == 2);
-        let expected = events_of(|events| exchange.apply(seq, ts, &command, events));
-        let got = events_of(|events| venue.apply(seq, ts, &command, events));
+        let expected = events_of(|events| exchange.apply(Seq(seq), ts, &command, events));
+        let got = events_of(|events| venue.apply(Seq(seq), ts, &command, events));
         assert_eq!(got, expected, "seed {seed}, seq {seq}: {line}");
     }
     venue.check_invariants().unwrap();
@@ -920,7 +937,7 @@ fn small_venue_snapshot(seed: u64, commands: usize) -> Vec<u8> {
     let mut events = Vec::new();
     for (index, line) in lines.iter().enumerate() {
         let (command, ts) = command_for(line, venue.exchange(), false);
-        venue.apply(index as u64 + 1, ts, &command, &mut events);
+        venue.apply(Seq(index as u64 + 1), ts, &command, &mut events);
     }
     let activity = venue.activity().unwrap();
     let alice = venue.exchange().ledger().find_account("alice").unwrap();
@@ -971,10 +988,10 @@ fn random_bytes_behind_a_venue_header_are_an_error_or_a_consistent_venue() {
         let mut events = Vec::new();
         for (index, line) in DEFINITIONS.iter().enumerate() {
             let parsed = parse_line(line).unwrap();
-            venue.apply(index as u64 + 1, parsed.ts, &parsed.command, &mut events);
+            venue.apply(Seq(index as u64 + 1), parsed.ts, &parsed.command, &mut events);
         }
         venue.apply(
-            8,
+            Seq(8),
             None,
             &parse_line(&deposit_line("alice", "USD", 5)).unwrap().command,
             &mut events,
@@ -1029,7 +1046,7 @@ fn measure_the_cost_of_tracking_activity() {
     .join("../../../shared/anchors/exchange-core/workload.jsonl.gz");
     let file = std::fs::File::open(&path).expect("the exchange-core stream");
     let reader = BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(file));
-    let commands: Vec<(Command<'static>, Option<u64>)> = reader
+    let commands: Vec<(Command<'static>, Option<TimestampNs>)> = reader
         .lines()
         .map(|line| {
             let line = line.expect("readable");
@@ -1049,9 +1066,9 @@ fn measure_the_cost_of_tracking_activity() {
             for (index, (command, ts)) in commands.iter().enumerate() {
                 let seq = index as u64 + 1;
                 if kind == 0 {
-                    exchange.apply(seq, *ts, command, &mut events);
+                    exchange.apply(Seq(seq), *ts, command, &mut events);
                 } else {
-                    venue.apply(seq, *ts, command, &mut events);
+                    venue.apply(Seq(seq), *ts, command, &mut events);
                 }
                 trades += events.iter().filter(|event| matches!(event, Event::Trade(_))).count();
                 rejected += usize::from(matches!(events[0], Event::Rejected { .. }));
@@ -1082,23 +1099,23 @@ fn measure_the_cost_of_tracking_activity() {
 }
 
 #[test]
-fn order_id_of_names_the_order_each_accepted_order_command_acted_on() {
+fn apply_names_the_order_each_accepted_order_command_acted_on() {
     let mut harness = Harness::funded(true);
     let acted_on = |harness: &mut Harness, line: String| {
         let (command, ts) = owned_command(line);
         harness.seq += 1;
         let mut events = Vec::new();
-        harness.venue.apply(harness.seq, ts, &command, &mut events);
-        harness.venue.order_id_of(harness.seq, &command, &events)
+        harness.venue.apply(Seq(harness.seq), ts, &command, &mut events).order_id
     };
-    let placed_seq = harness.seq + 1;
-    assert_eq!(
-        acted_on(&mut harness, buy("alice", "b1", "100", "5").to_string()),
-        Some(placed_seq)
-    );
+    let placed = Some(OrderId(harness.seq + 1));
+    assert_eq!(acted_on(&mut harness, buy("alice", "b1", "100", "5").to_string()), placed);
     let amended = acted_on(&mut harness, amend_qty("alice", "b1", "3").to_string());
-    assert_eq!(amended, Some(placed_seq));
-    assert_eq!(acted_on(&mut harness, cancel("alice", "b1").to_string()), Some(placed_seq));
+    assert_eq!(amended, placed);
+    // An amend that loses its place and trades still names the amended order.
+    harness.ok(sell("bob", "s1", "101", "1"));
+    let crossed = acted_on(&mut harness, amend_price("alice", "b1", "101").to_string());
+    assert_eq!(crossed, placed);
+    assert_eq!(acted_on(&mut harness, cancel("alice", "b1").to_string()), placed);
     // Rejected: an unknown order, a reused id; and a command that names no order.
     assert_eq!(acted_on(&mut harness, cancel("alice", "nope").to_string()), None);
     assert_eq!(acted_on(&mut harness, buy("alice", "b1", "100", "5").to_string()), None);
@@ -1106,10 +1123,12 @@ fn order_id_of_names_the_order_each_accepted_order_command_acted_on() {
 }
 
 #[test]
-fn order_id_of_is_none_without_activity() {
+fn apply_names_no_order_without_activity() {
     let mut harness = Harness::funded(false);
     let (command, ts) = owned_command(buy("alice", "b1", "100", "5").to_string());
     let mut events = Vec::new();
-    harness.venue.apply(harness.seq + 1, ts, &command, &mut events);
-    assert_eq!(harness.venue.order_id_of(harness.seq + 1, &command, &events), None);
+    let applied = harness.venue.apply(Seq(harness.seq + 1), ts, &command, &mut events);
+    assert_eq!(applied.order_id, None);
+    // Where the order rests is known all the same.
+    assert!(applied.rested.is_some());
 }

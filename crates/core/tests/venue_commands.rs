@@ -28,12 +28,12 @@ mod venue_support;
 use std::collections::BTreeSet;
 
 use bourse_core::event::CommandOrderKey;
-use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
+use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId, OrderId, Seq, TimestampNs};
 use bourse_core::snapshot::{decode_venue, SnapshotError, MAGIC, VENUE_MAGIC};
 use bourse_core::venue::OrderStatus;
 use bourse_core::{
-    AccountRef, Command, DoneReason, Event, Exchange, ExchangeConfig, Qty, RejectReason, Side,
-    Venue,
+    AccountRef, BookNote, Command, DoneReason, Event, Exchange, ExchangeConfig, Qty, RejectReason,
+    Side, Venue,
 };
 use random::Random;
 use snapshot_bytes::{state_bytes, venue_bytes};
@@ -87,7 +87,7 @@ fn a_halt_rejects_new_orders_and_amends_on_its_instrument_but_not_cancels() {
     assert_events(&fed, &[ACCEPTED]);
     assert!(harness.venue.is_halted(BTC_USD) && !harness.venue.is_halted(ETH_USD));
     assert_eq!(harness.halted(), ["BTC-USD"]);
-    assert_eq!(harness.venue.exchange().time_ns(), 50);
+    assert_eq!(harness.venue.exchange().time_ns(), TimestampNs(50));
 
     // Rejections change nothing but the time.
     let before = harness.encoded();
@@ -425,7 +425,7 @@ fn cancel_all_turns_the_records_canceled_and_their_ids_stay_remembered() {
     let alice = harness.account("alice");
     let finished: Vec<(String, OrderStatus, u64)> = activity
         .finished_orders(alice)
-        .map(|record| (record.client_id.to_string(), record.status, record.updated_ns))
+        .map(|record| (record.client_id.to_string(), record.status, record.updated_ns.0))
         .collect();
     let expected: Vec<(String, OrderStatus, u64)> = ["a1", "a2", "a3", "a4", "a5"]
         .iter()
@@ -476,9 +476,9 @@ fn the_exchange_alone_rejects_venue_commands_malformed_and_changes_nothing() {
     ];
     for (index, command) in commands.iter().enumerate() {
         assert!(command.is_venue_command());
-        let seq = 100 + index as u64;
+        let seq = Seq(100 + index as u64);
         let mut events = Vec::new();
-        exchange.apply(seq, Some(u64::MAX), command, &mut events);
+        exchange.apply(seq, Some(TimestampNs(u64::MAX)), command, &mut events);
         assert_eq!(events, [Event::Rejected { seq, reason: RejectReason::Malformed, order: None }]);
     }
     // Not even the time moved.
@@ -722,7 +722,7 @@ fn run_stream(
     for index in 0..=lines.len() {
         forks.cut(index, &venue);
         let Some(line) = lines.get(index) else { break };
-        let seq = index as u64 + 1;
+        let seq = Seq(index as u64 + 1);
         let (command, ts) = command_for(line, venue.exchange(), by_id);
         let exchange = venue.exchange();
         let known = |symbol: &str| exchange.find_instrument(symbol).is_some();
@@ -961,9 +961,9 @@ fn with_fresh_ids_venues_with_and_without_activity_differ_only_in_the_order_of_c
             let seq = index as u64 + 1;
             let (command, ts) = command_of(line);
             let mut with = Vec::new();
-            tracking.apply(seq, ts, &command, &mut with);
+            tracking.apply(Seq(seq), ts, &command, &mut with);
             let mut without = Vec::new();
-            plain.apply(seq, ts, &command, &mut without);
+            plain.apply(Seq(seq), ts, &command, &mut without);
             if matches!(command, Command::CancelAll { .. }) && with != without {
                 let key = |event: &Event| format!("{event:?}");
                 let mut with: Vec<String> = with.iter().map(key).collect();
@@ -981,5 +981,75 @@ fn with_fresh_ids_venues_with_and_without_activity_differ_only_in_the_order_of_c
         assert!(state_bytes(tracking.exchange()) == state_bytes(plain.exchange()));
         assert!(tracking.halted_instruments().eq(plain.halted_instruments()));
         assert!(reordered > 0, "seed {seed}: no cancel-all met orders in different orders");
+    }
+}
+
+/// What `Venue::book_note` and the engine's order id once found by looking the command's
+/// order up again after applying it; `Venue::apply` now returns them (`Applied`).
+fn looked_up(venue: &Venue, seq: Seq, command: &Command<'_>, events: &[Event]) -> Looked {
+    if !matches!(events.first(), Some(Event::Accepted { .. })) {
+        return (None, None);
+    }
+    let exchange = venue.exchange();
+    let note = match command {
+        Command::Order(order) => exchange.resolve(&order.account).and_then(|account| {
+            let (instrument, resting) = exchange.open_order(account, &order.id)?;
+            Some(BookNote::Rested {
+                seq,
+                instrument,
+                account,
+                id: resting.id.clone(),
+                side: resting.side,
+                price: resting.price,
+                qty: resting.remaining,
+            })
+        }),
+        Command::Halt { symbol } | Command::Resume { symbol } => {
+            exchange.find_instrument(symbol).map(|instrument| BookNote::Halted {
+                seq,
+                instrument,
+                halted: matches!(command, Command::Halt { .. }),
+            })
+        }
+        _ => None,
+    };
+    let order_id = venue.activity().and_then(|activity| {
+        let (account, id) = match command {
+            Command::Order(_) => return Some(OrderId::of(seq)),
+            Command::Cancel { account, id } => (account, id),
+            Command::Amend(amend) => (&amend.account, &amend.id),
+            _ => return None,
+        };
+        let account = exchange.resolve(account)?;
+        activity.order_by_client(account, id).map(|record| record.order_id)
+    });
+    (note, order_id)
+}
+
+type Looked = (Option<BookNote>, Option<OrderId>);
+
+#[test]
+fn what_apply_returns_is_what_looking_the_order_up_again_finds() {
+    for seed in 1..=4u64 {
+        for track_activity in [true, false] {
+            let lines = random_venue_stream_with_limits(seed * 131, 3_000);
+            let mut venue = Venue::new(Exchange::default(), track_activity);
+            let (mut rested, mut halts, mut named) = (0usize, 0usize, 0usize);
+            for (index, line) in lines.iter().enumerate() {
+                let seq = Seq(index as u64 + 1);
+                let (command, ts) = command_of(line);
+                let mut events = Vec::new();
+                let applied = venue.apply(seq, ts, &command, &mut events);
+                let note = venue.book_note(seq, &applied);
+                let (expected_note, expected_order_id) = looked_up(&venue, seq, &command, &events);
+                assert_eq!(note, expected_note, "seed {seed}, seq {seq}: {line}");
+                assert_eq!(applied.order_id, expected_order_id, "seed {seed}, seq {seq}: {line}");
+                rested += usize::from(matches!(note, Some(BookNote::Rested { .. })));
+                halts += usize::from(matches!(note, Some(BookNote::Halted { .. })));
+                named += usize::from(applied.order_id.is_some());
+            }
+            assert!(rested > 100 && halts > 5, "seed {seed}: {rested} rested, {halts} halts");
+            assert_eq!(named > 100, track_activity, "seed {seed}: {named} orders named");
+        }
     }
 }

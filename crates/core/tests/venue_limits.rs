@@ -26,7 +26,9 @@ mod venue_support;
 use bourse_core::format::{parse_line, write_command};
 use bourse_core::ids::AccountId;
 use bourse_core::snapshot::{decode_venue, SnapshotError, MAGIC, VENUE_MAGIC};
-use bourse_core::{AccountRef, Command, Event, ExchangeConfig, RejectReason, Venue};
+use bourse_core::{
+    AccountRef, Command, Event, ExchangeConfig, RejectReason, Seq, TimestampNs, Venue,
+};
 use random::Random;
 use snapshot_bytes::{state_bytes, venue_bytes};
 use support::{
@@ -96,7 +98,7 @@ fn set_limits_is_accepted_without_a_key_and_sets_the_limit() {
     let before = harness.encoded();
     let fed = harness.ok(set_limits(7).with("ts", 1_000));
     assert_events(&fed, &[ACCEPTED]);
-    assert_eq!(harness.venue.exchange().time_ns(), 1_000);
+    assert_eq!(harness.venue.exchange().time_ns(), TimestampNs(1_000));
     let mut same = Harness::funded(true);
     same.ok(set_limits(7));
     same.ok(Cmd::new("cancel_all").with("account", "nobody").with("ts", 1_000));
@@ -107,7 +109,7 @@ fn set_limits_is_accepted_without_a_key_and_sets_the_limit() {
     let mut printed = String::new();
     write_command(&mut printed, &command, ts);
     assert_eq!(printed, "{\"cmd\":\"set_limits\",\"open_orders_per_account\":7,\"ts\":5}\n");
-    assert_eq!(command_of(printed.trim_end()), (command, Some(5)));
+    assert_eq!(command_of(printed.trim_end()), (command, Some(TimestampNs(5))));
 }
 
 #[test]
@@ -123,7 +125,7 @@ fn the_limit_rejects_an_order_of_an_account_at_it_and_changes_nothing_but_the_ti
     // Only the time moves.
     let fed = harness.feed(sell("alice", "s1", "120", "1").on("ETH-USD").with("ts", 77));
     assert_events(&fed, &[&too_many("alice", "s1")]);
-    assert_eq!(harness.venue.exchange().time_ns(), 77);
+    assert_eq!(harness.venue.exchange().time_ns(), TimestampNs(77));
     // The rejected id was never an order: it is free once there is room.
     harness.ok(cancel("alice", "a1"));
     harness.ok(buy("alice", "a3", "88", "1"));
@@ -383,11 +385,11 @@ fn without_activity_the_limit_is_kept_but_not_enforced() {
     assert_eq!(restored.open_orders_limit(), 1);
     let (command, ts) = owned_command(buy("alice", "a3", "90", "1"));
     let mut events = Vec::new();
-    restored.apply(plain.seq + 1, ts, &command, &mut events);
+    restored.apply(Seq(plain.seq + 1), ts, &command, &mut events);
     assert_eq!(
         events,
         [Event::Rejected {
-            seq: plain.seq + 1,
+            seq: Seq(plain.seq + 1),
             reason: RejectReason::TooManyOpenOrders,
             order: Some(bourse_core::event::CommandOrderKey {
                 account: "alice".into(),
@@ -409,9 +411,9 @@ fn the_exchange_alone_rejects_set_limits_malformed_and_the_replay_format_has_non
         assert_eq!(command.order_key(), None);
         assert_eq!(command.account(), None);
         let mut events = Vec::new();
-        exchange.apply(seq + 1, Some(u64::MAX), &command, &mut events);
+        exchange.apply(Seq(seq + 1), Some(TimestampNs(u64::MAX)), &command, &mut events);
         let malformed =
-            Event::Rejected { seq: seq + 1, reason: RejectReason::Malformed, order: None };
+            Event::Rejected { seq: Seq(seq + 1), reason: RejectReason::Malformed, order: None };
         assert_eq!(events, [malformed]);
         // What it prints does not parse as a replay-format line.
         let mut printed = String::new();
@@ -422,7 +424,7 @@ fn the_exchange_alone_rejects_set_limits_malformed_and_the_replay_format_has_non
     // The exchange has no limit: alice, at the venue's, places more.
     let mut events = Vec::new();
     let (command, _) = owned_command(buy("alice", "more", "50", "1"));
-    exchange.apply(seq + 2, None, &command, &mut events);
+    exchange.apply(Seq(seq + 2), None, &command, &mut events);
     assert!(matches!(events[0], Event::Accepted { .. }));
 }
 

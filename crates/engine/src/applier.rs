@@ -1,6 +1,8 @@
-//! The applier thread: the core (`Exchange`) and nothing else touches it. It decodes
+//! The applier thread: the core (`Venue`) and nothing else touches it. It decodes
 //! each batch straight from the journal's bytes, applies it with the cache hints of the
-//! commands ahead, and releases the outcomes to each session's sink in chunks. In `sync`
+//! commands ahead, and releases the outcomes to each session's sink in chunks.
+//! `Venue::apply` returns what each outcome and the tap's book notes need beyond the
+//! events (`bourse_core::Applied`), so nothing is looked up again. In `sync`
 //! mode a batch arrives as soon as it is written and is applied while the disk syncs it;
 //! its outcomes are held until the sequencer says the batch is durable (`Durable`), and
 //! fail if it never does. Queries run here too, between batches, so they see every
@@ -14,18 +16,20 @@ use std::sync::Arc;
 
 use bourse_core::format::write_event;
 use bourse_core::venue::Venue;
-use bourse_core::Lookahead;
+use bourse_core::{Lookahead, OrderId, Seq, TimestampNs};
 use bourse_journal::{decode_command, SnapshotMeta};
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::config::{Durability, EngineConfig};
-use crate::intake::{CommandResult, Outcome, Released};
-use crate::pipeline::{Shared, NO_TAP};
+use crate::config::{Durability, EngineConfig, BATCH_COMMANDS_MAX_DEFAULT};
+use crate::intake::{CommandResult, Correlation, Outcome, Released};
 use crate::retention::{prune, take_snapshot};
-use crate::sequencer::{now_ns, SequencedBatch, ToApplier};
+use crate::sequencer::{SequencedBatch, ToApplier};
+use crate::shared::{now_ns, Shared, NO_TAP};
 
 /// Outcomes released at a time while the applier works through a batch.
 const RELEASE_CHUNK: usize = 256;
+// A full default batch is released in several chunks, its first ones early.
+const _: () = assert!(RELEASE_CHUNK > 0 && RELEASE_CHUNK < BATCH_COMMANDS_MAX_DEFAULT);
 
 pub(crate) struct Applier {
     pub(crate) config: EngineConfig,
@@ -34,20 +38,30 @@ pub(crate) struct Applier {
     pub(crate) batches: Receiver<ToApplier>,
     pub(crate) recycle: Sender<SequencedBatch>,
     pub(crate) shared: Arc<Shared>,
-    /// Outcomes of the current batch not yet released, by session id.
+    /// Outcomes of the current batch not yet released, by session slot.
     pub(crate) per_session: Vec<Released>,
+    /// The slots of `per_session` that hold something, each once.
     pub(crate) touched: Vec<u32>,
     /// `sync` mode: outcomes of applied batches whose records are not durable yet,
     /// oldest first.
     pub(crate) held: VecDeque<Held>,
 }
 
-/// Outcomes for one session that may leave once the records below `durable_below` are
-/// durable.
+/// Outcomes for one session's slot that may leave once the records below
+/// `durable_below` are durable.
 pub(crate) struct Held {
-    durable_below: u64,
-    session: u32,
+    durable_below: Seq,
+    slot: u32,
     released: Released,
+}
+
+/// What a command's outcome says besides its events: the tap's copy carries the same.
+#[derive(Clone, Copy)]
+struct Stamp {
+    correlation: Correlation,
+    seq: Seq,
+    ts: TimestampNs,
+    order_id: Option<OrderId>,
 }
 
 impl Applier {
@@ -70,7 +84,7 @@ impl Applier {
                             correlation: origin.correlation,
                             reason: reason.clone(),
                         };
-                        pending(&mut self.per_session, &mut self.touched, origin.session)
+                        pending(&mut self.per_session, &mut self.touched, origin.slot)
                             .outcomes
                             .push(outcome);
                     }
@@ -91,6 +105,7 @@ impl Applier {
 
     fn apply_batch(&mut self, batch: &SequencedBatch) -> Result<(), String> {
         let tap = self.shared.tap.load(Ordering::Acquire);
+        debug_assert_eq!(batch.records.len(), batch.origins.len(), "one origin per record");
         let mut commands = Vec::with_capacity(batch.records.len());
         let mut stamps = Vec::with_capacity(batch.records.len());
         for (seq, ts, payload) in batch.records.records() {
@@ -104,32 +119,30 @@ impl Applier {
             self.lookahead.hint(self.venue.exchange(), &commands[index + 1..]);
             let (seq, ts) = stamps[index];
             let origin = batch.origins[index];
-            let released = pending(&mut self.per_session, &mut self.touched, origin.session);
+            let released = pending(&mut self.per_session, &mut self.touched, origin.slot);
             let events_start = released.events.len();
-            self.venue.apply(seq, Some(ts), command, &mut released.events);
+            let applied = self.venue.apply(seq, Some(ts), command, &mut released.events);
             let rendered_start = released.rendered.len();
             if self.config.render_events {
                 for event in &released.events[events_start..] {
                     write_event(&mut released.rendered, self.venue.exchange(), event);
                 }
             }
-            let order_id = self.venue.order_id_of(seq, command, &released.events[events_start..]);
+            let stamp =
+                Stamp { correlation: origin.correlation, seq, ts, order_id: applied.order_id };
             released.outcomes.push(Outcome::Applied(CommandResult {
-                correlation: origin.correlation,
+                correlation: stamp.correlation,
                 seq,
                 ts,
-                order_id,
+                order_id: stamp.order_id,
                 events: events_start..released.events.len(),
                 rendered: rendered_start..released.rendered.len(),
             }));
-            if tap != NO_TAP && tap != origin.session {
-                let stamp = (origin.correlation, seq, ts, order_id);
-                self.copy_to_tap(tap, origin.session, events_start, stamp);
+            if tap != NO_TAP && tap != origin.slot {
+                self.copy_to_tap(tap, origin.slot, events_start, stamp);
             }
             if tap != NO_TAP {
-                let released = &self.per_session[origin.session as usize];
-                let note = self.venue.book_note(seq, command, &released.events[events_start..]);
-                if let Some(note) = note {
+                if let Some(note) = self.venue.book_note(seq, &applied) {
                     pending(&mut self.per_session, &mut self.touched, tap).notes.push(note);
                 }
             }
@@ -140,21 +153,17 @@ impl Applier {
             }
         }
         if let Some(&(last_seq, _)) = stamps.last() {
-            self.shared.stats.applied_seq.store(last_seq, Ordering::SeqCst);
+            // The batch's seqs follow one another from its first.
+            debug_assert_eq!(last_seq, batch.records.first_seq() + (stamps.len() as u64 - 1));
+            self.shared.stats.set_applied_seq(last_seq);
         }
         Ok(())
     }
 
     /// Gives the tap session the outcome just gathered for `origin` (its events from
     /// `events_start`), so that the tap sees every command, released like any session's.
-    fn copy_to_tap(
-        &mut self,
-        tap: u32,
-        origin: u32,
-        events_start: usize,
-        stamp: (u64, u64, u64, Option<u64>),
-    ) {
-        let (correlation, seq, ts, order_id) = stamp;
+    fn copy_to_tap(&mut self, tap: u32, origin: u32, events_start: usize, stamp: Stamp) {
+        debug_assert_ne!(tap, origin, "the tap gets its own outcomes once");
         pending(&mut self.per_session, &mut self.touched, tap);
         let (origin_index, tap_index) = (origin as usize, tap as usize);
         let (from, to) = if origin_index < tap_index {
@@ -167,10 +176,10 @@ impl Applier {
         let start = to.events.len();
         to.events.extend_from_slice(&from.events[events_start..]);
         to.outcomes.push(Outcome::Applied(CommandResult {
-            correlation,
-            seq,
-            ts,
-            order_id,
+            correlation: stamp.correlation,
+            seq: stamp.seq,
+            ts: stamp.ts,
+            order_id: stamp.order_id,
             events: start..to.events.len(),
             rendered: 0..0,
         }));
@@ -183,18 +192,21 @@ impl Applier {
             return self.release();
         }
         let durable_below = batch.records.first_seq() + batch.records.len() as u64;
-        for session in self.touched.drain(..) {
-            let released = std::mem::take(&mut self.per_session[session as usize]);
-            self.held.push_back(Held { durable_below, session, released });
+        // Held outcomes stay oldest first: batches come in seq order.
+        debug_assert!(self.held.back().is_none_or(|last| last.durable_below <= durable_below));
+        for slot in self.touched.drain(..) {
+            let released = std::mem::take(&mut self.per_session[slot as usize]);
+            self.held.push_back(Held { durable_below, slot, released });
         }
     }
 
     /// Releases the held outcomes whose records are below `below`, now durable.
-    fn release_durable(&mut self, below: u64) {
+    fn release_durable(&mut self, below: Seq) {
+        debug_assert!(below <= self.shared.stats.durable_below(), "released before durable");
         let sessions = self.shared.sessions.read().unwrap_or_else(|p| p.into_inner());
         while self.held.front().is_some_and(|held| held.durable_below <= below) {
             let Some(held) = self.held.pop_front() else { break };
-            if let Some(Some(sink)) = sessions.get(held.session as usize) {
+            if let Some(Some(sink)) = sessions.get(held.slot as usize) {
                 let mut released = held.released;
                 released.released_ns = now_ns();
                 sink.deliver(released);
@@ -207,7 +219,7 @@ impl Applier {
     /// which after the restart).
     fn fail_held(&mut self, reason: &str) {
         for held in std::mem::take(&mut self.held) {
-            let released = pending(&mut self.per_session, &mut self.touched, held.session);
+            let released = pending(&mut self.per_session, &mut self.touched, held.slot);
             released.outcomes.extend(held.released.outcomes.iter().map(|outcome| {
                 Outcome::Failed { correlation: outcome.correlation(), reason: reason.to_string() }
             }));
@@ -218,9 +230,10 @@ impl Applier {
     /// Hands each session its outcomes gathered so far.
     fn release(&mut self) {
         let sessions = self.shared.sessions.read().unwrap_or_else(|p| p.into_inner());
-        for session in self.touched.drain(..) {
-            let mut released = std::mem::take(&mut self.per_session[session as usize]);
-            if let Some(Some(sink)) = sessions.get(session as usize) {
+        for slot in self.touched.drain(..) {
+            let mut released = std::mem::take(&mut self.per_session[slot as usize]);
+            debug_assert!(!released.is_empty(), "a touched slot holds something");
+            if let Some(Some(sink)) = sessions.get(slot as usize) {
                 released.released_ns = now_ns();
                 sink.deliver(released);
             }
@@ -236,8 +249,8 @@ impl Applier {
         {
             return;
         }
-        let seq = self.shared.stats.applied_seq.load(Ordering::SeqCst);
-        if seq == 0 {
+        let seq = self.shared.stats.applied_seq();
+        if seq == Seq::ZERO {
             return;
         }
         let meta = SnapshotMeta {
@@ -263,18 +276,19 @@ impl Applier {
     }
 }
 
-/// The release being gathered for `session` (noted in `touched` when it starts).
+/// The release being gathered for `slot` (noted in `touched` when it starts).
 fn pending<'a>(
     per_session: &'a mut Vec<Released>,
     touched: &mut Vec<u32>,
-    session: u32,
+    slot: u32,
 ) -> &'a mut Released {
-    let index = session as usize;
+    debug_assert_ne!(slot, NO_TAP, "no session has the tap's empty slot");
+    let index = slot as usize;
     if index >= per_session.len() {
         per_session.resize_with(index + 1, Released::default);
     }
     if per_session[index].is_empty() {
-        touched.push(session);
+        touched.push(slot);
     }
     &mut per_session[index]
 }

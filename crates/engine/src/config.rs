@@ -3,9 +3,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bourse_core::ExchangeConfig;
+use bourse_core::{ExchangeConfig, Seq};
 use bourse_journal::writer::SEGMENT_BYTES_DEFAULT;
 use bourse_journal::FaultSwitch;
+
+/// `EngineConfig::queue_capacity` unless set: commands waiting to be sequenced.
+pub const QUEUE_CAPACITY_DEFAULT: usize = 65_536;
+/// `EngineConfig::batch_commands_max` unless set: commands per batch.
+pub const BATCH_COMMANDS_MAX_DEFAULT: usize = 16_384;
+
+// A full queue drains in a few batches, and a batch can be filled from the queue alone.
+const _: () = assert!(BATCH_COMMANDS_MAX_DEFAULT <= QUEUE_CAPACITY_DEFAULT);
+const _: () = assert!(BATCH_COMMANDS_MAX_DEFAULT > 0);
 
 /// When a command's result may leave the process, against when its record is durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,8 +93,8 @@ impl EngineConfig {
         EngineConfig {
             data_dir: data_dir.into(),
             durability: Durability::Sync,
-            queue_capacity: 65_536,
-            batch_commands_max: 16_384,
+            queue_capacity: QUEUE_CAPACITY_DEFAULT,
+            batch_commands_max: BATCH_COMMANDS_MAX_DEFAULT,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             snapshot_every_commands: 10_000_000,
             snapshots_retained: 2,
@@ -109,10 +118,10 @@ impl EngineConfig {
 
     /// The journal directory when its covered segments may be deleted, and the first
     /// record that must stay whatever the snapshots cover (`journal_needed_from`).
-    pub(crate) fn prunable_journal_dir(&self) -> Option<(PathBuf, u64)> {
+    pub(crate) fn prunable_journal_dir(&self) -> Option<(PathBuf, Seq)> {
         let needed_from = match &self.journal_needed_from {
-            Some(needed) => needed.load(Ordering::SeqCst),
-            None => u64::MAX,
+            Some(needed) => Seq(needed.load(Ordering::SeqCst)),
+            None => Seq(u64::MAX),
         };
         (!self.keep_journal).then(|| (self.journal_dir(), needed_from))
     }

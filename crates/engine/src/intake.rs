@@ -1,20 +1,50 @@
 //! What producers hand the engine and what they get back.
 //!
 //! A producer (a gateway connection, a tool, a bench thread) opens a `Session` with a
-//! `ResultSink`, submits commands tagged with its own correlation number, and gets
+//! `ResultSink`, submits commands each tagged with a request number of its own, and gets
 //! every command's `Outcome` through the sink, in sequence order, once the command is
-//! durable. The command is encoded to the journal's binary form on the producer's
-//! thread, so the sequencer only copies bytes.
+//! durable, with its `Correlation`: the session's number (which the engine never gives
+//! twice) and the request number. The command is encoded to the journal's binary form
+//! on the producer's thread, so the sequencer only copies bytes.
 
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
-use bourse_core::{BookNote, Command, Event};
+use bourse_core::{BookNote, Command, Event, OrderId, Seq, TimestampNs};
+use bourse_journal::record::PAYLOAD_LEN_MAX;
 use bourse_journal::{encode_command, CodecError};
 
-/// Payloads up to this many bytes travel inline (no allocation per command).
+/// Payloads up to this many bytes travel inline (no allocation per command). With it a
+/// `Submission` takes 136 bytes.
 pub const INLINE_PAYLOAD_MAX: usize = 110;
+// An inline payload's length is a `u8`; anything longer goes on the heap, and the
+// journal takes every payload that fits inline.
+const _: () = assert!(INLINE_PAYLOAD_MAX <= u8::MAX as usize);
+const _: () = assert!(INLINE_PAYLOAD_MAX <= PAYLOAD_LEN_MAX);
+
+/// A session's number: given by the engine when the session opens, never given again
+/// for the engine's life (1, 2, 3, ...). The slot its sink occupies is another matter:
+/// a closed session's slot is given to the next session opened, so a closed session's
+/// late outcomes may reach the new session's sink, tagged with the closed session's
+/// number (see `Session::open_sibling`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SessionNumber(pub u64);
+
+impl std::fmt::Display for SessionNumber {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, formatter)
+    }
+}
+
+/// What an outcome is found by: the session that submitted the command and the
+/// producer's own number for the request (`Session::submit`). Unique for the engine's
+/// life as long as a session does not repeat its request numbers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Correlation {
+    pub session: SessionNumber,
+    pub request: u64,
+}
 
 /// A command's journal payload.
 pub(crate) enum Payload {
@@ -30,6 +60,9 @@ impl Payload {
         SCRATCH.with_borrow_mut(|buffer| {
             buffer.clear();
             encode_command(command, buffer)?;
+            // Every command encodes to its tag at least; the journal refuses nothing
+            // this returns.
+            debug_assert!(!buffer.is_empty() && buffer.len() <= PAYLOAD_LEN_MAX);
             if buffer.len() <= INLINE_PAYLOAD_MAX {
                 let mut bytes = [0u8; INLINE_PAYLOAD_MAX];
                 bytes[..buffer.len()].copy_from_slice(buffer);
@@ -43,15 +76,20 @@ impl Payload {
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Payload::Inline { len, bytes } => &bytes[..*len as usize],
-            Payload::Heap(bytes) => bytes,
+            Payload::Heap(bytes) => {
+                // Only what does not fit inline goes on the heap.
+                debug_assert!(bytes.len() > INLINE_PAYLOAD_MAX);
+                bytes
+            }
         }
     }
 }
 
 /// One command waiting for the sequencer.
 pub(crate) struct Submission {
-    pub(crate) session: u32,
-    pub(crate) correlation: u64,
+    /// The slot of the session's sink (`Shared::sessions`).
+    pub(crate) slot: u32,
+    pub(crate) correlation: Correlation,
     pub(crate) payload: Payload,
 }
 
@@ -74,11 +112,11 @@ pub enum Outcome {
     /// Never released: the engine stopped (a storage failure) before the command was
     /// durable. It may or may not be in the journal; after a restart its outcome can
     /// be learned from the state (the order by its client id).
-    Failed { correlation: u64, reason: String },
+    Failed { correlation: Correlation, reason: String },
 }
 
 impl Outcome {
-    pub fn correlation(&self) -> u64 {
+    pub fn correlation(&self) -> Correlation {
         match self {
             Outcome::Applied(result) => result.correlation,
             Outcome::Failed { correlation, .. } => *correlation,
@@ -89,13 +127,13 @@ impl Outcome {
 /// A command's result; its events are in the `Released` it came with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandResult {
-    pub correlation: u64,
-    pub seq: u64,
-    pub ts: u64,
+    pub correlation: Correlation,
+    pub seq: Seq,
+    pub ts: TimestampNs,
     /// The exchange's id of the order the command acted on, when the engine keeps the
-    /// order activity: a new order's (its `seq`, if accepted), or the order a cancel or
-    /// amend named (if remembered). `None` otherwise.
-    pub order_id: Option<u64>,
+    /// order activity: a new order's (`OrderId::of(seq)`, if accepted), or the order a
+    /// cancel or amend named (if accepted). `None` otherwise (`bourse_core::Applied`).
+    pub order_id: Option<OrderId>,
     /// `accepted` or `rejected` first, then trades, dones, amends: `Released::events`.
     pub events: Range<usize>,
     /// The events as replay-format lines (when the engine renders them):
@@ -113,9 +151,9 @@ pub struct Released {
     /// For the tap only: the book changes of these commands that their events do not
     /// spell out, in sequence order (at most one per command).
     pub notes: Vec<BookNote>,
-    /// When the engine handed these outcomes to the sink, in ns since the Unix epoch
-    /// (the clock of `CommandResult::ts`): the moment of their release.
-    pub released_ns: u64,
+    /// When the engine handed these outcomes to the sink (the clock of
+    /// `CommandResult::ts`): the moment of their release.
+    pub released_ns: TimestampNs,
 }
 
 impl Released {
@@ -168,3 +206,16 @@ impl SubmitError {
 }
 
 pub(crate) type SharedSink = Arc<dyn ResultSink>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A submission is copied into the intake queue's slot and out again: its size is
+    /// the inline payload's plus its routing (the slot, the correlation).
+    #[test]
+    fn a_submission_stays_within_its_budget() {
+        assert!(std::mem::size_of::<Submission>() <= 136, "{}", std::mem::size_of::<Submission>());
+        assert!(std::mem::size_of::<Intake>() <= 136, "{}", std::mem::size_of::<Intake>());
+    }
+}

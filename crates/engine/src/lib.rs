@@ -1,10 +1,14 @@
 //! Bourse's engine: the running pipeline around the deterministic core.
 //!
 //! It owns the bounded intake queue, the sequencer (sequence numbers, timestamps, group
-//! commit to the journal), the applier thread that runs `bourse_core::Exchange`, the
+//! commit to the journal), the applier thread that runs `bourse_core::Venue`, the
 //! release of outcomes only once their commands are durable, recovery at start, and
 //! snapshots. It holds no business rule (the core does) and no protocol (the gateways
 //! do); on a storage failure it stops rather than release anything not durable.
+//!
+//! Modules, bottom up: `config`, `intake` (what producers hand in and get back),
+//! `stats` and `shared` (what the threads share), `recovery` and `retention`; the
+//! stages `sequencer`, `applier` and `snapshotter`; `pipeline`, which starts them.
 
 mod applier;
 pub mod config;
@@ -13,13 +17,15 @@ pub mod pipeline;
 pub mod recovery;
 pub mod retention;
 mod sequencer;
+mod shared;
 mod snapshotter;
+mod stats;
 
 pub use bourse_core::BookNote;
 pub use config::{Durability, EngineConfig};
-pub use intake::{CommandResult, Outcome, Released, ResultSink, SubmitError};
-pub use pipeline::{
-    DurableWatermark, Engine, Session, SlowSync, StartError, StartReport, StatsSnapshot,
-    ACTIVITY_MARKER, SLOW_SYNC_NS,
+pub use intake::{
+    CommandResult, Correlation, Outcome, Released, ResultSink, SessionNumber, SubmitError,
 };
+pub use pipeline::{DurableWatermark, Engine, Session, StartError, StartReport, ACTIVITY_MARKER};
 pub use recovery::{recover, recover_venue, Recovered, RecoveryError};
+pub use stats::{SlowSync, StatsSnapshot, SLOW_SYNC_NS};

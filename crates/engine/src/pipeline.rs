@@ -1,11 +1,13 @@
 //! The running engine: intake queue → sequencer (batches, journal, group commit) →
 //! applier (the core, on its own thread) → outcomes to each session's sink. This module
 //! starts and stops the threads and owns what producers hold (`Engine`, `Session`);
-//! `sequencer` and `applier` are the two stages.
+//! `sequencer`, `applier` and `snapshotter` are the stages, and what they share
+//! (`shared`: the sessions' sinks, the tap, the flags, the clock; `stats`) lies below
+//! them, so every module imports only modules below it.
 //!
 //! ```text
 //! sessions ──submit──▶ [bounded intake] ──▶ sequencer ──batch──▶ applier ──▶ sinks
-//!                       full: `busy`        seq + ts, write,      Exchange::apply,
+//!                       full: `busy`        seq + ts, write,      Venue::apply,
 //!                                           fdatasync (sync)      release outcomes
 //!                                                   └─durable──▶  (held until durable)
 //! ```
@@ -14,26 +16,34 @@
 //! releases its outcomes when the sequencer says it is durable.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use bourse_core::snapshot::{decode_venue, encode_venue};
 use bourse_core::venue::Venue;
-use bourse_core::{Command, Exchange, Lookahead};
+use bourse_core::{Command, Exchange, Lookahead, Seq};
 use bourse_journal::tail::JournalTail;
 use bourse_journal::{JournalError, JournalWriter, TailPolicy, WriterOptions};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 
 use crate::applier::Applier;
 use crate::config::{Durability, EngineConfig};
-use crate::intake::{Intake, Payload, Query, ResultSink, SharedSink, Submission, SubmitError};
+use crate::intake::{
+    Correlation, Intake, Payload, Query, ResultSink, SessionNumber, Submission, SubmitError,
+};
 use crate::recovery::{recover_venue, RecoveryError};
 use crate::sequencer::Sequencer;
+use crate::shared::{Shared, NO_TAP};
 use crate::snapshotter::Snapshotter;
+use crate::stats::{SlowSync, Stats, StatsSnapshot};
 
 /// Batches in flight between the sequencer and the applier.
 const BATCHES_IN_FLIGHT: usize = 4;
+// The recycling queue holds every batch in flight and the one being filled, so no
+// batch is dropped (and reallocated) on its way back.
+const BATCHES_RECYCLED: usize = BATCHES_IN_FLIGHT + 1;
+const _: () = assert!(BATCHES_IN_FLIGHT >= 1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -58,186 +68,17 @@ impl StartError {
     }
 }
 
-/// Counters of the running engine.
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub commands: AtomicU64,
-    pub batches: AtomicU64,
-    pub syncs: AtomicU64,
-    /// Time spent in `fdatasync`, in total and at most once.
-    pub sync_ns_total: AtomicU64,
-    pub sync_ns_max: AtomicU64,
-    /// Syncs by duration: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns.
-    pub sync_ns_buckets: [AtomicU64; 32],
-    /// Batches by size: bucket `i` counts batches of `2^(i-1)+1` to `2^i` commands.
-    pub batch_commands_buckets: [AtomicU64; 24],
-    /// Records below this are durable (in `sync` and `async` modes).
-    pub durable_below: AtomicU64,
-    /// The last command applied.
-    pub applied_seq: AtomicU64,
-    pub snapshots: AtomicU64,
-    pub snapshot_failures: AtomicU64,
-    pub last_snapshot_seq: AtomicU64,
-    pub last_snapshot_bytes: AtomicU64,
-    /// How long the last periodic snapshot took to encode and write (on the
-    /// snapshotter's thread; intake does not wait for it).
-    pub last_snapshot_ns: AtomicU64,
-    /// The most recent syncs that took `SLOW_SYNC_NS` or more, oldest first.
-    slow_syncs: Mutex<VecDeque<SlowSync>>,
-}
-
-/// A journal sync that took `SLOW_SYNC_NS` or more: every command waiting for it waited
-/// that long. Kept so that latency outliers can be matched with the disk's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlowSync {
-    /// When it returned, in ns since the Unix epoch (the clock of the commands' `ts`).
-    pub ended_ns: u64,
-    pub took_ns: u64,
-}
-
-/// Syncs at least this slow are kept in `Engine::slow_syncs`.
-pub const SLOW_SYNC_NS: u64 = 1_000_000;
-/// How many slow syncs are kept (the oldest go first).
-const SLOW_SYNCS_KEPT: usize = 4096;
-
-impl Stats {
-    pub(crate) fn record_batch(&self, commands: u64) {
-        self.commands.fetch_add(commands, Ordering::Relaxed);
-        self.batches.fetch_add(1, Ordering::Relaxed);
-        let bucket = (64 - commands.saturating_sub(1).leading_zeros() as usize).min(23);
-        self.batch_commands_buckets[bucket].fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn record_sync(&self, took_ns: u64, ended_ns: u64) {
-        self.syncs.fetch_add(1, Ordering::Relaxed);
-        self.sync_ns_total.fetch_add(took_ns, Ordering::Relaxed);
-        self.sync_ns_max.fetch_max(took_ns, Ordering::Relaxed);
-        let bucket = (64 - took_ns.leading_zeros() as usize).min(31);
-        self.sync_ns_buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        if took_ns >= SLOW_SYNC_NS {
-            let mut slow = self.slow_syncs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if slow.len() == SLOW_SYNCS_KEPT {
-                slow.pop_front();
-            }
-            slow.push_back(SlowSync { ended_ns, took_ns });
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsSnapshot {
-    pub commands: u64,
-    pub batches: u64,
-    pub syncs: u64,
-    pub sync_ns_total: u64,
-    pub sync_ns_max: u64,
-    /// Syncs by duration: bucket `i` counts syncs of `2^(i-1)` to `2^i` ns.
-    pub sync_ns_buckets: [u64; 32],
-    /// Batches by size: bucket `i` counts batches of `2^(i-1)+1` to `2^i` commands.
-    pub batch_commands_buckets: [u64; 24],
-    pub applied_seq: u64,
-    pub snapshots: u64,
-    pub snapshot_failures: u64,
-    pub last_snapshot_seq: u64,
-    pub last_snapshot_bytes: u64,
-    pub last_snapshot_ns: u64,
-}
-
-impl StatsSnapshot {
-    /// The sync duration below which `quantile` of the syncs fell (an upper bound: the
-    /// top of its power-of-two bucket), in ns.
-    pub fn sync_ns_quantile(&self, quantile: f64) -> u64 {
-        let total: u64 = self.sync_ns_buckets.iter().sum();
-        let wanted = (total as f64 * quantile).ceil() as u64;
-        let mut seen = 0;
-        for (bucket, count) in self.sync_ns_buckets.iter().enumerate() {
-            seen += count;
-            if seen >= wanted && *count > 0 {
-                return 1u64 << bucket;
-            }
-        }
-        0
-    }
-}
-
 /// What start-up found on disk.
 #[derive(Clone, Debug, Default)]
 pub struct StartReport {
-    pub snapshot_seq: Option<u64>,
+    /// The snapshot the state started from.
+    pub snapshot_seq: Option<Seq>,
     pub skipped_snapshots: Vec<String>,
+    /// Records applied on top of the snapshot.
     pub replayed: u64,
-    pub last_seq: u64,
+    /// The last command the state includes (`Seq::ZERO`: none).
+    pub last_seq: Seq,
     pub torn_tail: Option<String>,
-}
-
-/// `Shared::tap` when no session taps the engine.
-pub(crate) const NO_TAP: u32 = u32::MAX;
-
-pub(crate) struct Shared {
-    pub(crate) sessions: RwLock<Vec<Option<SharedSink>>>,
-    /// The session that also gets every other session's applied outcomes (`open_tap`).
-    pub(crate) tap: AtomicU32,
-    pub(crate) stopped: AtomicBool,
-    /// Set when shutdown begins: no new submission is taken.
-    closing: AtomicBool,
-    /// Submissions between their check of `closing` and their send. Shutdown waits for
-    /// this to reach zero before it queues its own message, so that every submission
-    /// taken is sequenced (or answered) before the engine stops.
-    submitting: AtomicUsize,
-    failure: Mutex<Option<String>>,
-    queue_capacity: usize,
-    pub(crate) stats: Stats,
-}
-
-impl Shared {
-    pub(crate) fn stop(&self, reason: &str) {
-        let mut failure = self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        failure.get_or_insert_with(|| reason.to_string());
-        self.stopped.store(true, Ordering::SeqCst);
-    }
-
-    pub(crate) fn failure(&self) -> Option<String> {
-        self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
-    }
-
-    /// Gives `sink` a session id (reusing a closed session's).
-    fn register(&self, sink: Arc<dyn ResultSink>) -> u32 {
-        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
-        let id = match sessions.iter().position(Option::is_none) {
-            Some(free) => {
-                sessions[free] = Some(sink);
-                free
-            }
-            None => {
-                sessions.push(Some(sink));
-                sessions.len() - 1
-            }
-        };
-        id as u32
-    }
-
-    pub(crate) fn stats_snapshot(&self) -> StatsSnapshot {
-        let stats = &self.stats;
-        StatsSnapshot {
-            commands: stats.commands.load(Ordering::Relaxed),
-            batches: stats.batches.load(Ordering::Relaxed),
-            syncs: stats.syncs.load(Ordering::Relaxed),
-            sync_ns_total: stats.sync_ns_total.load(Ordering::Relaxed),
-            sync_ns_max: stats.sync_ns_max.load(Ordering::Relaxed),
-            sync_ns_buckets: std::array::from_fn(|index| {
-                stats.sync_ns_buckets[index].load(Ordering::Relaxed)
-            }),
-            batch_commands_buckets: std::array::from_fn(|index| {
-                stats.batch_commands_buckets[index].load(Ordering::Relaxed)
-            }),
-            applied_seq: stats.applied_seq.load(Ordering::SeqCst),
-            snapshots: stats.snapshots.load(Ordering::Relaxed),
-            snapshot_failures: stats.snapshot_failures.load(Ordering::Relaxed),
-            last_snapshot_seq: stats.last_snapshot_seq.load(Ordering::SeqCst),
-            last_snapshot_bytes: stats.last_snapshot_bytes.load(Ordering::Relaxed),
-            last_snapshot_ns: stats.last_snapshot_ns.load(Ordering::Relaxed),
-        }
-    }
 }
 
 pub struct Engine {
@@ -250,8 +91,14 @@ pub struct Engine {
 
 /// A producer's handle: submit commands, get outcomes through the sink given at
 /// `Engine::open_session`.
+///
+/// Each session has a number the engine never gives again (`SessionNumber`), which
+/// every outcome of its commands carries in its `Correlation`. Its sink occupies a slot
+/// that is given to the next session opened once it closes: see `open_sibling`.
 pub struct Session {
-    id: u32,
+    /// Where its sink is (`Shared::sessions`); reused after it closes.
+    slot: u32,
+    number: SessionNumber,
     intake: Sender<Intake>,
     shared: Arc<Shared>,
 }
@@ -262,9 +109,9 @@ pub struct Session {
 pub struct DurableWatermark(Arc<Shared>);
 
 impl DurableWatermark {
-    /// The last record the journal holds durably (0: none).
-    pub fn last_durable_seq(&self) -> u64 {
-        self.0.stats.durable_below.load(Ordering::SeqCst).saturating_sub(1)
+    /// The last record the journal holds durably (`Seq::ZERO`: none).
+    pub fn last_durable_seq(&self) -> Seq {
+        self.0.stats.durable_below().previous()
     }
 }
 
@@ -279,18 +126,10 @@ impl Engine {
             }
             _ => open_durable(&config)?,
         };
-        let shared = Arc::new(Shared {
-            sessions: RwLock::new(Vec::new()),
-            tap: AtomicU32::new(NO_TAP),
-            stopped: AtomicBool::new(false),
-            closing: AtomicBool::new(false),
-            submitting: AtomicUsize::new(0),
-            failure: Mutex::new(None),
-            queue_capacity: config.queue_capacity,
-            stats: Stats::default(),
-        });
-        shared.stats.durable_below.store(report.last_seq + 1, Ordering::SeqCst);
-        shared.stats.applied_seq.store(report.last_seq, Ordering::SeqCst);
+        let shared =
+            Arc::new(Shared::new(config.queue_capacity, Stats::starting_at(report.last_seq)));
+        // Beside the pipeline: the snapshotter, on its own copy of the state, reading the
+        // durable journal.
         let snapshotter = match &writer {
             Some(writer) if config.snapshot_every_commands > 0 => Some(start_snapshotter(
                 &config,
@@ -302,19 +141,25 @@ impl Engine {
             )?),
             _ => None,
         };
+        // 1. intake: a bounded queue from every session to the sequencer.
         let (intake, intake_receiver) = bounded(config.queue_capacity);
+        // 2. sequencer → applier: written batches (and, in `sync` mode, "durable up to"),
+        //    and the batches' buffers back for reuse.
         let (to_applier, applier_receiver) = bounded(BATCHES_IN_FLIGHT);
-        let (recycle, recycled) = bounded(BATCHES_IN_FLIGHT + 1);
+        let (recycle, recycled) = bounded(BATCHES_RECYCLED);
+        // 3. the sequencer: seq + ts, batch, write, sync (group commit).
         let sequencer = Sequencer {
             config: config.clone(),
             writer,
-            next_seq: report.last_seq + 1,
-            last_ts: 0,
+            next_seq: report.last_seq.next(),
+            last_ts: bourse_core::TimestampNs::ZERO,
             intake: intake_receiver,
             to_applier,
             recycled,
             shared: Arc::clone(&shared),
         };
+        // 4. the applier: `Venue::apply`, outcomes released to each session's sink once
+        //    durable.
         let applier = Applier {
             config,
             venue,
@@ -335,8 +180,8 @@ impl Engine {
 
     /// Registers a producer whose outcomes go to `sink`.
     pub fn open_session(&self, sink: Arc<dyn ResultSink>) -> Session {
-        let id = self.shared.register(sink);
-        Session { id, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
+        let (slot, number) = self.shared.register(sink);
+        Session { slot, number, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
     }
 
     /// Opens the tap: a session whose sink gets, besides its own outcomes, every applied
@@ -346,9 +191,10 @@ impl Engine {
     /// session closes the tap.
     pub fn open_tap(&self, sink: Arc<dyn ResultSink>) -> Option<Session> {
         let session = self.open_session(sink);
+        debug_assert_ne!(session.slot, NO_TAP, "no session has the empty tap's slot");
         self.shared
             .tap
-            .compare_exchange(NO_TAP, session.id, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(NO_TAP, session.slot, Ordering::AcqRel, Ordering::Acquire)
             .ok()
             .map(|_| session)
     }
@@ -382,12 +228,11 @@ impl Engine {
     /// The most recent journal syncs that took `SLOW_SYNC_NS` (1 ms) or more, up to
     /// 4,096 of them, oldest first.
     pub fn slow_syncs(&self) -> Vec<SlowSync> {
-        let slow = self.shared.stats.slow_syncs.lock().unwrap_or_else(|p| p.into_inner());
-        slow.iter().copied().collect()
+        self.shared.stats.slow_syncs()
     }
 
     pub fn stats(&self) -> StatsSnapshot {
-        self.shared.stats_snapshot()
+        self.shared.stats.snapshot()
     }
 
     /// How far the journal is durable, for readers that follow it (the history).
@@ -436,12 +281,19 @@ impl Drop for Engine {
 }
 
 impl Session {
-    /// Queues `command`; its outcome comes through the session's sink, tagged with
-    /// `correlation`. Refused at once when the queue is full (`busy`) or the engine has
+    /// This session's number, which every outcome of its commands carries.
+    pub fn number(&self) -> SessionNumber {
+        self.number
+    }
+
+    /// Queues `command`; its outcome comes through the session's sink, tagged with the
+    /// returned correlation (this session's number and `request`, the producer's own
+    /// number for it). Refused at once when the queue is full (`busy`) or the engine has
     /// stopped.
-    pub fn submit(&self, command: &Command<'_>, correlation: u64) -> Result<(), SubmitError> {
+    pub fn submit(&self, command: &Command<'_>, request: u64) -> Result<Correlation, SubmitError> {
         let payload = Payload::encode(command)?;
-        let submission = Submission { session: self.id, correlation, payload };
+        let correlation = Correlation { session: self.number, request };
+        let submission = Submission { slot: self.slot, correlation, payload };
         let shared = &self.shared;
         shared.submitting.fetch_add(1, Ordering::SeqCst);
         let sent = if shared.closing.load(Ordering::SeqCst) || shared.stopped.load(Ordering::SeqCst)
@@ -452,7 +304,7 @@ impl Session {
         };
         shared.submitting.fetch_sub(1, Ordering::SeqCst);
         match sent {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(correlation),
             Err(TrySendError::Full(_)) => {
                 Err(SubmitError::Busy { capacity: self.shared.queue_capacity })
             }
@@ -482,13 +334,15 @@ impl Session {
     /// gateway gives each connection its own, so that outcomes come back to the
     /// connection that sent the command without a shared table of waiters.
     ///
-    /// A closed session's id is given to the next one opened, and outcomes of its
-    /// commands still waiting for their sync then go to the new session's sink: a
-    /// producer that opens sessions as it goes must number its commands so that they
-    /// cannot be taken for another session's (as `bourse_server::link::Lane` does).
+    /// The new session gets a number of its own, never given before, but perhaps the
+    /// slot of a session that closed: outcomes of the closed session's commands still
+    /// waiting for their sync then go to the new session's sink, carrying the closed
+    /// session's number. A producer that opens sessions as it goes tells them apart by
+    /// the whole `Correlation` (as `bourse_server::link::Lane` does), never by the
+    /// request number alone.
     pub fn open_sibling(&self, sink: Arc<dyn ResultSink>) -> Session {
-        let id = self.shared.register(sink);
-        Session { id, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
+        let (slot, number) = self.shared.register(sink);
+        Session { slot, number, intake: self.intake.clone(), shared: Arc::clone(&self.shared) }
     }
 
     /// Why the engine stopped taking commands, if it did.
@@ -498,7 +352,7 @@ impl Session {
 
     /// The engine's counters (as `Engine::stats`).
     pub fn stats(&self) -> StatsSnapshot {
-        self.shared.stats_snapshot()
+        self.shared.stats.snapshot()
     }
 
     /// Commands and queries waiting in the intake queue now.
@@ -518,12 +372,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ =
-            self.shared.tap.compare_exchange(self.id, NO_TAP, Ordering::AcqRel, Ordering::Acquire);
-        let mut sessions = self.shared.sessions.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = sessions.get_mut(self.id as usize) {
-            *slot = None;
-        }
+        self.shared.unregister(self.slot);
     }
 }
 
@@ -541,14 +390,17 @@ fn open_durable(config: &EngineConfig) -> Result<Opened, StartError> {
         config.track_activity,
         TailPolicy::Repair,
     )?;
-    check_activity_setting(config, recovered.last_seq == 0 && recovered.snapshot.is_none())?;
+    check_activity_setting(
+        config,
+        recovered.last_seq == Seq::ZERO && recovered.snapshot.is_none(),
+    )?;
     let options =
         WriterOptions { segment_bytes: config.segment_bytes, faults: config.faults.clone() };
     let writer = JournalWriter::open_with_id(
         &config.journal_dir(),
         &recovered.journal,
         options,
-        recovered.last_seq + 1,
+        recovered.last_seq.next(),
         recovered.last_crc,
         recovered.snapshot.as_ref().map(|(_, meta)| meta.journal_id),
     )?;
@@ -632,50 +484,14 @@ fn start_snapshotter(
         config: config.clone(),
         shared: Arc::clone(shared),
         venue: copy,
-        tail: JournalTail::new(&config.journal_dir(), report.last_seq + 1, last_crc),
+        tail: JournalTail::new(&config.journal_dir(), report.last_seq.next(), last_crc),
         journal_id,
         last_seq: report.last_seq,
         last_crc,
         last_ts: venue.exchange().time_ns(),
-        last_snapshot_seq: report.snapshot_seq.unwrap_or(0),
+        last_snapshot_seq: report.snapshot_seq.unwrap_or(Seq::ZERO),
         stop: stop_receiver,
     };
     let thread = spawn("bourse-snapshotter", move || snapshotter.run())?;
     Ok((stop, thread))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn batches_are_counted_by_size_in_power_of_two_buckets() {
-        let stats = Stats::default();
-        for size in [1, 2, 3, 4, 5, 16_384] {
-            stats.record_batch(size);
-        }
-        let bucket = |index: usize| stats.batch_commands_buckets[index].load(Ordering::Relaxed);
-        // 1 | 2 | 3-4 | 5-8 | ... | 8,193-16,384
-        assert_eq!([bucket(0), bucket(1), bucket(2), bucket(3), bucket(14)], [1, 1, 2, 1, 1]);
-        assert_eq!(stats.commands.load(Ordering::Relaxed), 1 + 2 + 3 + 4 + 5 + 16_384);
-        assert_eq!(stats.batches.load(Ordering::Relaxed), 6);
-    }
-
-    #[test]
-    fn only_slow_syncs_are_kept_and_only_the_latest() {
-        let stats = Stats::default();
-        stats.record_sync(SLOW_SYNC_NS - 1, 10);
-        stats.record_sync(SLOW_SYNC_NS, 20);
-        let kept = |stats: &Stats| stats.slow_syncs.lock().unwrap().iter().copied().collect();
-        let slow: Vec<SlowSync> = kept(&stats);
-        assert_eq!(slow, vec![SlowSync { ended_ns: 20, took_ns: SLOW_SYNC_NS }]);
-        assert_eq!(stats.syncs.load(Ordering::Relaxed), 2);
-        for index in 0..SLOW_SYNCS_KEPT as u64 {
-            stats.record_sync(2 * SLOW_SYNC_NS, 100 + index);
-        }
-        let slow: Vec<SlowSync> = kept(&stats);
-        assert_eq!(slow.len(), SLOW_SYNCS_KEPT);
-        assert_eq!(slow[0].ended_ns, 100);
-        assert_eq!(slow[SLOW_SYNCS_KEPT - 1].ended_ns, 100 + SLOW_SYNCS_KEPT as u64 - 1);
-    }
 }

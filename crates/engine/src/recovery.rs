@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use bourse_core::snapshot::decode_venue;
 use bourse_core::venue::Venue;
-use bourse_core::{Command, Event, Exchange, ExchangeConfig, Lookahead};
+use bourse_core::{Command, Event, Exchange, ExchangeConfig, Lookahead, Seq, TimestampNs};
 use bourse_journal::snapshot_file::remove_temporary_snapshots;
 use bourse_journal::{
     decode_command, list_snapshots, read_snapshot, remove_torn_tail, JournalError, MappedSegments,
@@ -19,11 +19,11 @@ pub enum RecoveryError {
     #[error(transparent)]
     Journal(#[from] JournalError),
     #[error("the journal starts at record {journal_first}, but the newest usable snapshot ({snapshot}) covers only up to record {snapshot_seq}: records in between are missing")]
-    JournalGap { snapshot: String, snapshot_seq: u64, journal_first: u64 },
+    JournalGap { snapshot: String, snapshot_seq: Seq, journal_first: Seq },
     #[error("the journal ends at record {journal_last}, before the snapshot {snapshot} (record {snapshot_seq}): the journal was cut or belongs elsewhere")]
-    JournalBehindSnapshot { snapshot: String, snapshot_seq: u64, journal_last: u64 },
+    JournalBehindSnapshot { snapshot: String, snapshot_seq: Seq, journal_last: Seq },
     #[error("record {seq} of the journal does not chain to the snapshot {snapshot}: they come from different histories")]
-    SnapshotChainBreak { snapshot: String, seq: u64 },
+    SnapshotChainBreak { snapshot: String, seq: Seq },
     #[error("the snapshot {snapshot} belongs to journal {found:016x}, the journal here is {expected:016x}")]
     ForeignSnapshot { snapshot: String, expected: u64, found: u64 },
 }
@@ -51,11 +51,12 @@ pub struct Recovered {
     pub journal: ScanReport,
     /// Records applied on top of the snapshot.
     pub replayed: u64,
-    /// The last command the state includes (0: none).
-    pub last_seq: u64,
+    /// The last command the state includes (`Seq::ZERO`: none).
+    pub last_seq: Seq,
     /// The crc of record `last_seq`: the chain value of the next record.
     pub last_crc: u32,
-    pub last_ts: u64,
+    /// The time of record `last_seq`.
+    pub last_ts: TimestampNs,
     pub removed_temporary_snapshots: usize,
 }
 
@@ -91,7 +92,7 @@ pub fn recover_venue(
         Some((venue, path, meta)) => (venue, Some((path, meta))),
         None => (Venue::new(Exchange::new(exchange_config), track_activity), None),
     };
-    let base_seq = snapshot.as_ref().map_or(0, |(_, meta)| meta.seq);
+    let base_seq = snapshot.as_ref().map_or(Seq::ZERO, |(_, meta)| meta.seq);
     let snapshot_chain = snapshot.as_ref().map(|(path, meta)| (path.as_path(), meta));
     // Read-only first: a "torn tail" that a snapshot covers was durable once, and must
     // be refused as damage, not zeroed.
@@ -118,11 +119,13 @@ pub fn recover_venue(
     }
     check_journal_meets_snapshot(&journal, snapshot.as_ref())?;
     let (last_seq, last_crc, last_ts) = match (&snapshot, journal.records) {
-        (Some((_, meta)), _) if journal.next_seq <= meta.seq + 1 => {
+        (Some((_, meta)), _) if journal.next_seq <= meta.seq.next() => {
             (meta.seq, meta.chain_crc, meta.ts)
         }
-        _ => (journal.next_seq - 1, journal.last_crc, journal.last_ts),
+        _ => (journal.next_seq.previous(), journal.last_crc, journal.last_ts),
     };
+    // The state includes everything the snapshot did and the journal added after it.
+    debug_assert!(last_seq >= base_seq);
     Ok(Recovered {
         venue,
         snapshot,
@@ -144,7 +147,7 @@ const CHUNK_RECORDS: usize = 4_096;
 #[derive(Default)]
 struct Chunk<'m> {
     commands: Vec<Command<'m>>,
-    stamps: Vec<(u64, u64)>,
+    stamps: Vec<(Seq, TimestampNs)>,
 }
 
 impl Chunk<'_> {
@@ -166,7 +169,7 @@ type Replayed = (ScanReport, u64, Option<RecoveryError>);
 /// scan, the records applied and a snapshot chain break, if any.
 fn replay_journal(
     journal_dir: &Path,
-    base_seq: u64,
+    base_seq: Seq,
     snapshot: Option<(&Path, &SnapshotMeta)>,
     venue: &mut Venue,
 ) -> Result<Replayed, RecoveryError> {
@@ -180,7 +183,7 @@ fn replay_journal(
         let scanned = mapped.scan(|header, payload, _| {
             if let Some((path, meta)) = snapshot {
                 let chains = (header.seq != meta.seq || header.crc == meta.chain_crc)
-                    && (header.seq != meta.seq + 1 || header.prev_crc == meta.chain_crc);
+                    && (header.seq != meta.seq.next() || header.prev_crc == meta.chain_crc);
                 if !chains && chain_error.is_none() {
                     chain_error = Some(RecoveryError::SnapshotChainBreak {
                         snapshot: path.display().to_string(),
@@ -198,8 +201,12 @@ fn replay_journal(
                 seq: header.seq,
                 source,
             })?;
+            // The scan checked that seqs follow one another; only those after the base
+            // are applied.
+            debug_assert!(chunk.stamps.last().is_none_or(|&(last, _)| header.seq == last.next()));
             chunk.commands.push(command);
             chunk.stamps.push((header.seq, header.ts));
+            debug_assert!(chunk.commands.len() <= CHUNK_RECORDS);
             if chunk.commands.len() == CHUNK_RECORDS {
                 let next =
                     recycled.try_recv().unwrap_or_else(|_| Chunk::with_capacity(CHUNK_RECORDS));
@@ -242,6 +249,7 @@ fn apply_chunks<'m>(
     let mut lookahead = Lookahead::new();
     let mut replayed = 0u64;
     for mut chunk in filled {
+        debug_assert_eq!(chunk.commands.len(), chunk.stamps.len(), "one stamp per command");
         for (index, command) in chunk.commands.iter().enumerate() {
             lookahead.hint(venue.exchange(), &chunk.commands[index + 1..]);
             let (seq, ts) = chunk.stamps[index];
@@ -266,7 +274,10 @@ fn newest_valid_snapshot(
     track_activity: bool,
 ) -> Result<(Option<LoadedSnapshot>, SkippedSnapshots), RecoveryError> {
     let mut skipped = Vec::new();
-    for entry in list_snapshots(snapshot_dir)? {
+    let entries = list_snapshots(snapshot_dir)?;
+    // Newest first: the first that reads back is the newest usable.
+    debug_assert!(entries.windows(2).all(|pair| pair[0].seq > pair[1].seq));
+    for entry in entries {
         let loaded = read_snapshot(&entry.path).map_err(|error| error.to_string()).and_then(
             |(meta, body)| {
                 decode_venue(&body, exchange_config, track_activity)
@@ -299,17 +310,17 @@ fn check_journal_meets_snapshot(
             }
             (meta.seq, path.display().to_string())
         }
-        None => (0, "(none)".to_string()),
+        None => (Seq::ZERO, "(none)".to_string()),
     };
     let Some(journal_first) = journal.first_seq else { return Ok(()) };
-    if journal_first > base_seq + 1 {
+    if journal_first > base_seq.next() {
         return Err(RecoveryError::JournalGap {
             snapshot: name,
             snapshot_seq: base_seq,
             journal_first,
         });
     }
-    let journal_last = journal.next_seq - 1;
+    let journal_last = journal.next_seq.previous();
     if journal_last < base_seq {
         return Err(RecoveryError::JournalBehindSnapshot {
             snapshot: name,

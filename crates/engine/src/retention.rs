@@ -5,6 +5,7 @@ use std::path::Path;
 
 use bourse_core::snapshot::encode_venue;
 use bourse_core::venue::Venue;
+use bourse_core::Seq;
 use bourse_journal::retire::{remove_retired, retire};
 use bourse_journal::segment::{list_segments, sync_dir};
 use bourse_journal::{list_snapshots, write_snapshot_paced, JournalError, SnapshotMeta};
@@ -57,11 +58,13 @@ pub struct Pruned {
 /// step at a time afterwards, so that the discards do not stall the journal's syncs.
 pub fn prune(
     snapshot_dir: &Path,
-    journal: Option<(&Path, u64)>,
+    journal: Option<(&Path, Seq)>,
     retained: usize,
 ) -> Result<Pruned, JournalError> {
     let mut pruned = Pruned::default();
     let snapshots = list_snapshots(snapshot_dir)?;
+    // Newest first, so the ones skipped are the newest and the last kept the oldest.
+    debug_assert!(snapshots.windows(2).all(|pair| pair[0].seq > pair[1].seq));
     let retained = retained.max(1);
     for old in snapshots.iter().skip(retained) {
         retire(&old.path).map_err(|error| JournalError::io(&old.path, error))?;
@@ -76,9 +79,10 @@ pub fn prune(
         let segments =
             list_segments(journal_dir).map_err(|error| JournalError::io(journal_dir, error))?;
         for pair in segments.windows(2) {
-            let (_, path) = &pair[0];
+            let (first_seq, path) = &pair[0];
             let (next_first_seq, _) = pair[1];
-            let last_in_segment = next_first_seq.saturating_sub(1);
+            debug_assert!(*first_seq < next_first_seq, "segments are listed in seq order");
+            let last_in_segment = next_first_seq.previous();
             if last_in_segment > oldest_kept.seq || last_in_segment >= needed_from {
                 break;
             }

@@ -7,26 +7,29 @@
 //! storage failure it stops (fail-stop): nothing more is sequenced, and every command
 //! it holds or still finds waiting is answered `Failed`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
+use bourse_core::{Seq, TimestampNs};
 use bourse_journal::{JournalError, JournalWriter, RecordBatch};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::config::{Durability, EngineConfig};
-use crate::intake::{Intake, Query, Submission};
-use crate::pipeline::Shared;
+use crate::intake::{Correlation, Intake, Query, Submission};
+use crate::shared::{now_ns, Shared};
 
-/// Wall-clock nanoseconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_nanos() as u64)
-}
-
+/// Where a sequenced command came from: its session's slot (where its outcome goes) and
+/// its correlation (what its outcome is found by).
 #[derive(Clone, Copy)]
 pub(crate) struct Origin {
-    pub(crate) session: u32,
-    pub(crate) correlation: u64,
+    pub(crate) slot: u32,
+    pub(crate) correlation: Correlation,
+}
+
+impl Origin {
+    fn of(submission: &Submission) -> Origin {
+        Origin { slot: submission.slot, correlation: submission.correlation }
+    }
 }
 
 /// A batch on its way from the sequencer to the applier.
@@ -48,7 +51,7 @@ pub(crate) enum ToApplier {
     /// `sync` mode: the records below `below` are durable; the applier releases the
     /// outcomes it holds for them.
     Durable {
-        below: u64,
+        below: Seq,
     },
     Shutdown {
         last_crc: u32,
@@ -59,8 +62,10 @@ pub(crate) enum ToApplier {
 pub(crate) struct Sequencer {
     pub(crate) config: EngineConfig,
     pub(crate) writer: Option<JournalWriter>,
-    pub(crate) next_seq: u64,
-    pub(crate) last_ts: u64,
+    /// The seq the next command gets: one after the last one journaled.
+    pub(crate) next_seq: Seq,
+    /// The time the last batch was stamped with: a batch's is never earlier.
+    pub(crate) last_ts: TimestampNs,
     pub(crate) intake: Receiver<Intake>,
     pub(crate) to_applier: Sender<ToApplier>,
     pub(crate) recycled: Receiver<SequencedBatch>,
@@ -139,6 +144,7 @@ impl Sequencer {
     /// Adds `first` and whatever commands are waiting. A query or a shutdown ends the
     /// batch and is returned, to be handled once the batch is committed.
     fn fill_batch(&mut self, batch: &mut SequencedBatch, first: Submission) -> Option<Intake> {
+        debug_assert!(batch.origins.is_empty() && batch.records.is_empty());
         let ts = now_ns().max(self.last_ts);
         self.last_ts = ts;
         self.add(batch, ts, first);
@@ -149,10 +155,11 @@ impl Sequencer {
                 Err(_) => break,
             }
         }
+        debug_assert!(batch.origins.len() <= self.config.batch_commands_max.max(1));
         None
     }
 
-    fn add(&self, batch: &mut SequencedBatch, ts: u64, submission: Submission) {
+    fn add(&self, batch: &mut SequencedBatch, ts: TimestampNs, submission: Submission) {
         let pushed = batch.records.push(ts, |out| {
             out.extend_from_slice(submission.payload.bytes());
             Ok::<(), std::convert::Infallible>(())
@@ -160,9 +167,8 @@ impl Sequencer {
         // Payloads were encoded by `Payload::encode`, which never yields an empty or
         // oversized one; a failure here is a bug, and the command must not be lost.
         debug_assert!(pushed.is_ok(), "payload refused by the batch");
-        batch
-            .origins
-            .push(Origin { session: submission.session, correlation: submission.correlation });
+        batch.origins.push(Origin::of(&submission));
+        debug_assert_eq!(batch.origins.len(), batch.records.len(), "one origin per record");
     }
 
     /// Writes the batch and hands it to the applier. In `sync` mode the applier gets it
@@ -176,12 +182,18 @@ impl Sequencer {
     ) -> Result<(), JournalError> {
         let stats = &self.shared.stats;
         match &mut self.writer {
-            Some(writer) => writer.write(&mut batch.records)?,
+            Some(writer) => {
+                debug_assert_eq!(writer.next_seq(), self.next_seq, "the journal is where we are");
+                writer.write(&mut batch.records)?
+            }
             None => {
                 batch.records.seal(self.next_seq, 0);
             }
         }
+        // The batch got the seqs from `next_seq` on, in order.
+        debug_assert_eq!(batch.records.first_seq(), self.next_seq);
         self.next_seq += batch.records.len() as u64;
+        debug_assert!(self.writer.as_ref().is_none_or(|writer| writer.next_seq() == self.next_seq));
         stats.record_batch(batch.records.len() as u64);
         match self.config.durability {
             Durability::Sync => {
@@ -193,7 +205,7 @@ impl Sequencer {
                 return Ok(());
             }
             Durability::Async { interval, commands } => {
-                let unsynced = self.next_seq - stats.durable_below.load(Ordering::Relaxed);
+                let unsynced = self.next_seq - stats.durable_below();
                 if unsynced >= commands || last_sync.elapsed() >= interval {
                     self.sync()?;
                     *last_sync = Instant::now();
@@ -213,7 +225,10 @@ impl Sequencer {
                 let took_ns = started.elapsed().as_nanos() as u64;
                 self.shared.stats.record_sync(took_ns, now_ns());
             }
-            self.shared.stats.durable_below.store(writer.next_seq(), Ordering::SeqCst);
+            // Everything written is durable now, and nothing is written but what was
+            // sequenced.
+            debug_assert!(writer.next_seq() <= self.next_seq);
+            self.shared.stats.set_durable_below(writer.next_seq());
         }
         Ok(())
     }
@@ -232,10 +247,7 @@ impl Sequencer {
         loop {
             while let Ok(intake) = self.intake.try_recv() {
                 match intake {
-                    Intake::Command(submission) => origins.push(Origin {
-                        session: submission.session,
-                        correlation: submission.correlation,
-                    }),
+                    Intake::Command(submission) => origins.push(Origin::of(&submission)),
                     // The state is still there to read (it includes commands that were
                     // never released; a reader after a failure should know that).
                     Intake::Query(query) => {
@@ -258,10 +270,7 @@ impl Sequencer {
             }
             // Keep answering producers that raced the stop flag until shutdown.
             match self.intake.recv() {
-                Ok(Intake::Command(submission)) => origins.push(Origin {
-                    session: submission.session,
-                    correlation: submission.correlation,
-                }),
+                Ok(Intake::Command(submission)) => origins.push(Origin::of(&submission)),
                 Ok(Intake::Query(query)) => {
                     let _ = self.to_applier.send(ToApplier::Query(query));
                 }

@@ -14,14 +14,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bourse_core::venue::Venue;
-use bourse_core::Event;
+use bourse_core::{Event, Seq, TimestampNs};
 use bourse_journal::tail::JournalTail;
 use bourse_journal::{decode_command, JournalError, SnapshotMeta};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use crate::config::EngineConfig;
-use crate::pipeline::Shared;
 use crate::retention::{prune, take_snapshot_paced};
+use crate::shared::Shared;
 
 /// How often the copy catches up with the journal.
 const POLL: Duration = Duration::from_millis(50);
@@ -33,10 +33,10 @@ pub(crate) struct Snapshotter {
     pub(crate) tail: JournalTail,
     pub(crate) journal_id: u64,
     /// The last command the copy includes, its crc and its timestamp.
-    pub(crate) last_seq: u64,
+    pub(crate) last_seq: Seq,
     pub(crate) last_crc: u32,
-    pub(crate) last_ts: u64,
-    pub(crate) last_snapshot_seq: u64,
+    pub(crate) last_ts: TimestampNs,
+    pub(crate) last_snapshot_seq: Seq,
     pub(crate) stop: Receiver<()>,
 }
 
@@ -58,7 +58,9 @@ impl Snapshotter {
     }
 
     fn catch_up(&mut self) -> Result<(), JournalError> {
-        let durable_until = self.shared.stats.durable_below.load(Ordering::SeqCst) - 1;
+        // The journal's durable records; the copy is never ahead of them.
+        let durable_until = self.shared.stats.durable_below().previous();
+        debug_assert!(self.last_seq <= durable_until, "the copy is ahead of the journal");
         if durable_until <= self.last_seq {
             return Ok(());
         }
@@ -73,6 +75,8 @@ impl Snapshotter {
             }
             match decode_command(payload) {
                 Ok(command) => {
+                    // The tail hands records out in order, from the one after the copy's.
+                    debug_assert_eq!(header.seq, last_seq.next());
                     venue.apply(header.seq, Some(header.ts), &command, &mut events);
                     events.clear();
                     (*last_seq, *last_crc, *last_ts) = (header.seq, header.crc, header.ts);
@@ -92,6 +96,7 @@ impl Snapshotter {
 
     fn snapshot_if_due(&mut self) -> Result<(), JournalError> {
         let every = self.config.snapshot_every_commands;
+        debug_assert!(self.last_snapshot_seq <= self.last_seq, "a snapshot ahead of its copy");
         if every == 0 || self.last_seq < self.last_snapshot_seq + every {
             return Ok(());
         }
@@ -111,7 +116,7 @@ impl Snapshotter {
         self.last_snapshot_seq = self.last_seq;
         let stats = &self.shared.stats;
         stats.snapshots.fetch_add(1, Ordering::Relaxed);
-        stats.last_snapshot_seq.store(self.last_seq, Ordering::SeqCst);
+        stats.set_last_snapshot_seq(self.last_seq);
         stats.last_snapshot_bytes.store(bytes, Ordering::Relaxed);
         stats.last_snapshot_ns.store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(())

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bourse_core::format::{parse_line, state_digest, write_command};
-use bourse_core::Replay;
+use bourse_core::{Replay, Seq, TimestampNs};
 use bourse_engine::{
     recover, Durability, Engine, EngineConfig, Outcome, Released, Session, SubmitError,
 };
@@ -66,7 +66,7 @@ fn payload(index: u64) -> Vec<u8> {
 fn replay_line(index: u64, ts: u64) -> String {
     let text = line(index);
     let mut out = String::new();
-    write_command(&mut out, &parse_line(&text).unwrap().command, Some(ts));
+    write_command(&mut out, &parse_line(&text).unwrap().command, Some(TimestampNs(ts)));
     out.trim_end().to_string()
 }
 
@@ -83,7 +83,7 @@ fn config(dir: &Path) -> EngineConfig {
 /// What one command got.
 #[derive(Clone, Debug)]
 enum Got {
-    Applied { seq: u64, ts: u64, rendered: String },
+    Applied { seq: Seq, ts: TimestampNs, rendered: String },
     Failed(String),
 }
 
@@ -99,8 +99,9 @@ fn absorb(released: Released, got: &mut BTreeMap<u64, Got>) {
             },
             Outcome::Failed { reason, .. } => Got::Failed(reason.clone()),
         };
-        let previous = got.insert(outcome.correlation(), entry);
-        assert!(previous.is_none(), "two outcomes for command {}", outcome.correlation());
+        let request = outcome.correlation().request;
+        let previous = got.insert(request, entry);
+        assert!(previous.is_none(), "two outcomes for command {request}");
     }
 }
 
@@ -113,7 +114,7 @@ fn produce(session: Session, limit: u64) -> (Session, u64, Option<String>) {
         let text = line(submitted);
         let parsed = parse_line(&text).unwrap();
         match session.submit(&parsed.command, submitted) {
-            Ok(()) => submitted += 1,
+            Ok(_) => submitted += 1,
             Err(SubmitError::Busy { .. }) => std::thread::sleep(Duration::from_micros(50)),
             Err(SubmitError::Stopped(reason)) => return (session, submitted, Some(reason)),
             Err(other) => panic!("submission {submitted} refused: {other}"),
@@ -137,8 +138,8 @@ fn receive_until(receiver: &Receiver<Released>, got: &mut BTreeMap<u64, Got>, co
 /// A command that was released as applied.
 #[derive(Clone, Debug)]
 struct Applied {
-    seq: u64,
-    ts: u64,
+    seq: Seq,
+    ts: TimestampNs,
     rendered: String,
 }
 
@@ -159,7 +160,7 @@ fn check_fail_stop(got: &BTreeMap<u64, Got>, submitted: u64, cause: &str) -> Vec
                     first_failed.is_none(),
                     "command {correlation} was released as applied after command {first_failed:?} failed"
                 );
-                assert_eq!(*seq, correlation + 1, "sequence numbers follow submission order");
+                assert_eq!(*seq, Seq(correlation + 1), "sequence numbers follow submission order");
                 applied.push(Applied { seq: *seq, ts: *ts, rendered: rendered.clone() });
             }
             Got::Failed(reason) => {
@@ -187,7 +188,7 @@ fn check_recovery(dir: &Path, applied: &[Applied], submitted: u64, exact: bool) 
     let mut replay = Replay::new();
     for (index, command) in applied.iter().enumerate() {
         let mut events = String::new();
-        replay.feed_line(&replay_line(index as u64, command.ts), &mut events);
+        replay.feed_line(&replay_line(index as u64, command.ts.0), &mut events);
         assert_eq!(events, command.rendered, "the events released for command {index}");
     }
     // The journal: the applied commands, then possibly failed ones, nothing else.
@@ -208,12 +209,12 @@ fn check_recovery(dir: &Path, applied: &[Applied], submitted: u64, exact: bool) 
         );
     }
     for (index, (seq, ts, body)) in journal.iter().enumerate() {
-        assert_eq!(*seq, index as u64 + 1);
+        assert_eq!(*seq, Seq(index as u64 + 1));
         assert_eq!(*body, payload(index as u64), "record {seq} is not command {index}");
         if let Some(command) = applied.get(index) {
             assert_eq!((*seq, *ts), (command.seq, command.ts), "record {seq} as released");
         } else {
-            replay.feed_line(&replay_line(index as u64, *ts), &mut String::new());
+            replay.feed_line(&replay_line(index as u64, ts.0), &mut String::new());
         }
     }
     // Recovery rebuilds exactly that state, and does so again (it changed nothing).
@@ -222,13 +223,13 @@ fn check_recovery(dir: &Path, applied: &[Applied], submitted: u64, exact: bool) 
     for _ in 0..2 {
         let recovered =
             recover(&journal_dir, &snapshot_dir, Default::default(), TailPolicy::ReadOnly).unwrap();
-        assert_eq!(recovered.last_seq, last_seq);
+        assert_eq!(recovered.last_seq, Seq(last_seq));
         assert!(recovered.snapshot.is_none(), "no snapshot is taken after a failure");
         assert_eq!(state_digest(recovered.venue.exchange()), replay.digest());
     }
     // A restarted engine starts from it and goes on where the journal ends.
     let engine = Engine::start(config(dir)).unwrap();
-    assert_eq!(engine.start_report().last_seq, last_seq);
+    assert_eq!(engine.start_report().last_seq, Seq(last_seq));
     assert_eq!(engine.query(state_digest).unwrap(), replay.digest());
     let (sink, receiver) = unbounded();
     let session = engine.open_session(Arc::new(sink));
@@ -243,9 +244,9 @@ fn check_recovery(dir: &Path, applied: &[Applied], submitted: u64, exact: bool) 
         let Got::Applied { seq, ts, rendered } = outcome else {
             panic!("command {index} failed after the restart: {outcome:?}")
         };
-        assert_eq!(seq, index + 1);
+        assert_eq!(seq, Seq(index + 1));
         let mut events = String::new();
-        replay.feed_line(&replay_line(index, ts), &mut events);
+        replay.feed_line(&replay_line(index, ts.0), &mut events);
         assert_eq!(events, rendered);
     }
     assert_eq!(engine.query(state_digest).unwrap(), replay.digest());
@@ -455,7 +456,7 @@ fn real_full_filesystem_stops_intake_and_loses_nothing_released() {
         TailPolicy::ReadOnly,
     )
     .unwrap();
-    assert!(recovered.last_seq >= applied.len() as u64);
+    assert!(recovered.last_seq >= Seq(applied.len() as u64));
     // With room again, the engine recovers every applied command and goes on.
     tmpfs.resize("64m");
     check_recovery(&dir, &applied, submitted, false);

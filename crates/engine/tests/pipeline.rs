@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bourse_core::format::parse_line;
-use bourse_core::Replay;
+use bourse_core::{Replay, Seq};
 use bourse_engine::{Durability, Engine, EngineConfig, Outcome, Released};
 use crossbeam_channel::{unbounded, Receiver};
 
@@ -55,7 +55,9 @@ fn run(engine: &Engine, lines: &[String]) -> Vec<String> {
         let released = receiver.recv().unwrap();
         for outcome in &released.outcomes {
             let Outcome::Applied(result) = outcome else { panic!("failed: {outcome:?}") };
-            assert_eq!(result.correlation, rendered.len() as u64, "outcomes in submission order");
+            let request = result.correlation.request;
+            assert_eq!(request, rendered.len() as u64, "outcomes in submission order");
+            assert_eq!(result.correlation.session, session.number());
             // Released after it was sequenced (both on the wall clock).
             assert!(released.released_ns >= result.ts, "{} < {}", released.released_ns, result.ts);
             rendered.push(released.rendered_of(result).to_string());
@@ -86,7 +88,7 @@ fn outcomes_match_a_straight_replay_and_survive_restarts() {
     engine.shutdown().unwrap();
     // The second start begins from the shutdown snapshot.
     let engine = Engine::start(config(dir.path())).unwrap();
-    assert_eq!(engine.start_report().snapshot_seq, Some(first.len() as u64));
+    assert_eq!(engine.start_report().snapshot_seq, Some(Seq(first.len() as u64)));
     events.extend(run(&engine, second));
     assert!(engine.stats().syncs > 0);
     let live_digest = engine.query(bourse_core::format::state_digest).unwrap();
@@ -141,7 +143,7 @@ fn a_full_queue_says_busy_and_every_accepted_command_still_gets_its_outcome() {
         let busy = loop {
             let parsed = parse_line(&all[accepted % all.len()]).unwrap();
             match session.submit(&parsed.command, accepted as u64) {
-                Ok(()) => accepted += 1,
+                Ok(_) => accepted += 1,
                 Err(error) => break error,
             }
             assert!(accepted < 1_000, "the queue never filled");
@@ -172,7 +174,7 @@ fn the_tap_sees_every_sessions_commands_in_sequence_with_their_events() {
     let mut expected = run(&engine, first);
     expected.extend(run(&engine, second));
     let mut seen = Vec::new();
-    let mut last_seq = 0;
+    let mut last_seq = Seq::ZERO;
     while seen.len() < lines.len() {
         let released = tapped.recv().unwrap();
         for outcome in &released.outcomes {

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bourse_core::format::{parse_line, state_digest};
+use bourse_core::{Seq, TimestampNs};
 use bourse_engine::{
     recover, Engine, EngineConfig, Outcome, Recovered, RecoveryError, StartError, SubmitError,
 };
@@ -78,7 +79,7 @@ fn run(engine: &Engine, range: Range<u64>, variant: u64) {
         let command = parse_line(&text).unwrap().command;
         loop {
             match session.submit(&command, index) {
-                Ok(()) => break,
+                Ok(_) => break,
                 Err(SubmitError::Busy { .. }) => std::thread::sleep(Duration::from_micros(50)),
                 Err(other) => panic!("command {index} refused: {other}"),
             }
@@ -89,7 +90,7 @@ fn run(engine: &Engine, range: Range<u64>, variant: u64) {
         let released = receiver.recv_timeout(PATIENCE).expect("the engine applies commands");
         for outcome in &released.outcomes {
             let Outcome::Applied(result) = outcome else { panic!("{outcome:?}") };
-            assert_eq!((result.correlation, result.seq), (next, next + 1));
+            assert_eq!((result.correlation.request, result.seq), (next, Seq(next + 1)));
             next += 1;
         }
     }
@@ -177,7 +178,7 @@ fn record_without_a_command_is_refused() {
     session(config(dir), 0..40, 0);
     let journal_dir = config(dir).journal_dir();
     let report = scan_journal(&journal_dir, TailPolicy::Repair, |_, _| Ok(())).unwrap();
-    assert_eq!(report.next_seq, 41);
+    assert_eq!(report.next_seq, Seq(41));
     let segment = report.segments.last().unwrap().clone();
     let options = WriterOptions { segment_bytes: 1 << 20, faults: None };
     let mut writer =
@@ -185,7 +186,7 @@ fn record_without_a_command_is_refused() {
             .unwrap();
     let mut batch = RecordBatch::default();
     batch
-        .push(report.last_ts + 1, |out| {
+        .push(TimestampNs(report.last_ts.0 + 1), |out| {
             out.extend_from_slice(b"\xeenot a command");
             Ok::<(), ()>(())
         })
@@ -196,7 +197,7 @@ fn record_without_a_command_is_refused() {
 
     let error = assert_refused(dir, "bad_payload");
     let RecoveryError::Journal(journal_error) = &error else { panic!("{error:?}") };
-    assert!(matches!(journal_error, JournalError::BadPayload { seq: 41, .. }), "{error}");
+    assert!(matches!(journal_error, JournalError::BadPayload { seq: Seq(41), .. }), "{error}");
     assert_eq!(journal_error.location(), Some((segment.path.as_path(), segment.end_offset)));
     let message = error.to_string();
     assert!(message.contains(&segment.path.display().to_string()), "{message}");
@@ -218,7 +219,7 @@ fn damaged_newest_snapshot_falls_back() {
     session(with_shutdown_snapshot(&pristine), 0..100, 0);
     let expected = session(with_shutdown_snapshot(&pristine), 100..200, 0);
     let snapshots = list_snapshots(&config(&pristine).snapshot_dir()).unwrap();
-    let seqs: Vec<u64> = snapshots.iter().map(|snapshot| snapshot.seq).collect();
+    let seqs: Vec<u64> = snapshots.iter().map(|snapshot| snapshot.seq.0).collect();
     assert_eq!(seqs, vec![200, 100]);
     let newest_name = snapshots[0].path.file_name().unwrap().to_owned();
     let older_name = snapshots[1].path.file_name().unwrap().to_owned();
@@ -228,7 +229,7 @@ fn damaged_newest_snapshot_falls_back() {
     copy_dir(&pristine, &without);
     fs::remove_file(config(&without).snapshot_dir().join(&newest_name)).unwrap();
     let reference = recover_read_only(&without).unwrap();
-    assert_eq!(reference.snapshot.as_ref().map(|(_, meta)| meta.seq), Some(100));
+    assert_eq!(reference.snapshot.as_ref().map(|(_, meta)| meta.seq), Some(Seq(100)));
     assert_eq!(digest_of(&reference), expected);
 
     type Damage = fn(&Path);
@@ -245,7 +246,7 @@ fn damaged_newest_snapshot_falls_back() {
         damage(&newest);
         let recovered = recover_read_only(&dir).unwrap();
         let (used, meta) = recovered.snapshot.as_ref().unwrap();
-        assert_eq!((used, meta.seq), (&snapshot_dir.join(&older_name), 100), "{what}");
+        assert_eq!((used, meta.seq), (&snapshot_dir.join(&older_name), Seq(100)), "{what}");
         assert_eq!(recovered.skipped_snapshots.len(), 1, "{what}");
         assert_eq!(recovered.skipped_snapshots[0].0, newest, "{what}");
         assert!(
@@ -253,12 +254,12 @@ fn damaged_newest_snapshot_falls_back() {
             "{what}: {:?}",
             recovered.skipped_snapshots
         );
-        assert_eq!((recovered.replayed, recovered.last_seq), (100, 200), "{what}");
+        assert_eq!((recovered.replayed, recovered.last_seq), (100, Seq(200)), "{what}");
         assert_eq!(digest_of(&recovered), digest_of(&reference), "{what}");
         // The engine does the same, and says which snapshot it skipped.
         let engine = Engine::start(config(&dir)).unwrap();
         let report = engine.start_report().clone();
-        assert_eq!(report.snapshot_seq, Some(100), "{what}");
+        assert_eq!(report.snapshot_seq, Some(Seq(100)), "{what}");
         assert_eq!(report.skipped_snapshots.len(), 1, "{what}");
         assert!(report.skipped_snapshots[0].contains(&newest.display().to_string()), "{what}");
         assert_eq!(engine.query(state_digest).unwrap(), expected, "{what}");
@@ -269,7 +270,7 @@ fn damaged_newest_snapshot_falls_back() {
         assert!(recovered.snapshot.is_none(), "{what}");
         let skipped: Vec<&PathBuf> = recovered.skipped_snapshots.iter().map(|(p, _)| p).collect();
         assert_eq!(skipped, vec![&newest, &snapshot_dir.join(&older_name)], "{what}");
-        assert_eq!((recovered.replayed, recovered.last_seq), (200, 200), "{what}");
+        assert_eq!((recovered.replayed, recovered.last_seq), (200, Seq(200)), "{what}");
         assert_eq!(digest_of(&recovered), expected, "{what}");
     }
 }
@@ -315,7 +316,7 @@ fn leftover_snapshot_temp_file_is_removed() {
     let recovered = recover_read_only(dir).unwrap();
     assert_eq!(recovered.removed_temporary_snapshots, 0);
     assert!(cut.exists() && unrenamed.exists());
-    assert_eq!(recovered.snapshot.as_ref().map(|(_, meta)| meta.seq), Some(100));
+    assert_eq!(recovered.snapshot.as_ref().map(|(_, meta)| meta.seq), Some(Seq(100)));
     assert!(recovered.skipped_snapshots.is_empty());
     assert_eq!(digest_of(&recovered), expected);
 
@@ -332,7 +333,7 @@ fn leftover_snapshot_temp_file_is_removed() {
     place_leftovers();
     let engine = Engine::start(config).unwrap();
     assert!(!cut.exists() && !unrenamed.exists());
-    assert_eq!(engine.start_report().snapshot_seq, Some(100));
+    assert_eq!(engine.start_report().snapshot_seq, Some(Seq(100)));
     assert_eq!(engine.query(state_digest).unwrap(), expected);
     run(&engine, 100..120, 0);
     engine.shutdown().unwrap();
@@ -360,19 +361,19 @@ fn journal_starting_after_the_snapshot_is_refused() {
     let segments = list_segments(&journal_dir).unwrap();
     // Delete the segment holding record 51 (the first after the snapshot) and those
     // before it.
-    let holding = segments.iter().rposition(|&(first_seq, _)| first_seq <= 51).unwrap();
+    let holding = segments.iter().rposition(|&(first_seq, _)| first_seq <= Seq(51)).unwrap();
     assert!(holding + 2 < segments.len(), "too few segments: {segments:?}");
     for (_, path) in &segments[..=holding] {
         fs::remove_file(path).unwrap();
     }
     let journal_first = segments[holding + 1].0;
-    assert!(journal_first > 51);
+    assert!(journal_first > Seq(51));
 
     let error = assert_refused(dir, "journal_gap");
     let RecoveryError::JournalGap { snapshot_seq, journal_first: found, .. } = error else {
         panic!("{error:?}")
     };
-    assert_eq!((snapshot_seq, found), (50, journal_first));
+    assert_eq!((snapshot_seq, found), (Seq(50), journal_first));
 }
 
 /// Row 19: the journal ends before the snapshot's last record (an older copy of the
@@ -391,7 +392,7 @@ fn journal_ending_before_the_snapshot_is_refused() {
     let RecoveryError::JournalBehindSnapshot { snapshot_seq, journal_last, .. } = error else {
         panic!("{error:?}")
     };
-    assert_eq!((snapshot_seq, journal_last), (200, 100));
+    assert_eq!((snapshot_seq, journal_last), (Seq(200), Seq(100)));
 }
 
 /// Row 20: the journal holds the snapshot's sequence numbers, with other records: the
@@ -418,10 +419,10 @@ fn snapshot_of_another_history_is_refused() {
     // Same journal (id), same sequence numbers: only the chain tells them apart.
     fs::write(&snapshot_path, &snapshot_a).unwrap();
     let report = scan_journal(&journal_dir, TailPolicy::ReadOnly, |_, _| Ok(())).unwrap();
-    assert_eq!((report.journal_id, report.next_seq), (Some(meta_a.journal_id), 251));
+    assert_eq!((report.journal_id, report.next_seq), (Some(meta_a.journal_id), Seq(251)));
     assert_ne!(report.last_crc, meta_a.chain_crc);
     let error = assert_refused(&dir, "chain_break");
-    assert!(matches!(error, RecoveryError::SnapshotChainBreak { seq: 250, .. }), "{error:?}");
+    assert!(matches!(error, RecoveryError::SnapshotChainBreak { seq: Seq(250), .. }), "{error:?}");
 
     // The same when the journal starts right after the snapshot: history B's own
     // snapshot at 250, its journal lost, a new journal from record 251 on...
@@ -431,12 +432,12 @@ fn snapshot_of_another_history_is_refused() {
     fs::remove_dir_all(&journal_dir).unwrap();
     let expected = session(config(&dir), 250..270, 7);
     let recovered = recover_read_only(&dir).unwrap();
-    assert_eq!((recovered.journal.first_seq, recovered.last_seq), (Some(251), 270));
+    assert_eq!((recovered.journal.first_seq, recovered.last_seq), (Some(Seq(251)), Seq(270)));
     assert_eq!(digest_of(&recovered), expected);
     // ... and history A's snapshot in place of B's.
     fs::write(&snapshot_path, &snapshot_a).unwrap();
     let error = assert_refused(&dir, "chain_break");
-    assert!(matches!(error, RecoveryError::SnapshotChainBreak { seq: 251, .. }), "{error:?}");
+    assert!(matches!(error, RecoveryError::SnapshotChainBreak { seq: Seq(251), .. }), "{error:?}");
 }
 
 /// A journal lost (deleted) beside a snapshot: the engine starts from the snapshot and
@@ -449,14 +450,14 @@ fn journal_lost_after_a_snapshot_goes_on_from_the_snapshot() {
     fs::remove_dir_all(config(dir).journal_dir()).unwrap();
     // No snapshot at this shutdown: the next start needs the old one and the new journal.
     let engine = Engine::start(config(dir)).unwrap();
-    assert_eq!(engine.start_report().snapshot_seq, Some(100));
-    assert_eq!(engine.start_report().last_seq, 100);
+    assert_eq!(engine.start_report().snapshot_seq, Some(Seq(100)));
+    assert_eq!(engine.start_report().last_seq, Seq(100));
     run(&engine, 100..150, 0);
     let expected = engine.query(state_digest).unwrap();
     engine.shutdown().unwrap();
     let recovered = recover_read_only(dir).unwrap();
-    assert_eq!(recovered.snapshot.as_ref().map(|(_, meta)| meta.seq), Some(100));
-    assert_eq!((recovered.journal.first_seq, recovered.last_seq), (Some(101), 150));
+    assert_eq!(recovered.snapshot.as_ref().map(|(_, meta)| meta.seq), Some(Seq(100)));
+    assert_eq!((recovered.journal.first_seq, recovered.last_seq), (Some(Seq(101)), Seq(150)));
     assert_eq!(digest_of(&recovered), expected);
     let engine = Engine::start(config(dir)).unwrap();
     assert_eq!(engine.query(state_digest).unwrap(), expected);
@@ -491,18 +492,19 @@ fn periodic_snapshots_are_taken_pruned_and_restarted_from() {
             std::thread::sleep(Duration::from_millis(5));
         }
         let stats = engine.stats();
-        assert_eq!((stats.snapshots, stats.last_snapshot_seq), (round, round * EVERY));
+        assert_eq!((stats.snapshots, stats.last_snapshot_seq), (round, Seq(round * EVERY)));
         assert_eq!(stats.snapshot_failures, 0);
-        let kept: Vec<u64> = list_snapshots(&snapshot_dir).unwrap().iter().map(|s| s.seq).collect();
+        let kept: Vec<u64> =
+            list_snapshots(&snapshot_dir).unwrap().iter().map(|s| s.seq.0).collect();
         let expected: Vec<u64> = (1..=round).rev().take(2).map(|r| r * EVERY).collect();
         assert_eq!(kept, expected, "snapshots kept after round {round}");
         // No segment that the oldest kept snapshot covers entirely is left, and the
         // journal still holds every record after it.
         let oldest = *kept.last().unwrap();
         let segments = list_segments(&journal_dir).unwrap();
-        assert!(segments[0].0 <= oldest + 1, "records after {oldest} deleted: {segments:?}");
+        assert!(segments[0].0 <= Seq(oldest + 1), "records after {oldest} deleted: {segments:?}");
         if let Some(second) = segments.get(1) {
-            assert!(second.0 - 1 > oldest, "segment covered by {oldest} kept: {segments:?}");
+            assert!(second.0 - 1 > Seq(oldest), "segment covered by {oldest} kept: {segments:?}");
         }
         // What was pruned is gone from the disk too, not only from the listings.
         for pruned_dir in [&journal_dir, &snapshot_dir] {
@@ -515,29 +517,32 @@ fn periodic_snapshots_are_taken_pruned_and_restarted_from() {
         }
     }
     let segments = list_segments(&journal_dir).unwrap();
-    assert!(segments[0].0 > 1, "no segment was ever deleted: {segments:?}");
+    assert!(segments[0].0 > Seq(1), "no segment was ever deleted: {segments:?}");
     // Some commands after the last snapshot (fewer than make one due).
     let last = ROUNDS * EVERY + 20;
     run(&engine, ROUNDS * EVERY..last, 0);
     let expected = engine.query(state_digest).unwrap();
     engine.shutdown().unwrap();
     assert_eq!(
-        list_snapshots(&snapshot_dir).unwrap().iter().map(|s| s.seq).collect::<Vec<_>>(),
+        list_snapshots(&snapshot_dir).unwrap().iter().map(|s| s.seq.0).collect::<Vec<_>>(),
         vec![ROUNDS * EVERY, (ROUNDS - 1) * EVERY]
     );
 
     // The restart: the newest snapshot and the journal after it.
     let engine = Engine::start(periodic.clone()).unwrap();
     let report = engine.start_report().clone();
-    assert_eq!(report.snapshot_seq, Some(ROUNDS * EVERY));
-    assert_eq!((report.replayed, report.last_seq), (20, last));
+    assert_eq!(report.snapshot_seq, Some(Seq(ROUNDS * EVERY)));
+    assert_eq!((report.replayed, report.last_seq), (20, Seq(last)));
     assert_eq!(engine.query(state_digest).unwrap(), expected);
     engine.shutdown().unwrap();
 
     // Without the newest, the oldest retained snapshot and the journal give it too.
     fs::remove_file(snapshot_dir.join(format!("{:020}.snapshot", ROUNDS * EVERY))).unwrap();
     let recovered = recover_read_only(dir).unwrap();
-    assert_eq!(recovered.snapshot.as_ref().map(|(_, meta)| meta.seq), Some((ROUNDS - 1) * EVERY));
-    assert_eq!((recovered.replayed, recovered.last_seq), (EVERY + 20, last));
+    assert_eq!(
+        recovered.snapshot.as_ref().map(|(_, meta)| meta.seq),
+        Some(Seq((ROUNDS - 1) * EVERY))
+    );
+    assert_eq!((recovered.replayed, recovered.last_seq), (EVERY + 20, Seq(last)));
     assert_eq!(digest_of(&recovered), expected);
 }

@@ -4,6 +4,8 @@
 
 pub const NS_PER_DAY: u64 = 86_400_000_000_000;
 pub const NS_PER_MINUTE: u64 = 60_000_000_000;
+// Candles close on minutes and rows are partitioned by day: a minute never spans two.
+const _: () = assert!(NS_PER_DAY.is_multiple_of(NS_PER_MINUTE));
 
 /// The day number (days since 1970-01-01) of `ns`.
 pub fn day_of(ns: u64) -> u32 {

@@ -6,7 +6,6 @@
 //! meanwhile; it never writes the journal.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,12 +13,15 @@ use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use arrow_schema::ArrowError;
+use bourse_core::Seq;
 use bourse_journal::{write_snapshot, SnapshotMeta};
 
+use crate::checkpoint::{write_checkpoint, Checkpoint};
 use crate::derive::{Partition, Pending};
-use crate::files::{partition_dir, sync_dir, write_part};
-use crate::follower::{Checkpoint, HistoryError, HistoryStats};
+use crate::error::{io_error, HistoryError};
+use crate::files::{partition_dir, write_part};
 use crate::index::Index;
+use crate::stats::HistoryStats;
 use crate::tables::{candle_batch, ledger_batch, order_batch, trade_batch, Table};
 
 /// Threads a commit's part files are written on.
@@ -28,7 +30,8 @@ const WRITERS: usize = 2;
 /// A sealed commit: everything it writes, owned.
 pub struct CommitJob {
     pub history_dir: PathBuf,
-    pub range: (u64, u64),
+    /// The first and the last command it covers.
+    pub range: (Seq, Seq),
     pub pending: Pending,
     /// The copy of the state after `range.1`, when this commit takes a replica.
     pub replica: Option<(SnapshotMeta, Vec<u8>)>,
@@ -36,7 +39,7 @@ pub struct CommitJob {
     pub checkpoint: Checkpoint,
     /// The replica snapshot the previous checkpoint named: deleted once this one names
     /// a newer one.
-    pub previous_replica: u64,
+    pub previous_replica: Seq,
     pub index: Index,
     pub stats: Arc<HistoryStats>,
 }
@@ -48,31 +51,8 @@ pub struct Written {
     pub recycled: Pending,
 }
 
-pub fn checkpoint_path(history_dir: &Path) -> PathBuf {
-    history_dir.join("checkpoint.json")
-}
-
 pub fn replica_dir(history_dir: &Path) -> PathBuf {
     history_dir.join("replica")
-}
-
-pub fn io_error(path: &Path) -> impl FnOnce(io::Error) -> HistoryError + '_ {
-    move |error| HistoryError::Io(path.to_path_buf(), error)
-}
-
-pub fn write_checkpoint(history_dir: &Path, checkpoint: &Checkpoint) -> Result<(), HistoryError> {
-    let path = checkpoint_path(history_dir);
-    let temporary = history_dir.join(".checkpoint.json.tmp");
-    let bytes = serde_json::to_vec_pretty(checkpoint)
-        .map_err(|error| HistoryError::Damaged(format!("encoding the checkpoint: {error}")))?;
-    let write = || -> io::Result<()> {
-        let file = fs::File::create(&temporary)?;
-        io::Write::write_all(&mut &file, &bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, &path)?;
-        sync_dir(history_dir)
-    };
-    write().map_err(io_error(&path))
 }
 
 /// One part file to write: a table's rows of one partition.
@@ -122,6 +102,11 @@ fn parts(pending: &Pending) -> Vec<Part<'_>> {
     }
     // A partition kept from an earlier commit may have no rows in this one.
     parts.retain(|part| part.rows() > 0);
+    debug_assert_eq!(
+        parts.iter().map(Part::rows).sum::<usize>(),
+        pending.rows,
+        "every row pending is in a part"
+    );
     // The largest first, so that the two writers finish together.
     parts.sort_by_key(|part| std::cmp::Reverse(part.rows()));
     parts
@@ -131,6 +116,10 @@ impl CommitJob {
     /// Writes the commit; once this returns `Ok`, it counts.
     pub fn write(mut self) -> Result<Written, HistoryError> {
         let started = Instant::now();
+        // Files and the index name a commit by its range of seqs, as plain numbers.
+        let (first, last) = self.range;
+        assert!(first <= last && last == self.checkpoint.committed_seq);
+        let range = (first.0, last.0);
         let parts = parts(&self.pending);
         let rows = self.pending.rows as u64;
         let next = AtomicUsize::new(0);
@@ -142,7 +131,7 @@ impl CommitJob {
                 .map_err(|error| HistoryError::Damaged(format!("building a batch: {error}")))
                 .and_then(|(table, partition, batch)| {
                     let dir = partition_dir(&self.history_dir, table, partition);
-                    write_part(&dir, self.range, &batch).map_err(io_error(&dir))
+                    write_part(&dir, range, &batch).map_err(io_error(&dir))
                 });
             let mut outcome = outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             match written {
@@ -161,7 +150,7 @@ impl CommitJob {
                 scope.spawn(write_parts);
             }
             // This thread writes the index's batch, then helps with the files.
-            let index_written = self.index.write(&self.pending, self.range);
+            let index_written = self.index.write(&self.pending, range);
             write_parts();
             index_written
         });
@@ -179,8 +168,8 @@ impl CommitJob {
             self.remove_replica(self.previous_replica);
         }
         let stats = &self.stats;
-        stats.committed_seq.store(self.checkpoint.committed_seq, Ordering::SeqCst);
-        stats.needed_from.store(self.checkpoint.replica_seq + 1, Ordering::SeqCst);
+        stats.committed_seq.store(self.checkpoint.committed_seq.0, Ordering::SeqCst);
+        stats.needed_from.store(self.checkpoint.replica_seq.next().0, Ordering::SeqCst);
         stats.commits.fetch_add(1, Ordering::Relaxed);
         stats.rows.fetch_add(rows, Ordering::Relaxed);
         stats.files.fetch_add(files, Ordering::Relaxed);
@@ -192,8 +181,8 @@ impl CommitJob {
 
     /// Deletes an older replica snapshot once a checkpoint names a newer one. Failing
     /// to costs only disk space.
-    fn remove_replica(&self, seq: u64) {
-        if seq == 0 {
+    fn remove_replica(&self, seq: Seq) {
+        if seq == Seq::ZERO {
             return;
         }
         let path =

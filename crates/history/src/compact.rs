@@ -36,6 +36,9 @@ pub const SMALL_FILE_ROWS: u64 = ROW_GROUP_ROWS as u64;
 pub const MERGE_FILES: usize = 16;
 /// A merge writes at most about this many rows (it stops adding files once past it).
 pub const MERGED_ROWS_MAX: u64 = 4 * ROW_GROUP_ROWS as u64;
+// A merged file is not small itself (or merges would merge it again), and a run of the
+// files a day makes is worth a merge.
+const _: () = assert!(SMALL_FILE_ROWS <= MERGED_ROWS_MAX && MERGE_FILES >= 2);
 
 /// What one merge did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,7 +183,9 @@ fn due_run(files: &[PartFile], needed: usize) -> Option<&[PartFile]> {
             end += 1;
         }
         if end - start >= needed {
-            return Some(&files[start..end]);
+            let run = &files[start..end];
+            debug_assert!(run.iter().all(|file| file.rows < SMALL_FILE_ROWS));
+            return Some(run);
         }
         start = end;
     }
@@ -192,6 +197,9 @@ fn merge_run(dir: &Path, run: &[PartFile], lock: &FilesLock) -> io::Result<Merge
     let (Some(first), Some(last)) = (run.first(), run.last()) else {
         return Err(io::Error::other("an empty run to merge"));
     };
+    // The run's files follow one another (sorted by range, none overlapping), so the
+    // merged file's name covers exactly their commands.
+    debug_assert!(run.windows(2).all(|pair| pair[0].range.1 < pair[1].range.0));
     let name = part_name(first.range.0, last.range.1);
     let final_path = dir.join(&name);
     let temporary = dir.join(format!(".{name}.tmp"));

@@ -2,6 +2,8 @@
 //! balance changes the ledger recorded and the venue right after it give the order
 //! states, trades, ledger moves and candles. Pure and deterministic: the same commands
 //! give the same rows, which is what makes the history exactly-once (`follower`).
+//! The engine's identities (`Seq`, `TimestampNs`, `OrderId`) become the rows' plain
+//! numbers here: the rows are the Parquet files' columns.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +11,7 @@ use bourse_core::command::OrderType;
 use bourse_core::ids::{AccountId, InstrumentId};
 use bourse_core::ledger::{BalanceChange, BalanceMove};
 use bourse_core::venue::{OrderRecord, OrderStatus};
-use bourse_core::{Command, Event, Side, TimeInForce, Venue};
+use bourse_core::{Command, Event, OrderId, Seq, Side, TimeInForce, TimestampNs, Venue};
 use compact_str::CompactString;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -98,22 +100,23 @@ pub struct OpenCandle {
     pub last_seq: u64,
 }
 
-/// One command as applied: its seq, the exchange's time after it, its events and the
-/// ledger's moves it made.
+/// One command as applied: its seq, the exchange's time after it, its events, the
+/// ledger's moves it made and the order it acted on (`bourse_core::Applied::order_id`).
 #[derive(Clone, Copy)]
 pub struct Applied<'a> {
-    pub seq: u64,
-    pub ts: u64,
+    pub seq: Seq,
+    pub ts: TimestampNs,
     pub command: &'a Command<'a>,
     pub events: &'a [Event],
     pub changes: &'a [BalanceChange],
+    pub order_id: Option<OrderId>,
 }
 
 /// Turns commands into rows. Rows of commands at or below `emit_after` are not
 /// emitted (they are already stored): a deriver resumed from an earlier state replays
 /// them only to rebuild its candles.
 pub struct Deriver {
-    emit_after: u64,
+    emit_after: Seq,
     candles: FxHashMap<u32, CandleRow>,
     /// The earliest end of an open candle: a command at or after it closes candles.
     next_close: u64,
@@ -124,7 +127,7 @@ pub struct Deriver {
 }
 
 impl Deriver {
-    pub fn new(emit_after: u64, open_candles: &[OpenCandle]) -> Deriver {
+    pub fn new(emit_after: Seq, open_candles: &[OpenCandle]) -> Deriver {
         let mut deriver = Deriver {
             emit_after,
             candles: FxHashMap::default(),
@@ -178,8 +181,13 @@ impl Deriver {
     /// Derives the rows of `applied`; `venue` is the state right after it.
     pub fn derive(&mut self, applied: &Applied<'_>, venue: &Venue, out: &mut Pending) {
         let Applied { seq, ts, command, events, .. } = *applied;
-        self.close_candles_before(ts, seq, out);
+        debug_assert!(
+            matches!(events.first(), Some(Event::Accepted { .. } | Event::Rejected { .. })),
+            "command {seq}'s events open with accepted or rejected"
+        );
         let emit = seq > self.emit_after;
+        let (seq, ts) = (seq.0, ts.0);
+        self.close_candles_before(ts, seq, out);
         let accepted = matches!(events.first(), Some(Event::Accepted { .. }));
         if emit {
             match (command, accepted) {
@@ -250,7 +258,7 @@ impl Deriver {
         let day = day_of(ts);
         for (account, id, change) in &self.touched {
             let record = match (command, *change) {
-                (Command::Order(_), "placed") => activity.order(seq),
+                (Command::Order(_), "placed") => activity.order(OrderId(seq)),
                 _ => activity.order_by_client(*account, id),
             };
             let Some(record) = record else {
@@ -269,10 +277,11 @@ impl Deriver {
     }
 
     fn ledger_rows(&mut self, applied: &Applied<'_>, venue: &Venue, out: &mut Pending) {
-        let Applied { seq, ts, command, events, changes } = *applied;
+        let Applied { seq, ts, command, events, changes, order_id: acted_on } = *applied;
         if changes.is_empty() {
             return;
         }
+        let (seq, ts) = (seq.0, ts.0);
         let exchange = venue.exchange();
         let activity = venue.activity();
         let trades: Vec<_> = events
@@ -286,11 +295,9 @@ impl Deriver {
             (Event::Done { id, .. }, Command::Order(order)) => **id != *order.id,
             _ => false,
         });
-        let named_order = || -> Option<u64> {
-            let (account, id) = command.order_key()?;
-            let account = exchange.resolve(account)?;
-            Some(activity?.order_by_client(account, id)?.order_id)
-        };
+        // The order an accepted cancel or amend named (only accepted commands move
+        // balances).
+        let named_order = || acted_on.map(|order_id| order_id.0);
         let day = day_of(ts);
         for (move_index, change) in changes.iter().enumerate() {
             let asset = exchange.asset(change.asset);
@@ -304,7 +311,7 @@ impl Deriver {
                     } else {
                         (trade.maker_account, &trade.maker_id)
                     };
-                    Some(activity?.order_by_client(account, id)?.order_id)
+                    Some(activity?.order_by_client(account, id)?.order_id.0)
                 });
                 ("trade", order_id, Some(index))
             } else {
@@ -358,6 +365,7 @@ impl Deriver {
         if candle.start != start {
             // The clock only moves forward, so a trade in a later minute closes this one
             // (close_candles_before has done it, unless the minute is the same).
+            debug_assert!(candle.start < start, "a trade before its candle's minute");
             let closed = std::mem::replace(candle, opening());
             emit_candle(self.emit_after, trade.seq, closed, out);
         }
@@ -396,8 +404,8 @@ impl Deriver {
     }
 }
 
-fn emit_candle(emit_after: u64, closing_seq: u64, candle: CandleRow, out: &mut Pending) {
-    if closing_seq > emit_after {
+fn emit_candle(emit_after: Seq, closing_seq: u64, candle: CandleRow, out: &mut Pending) {
+    if Seq(closing_seq) > emit_after {
         out.rows += 1;
         push(&mut out.candles, day_of(candle.start), &candle.symbol.clone(), candle);
     }
@@ -433,7 +441,7 @@ fn order_row(
     OrderRow {
         seq,
         ts,
-        order_id: Some(record.order_id),
+        order_id: Some(record.order_id.0),
         account: CompactString::new(exchange.account_name(record.account)),
         client_order_id: CompactString::new(&*record.client_id),
         symbol: instrument.symbol.clone(),
@@ -527,7 +535,7 @@ fn trade_row(
         venue
             .activity()
             .and_then(|activity| activity.order_by_client(account, id))
-            .map(|record| record.order_id)
+            .map(|record| record.order_id.0)
     };
     // The taker's order is the command's own (its id is `seq`) unless it is forgotten.
     let taker_order_id = order_id(trade.taker_account, &trade.taker_id);

@@ -27,7 +27,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,91 +35,20 @@ use std::time::{Duration, Instant};
 use bourse_core::ledger::BalanceChange;
 use bourse_core::snapshot::{decode_venue, encode_venue};
 use bourse_core::venue::Venue;
-use bourse_core::{Event, Exchange, ExchangeConfig};
+use bourse_core::{Event, Exchange, ExchangeConfig, Seq, TimestampNs};
 use bourse_journal::segment::{list_segments, SegmentHeader, SEGMENT_HEADER_LEN};
 use bourse_journal::tail::JournalTail;
-use bourse_journal::{
-    decode_command, list_snapshots, read_snapshot, write_snapshot, JournalError, SnapshotMeta,
-};
-use serde::{Deserialize, Serialize};
+use bourse_journal::{decode_command, list_snapshots, read_snapshot, write_snapshot, SnapshotMeta};
 
-use crate::commit::{checkpoint_path, io_error, replica_dir, write_checkpoint, CommitJob, Written};
+use crate::checkpoint::{read_checkpoint, write_checkpoint, Checkpoint, CHECKPOINT_VERSION};
+use crate::commit::{replica_dir, CommitJob, Written};
 use crate::compact::{merge_next, remove_superseded, Merged, RowCounts};
-use crate::derive::{Applied, Deriver, OpenCandle, Pending};
+use crate::derive::{Applied, Deriver, Pending};
+use crate::error::{io_error, HistoryError};
 use crate::files::{remove_uncommitted, FilesLock};
-use crate::index::{Index, IndexError};
+use crate::index::Index;
+use crate::stats::HistoryStats;
 use crate::tables::Table;
-
-/// Why the history cannot go on. Trading goes on regardless: the journal keeps every
-/// command, and the history catches up once the cause is fixed.
-#[derive(Debug)]
-pub enum HistoryError {
-    Io(PathBuf, io::Error),
-    Journal(JournalError),
-    Index(IndexError),
-    /// The checkpoint or the replica snapshot does not read back.
-    Damaged(String),
-    /// The history was made from another journal.
-    ForeignJournal {
-        expected: u64,
-        found: u64,
-    },
-    /// The journal no longer holds the records the history needs next.
-    JournalGone {
-        needed: u64,
-        first_held: u64,
-    },
-    /// A record the journal holds does not decode (a bug).
-    Record(u64, String),
-}
-
-impl HistoryError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            HistoryError::Io(..) => "io",
-            HistoryError::Journal(error) => error.code(),
-            HistoryError::Index(_) => "index",
-            HistoryError::Damaged(_) => "damaged",
-            HistoryError::ForeignJournal { .. } => "foreign_journal",
-            HistoryError::JournalGone { .. } => "journal_gone",
-            HistoryError::Record(..) => "bad_record",
-        }
-    }
-}
-
-impl std::fmt::Display for HistoryError {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HistoryError::Io(path, error) => write!(formatter, "{}: {error}", path.display()),
-            HistoryError::Journal(error) => write!(formatter, "reading the journal: {error}"),
-            HistoryError::Index(error) => write!(formatter, "{error}"),
-            HistoryError::Damaged(reason) => write!(formatter, "{reason}"),
-            HistoryError::ForeignJournal { expected, found } => write!(
-                formatter,
-                "the history was made from journal {expected:016x}, the journal here is {found:016x}: move the history directory away to start a new one"
-            ),
-            HistoryError::JournalGone { needed, first_held } => write!(
-                formatter,
-                "the history needs journal records from {needed}, the journal starts at {first_held}: records in between were pruned"
-            ),
-            HistoryError::Record(seq, reason) => write!(formatter, "record {seq} does not decode: {reason}"),
-        }
-    }
-}
-
-impl std::error::Error for HistoryError {}
-
-impl From<JournalError> for HistoryError {
-    fn from(error: JournalError) -> Self {
-        HistoryError::Journal(error)
-    }
-}
-
-impl From<IndexError> for HistoryError {
-    fn from(error: IndexError) -> Self {
-        HistoryError::Index(error)
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct HistoryConfig {
@@ -163,50 +92,6 @@ impl HistoryConfig {
     }
 }
 
-/// What a commit made durable; the checkpoint file's contents.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    pub version: u32,
-    pub journal_id: u64,
-    /// Every command up to here has its rows in the files.
-    pub committed_seq: u64,
-    /// The first command the history holds (later than 1 when it started from an
-    /// engine snapshot, the journal before it being gone).
-    pub first_seq: u64,
-    /// The replica snapshot to resume from: the state after `replica_seq` ...
-    pub replica_seq: u64,
-    /// ... and the candles in progress then.
-    pub open_candles: Vec<OpenCandle>,
-    /// Rows written so far, per table (`Table::name`).
-    pub rows: Vec<(String, u64)>,
-}
-
-/// 2: the index's compact layout (`index`); a version 1 history is rebuilt by
-/// deleting `history/` (the journal and snapshots give it again).
-const CHECKPOINT_VERSION: u32 = 2;
-
-/// Figures the follower publishes (for `/metrics` and the CLI).
-#[derive(Debug, Default)]
-pub struct HistoryStats {
-    pub applied_seq: AtomicU64,
-    /// The engine's events the follower's copy of the state produced (every command's
-    /// `accepted` or `rejected`, trades, dones, amends).
-    pub events: AtomicU64,
-    pub committed_seq: AtomicU64,
-    pub commits: AtomicU64,
-    pub rows: AtomicU64,
-    pub files: AtomicU64,
-    pub bytes: AtomicU64,
-    pub last_commit_ns: AtomicU64,
-    /// Merges of small files (`compact`), and the files they replaced.
-    pub merges: AtomicU64,
-    pub files_merged: AtomicU64,
-    pub failures: AtomicU64,
-    /// The oldest journal record the history still needs (the engine keeps segments
-    /// from it on: `EngineConfig::journal_needed_from` shares it).
-    pub needed_from: Arc<AtomicU64>,
-}
-
 pub struct Follower {
     config: HistoryConfig,
     venue: Venue,
@@ -222,15 +107,16 @@ pub struct Follower {
     writing: Option<JoinHandle<Result<Written, HistoryError>>>,
     /// An emptied `Pending` whose buffers the next commit's rows reuse.
     spare: Option<Pending>,
-    applied_seq: u64,
+    /// The last command the copy of the state includes, its crc and its time.
+    applied_seq: Seq,
     applied_crc: u32,
-    applied_ts: u64,
+    applied_ts: TimestampNs,
     rows_by_table: Vec<(Table, u64)>,
     last_commit: Instant,
     /// Where the next commit must end: a commit the index holds but the checkpoint
     /// does not (a crash between them) is made again over exactly its range, so that
     /// it writes the same index keys.
-    commit_at: Option<u64>,
+    commit_at: Option<Seq>,
     events: Vec<Event>,
     changes: Vec<BalanceChange>,
     stats: Arc<HistoryStats>,
@@ -241,28 +127,8 @@ pub struct Follower {
     merge_due: bool,
 }
 
-fn read_checkpoint(history_dir: &Path) -> Result<Option<Checkpoint>, HistoryError> {
-    let path = checkpoint_path(history_dir);
-    let bytes = match fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(HistoryError::Io(path, error)),
-    };
-    let checkpoint: Checkpoint = serde_json::from_slice(&bytes).map_err(|error| {
-        HistoryError::Damaged(format!("{} does not read back: {error}", path.display()))
-    })?;
-    if checkpoint.version != CHECKPOINT_VERSION {
-        return Err(HistoryError::Damaged(format!(
-            "{} has version {}, this build reads {CHECKPOINT_VERSION}",
-            path.display(),
-            checkpoint.version
-        )));
-    }
-    Ok(Some(checkpoint))
-}
-
 /// The journal's id and first record, from its first segment's header.
-fn journal_start(journal_dir: &Path) -> Result<Option<(u64, u64)>, HistoryError> {
+fn journal_start(journal_dir: &Path) -> Result<Option<(u64, Seq)>, HistoryError> {
     let segments = list_segments(journal_dir).map_err(io_error(journal_dir))?;
     let Some((_, path)) = segments.first() else { return Ok(None) };
     let mut bytes = [0u8; SEGMENT_HEADER_LEN];
@@ -327,8 +193,8 @@ impl Follower {
                         });
                     }
                 }
-                let (venue, crc, ts) = if checkpoint.replica_seq == 0 {
-                    (new_venue(), 0, 0)
+                let (venue, crc, ts) = if checkpoint.replica_seq == Seq::ZERO {
+                    (new_venue(), 0, TimestampNs::ZERO)
                 } else {
                     let path = bourse_journal::snapshot_file::snapshot_path(
                         &replica_dir(&history_dir),
@@ -342,14 +208,14 @@ impl Follower {
             None => Self::start(&config, journal)?,
         };
         if let Some((_, first_held)) = journal {
-            if first_held > checkpoint.replica_seq + 1 {
+            if first_held > checkpoint.replica_seq.next() {
                 return Err(HistoryError::JournalGone {
-                    needed: checkpoint.replica_seq + 1,
+                    needed: checkpoint.replica_seq.next(),
                     first_held,
                 });
             }
         }
-        remove_uncommitted(&history_dir, checkpoint.committed_seq)
+        remove_uncommitted(&history_dir, checkpoint.committed_seq.0)
             .map_err(io_error(&history_dir))?;
         remove_superseded(&history_dir).map_err(io_error(&history_dir))?;
         let rows_by_table = Table::ALL
@@ -364,14 +230,16 @@ impl Follower {
             })
             .collect();
         let commit_at = match index.in_flight()? {
-            Some((first, last)) if first == checkpoint.committed_seq + 1 => Some(last),
+            Some((first, last)) if Seq(first) == checkpoint.committed_seq.next() => Some(Seq(last)),
             _ => None,
         };
-        stats.committed_seq.store(checkpoint.committed_seq, Ordering::SeqCst);
-        stats.applied_seq.store(checkpoint.replica_seq, Ordering::SeqCst);
-        stats.needed_from.store(checkpoint.replica_seq + 1, Ordering::SeqCst);
+        // The replica is a commit's state: never ahead of what is committed.
+        debug_assert!(checkpoint.replica_seq <= checkpoint.committed_seq);
+        stats.committed_seq.store(checkpoint.committed_seq.0, Ordering::SeqCst);
+        stats.applied_seq.store(checkpoint.replica_seq.0, Ordering::SeqCst);
+        stats.needed_from.store(checkpoint.replica_seq.next().0, Ordering::SeqCst);
         Ok(Follower {
-            tail: JournalTail::new(&config.journal_dir, checkpoint.replica_seq + 1, replica_crc),
+            tail: JournalTail::new(&config.journal_dir, checkpoint.replica_seq.next(), replica_crc),
             deriver: Deriver::new(checkpoint.committed_seq, &checkpoint.open_candles),
             venue,
             pending: Pending::default(),
@@ -400,22 +268,22 @@ impl Follower {
     /// otherwise at the engine's newest snapshot.
     fn start(
         config: &HistoryConfig,
-        journal: Option<(u64, u64)>,
-    ) -> Result<(Venue, Checkpoint, u32, u64), HistoryError> {
+        journal: Option<(u64, Seq)>,
+    ) -> Result<(Venue, Checkpoint, u32, TimestampNs), HistoryError> {
         let journal_id = journal.map_or(0, |(id, _)| id);
         let fresh = Checkpoint {
             version: CHECKPOINT_VERSION,
             journal_id,
-            first_seq: 1,
+            first_seq: Seq(1),
             ..Checkpoint::default()
         };
         match journal {
-            None | Some((_, 1)) => Ok((new_venue(), fresh, 0, 0)),
+            None | Some((_, Seq(1))) => Ok((new_venue(), fresh, 0, TimestampNs::ZERO)),
             Some((_, first_held)) => {
                 let snapshots = list_snapshots(&config.snapshot_dir)?;
-                let usable = snapshots.iter().find(|entry| entry.seq + 1 >= first_held);
+                let usable = snapshots.iter().find(|entry| entry.seq.next() >= first_held);
                 let Some(entry) = usable else {
-                    return Err(HistoryError::JournalGone { needed: 1, first_held });
+                    return Err(HistoryError::JournalGone { needed: Seq(1), first_held });
                 };
                 let (venue, meta) = load_venue(&entry.path)?;
                 // The engine's snapshot becomes the history's first replica snapshot.
@@ -424,7 +292,7 @@ impl Follower {
                 write_snapshot(&replica_dir(&config.history_dir), meta, &body)?;
                 let checkpoint = Checkpoint {
                     committed_seq: meta.seq,
-                    first_seq: meta.seq + 1,
+                    first_seq: meta.seq.next(),
                     replica_seq: meta.seq,
                     ..fresh
                 };
@@ -434,11 +302,11 @@ impl Follower {
         }
     }
 
-    pub fn committed_seq(&self) -> u64 {
+    pub fn committed_seq(&self) -> Seq {
         self.checkpoint.committed_seq
     }
 
-    pub fn applied_seq(&self) -> u64 {
+    pub fn applied_seq(&self) -> Seq {
         self.applied_seq
     }
 
@@ -458,13 +326,15 @@ impl Follower {
     /// Applies the journal's records up to `until` (which must be durable), deriving
     /// their rows; starts a commit (`start_commit`) whenever `commit_rows` rows wait, and
     /// at the end of an unfinished commit's range (`commit_at`). Returns the last applied.
-    pub fn catch_up(&mut self, until: u64) -> Result<u64, HistoryError> {
+    pub fn catch_up(&mut self, until: Seq) -> Result<Seq, HistoryError> {
         while self.applied_seq < until {
             let mut chunk_end = until.min(self.applied_seq + SLICE_COMMANDS);
             if let Some(commit_at) = self.commit_at {
                 chunk_end = chunk_end.min(commit_at);
             }
             self.apply_until(chunk_end)?;
+            // The tail reads every record up to its bound, or fails.
+            debug_assert_eq!(self.applied_seq, chunk_end);
             let due = match self.commit_at {
                 Some(commit_at) => self.applied_seq >= commit_at,
                 None => self.pending.rows >= self.config.commit_rows,
@@ -476,7 +346,7 @@ impl Follower {
         Ok(self.applied_seq)
     }
 
-    fn apply_until(&mut self, until: u64) -> Result<(), HistoryError> {
+    fn apply_until(&mut self, until: Seq) -> Result<(), HistoryError> {
         let Follower { tail, venue, deriver, pending, events, changes, .. } = self;
         let (mut applied_seq, mut applied_crc, mut applied_ts) =
             (self.applied_seq, self.applied_crc, self.applied_ts);
@@ -495,17 +365,26 @@ impl Follower {
             };
             events.clear();
             changes.clear();
-            venue.apply(header.seq, Some(header.ts), &command, events);
+            // The tail hands out each record once, in order, after the copy's last.
+            debug_assert_eq!(header.seq, applied_seq.next());
+            let acted = venue.apply(header.seq, Some(header.ts), &command, events);
             venue.take_balance_changes(changes);
             event_count += events.len() as u64;
             let ts = venue.exchange().time_ns();
-            let applied = Applied { seq: header.seq, ts, command: &command, events, changes };
+            let applied = Applied {
+                seq: header.seq,
+                ts,
+                command: &command,
+                events,
+                changes,
+                order_id: acted.order_id,
+            };
             deriver.derive(&applied, venue, pending);
             (applied_seq, applied_crc, applied_ts) = (header.seq, header.crc, header.ts);
         })?;
         (self.applied_seq, self.applied_crc, self.applied_ts) =
             (applied_seq, applied_crc, applied_ts);
-        self.stats.applied_seq.store(applied_seq, Ordering::Relaxed);
+        self.stats.applied_seq.store(applied_seq.0, Ordering::Relaxed);
         self.stats.events.fetch_add(event_count, Ordering::Relaxed);
         failure.map_or(Ok(()), Err)
     }
@@ -538,13 +417,15 @@ impl Follower {
             return Ok(());
         }
         self.finish_commit()?;
-        let range = (sealed + 1, self.applied_seq);
+        let range = (sealed.next(), self.applied_seq);
+        // A commit covers what was applied since the last one, nothing twice.
+        debug_assert!(range.0 <= range.1);
         let spare = self.spare.take().unwrap_or_default();
         let pending = std::mem::replace(&mut self.pending, spare);
         let mut checkpoint = self.sealed.clone();
         let replica_due = self.applied_seq
             >= checkpoint.replica_seq + self.config.replica_every_commands
-            || checkpoint.replica_seq == 0;
+            || checkpoint.replica_seq == Seq::ZERO;
         let replica = if replica_due {
             let mut body = Vec::new();
             encode_venue(&self.venue, &mut body);
@@ -597,6 +478,8 @@ impl Follower {
         let written = writer.join().map_err(|_| {
             HistoryError::Damaged("the commit's writer thread panicked".to_string())
         })??;
+        // Commits are written one at a time, in order: the one written is the last sealed.
+        debug_assert_eq!(written.checkpoint, self.sealed);
         self.checkpoint = written.checkpoint;
         self.spare = Some(written.recycled);
         self.merge_due = true;
@@ -622,7 +505,7 @@ impl Follower {
         let history_dir = &self.config.history_dir;
         let merged = merge_next(
             history_dir,
-            self.checkpoint.committed_seq,
+            self.checkpoint.committed_seq.0,
             &self.files_lock,
             &mut self.row_counts,
         )
@@ -645,7 +528,7 @@ impl Follower {
     /// (trading goes on; the journal keeps everything).
     pub fn run(
         self,
-        durable_until: impl Fn() -> u64,
+        durable_until: impl Fn() -> Seq,
         stop: &Stop,
         on_error: impl Fn(&HistoryError),
     ) {
@@ -679,7 +562,7 @@ impl Follower {
                     Ok(())
                 }
             });
-            let arrived = durable_until().saturating_sub(durable_before);
+            let arrived = durable_until().0.saturating_sub(durable_before.0);
             pause = next_pause(&config, started.elapsed(), arrived);
             let caught_up = current.applied_seq >= durable_until();
             if caught_up {

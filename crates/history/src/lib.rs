@@ -11,19 +11,29 @@
 //! It never writes the journal or the engine's snapshots and never holds up the
 //! engine; SQL over the files lives in `bourse-query`, so that this crate builds
 //! without a query engine.
+//!
+//! Modules, bottom up (each imports only modules above it in this list): `civil`,
+//! `pack`, `rows`, `sample`; `tables`, `derive`, `files`, `compact`, `index`; `error`,
+//! `stats`, `checkpoint`; `commit`; `follower`.
 
+pub mod checkpoint;
 pub mod civil;
 pub mod commit;
 pub mod compact;
 pub mod derive;
+pub mod error;
 pub mod files;
 pub mod follower;
 pub mod index;
 pub mod pack;
 pub mod rows;
 pub mod sample;
+pub mod stats;
 pub mod tables;
 
-pub use follower::{Checkpoint, Follower, HistoryConfig, HistoryError, HistoryStats, Stop};
+pub use checkpoint::Checkpoint;
+pub use error::HistoryError;
+pub use follower::{Follower, HistoryConfig, Stop};
 pub use index::Index;
+pub use stats::HistoryStats;
 pub use tables::Table;

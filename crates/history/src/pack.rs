@@ -44,6 +44,7 @@ impl Packer {
 
     /// `None` as 0, `Some(v)` as `v + 1` (ids are never `u64::MAX`).
     pub fn opt_u64(&mut self, value: Option<u64>) {
+        debug_assert!(value != Some(u64::MAX), "an id of u64::MAX would read back as another");
         self.u64(value.map_or(0, |value| value.saturating_add(1)));
     }
 

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use bourse_core::format::parse_line;
+use bourse_core::{Seq, TimestampNs};
 use bourse_journal::{
     encode_command, scan_journal, JournalWriter, RecordBatch as Records, TailPolicy, WriterOptions,
 };
@@ -115,14 +116,14 @@ pub fn write_journal(dir: &Path, lines: &[(String, u64)]) -> Result<(), String> 
         scan_journal(dir, TailPolicy::Repair, |_, _| Ok(())).map_err(|error| error.to_string())?;
     let options = WriterOptions { segment_bytes: 1 << 20, ..WriterOptions::default() };
     let mut writer =
-        JournalWriter::open(dir, &report, options, report.next_seq.max(1), report.last_crc)
+        JournalWriter::open(dir, &report, options, report.next_seq.max(Seq(1)), report.last_crc)
             .map_err(|error| error.to_string())?;
     for chunk in lines.chunks(100) {
         let mut batch = Records::default();
         for (line, ts) in chunk {
             let command = parse_line(line).map_err(|error| format!("{line}: {error:?}"))?.command;
             batch
-                .push(*ts, |out| encode_command(&command, out))
+                .push(TimestampNs(*ts), |out| encode_command(&command, out))
                 .map_err(|error| error.to_string())?;
         }
         writer.write(&mut batch).map_err(|error| error.to_string())?;

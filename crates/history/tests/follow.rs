@@ -16,7 +16,7 @@ use arrow_array::types::{Decimal128Type, UInt64Type};
 use arrow_array::{Array, RecordBatch};
 use bourse_core::format::parse_line;
 use bourse_core::venue::OrderStatus;
-use bourse_core::{Event, Exchange, ExchangeConfig, Venue};
+use bourse_core::{Event, Exchange, ExchangeConfig, Seq, TimestampNs, Venue};
 use bourse_history::files::part_files;
 use bourse_history::sample::{trading, write_journal, ACCOUNTS};
 use bourse_history::{Follower, HistoryConfig, HistoryStats, Table};
@@ -32,9 +32,9 @@ fn config(data: &Path, commit_rows: usize) -> HistoryConfig {
 fn follow(data: &Path, until: u64, commit_rows: usize) {
     let mut follower =
         Follower::open(config(data, commit_rows), Arc::new(HistoryStats::default())).unwrap();
-    follower.catch_up(until).unwrap();
+    follower.catch_up(Seq(until)).unwrap();
     follower.commit().unwrap();
-    assert_eq!(follower.committed_seq(), until);
+    assert_eq!(follower.committed_seq(), Seq(until));
 }
 
 fn read_table(data: &Path, table: Table) -> Vec<RecordBatch> {
@@ -99,7 +99,7 @@ fn model(lines: &[(String, u64)]) -> (Venue, Vec<Vec<Event>>) {
     for (index, (line, ts)) in lines.iter().enumerate() {
         let command = parse_line(line).unwrap().command;
         let mut events = Vec::new();
-        venue.apply(index as u64 + 1, Some(*ts), &command, &mut events);
+        venue.apply(Seq(index as u64 + 1), Some(TimestampNs(*ts)), &command, &mut events);
         all.push(events);
     }
     (venue, all)
@@ -202,14 +202,14 @@ fn the_files_hold_what_the_state_machine_did() {
     for account in 0..ACCOUNTS.len() as u32 {
         for record in activity.finished_orders(bourse_core::ids::AccountId(account)) {
             assert_eq!(
-                finished.get(&record.order_id).map(String::as_str),
+                finished.get(&record.order_id.0).map(String::as_str),
                 Some(record.status.code())
             );
             checked += 1;
         }
         for record in activity.open_orders(bourse_core::ids::AccountId(account)) {
             assert_eq!(record.status, OrderStatus::Open);
-            assert!(!finished.contains_key(&record.order_id), "an open order among the finished");
+            assert!(!finished.contains_key(&record.order_id.0), "an open order among the finished");
         }
     }
     assert!(checked > 100);
@@ -292,8 +292,8 @@ fn following_in_pieces_with_restarts_and_crash_leftovers_writes_the_same_rows() 
             Follower::open(config(data, 1_000_000), Arc::new(HistoryStats::default())).unwrap();
         assert!(!leftover.exists(), "the files of an uncommitted range are removed");
         // Applied but never committed: as if killed here.
-        follower.catch_up(2_000).unwrap();
-        assert!(follower.committed_seq() < 2_000);
+        follower.catch_up(Seq(2_000)).unwrap();
+        assert!(follower.committed_seq() < Seq(2_000));
     }
     follow(data, lines.len() as u64, 250);
 
@@ -358,10 +358,10 @@ fn a_crash_between_the_index_and_the_checkpoint_leaves_the_index_exact() {
         ..config(data, commit_rows)
     };
     let mut follower = Follower::open(one_replica(1_000_000), Arc::default()).unwrap();
-    follower.catch_up(300).unwrap();
+    follower.catch_up(Seq(300)).unwrap();
     follower.commit().unwrap();
     let checkpoint = std::fs::read(data.join("history/checkpoint.json")).unwrap();
-    follower.catch_up(lines.len() as u64).unwrap();
+    follower.catch_up(Seq(lines.len() as u64)).unwrap();
     follower.commit().unwrap();
     drop(follower);
     // As if killed after the index took commit 301..=3000 and before its checkpoint.
@@ -369,12 +369,12 @@ fn a_crash_between_the_index_and_the_checkpoint_leaves_the_index_exact() {
 
     // Committing in other pieces now would key the index differently; it must not.
     let mut follower = Follower::open(one_replica(250), Arc::default()).unwrap();
-    assert_eq!(follower.committed_seq(), 300);
+    assert_eq!(follower.committed_seq(), Seq(300));
     for until in [1_000, 2_000, lines.len() as u64] {
-        follower.catch_up(until).unwrap();
+        follower.catch_up(Seq(until)).unwrap();
         follower.commit().unwrap();
     }
-    assert_eq!(follower.committed_seq(), lines.len() as u64);
+    assert_eq!(follower.committed_seq(), Seq(lines.len() as u64));
     drop(follower);
 
     for table in Table::ALL {
@@ -414,7 +414,7 @@ fn follow_in_small_commits(data: &Path, lines: &[(String, u64)]) {
     write_journal(&data.join("journal"), lines).unwrap();
     let mut follower = Follower::open(config(data, 1_000_000), Arc::default()).unwrap();
     for until in (25..=lines.len() as u64).step_by(25) {
-        follower.catch_up(until).unwrap();
+        follower.catch_up(Seq(until)).unwrap();
         follower.commit().unwrap();
     }
 }
@@ -432,7 +432,7 @@ fn a_running_follower_merges_small_files_once_it_has_caught_up() {
     let stats = Arc::new(HistoryStats::default());
     let follower = Follower::open(config(data, 1_000_000), Arc::clone(&stats)).unwrap();
     let stop = Arc::new(bourse_history::Stop::default());
-    let end = lines.len() as u64;
+    let end = Seq(lines.len() as u64);
     let running = {
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || follower.run(|| end, &stop, |error| panic!("{error:?}")))

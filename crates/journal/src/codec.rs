@@ -92,6 +92,11 @@ pub fn encode_command(command: &Command<'_>, out: &mut Vec<u8>) -> Result<(), Co
     if result.is_err() {
         out.truncate(start);
     }
+    // Both sides of what goes to disk: the bytes read back as the command.
+    debug_assert!(
+        result.is_err() || decode_command(&out[start..]).is_ok_and(|decoded| decoded == *command),
+        "{command:?} does not read back from its encoding"
+    );
     result
 }
 

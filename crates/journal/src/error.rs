@@ -1,6 +1,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use bourse_core::Seq;
+
 use crate::codec::CodecError;
 
 /// Why a journal or snapshot cannot be read or written. Every variant about the
@@ -13,11 +15,11 @@ pub enum JournalError {
     #[error("{path} at byte {offset}: {reason}")]
     Damaged { path: PathBuf, offset: u64, reason: String },
     #[error("{path} at byte {offset}: sequence gap: expected record {expected}, found {found}")]
-    SequenceGap { path: PathBuf, offset: u64, expected: u64, found: u64 },
+    SequenceGap { path: PathBuf, offset: u64, expected: Seq, found: Seq },
     #[error(
         "{path} at byte {offset}: chain break: record {seq} does not follow the record before it"
     )]
-    ChainBreak { path: PathBuf, offset: u64, seq: u64 },
+    ChainBreak { path: PathBuf, offset: u64, seq: Seq },
     #[error(
         "{path}: a segment of another journal (id {found:016x}, this journal is {expected:016x})"
     )]
@@ -25,7 +27,7 @@ pub enum JournalError {
     #[error("{path}: misplaced segment: {reason}")]
     MisplacedSegment { path: PathBuf, reason: String },
     #[error("{path} at byte {offset}: record {seq} holds no valid command: {source}")]
-    BadPayload { path: PathBuf, offset: u64, seq: u64, source: CodecError },
+    BadPayload { path: PathBuf, offset: u64, seq: Seq, source: CodecError },
     #[error("storage failed earlier ({0}); the journal takes no more writes")]
     Stopped(String),
 }

@@ -17,6 +17,8 @@
 //! recovery tell the torn tail of the last, unsynced batch from damage to data that was
 //! once durable: only one batch is ever written without being synced yet.
 
+use bourse_core::{Seq, TimestampNs};
+
 /// Bytes before the payload.
 pub const HEADER_LEN: usize = 32;
 /// Records start at multiples of this.
@@ -26,22 +28,28 @@ pub const PAYLOAD_LEN_MAX: usize = 1 << 20;
 const LAST_IN_BATCH: u32 = 1 << 31;
 const LEN_MASK: u32 = (1 << 30) - 1;
 
+// Every payload length fits the length bits, which the batch flag does not share; and a
+// header keeps the records after it aligned.
+const _: () = assert!(PAYLOAD_LEN_MAX as u64 <= LEN_MASK as u64);
+const _: () = assert!(LAST_IN_BATCH & LEN_MASK == 0);
+const _: () = assert!(HEADER_LEN.is_multiple_of(ALIGN) && ALIGN.is_power_of_two());
+
 /// A record's header fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordHeader {
     pub crc: u32,
     pub payload_len: u32,
     pub last_in_batch: bool,
-    pub seq: u64,
-    pub ts: u64,
+    pub seq: Seq,
+    pub ts: TimestampNs,
     pub prev_crc: u32,
     pub batch_index: u32,
 }
 
 impl RecordHeader {
     /// The sequence number of the first record of this record's batch.
-    pub fn batch_first_seq(&self) -> u64 {
-        self.seq.saturating_sub(u64::from(self.batch_index))
+    pub fn batch_first_seq(&self) -> Seq {
+        Seq(self.seq.0.saturating_sub(u64::from(self.batch_index)))
     }
 
     /// Bytes the record takes in its segment, padding included.
@@ -112,8 +120,8 @@ pub fn read_slot(bytes: &[u8]) -> Slot<'_> {
         crc,
         payload_len,
         last_in_batch: length_word & LAST_IN_BATCH != 0,
-        seq: u64_at(bytes, 8),
-        ts: u64_at(bytes, 16),
+        seq: Seq(u64_at(bytes, 8)),
+        ts: TimestampNs(u64_at(bytes, 16)),
         prev_crc: u32_at(bytes, 24),
         batch_index: u32_at(bytes, 28),
     };
@@ -128,7 +136,7 @@ pub struct RecordBatch {
     bytes: Vec<u8>,
     /// Offset of each record in `bytes`.
     offsets: Vec<u32>,
-    first_seq: u64,
+    first_seq: Seq,
     sealed: bool,
 }
 
@@ -137,7 +145,7 @@ impl RecordBatch {
         RecordBatch {
             bytes: Vec::with_capacity(bytes),
             offsets: Vec::with_capacity(records),
-            first_seq: 0,
+            first_seq: Seq::ZERO,
             sealed: false,
         }
     }
@@ -145,7 +153,7 @@ impl RecordBatch {
     pub fn clear(&mut self) {
         self.bytes.clear();
         self.offsets.clear();
-        self.first_seq = 0;
+        self.first_seq = Seq::ZERO;
         self.sealed = false;
     }
 
@@ -170,13 +178,14 @@ impl RecordBatch {
     /// buffer it is given. A payload writer that fails leaves the batch unchanged.
     pub fn push<E>(
         &mut self,
-        ts: u64,
+        ts: TimestampNs,
         write_payload: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
     ) -> Result<(), PushError<E>> {
         debug_assert!(!self.sealed, "a sealed batch takes no more records");
         let start = self.bytes.len();
+        debug_assert!(start.is_multiple_of(ALIGN), "records start aligned");
         self.bytes.resize(start + HEADER_LEN, 0);
-        self.bytes[start + 16..start + 24].copy_from_slice(&ts.to_le_bytes());
+        self.bytes[start + 16..start + 24].copy_from_slice(&ts.0.to_le_bytes());
         if let Err(error) = write_payload(&mut self.bytes) {
             self.bytes.truncate(start);
             return Err(PushError::Payload(error));
@@ -195,15 +204,18 @@ impl RecordBatch {
     /// Gives the records their sequence numbers (from `first_seq`), batch positions and
     /// chain (from `prev_crc`), and computes their checksums. Returns the last record's
     /// crc, the chain value the next batch starts from.
-    pub fn seal(&mut self, first_seq: u64, prev_crc: u32) -> u32 {
+    pub fn seal(&mut self, first_seq: Seq, prev_crc: u32) -> u32 {
         self.seal_in_group(first_seq, prev_crc, first_seq)
     }
 
     /// Like `seal`, for a batch written after others that are not synced yet: record
     /// positions count from `group_first_seq`, the first record written since the last
     /// sync, so that recovery knows every record that may be torn together.
-    pub fn seal_in_group(&mut self, first_seq: u64, prev_crc: u32, group_first_seq: u64) -> u32 {
-        debug_assert!(group_first_seq <= first_seq);
+    pub fn seal_in_group(&mut self, first_seq: Seq, prev_crc: u32, group_first_seq: Seq) -> u32 {
+        // Seq 0 is no record's; the group of unsynced records starts at or before this
+        // batch.
+        assert!(first_seq > Seq::ZERO, "records are numbered from 1");
+        assert!(group_first_seq <= first_seq, "the unsynced group starts after its batch");
         let group_offset = (first_seq - group_first_seq) as usize;
         let mut chain = prev_crc;
         let count = self.offsets.len();
@@ -216,7 +228,7 @@ impl RecordBatch {
                 length_word |= LAST_IN_BATCH;
             }
             header[4..8].copy_from_slice(&length_word.to_le_bytes());
-            header[8..16].copy_from_slice(&(first_seq + index as u64).to_le_bytes());
+            header[8..16].copy_from_slice(&(first_seq + index as u64).0.to_le_bytes());
             header[24..28].copy_from_slice(&chain.to_le_bytes());
             header[28..32].copy_from_slice(&((group_offset + index) as u32).to_le_bytes());
             let crc = crc32c::crc32c(&self.bytes[start + 4..start + HEADER_LEN + payload_len]);
@@ -229,16 +241,17 @@ impl RecordBatch {
     }
 
     /// The sequence number of the first record (once sealed).
-    pub fn first_seq(&self) -> u64 {
+    pub fn first_seq(&self) -> Seq {
+        debug_assert!(self.sealed || self.is_empty(), "an unsealed batch has no seqs yet");
         self.first_seq
     }
 
     /// The records: (seq, ts, payload). Before `seal` the sequence numbers are not set.
-    pub fn records(&self) -> impl ExactSizeIterator<Item = (u64, u64, &[u8])> + '_ {
+    pub fn records(&self) -> impl ExactSizeIterator<Item = (Seq, TimestampNs, &[u8])> + '_ {
         self.offsets.iter().enumerate().map(move |(index, &offset)| {
             let start = offset as usize;
             let payload_len = (u32_at(&self.bytes, start + 4) & LEN_MASK) as usize;
-            let ts = u64_at(&self.bytes, start + 16);
+            let ts = TimestampNs(u64_at(&self.bytes, start + 16));
             let payload = &self.bytes[start + HEADER_LEN..start + HEADER_LEN + payload_len];
             (self.first_seq + index as u64, ts, payload)
         })
@@ -261,7 +274,7 @@ mod tests {
         let mut batch = RecordBatch::default();
         for (ts, payload) in payloads.iter().enumerate() {
             batch
-                .push(ts as u64 * 10, |out| {
+                .push(TimestampNs(ts as u64 * 10), |out| {
                     out.extend_from_slice(payload);
                     Ok::<(), ()>(())
                 })
@@ -273,18 +286,18 @@ mod tests {
     #[test]
     fn sealed_records_read_back_with_their_chain_and_batch_positions() {
         let mut batch = batch_of(&[b"a", b"bcdefghij", b"k"]);
-        let last_crc = batch.seal(41, 0xdead_beef);
+        let last_crc = batch.seal(Seq(41), 0xdead_beef);
         let mut offset = 0;
         let mut chain = 0xdead_beef;
         for index in 0..3u32 {
             let Slot::Record { header, payload } = read_slot(&batch.bytes()[offset..]) else {
                 panic!("record {index} unreadable");
             };
-            assert_eq!(header.seq, 41 + u64::from(index));
-            assert_eq!(header.ts, u64::from(index) * 10);
+            assert_eq!(header.seq, Seq(41 + u64::from(index)));
+            assert_eq!(header.ts, TimestampNs(u64::from(index) * 10));
             assert_eq!(header.prev_crc, chain);
             assert_eq!(header.batch_index, index);
-            assert_eq!(header.batch_first_seq(), 41);
+            assert_eq!(header.batch_first_seq(), Seq(41));
             assert_eq!(header.last_in_batch, index == 2);
             assert_eq!(payload, batch.records().nth(index as usize).unwrap().2);
             assert_eq!(offset % ALIGN, 0);
@@ -299,7 +312,7 @@ mod tests {
     #[test]
     fn any_flipped_bit_makes_a_record_damaged() {
         let mut batch = batch_of(&[b"payload!"]);
-        batch.seal(1, 0);
+        batch.seal(Seq(1), 0);
         let framed = batch.bytes().to_vec();
         for index in 0..HEADER_LEN + 8 {
             for bit in 0..8 {
@@ -318,13 +331,16 @@ mod tests {
         let mut batch = batch_of(&[b"x"]);
         let before = batch.bytes().to_vec();
         assert_eq!(
-            batch.push(0, |out| {
+            batch.push(TimestampNs::ZERO, |out| {
                 out.push(1);
                 Err("no")
             }),
             Err(PushError::Payload("no"))
         );
-        assert_eq!(batch.push(0, |_| Ok::<(), ()>(())), Err(PushError::PayloadLength(0)));
+        assert_eq!(
+            batch.push(TimestampNs::ZERO, |_| Ok::<(), ()>(())),
+            Err(PushError::PayloadLength(0))
+        );
         assert_eq!(batch.bytes(), &before[..]);
         assert_eq!(batch.len(), 1);
     }

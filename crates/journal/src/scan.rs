@@ -15,6 +15,8 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use bourse_core::{Seq, TimestampNs};
+
 use crate::error::JournalError;
 use crate::record::{read_slot, RecordHeader, Slot, ALIGN};
 use crate::segment::{list_segments, sync_dir, SegmentHeader, SEGMENT_HEADER_LEN};
@@ -44,7 +46,7 @@ pub struct TornTail {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentSummary {
     pub path: PathBuf,
-    pub first_seq: u64,
+    pub first_seq: Seq,
     pub records: u64,
     /// Where the next record goes: the end of the last valid record.
     pub end_offset: u64,
@@ -55,13 +57,13 @@ pub struct SegmentSummary {
 pub struct ScanReport {
     pub journal_id: Option<u64>,
     /// The first record the journal holds (earlier ones were deleted under a snapshot).
-    pub first_seq: Option<u64>,
+    pub first_seq: Option<Seq>,
     /// The sequence number the next record gets.
-    pub next_seq: u64,
+    pub next_seq: Seq,
     /// The crc of the last record (the chain value the next record carries).
     pub last_crc: u32,
     /// The timestamp of the last record.
-    pub last_ts: u64,
+    pub last_ts: TimestampNs,
     pub records: u64,
     pub segments: Vec<SegmentSummary>,
     pub torn_tail: Option<TornTail>,
@@ -92,7 +94,8 @@ pub fn scan_journal_placed(
     mut visit: impl FnMut(&RecordHeader, &[u8], RecordPlace<'_>) -> Result<(), JournalError>,
 ) -> Result<ScanReport, JournalError> {
     let segments = list_segments(dir).map_err(|error| JournalError::io(dir, error))?;
-    let mut scan = Scan { report: ScanReport { next_seq: 1, ..ScanReport::default() }, last: None };
+    let mut scan =
+        Scan { report: ScanReport { next_seq: Seq(1), ..ScanReport::default() }, last: None };
     let mut bytes = Vec::new();
     for (index, (name_seq, path)) in segments.iter().enumerate() {
         read_whole(path, &mut bytes)?;
@@ -109,7 +112,7 @@ pub fn scan_journal_placed(
 /// and another apply them without copying.
 pub struct MappedSegments {
     dir: PathBuf,
-    segments: Vec<(u64, PathBuf, memmap2::Mmap)>,
+    segments: Vec<(Seq, PathBuf, memmap2::Mmap)>,
 }
 
 impl MappedSegments {
@@ -136,7 +139,7 @@ impl MappedSegments {
         mut visit: impl FnMut(&RecordHeader, &'m [u8], RecordPlace<'_>) -> Result<(), JournalError>,
     ) -> Result<ScanReport, JournalError> {
         let mut scan =
-            Scan { report: ScanReport { next_seq: 1, ..ScanReport::default() }, last: None };
+            Scan { report: ScanReport { next_seq: Seq(1), ..ScanReport::default() }, last: None };
         let count = self.segments.len();
         for (index, (name_seq, path, map)) in self.segments.iter().enumerate() {
             let place = SegmentPlace { dir: &self.dir, path, name_seq: *name_seq, index, count };
@@ -153,7 +156,7 @@ impl MappedSegments {
 struct SegmentPlace<'a> {
     dir: &'a Path,
     path: &'a Path,
-    name_seq: u64,
+    name_seq: Seq,
     index: usize,
     count: usize,
 }
@@ -193,7 +196,7 @@ impl Scan {
     fn check_segment_header(
         &mut self,
         path: &Path,
-        name_seq: u64,
+        name_seq: Seq,
         header: SegmentHeader,
         is_first: bool,
     ) -> Result<(), JournalError> {
@@ -205,7 +208,7 @@ impl Scan {
                 found: header.journal_id,
             });
         }
-        if header.first_seq != name_seq || header.first_seq == 0 {
+        if header.first_seq != name_seq || header.first_seq == Seq::ZERO {
             return Err(JournalError::MisplacedSegment {
                 path: path.to_path_buf(),
                 reason: format!("its header says it starts at record {}", header.first_seq),
@@ -305,7 +308,11 @@ impl Scan {
                 seq: header.seq,
             });
         }
-        self.report.next_seq += 1;
+        debug_assert!(
+            self.report.first_seq.is_some_and(|first| header.seq >= first),
+            "a record before its journal's first segment"
+        );
+        self.report.next_seq = self.report.next_seq.next();
         self.report.last_crc = header.crc;
         self.report.last_ts = header.ts;
         self.report.records += 1;
@@ -429,6 +436,8 @@ fn later_records(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, Reco
     std::iter::from_fn(move || loop {
         let nonzero = first_nonzero(bytes, position)?;
         let candidate = nonzero / ALIGN * ALIGN;
+        // Records start aligned, and the search goes forward.
+        debug_assert!(candidate >= position && position.is_multiple_of(ALIGN));
         position = candidate + ALIGN;
         if let Slot::Record { header, .. } = read_slot(&bytes[candidate..]) {
             return Some((candidate, header));
@@ -437,6 +446,7 @@ fn later_records(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, Reco
 }
 
 fn zero_range(path: &Path, start: usize, end: usize) -> Result<(), JournalError> {
+    debug_assert!(start <= end, "zeroing {start}..{end}");
     let file = OpenOptions::new().write(true).open(path).map_err(|e| JournalError::io(path, e))?;
     let zeros = vec![0u8; end - start];
     file.write_all_at(&zeros, start as u64)

@@ -20,7 +20,12 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use bourse_core::Seq;
+
 pub const SEGMENT_HEADER_LEN: usize = 64;
+// The header's fields (up to byte 36) fit, and records after it start aligned.
+const _: () = assert!(36 <= SEGMENT_HEADER_LEN);
+const _: () = assert!(SEGMENT_HEADER_LEN.is_multiple_of(crate::record::ALIGN));
 const MAGIC: &[u8; 8] = b"BOURSEJL";
 const VERSION: u32 = 1;
 const EXTENSION: &str = "journal";
@@ -28,7 +33,7 @@ const EXTENSION: &str = "journal";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentHeader {
     pub journal_id: u64,
-    pub first_seq: u64,
+    pub first_seq: Seq,
     pub prev_crc: u32,
 }
 
@@ -38,10 +43,11 @@ impl SegmentHeader {
         bytes[0..8].copy_from_slice(MAGIC);
         bytes[8..12].copy_from_slice(&VERSION.to_le_bytes());
         bytes[16..24].copy_from_slice(&self.journal_id.to_le_bytes());
-        bytes[24..32].copy_from_slice(&self.first_seq.to_le_bytes());
+        bytes[24..32].copy_from_slice(&self.first_seq.0.to_le_bytes());
         bytes[32..36].copy_from_slice(&self.prev_crc.to_le_bytes());
         let crc = crc32c::crc32c(&bytes[16..]);
         bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+        debug_assert_eq!(SegmentHeader::parse(&bytes), Ok(*self), "a header reads back");
         bytes
     }
 
@@ -69,20 +75,20 @@ impl SegmentHeader {
         }
         Ok(SegmentHeader {
             journal_id: word(16..24),
-            first_seq: word(24..32),
+            first_seq: Seq(word(24..32)),
             prev_crc: word(32..36) as u32,
         })
     }
 }
 
 /// The file name of the segment whose first record is `first_seq`.
-pub fn segment_path(dir: &Path, first_seq: u64) -> PathBuf {
-    dir.join(format!("{first_seq:020}.{EXTENSION}"))
+pub fn segment_path(dir: &Path, first_seq: Seq) -> PathBuf {
+    dir.join(format!("{:020}.{EXTENSION}", first_seq.0))
 }
 
 /// The segments of `dir`, ordered by the first sequence number in their names. Files
 /// that do not look like segments are left alone.
-pub fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+pub fn list_segments(dir: &Path) -> io::Result<Vec<(Seq, PathBuf)>> {
     let mut segments = Vec::new();
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -100,7 +106,7 @@ pub fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
                 .flatten()
         });
         if let Some(first_seq) = first_seq {
-            segments.push((first_seq, path));
+            segments.push((Seq(first_seq), path));
         }
     }
     segments.sort();
@@ -176,6 +182,7 @@ pub fn prepare_spare(
     let step = if gate.is_some() { PACED_STEP } else { UNPACED_STEP };
     let zeros = vec![0u8; step];
     let mut offset = 0u64;
+    // Each step writes at least one byte (`bytes > offset`), so the loop ends.
     while offset < bytes {
         match gate.as_mut().map_or(ZeroStep::Write, |gate| gate()) {
             ZeroStep::Stop => break,
@@ -186,6 +193,7 @@ pub fn prepare_spare(
             ZeroStep::Write => {}
         }
         let length = (bytes - offset).min(step as u64) as usize;
+        debug_assert!(length > 0 && length <= zeros.len());
         file.write_all_at(&zeros[..length], offset)?;
         offset += length as u64;
         if gate.is_some() {
@@ -243,7 +251,7 @@ mod tests {
 
     #[test]
     fn a_header_reads_back_and_any_damage_is_seen() {
-        let header = SegmentHeader { journal_id: 77, first_seq: 1234, prev_crc: 0xabcd };
+        let header = SegmentHeader { journal_id: 77, first_seq: Seq(1234), prev_crc: 0xabcd };
         let bytes = header.to_bytes();
         assert_eq!(SegmentHeader::parse(&bytes), Ok(header));
         for index in 0..SEGMENT_HEADER_LEN {
@@ -259,12 +267,12 @@ mod tests {
     fn segments_are_listed_in_sequence_order_and_strangers_ignored() {
         let dir = tempfile::tempdir().unwrap();
         for first_seq in [100, 2, 30] {
-            fs::write(segment_path(dir.path(), first_seq), b"").unwrap();
+            fs::write(segment_path(dir.path(), Seq(first_seq)), b"").unwrap();
         }
         fs::write(dir.path().join("notes.txt"), b"").unwrap();
         fs::write(dir.path().join("12.journal"), b"").unwrap();
         let listed: Vec<u64> =
-            list_segments(dir.path()).unwrap().into_iter().map(|(seq, _)| seq).collect();
+            list_segments(dir.path()).unwrap().into_iter().map(|(seq, _)| seq.0).collect();
         assert_eq!(listed, vec![2, 30, 100]);
     }
 

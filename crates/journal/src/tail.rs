@@ -12,6 +12,8 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use bourse_core::Seq;
+
 use crate::error::JournalError;
 use crate::record::{read_slot, RecordHeader, Slot, HEADER_LEN, PAYLOAD_LEN_MAX};
 use crate::segment::{list_segments, segment_path, SegmentHeader, SEGMENT_HEADER_LEN};
@@ -27,18 +29,19 @@ pub struct JournalTail {
     /// Where in `buffer` the next record starts.
     position: usize,
     /// The next record to hand out.
-    next_seq: u64,
+    next_seq: Seq,
     /// The sequence number and crc of the last record read (handed out or skipped).
-    read_seq: u64,
+    read_seq: Seq,
     last_crc: u32,
     /// When starting inside a segment: the record whose crc must be the one given.
-    expected_crc_at: Option<(u64, u32)>,
+    expected_crc_at: Option<(Seq, u32)>,
 }
 
 impl JournalTail {
     /// A reader whose first record will be `next_seq`, whose predecessor's crc is
     /// `last_crc` (checked when the journal still holds that record).
-    pub fn new(dir: &Path, next_seq: u64, last_crc: u32) -> JournalTail {
+    pub fn new(dir: &Path, next_seq: Seq, last_crc: u32) -> JournalTail {
+        assert!(next_seq > Seq::ZERO, "records are numbered from 1");
         JournalTail {
             dir: dir.to_path_buf(),
             file: None,
@@ -46,20 +49,20 @@ impl JournalTail {
             buffer_offset: 0,
             position: 0,
             next_seq,
-            read_seq: next_seq.saturating_sub(1),
+            read_seq: next_seq.previous(),
             last_crc,
             expected_crc_at: None,
         }
     }
 
-    pub fn next_seq(&self) -> u64 {
+    pub fn next_seq(&self) -> Seq {
         self.next_seq
     }
 
     /// Hands every record from `next_seq` up to and including `until` to `visit`.
     pub fn read_until(
         &mut self,
-        until: u64,
+        until: Seq,
         mut visit: impl FnMut(&RecordHeader, &[u8]),
     ) -> Result<(), JournalError> {
         // Bytes read before, past the last record handed out, may be a record the
@@ -67,15 +70,21 @@ impl JournalTail {
         self.buffer.truncate(self.position);
         while self.next_seq <= until {
             if self.file.is_none() {
-                self.open_segment_holding(self.read_seq + 1)?;
+                self.open_segment_holding(self.read_seq.next())?;
             }
             match self.next_record()? {
                 Some((header, start, end)) => {
+                    // `next_record` refuses any record but the one after the last read.
+                    debug_assert_eq!(header.seq, self.read_seq.next());
                     self.read_seq = header.seq;
                     self.last_crc = header.crc;
                     if header.seq >= self.next_seq {
+                        debug_assert_eq!(
+                            header.seq, self.next_seq,
+                            "records are handed out in order"
+                        );
                         visit(&header, &self.buffer[start..end]);
-                        self.next_seq += 1;
+                        self.next_seq = self.next_seq.next();
                     }
                 }
                 // The segment ends before `until`: the next record opens a segment.
@@ -88,7 +97,7 @@ impl JournalTail {
     /// Opens the segment holding record `seq`: the one that starts there, or (the
     /// first time) the last one that starts before it, whose earlier records are read
     /// and skipped.
-    fn open_segment_holding(&mut self, seq: u64) -> Result<(), JournalError> {
+    fn open_segment_holding(&mut self, seq: Seq) -> Result<(), JournalError> {
         let segments =
             list_segments(&self.dir).map_err(|error| JournalError::io(&self.dir, error))?;
         let Some((first_seq, path)) = segments.into_iter().rev().find(|(first, _)| *first <= seq)
@@ -107,8 +116,8 @@ impl JournalTail {
         if first_seq < seq {
             // Skipping into the segment: the chain restarts from its header and is
             // checked against `last_crc` when record `seq - 1` goes by.
-            self.read_seq = first_seq - 1;
-            self.expected_crc_at = Some((seq - 1, self.last_crc));
+            self.read_seq = first_seq.previous();
+            self.expected_crc_at = Some((seq.previous(), self.last_crc));
             self.last_crc = header.prev_crc;
         }
         self.file = Some((path, file));
@@ -141,11 +150,11 @@ impl JournalTail {
                 Slot::Empty => Ok(None),
                 Slot::Damaged { reason } => Err(self.damaged(&path, offset, reason)),
                 Slot::Record { header, .. } => {
-                    if header.seq != self.read_seq + 1 {
+                    if header.seq != self.read_seq.next() {
                         return Err(JournalError::SequenceGap {
                             path,
                             offset,
-                            expected: self.read_seq + 1,
+                            expected: self.read_seq.next(),
                             found: header.seq,
                         });
                     }
@@ -171,6 +180,7 @@ impl JournalTail {
     /// of the file.
     fn refill(&mut self) -> Result<bool, JournalError> {
         let Some((path, file)) = &self.file else { return Ok(false) };
+        debug_assert!(self.position <= self.buffer.len(), "read past the bytes held");
         self.buffer.drain(..self.position);
         self.buffer_offset += self.position as u64;
         self.position = 0;

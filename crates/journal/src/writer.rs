@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use bourse_core::Seq;
+
 use crate::error::JournalError;
 use crate::record::RecordBatch;
 use crate::scan::ScanReport;
@@ -92,10 +94,10 @@ pub struct JournalWriter {
     path: PathBuf,
     /// Where the next batch goes in the current segment.
     write_offset: u64,
-    next_seq: u64,
+    next_seq: Seq,
     last_crc: u32,
     /// Sequence numbers below this are durable.
-    synced_below: u64,
+    synced_below: Seq,
     /// The first failure; once set, nothing more is written.
     failure: Option<String>,
     /// The next segment's file, being made on its own thread.
@@ -208,7 +210,7 @@ impl JournalWriter {
         dir: &Path,
         report: &ScanReport,
         options: WriterOptions,
-        first_seq: u64,
+        first_seq: Seq,
         prev_crc: u32,
     ) -> Result<JournalWriter, JournalError> {
         JournalWriter::open_with_id(dir, report, options, first_seq, prev_crc, None)
@@ -220,10 +222,11 @@ impl JournalWriter {
         dir: &Path,
         report: &ScanReport,
         options: WriterOptions,
-        first_seq: u64,
+        first_seq: Seq,
         prev_crc: u32,
         journal_id: Option<u64>,
     ) -> Result<JournalWriter, JournalError> {
+        assert!(first_seq > Seq::ZERO, "records are numbered from 1");
         if let Some(torn) = report.torn_tail.as_ref().filter(|torn| !torn.removed) {
             return Err(JournalError::Damaged {
                 path: torn.path.clone(),
@@ -290,7 +293,7 @@ impl JournalWriter {
     }
 
     /// The sequence number the next record gets.
-    pub fn next_seq(&self) -> u64 {
+    pub fn next_seq(&self) -> Seq {
         self.next_seq
     }
 
@@ -317,6 +320,11 @@ impl JournalWriter {
         {
             self.roll()?;
         }
+        debug_assert!(self.synced_below <= self.next_seq, "nothing is synced before it is written");
+        debug_assert!(
+            self.write_offset.is_multiple_of(crate::record::ALIGN as u64),
+            "records start aligned"
+        );
         self.last_crc = batch.seal_in_group(self.next_seq, self.last_crc, self.synced_below);
         let written = self
             .fault(FAULT_WRITE)
@@ -325,6 +333,11 @@ impl JournalWriter {
         self.record(written)?;
         self.write_offset += batch_bytes;
         self.next_seq += batch.len() as u64;
+        debug_assert!(
+            self.write_offset <= self.options.segment_bytes
+                || self.write_offset == SEGMENT_HEADER_LEN as u64 + batch_bytes,
+            "a batch fits in its segment, or has a segment of its own"
+        );
         Ok(())
     }
 
@@ -338,12 +351,16 @@ impl JournalWriter {
         self.record(synced)?;
         self.activity.synced();
         self.synced_below = self.next_seq;
+        debug_assert!(!self.has_unsynced());
         Ok(())
     }
 
     /// Syncs the current segment and starts the next one.
     fn roll(&mut self) -> Result<(), JournalError> {
         self.sync()?;
+        // Only the last batch of the last segment may be torn by a crash (`scan`): a
+        // segment is whole and durable before the next one starts.
+        debug_assert!(!self.has_unsynced(), "a segment rolls over only once synced");
         let header = SegmentHeader {
             journal_id: self.journal_id,
             first_seq: self.next_seq,
@@ -457,7 +474,7 @@ mod tests {
         };
         let report = read(dir.path());
         let options = WriterOptions { segment_bytes: 4096, faults: None };
-        let mut writer = JournalWriter::open(dir.path(), &report, options, 1, 0).unwrap();
+        let mut writer = JournalWriter::open(dir.path(), &report, options, Seq(1), 0).unwrap();
         // Never synced, so the journal never looks quiet to the spare's thread; every
         // roll still finds a spare to install.
         let mut batch = RecordBatch::default();
@@ -466,7 +483,7 @@ mod tests {
             for index in 0..50u64 {
                 let payload = (round * 100 + index).to_le_bytes();
                 batch
-                    .push(round, |out| {
+                    .push(bourse_core::TimestampNs(round), |out| {
                         out.extend_from_slice(&payload);
                         Ok::<(), std::convert::Infallible>(())
                     })
@@ -477,7 +494,7 @@ mod tests {
         writer.sync().unwrap();
         drop(writer);
         let report = read(dir.path());
-        assert_eq!(report.next_seq, 2_001);
+        assert_eq!(report.next_seq, Seq(2_001));
         assert!(report.segments.len() > 10, "{} segments", report.segments.len());
         assert!(report.torn_tail.is_none());
     }

@@ -15,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use bourse_core::command::TransferCommand;
-use bourse_core::{Command, Decimal};
+use bourse_core::{Command, Decimal, Seq, TimestampNs};
 use bourse_journal::record::{framed_len, read_slot, Slot, HEADER_LEN};
 use bourse_journal::segment::{list_segments, segment_path, SegmentHeader, SEGMENT_HEADER_LEN};
 use bourse_journal::{
@@ -70,10 +70,10 @@ impl Journal {
         let dir = tmp.path().join("journal");
         fs::create_dir(&dir).unwrap();
         let (empty, seen) = scan(&dir, TailPolicy::Repair).unwrap();
-        assert_eq!(empty, ScanReport { next_seq: 1, ..ScanReport::default() });
+        assert_eq!(empty, ScanReport { next_seq: Seq(1), ..ScanReport::default() });
         assert!(seen.is_empty());
         let options = WriterOptions { segment_bytes, ..WriterOptions::default() };
-        let writer = JournalWriter::open(&dir, &empty, options.clone(), 1, 0).unwrap();
+        let writer = JournalWriter::open(&dir, &empty, options.clone(), Seq(1), 0).unwrap();
         Journal {
             _tmp: tmp,
             dir,
@@ -87,21 +87,21 @@ impl Journal {
     /// Writes and syncs one batch of `records` deposits; returns their sequence numbers.
     fn batch(&mut self, records: usize) -> Range<u64> {
         let writer = self.writer.as_mut().expect("the journal is closed");
-        let first_seq = writer.next_seq();
+        let first_seq = writer.next_seq().0;
         let mut batch = RecordBatch::default();
         for index in 0..records as u64 {
             let number = first_seq + index;
             batch
-                .push(TS_BASE + number, |out| {
+                .push(TimestampNs(TS_BASE + number), |out| {
                     encode_command(&deposit(self.account_prefix, number), out)
                 })
                 .unwrap();
         }
         writer.write(&mut batch).unwrap();
         writer.sync().unwrap();
-        assert_eq!(batch.first_seq(), first_seq);
+        assert_eq!(batch.first_seq(), Seq(first_seq));
         for (seq, ts, payload) in batch.records() {
-            self.written.push(Written { seq, ts, payload: payload.to_vec() });
+            self.written.push(Written { seq: seq.0, ts: ts.0, payload: payload.to_vec() });
         }
         first_seq..first_seq + records as u64
     }
@@ -109,18 +109,18 @@ impl Journal {
     /// Writes one batch of `records` deposits without syncing it (as `async` mode does).
     fn unsynced_batch(&mut self, records: usize) {
         let writer = self.writer.as_mut().expect("the journal is closed");
-        let first_seq = writer.next_seq();
+        let first_seq = writer.next_seq().0;
         let mut batch = RecordBatch::default();
         for number in first_seq..first_seq + records as u64 {
             batch
-                .push(TS_BASE + number, |out| {
+                .push(TimestampNs(TS_BASE + number), |out| {
                     encode_command(&deposit(self.account_prefix, number), out)
                 })
                 .unwrap();
         }
         writer.write(&mut batch).unwrap();
         for (seq, ts, payload) in batch.records() {
-            self.written.push(Written { seq, ts, payload: payload.to_vec() });
+            self.written.push(Written { seq: seq.0, ts: ts.0, payload: payload.to_vec() });
         }
     }
 
@@ -152,7 +152,7 @@ impl Journal {
     }
 
     fn segments(&self) -> Vec<(u64, PathBuf)> {
-        list_segments(&self.dir).unwrap()
+        list_segments(&self.dir).unwrap().into_iter().map(|(seq, path)| (seq.0, path)).collect()
     }
 
     fn segment(&self, index: usize) -> PathBuf {
@@ -165,7 +165,7 @@ impl Journal {
             let bytes = fs::read(&path).unwrap();
             let mut offset = SEGMENT_HEADER_LEN;
             while let Slot::Record { header, .. } = read_slot(bytes.get(offset..).unwrap_or(&[])) {
-                if header.seq == seq {
+                if header.seq == Seq(seq) {
                     return OnDisk {
                         path,
                         offset: offset as u64,
@@ -201,7 +201,7 @@ fn scan(dir: &Path, policy: TailPolicy) -> Result<(ScanReport, Vec<Written>), Jo
     let mut seen = Vec::new();
     let report = scan_journal(dir, policy, |header, payload| {
         decode_command(payload).expect("every record visited holds a command");
-        seen.push(Written { seq: header.seq, ts: header.ts, payload: payload.to_vec() });
+        seen.push(Written { seq: header.seq.0, ts: header.ts.0, payload: payload.to_vec() });
         Ok(())
     })?;
     Ok((report, seen))
@@ -264,10 +264,10 @@ fn assert_goes_on(journal: &mut Journal, kept: usize, torn: Option<ExpectTorn>) 
     let (report, seen) = scan(&journal.dir, TailPolicy::Repair).unwrap();
     assert_eq!(seen, journal.written[..kept], "the records read back");
     let next_seq = journal.written[kept - 1].seq + 1;
-    assert_eq!(report.next_seq, next_seq);
+    assert_eq!(report.next_seq, Seq(next_seq));
     assert_eq!(report.records, kept as u64);
     assert_eq!(report.last_crc, journal.at(next_seq - 1).crc);
-    assert_eq!(report.last_ts, journal.written[kept - 1].ts);
+    assert_eq!(report.last_ts, TimestampNs(journal.written[kept - 1].ts));
     match (&report.torn_tail, &torn) {
         (None, None) => {}
         (Some(found), Some(expected)) => {
@@ -304,7 +304,7 @@ fn assert_goes_on(journal: &mut Journal, kept: usize, torn: Option<ExpectTorn>) 
     journal.close();
     let (after, seen_after) = scan(&journal.dir, TailPolicy::Repair).unwrap();
     assert_eq!(seen_after, journal.written);
-    assert_eq!(after.next_seq, next_seq + 5);
+    assert_eq!(after.next_seq, Seq(next_seq + 5));
     assert_eq!(after.torn_tail, None);
 }
 
@@ -332,7 +332,7 @@ fn clean_journal_reopens_and_continues() {
     let before = files(&journal.dir);
     let (report, _) = scan(&journal.dir, TailPolicy::Repair).unwrap();
     assert!(files(&journal.dir) == before, "a clean scan changed the journal");
-    assert_eq!(report.first_seq, Some(1));
+    assert_eq!(report.first_seq, Some(Seq(1)));
     assert_eq!(report.segments.len(), 3);
     let kept = journal.written.len();
     assert_goes_on(&mut journal, kept, None);
@@ -439,16 +439,19 @@ fn record_out_of_sequence_is_refused() {
     let mut forged = RecordBatch::default();
     let payload = journal.written[5].payload.clone();
     forged
-        .push(TS_BASE + 6, |out| {
+        .push(TimestampNs(TS_BASE + 6), |out| {
             out.extend_from_slice(&payload);
             Ok::<(), ()>(())
         })
         .unwrap();
-    forged.seal(6, previous.crc);
+    forged.seal(Seq(6), previous.crc);
     assert_eq!(forged.byte_len() as u64, record.framed_len);
     write_at(&record.path, record.offset, forged.bytes());
     let error = assert_refused(&journal.dir, "sequence_gap", &record.path, record.offset);
-    assert!(matches!(error, JournalError::SequenceGap { expected: 5, found: 6, .. }), "{error:?}");
+    assert!(
+        matches!(error, JournalError::SequenceGap { expected: Seq(5), found: Seq(6), .. }),
+        "{error:?}"
+    );
 }
 
 // Row 8.
@@ -470,7 +473,7 @@ fn record_from_another_chain_is_refused() {
     let bytes = read_at(&stranger.path, stranger.offset, stranger.framed_len);
     write_at(&record.path, record.offset, &bytes);
     let error = assert_refused(&journal.dir, "chain_break", &record.path, record.offset);
-    assert!(matches!(error, JournalError::ChainBreak { seq: 5, .. }), "{error:?}");
+    assert!(matches!(error, JournalError::ChainBreak { seq: Seq(5), .. }), "{error:?}");
 }
 
 // Row 9.
@@ -485,7 +488,7 @@ fn missing_segment_is_refused() {
     let error = assert_refused(&journal.dir, "sequence_gap", &segments[2].1, 0);
     let (expected, found) = (segments[1].0, segments[2].0);
     assert!(
-        matches!(error, JournalError::SequenceGap { expected: e, found: f, .. } if e == expected && f == found),
+        matches!(error, JournalError::SequenceGap { expected: e, found: f, .. } if e == Seq(expected) && f == Seq(found)),
         "{error:?}"
     );
 }
@@ -517,7 +520,7 @@ fn renamed_segment_is_refused() {
     journal.fill_segments(3, 6);
     journal.close();
     let (first_seq, path) = journal.segments()[1].clone();
-    let renamed = segment_path(&journal.dir, first_seq + 1);
+    let renamed = segment_path(&journal.dir, Seq(first_seq + 1));
     fs::rename(&path, &renamed).unwrap();
     assert_refused(&journal.dir, "misplaced_segment", &renamed, 0);
 }
@@ -541,7 +544,7 @@ fn stale_segment_is_refused() {
     fs::remove_file(&second_path).unwrap();
     journal.written.truncate(cut_seq as usize - 1);
     let (report, _) = scan(&journal.dir, TailPolicy::Repair).unwrap();
-    assert_eq!((report.next_seq, report.torn_tail.clone()), (cut_seq, None));
+    assert_eq!((report.next_seq, report.torn_tail.clone()), (Seq(cut_seq), None));
     journal.account_prefix = "dealer";
     journal.reopen(&report);
     journal.fill_segments(2, 6);
@@ -552,7 +555,7 @@ fn stale_segment_is_refused() {
     fs::write(&second_path, &stale).unwrap();
     let error = assert_refused(&journal.dir, "chain_break", &second_path, 0);
     assert!(
-        matches!(error, JournalError::ChainBreak { seq, .. } if seq == second_seq),
+        matches!(error, JournalError::ChainBreak { seq, .. } if seq == Seq(second_seq)),
         "{error:?}"
     );
 }
@@ -566,7 +569,7 @@ fn torn_segment_creation_is_removed() {
     journal.fill_segments(2, 6);
     journal.close();
     let next_seq = journal.written.last().unwrap().seq + 1;
-    let torn_path = segment_path(&journal.dir, next_seq);
+    let torn_path = segment_path(&journal.dir, Seq(next_seq));
     fs::write(&torn_path, vec![0u8; SMALL_SEGMENT as usize]).unwrap();
     let torn = ExpectTorn {
         path: torn_path,
@@ -595,9 +598,12 @@ fn torn_segment_creation_with_a_partial_header_is_removed() {
     journal.close();
     let next_seq = journal.written.last().unwrap().seq + 1;
     let header = SegmentHeader::parse(&fs::read(journal.segment(1)).unwrap()).unwrap();
-    let torn_path = segment_path(&journal.dir, next_seq);
-    let full =
-        SegmentHeader { first_seq: next_seq, prev_crc: journal.at(next_seq - 1).crc, ..header };
+    let torn_path = segment_path(&journal.dir, Seq(next_seq));
+    let full = SegmentHeader {
+        first_seq: Seq(next_seq),
+        prev_crc: journal.at(next_seq - 1).crc,
+        ..header
+    };
     fs::write(&torn_path, &full.to_bytes()[..40]).unwrap();
     let torn = ExpectTorn {
         path: torn_path,
@@ -648,7 +654,7 @@ fn read_only_scan_reports_a_torn_tail_without_changing_the_file() {
     let (report, seen) = scan(&journal.dir, TailPolicy::ReadOnly).unwrap();
     assert!(files(&journal.dir) == before, "a read-only scan changed the journal");
     assert_eq!(seen, journal.written[..3]);
-    assert_eq!(report.next_seq, 4);
+    assert_eq!(report.next_seq, Seq(4));
     let torn = report.torn_tail.expect("the torn tail is reported");
     assert_eq!((torn.path.as_path(), torn.offset), (record.path.as_path(), record.offset));
     assert_eq!(torn.bytes, data_end(&record.path) - record.offset);
@@ -664,7 +670,7 @@ fn read_only_scan_leaves_a_torn_segment_creation_in_place() {
     let mut journal = Journal::new(SMALL_SEGMENT);
     journal.batches(&[2, 2]);
     journal.close();
-    let torn_path = segment_path(&journal.dir, 5);
+    let torn_path = segment_path(&journal.dir, Seq(5));
     fs::write(&torn_path, vec![0u8; 100]).unwrap();
     let before = files(&journal.dir);
     let (report, seen) = scan(&journal.dir, TailPolicy::ReadOnly).unwrap();
@@ -702,7 +708,7 @@ fn batch_too_large_for_the_space_left_rolls_to_a_new_segment() {
     assert_eq!(report.segments.len(), 2);
     assert_eq!(report.segments[0].records, fitting * 10);
     assert_eq!(report.segments[0].end_offset, SEGMENT_HEADER_LEN as u64 + fitting * batch_bytes);
-    assert_eq!(report.segments[1].first_seq, rolled.start);
+    assert_eq!(report.segments[1].first_seq, Seq(rolled.start));
     assert_eq!(report.segments[1].records, 20);
     assert_eq!(report.torn_tail, None);
 }
@@ -727,7 +733,7 @@ fn batch_larger_than_a_segment_gets_a_segment_of_its_own() {
     assert_eq!(seen, journal.written);
     assert_eq!(report.segments[1].records, 100);
     assert_eq!(report.segments[1].end_offset, SEGMENT_HEADER_LEN as u64 + 100 * framed);
-    assert_eq!(report.next_seq, after.end);
+    assert_eq!(report.next_seq, Seq(after.end));
 }
 
 #[test]
@@ -756,7 +762,7 @@ fn writer_refuses_a_torn_tail_that_was_not_removed() {
     let (report, _) = scan(&journal.dir, TailPolicy::ReadOnly).unwrap();
     assert!(report.torn_tail.as_ref().is_some_and(|torn| !torn.removed));
     let before = files(&journal.dir);
-    let error = JournalWriter::open(&journal.dir, &report, journal.options.clone(), 7, 0)
+    let error = JournalWriter::open(&journal.dir, &report, journal.options.clone(), Seq(7), 0)
         .err()
         .expect("a writer on an unrepaired torn tail");
     assert_eq!(error.location(), Some((record.path.as_path(), record.offset)));

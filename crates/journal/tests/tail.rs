@@ -2,7 +2,7 @@
 //! across segments, starting anywhere, and never past the bound.
 
 use bourse_core::command::TransferCommand;
-use bourse_core::{Command, Decimal};
+use bourse_core::{Command, Decimal, Seq, TimestampNs};
 use bourse_journal::tail::JournalTail;
 use bourse_journal::{encode_command, JournalWriter, RecordBatch, ScanReport, WriterOptions};
 
@@ -18,13 +18,13 @@ fn deposit(number: u64) -> Command<'static> {
 /// writer (still open, as a live journal's is) and each record's crc.
 fn journal(dir: &std::path::Path, count: u64) -> (JournalWriter, Vec<u32>) {
     let options = WriterOptions { segment_bytes: 2048, ..WriterOptions::default() };
-    let mut writer = JournalWriter::open(dir, &ScanReport::default(), options, 1, 0).unwrap();
+    let mut writer = JournalWriter::open(dir, &ScanReport::default(), options, Seq(1), 0).unwrap();
     let mut crcs = Vec::new();
     let mut next = 1;
     while next <= count {
         let mut batch = RecordBatch::default();
         for number in next..(next + 7).min(count + 1) {
-            batch.push(number, |out| encode_command(&deposit(number), out)).unwrap();
+            batch.push(TimestampNs(number), |out| encode_command(&deposit(number), out)).unwrap();
         }
         writer.write(&mut batch).unwrap();
         writer.sync().unwrap();
@@ -36,8 +36,10 @@ fn journal(dir: &std::path::Path, count: u64) -> (JournalWriter, Vec<u32>) {
 
 fn read(tail: &mut JournalTail, until: u64) -> Vec<(u64, u64, Vec<u8>)> {
     let mut seen = Vec::new();
-    tail.read_until(until, |header, payload| seen.push((header.seq, header.ts, payload.to_vec())))
-        .unwrap();
+    tail.read_until(Seq(until), |header, payload| {
+        seen.push((header.seq.0, header.ts.0, payload.to_vec()))
+    })
+    .unwrap();
     seen
 }
 
@@ -46,7 +48,7 @@ fn the_tail_reads_in_order_across_segments_up_to_the_bound() {
     let dir = tempfile::tempdir().unwrap();
     let (_writer, _) = journal(dir.path(), 100);
     assert!(bourse_journal::segment::list_segments(dir.path()).unwrap().len() >= 3);
-    let mut tail = JournalTail::new(dir.path(), 1, 0);
+    let mut tail = JournalTail::new(dir.path(), Seq(1), 0);
     let first = read(&mut tail, 40);
     assert_eq!(
         first.iter().map(|record| record.0).collect::<Vec<_>>(),
@@ -64,18 +66,18 @@ fn the_tail_reads_in_order_across_segments_up_to_the_bound() {
         assert_eq!(payload, &expected);
     }
     assert!(read(&mut tail, 100).is_empty(), "nothing past what was read");
-    assert_eq!(tail.next_seq(), 101);
+    assert_eq!(tail.next_seq(), Seq(101));
 }
 
 #[test]
 fn the_tail_follows_records_written_after_it_started() {
     let dir = tempfile::tempdir().unwrap();
     let (mut writer, _) = journal(dir.path(), 10);
-    let mut tail = JournalTail::new(dir.path(), 1, 0);
+    let mut tail = JournalTail::new(dir.path(), Seq(1), 0);
     assert_eq!(read(&mut tail, 10).len(), 10);
     let mut batch = RecordBatch::default();
     for number in 11..=30 {
-        batch.push(number, |out| encode_command(&deposit(number), out)).unwrap();
+        batch.push(TimestampNs(number), |out| encode_command(&deposit(number), out)).unwrap();
     }
     writer.write(&mut batch).unwrap();
     writer.sync().unwrap();
@@ -89,15 +91,15 @@ fn the_tail_starts_inside_a_segment_and_checks_the_chain_it_was_given() {
     let dir = tempfile::tempdir().unwrap();
     let (_writer, batch_crcs) = journal(dir.path(), 60);
     // Record 21 ends the third batch of 7: start right after it.
-    let mut tail = JournalTail::new(dir.path(), 22, batch_crcs[2]);
+    let mut tail = JournalTail::new(dir.path(), Seq(22), batch_crcs[2]);
     let seen = read(&mut tail, 60);
     assert_eq!(
         seen.iter().map(|record| record.0).collect::<Vec<_>>(),
         (22..=60).collect::<Vec<_>>()
     );
     // A wrong predecessor crc is a chain break, not silently accepted.
-    let mut wrong = JournalTail::new(dir.path(), 22, batch_crcs[2] ^ 1);
-    let error = wrong.read_until(60, |_, _| {}).unwrap_err();
+    let mut wrong = JournalTail::new(dir.path(), Seq(22), batch_crcs[2] ^ 1);
+    let error = wrong.read_until(Seq(60), |_, _| {}).unwrap_err();
     assert_eq!(error.code(), "chain_break", "{error}");
 }
 
@@ -111,10 +113,11 @@ fn bytes_read_past_the_bound_while_being_written_are_read_again_later() {
     let complete_dir = tempfile::tempdir().unwrap();
     let options = WriterOptions::default();
     let mut writer =
-        JournalWriter::open(complete_dir.path(), &ScanReport::default(), options, 1, 0).unwrap();
+        JournalWriter::open(complete_dir.path(), &ScanReport::default(), options, Seq(1), 0)
+            .unwrap();
     let mut batch = RecordBatch::default();
     for number in 1..=12 {
-        batch.push(number, |out| encode_command(&deposit(number), out)).unwrap();
+        batch.push(TimestampNs(number), |out| encode_command(&deposit(number), out)).unwrap();
     }
     writer.write(&mut batch).unwrap();
     writer.sync().unwrap();
@@ -135,7 +138,7 @@ fn bytes_read_past_the_bound_while_being_written_are_read_again_later() {
     let mut torn = complete.clone();
     torn[record_11_at + 12..].fill(0);
     std::fs::write(&live_path, &torn).unwrap();
-    let mut tail = JournalTail::new(live_dir.path(), 1, 0);
+    let mut tail = JournalTail::new(live_dir.path(), Seq(1), 0);
     assert_eq!(read(&mut tail, 10).len(), 10);
     // The writer finishes records 11 and 12 and makes them durable.
     std::fs::write(&live_path, &complete).unwrap();

@@ -4,6 +4,9 @@
 //! the public books (`Books`) and, privately, which account's client order id each
 //! resting order is: events name orders that way, the feed by exchange order id.
 //!
+//! The engine's identities arrive typed (`Seq`, `TimestampNs`, `OrderId`) and leave as
+//! the feed's plain numbers, in the messages and the public books.
+//!
 //! Per command: trades first (`Executed` for the resting order, `Trade`), cancels and
 //! other finishes (`Deleted`), amends (`Reduced` when the order keeps its place,
 //! `Replaced` when it loses it), then a new order's rest (`AddOrder`), then `Bbo` for
@@ -11,7 +14,7 @@
 
 use bourse_core::event::TradeEvent;
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
-use bourse_core::{BookNote, Event, Price, Qty};
+use bourse_core::{BookNote, Event, OrderId, Price, Qty, Seq, TimestampNs};
 use rustc_hash::FxHashMap;
 
 use crate::book::{Bbo, Books};
@@ -19,7 +22,7 @@ use crate::message::Message;
 
 /// A resting order the builder starts with (`FeedBuilder::seed`).
 pub struct SeedOrder {
-    pub order: u64,
+    pub order: OrderId,
     pub instrument: InstrumentId,
     pub account: AccountId,
     pub id: ClientOrderId,
@@ -32,14 +35,14 @@ pub struct SeedOrder {
 pub struct FeedBuilder {
     books: Books,
     /// Resting orders by account and client order id: the exchange's order id.
-    owners: FxHashMap<AccountId, FxHashMap<ClientOrderId, u64>>,
+    owners: FxHashMap<AccountId, FxHashMap<ClientOrderId, OrderId>>,
     /// The directory entry of each instrument announced, by id.
     directory: Vec<Option<Message>>,
     halted: Vec<bool>,
     /// The best bid and offer last announced, by instrument.
     announced: Vec<Bbo>,
     /// The last command applied.
-    seq: u64,
+    seq: Seq,
     /// Events that named an order the books do not have: 0 unless the feed and the
     /// engine disagree (counted for `/metrics`, asserted in debug builds).
     inconsistencies: u64,
@@ -51,7 +54,7 @@ impl FeedBuilder {
     }
 
     /// The engine sequence number of the last command applied.
-    pub fn seq(&self) -> u64 {
+    pub fn seq(&self) -> Seq {
         self.seq
     }
 
@@ -65,7 +68,7 @@ impl FeedBuilder {
     }
 
     /// The exchange's id of `account`'s resting order `id`, if it rests.
-    pub fn order_of(&self, account: AccountId, id: &ClientOrderId) -> Option<u64> {
+    pub fn order_of(&self, account: AccountId, id: &ClientOrderId) -> Option<OrderId> {
         self.owners.get(&account)?.get(id).copied()
     }
 
@@ -99,12 +102,12 @@ impl FeedBuilder {
     /// Nothing is announced: subscribers of a new session start from a snapshot.
     pub fn seed(
         &mut self,
-        seq: u64,
+        seq: Seq,
         orders: impl IntoIterator<Item = SeedOrder>,
         halted: &[InstrumentId],
     ) -> Result<(), crate::book::BookError> {
         for order in orders {
-            self.books.add(order.order, order.instrument, order.side, order.price, order.qty)?;
+            self.books.add(order.order.0, order.instrument, order.side, order.price, order.qty)?;
             self.owners.entry(order.account).or_default().insert(order.id, order.order);
         }
         for instrument in halted {
@@ -130,13 +133,18 @@ impl FeedBuilder {
     /// to `out`.
     pub fn apply(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         events: &[Event],
         note: Option<&BookNote>,
         out: &mut Vec<Message>,
     ) {
+        // Commands come in seq order, each once.
+        debug_assert!(seq > self.seq, "command {seq} after {}", self.seq);
+        debug_assert!(note.is_none_or(|note| note.seq() == seq), "another command's note");
         self.seq = seq;
+        let order_id = OrderId::of(seq);
+        let (seq, ts) = (seq.0, ts.0);
         let mut touched: Vec<InstrumentId> = Vec::new();
         let mut touch = |instrument: InstrumentId| {
             if !touched.contains(&instrument) {
@@ -154,7 +162,7 @@ impl FeedBuilder {
                 Event::Done { instrument, account, id, .. } => {
                     touch(*instrument);
                     // An order that never rested, or one executed to zero, is not here.
-                    if let Some(order) = self.take_owner(*account, id) {
+                    if let Some(order) = self.take_owner(*account, id).map(|order| order.0) {
                         if let Ok(entry) = self.books.delete(order) {
                             let instrument = entry.instrument;
                             out.push(Message::Deleted { seq, ts, order, instrument });
@@ -171,13 +179,13 @@ impl FeedBuilder {
         match note {
             Some(BookNote::Rested { instrument, account, id, side, price, qty, .. }) => {
                 touch(*instrument);
-                match self.books.add(seq, *instrument, *side, *price, *qty) {
+                match self.books.add(order_id.0, *instrument, *side, *price, *qty) {
                     Ok(()) => {
-                        self.owners.entry(*account).or_default().insert(id.clone(), seq);
+                        self.owners.entry(*account).or_default().insert(id.clone(), order_id);
                         out.push(Message::AddOrder {
                             seq,
                             ts,
-                            order: seq,
+                            order: order_id.0,
                             instrument: *instrument,
                             side: *side,
                             price: *price,
@@ -216,7 +224,7 @@ impl FeedBuilder {
         trade_index: u32,
         out: &mut Vec<Message>,
     ) {
-        match self.order_of(trade.maker_account, &trade.maker_id) {
+        match self.order_of(trade.maker_account, &trade.maker_id).map(|order| order.0) {
             Some(order) => self.execute(
                 seq,
                 ts,
@@ -239,7 +247,7 @@ impl FeedBuilder {
         });
         // A resting order that trades as the taker: one whose amend lost its place and
         // crossed (it went to the back of its new level first).
-        if let Some(order) = self.order_of(trade.taker_account, &trade.taker_id) {
+        if let Some(order) = self.order_of(trade.taker_account, &trade.taker_id).map(|o| o.0) {
             self.execute(
                 seq,
                 ts,
@@ -286,7 +294,7 @@ impl FeedBuilder {
         qty: Qty,
         out: &mut Vec<Message>,
     ) {
-        let Some(order) = self.order_of(owner.0, owner.1) else {
+        let Some(OrderId(order)) = self.order_of(owner.0, owner.1) else {
             return self.inconsistent();
         };
         let Some(entry) = self.books.order(order).copied() else {
@@ -311,7 +319,7 @@ impl FeedBuilder {
         }
     }
 
-    fn take_owner(&mut self, account: AccountId, id: &ClientOrderId) -> Option<u64> {
+    fn take_owner(&mut self, account: AccountId, id: &ClientOrderId) -> Option<OrderId> {
         let orders = self.owners.get_mut(&account)?;
         let order = orders.remove(id);
         if orders.is_empty() {
@@ -357,7 +365,7 @@ impl FeedBuilder {
     /// order as `AddOrder` in priority order, `SnapshotEnd`. A subscriber that applies
     /// them to empty books has these books.
     pub fn snapshot(&self, feed_seq: u64) -> Vec<Message> {
-        let seq = self.seq;
+        let seq = self.seq.0;
         let mut messages = vec![Message::SnapshotStart { feed_seq, seq }];
         for (index, entry) in self.directory.iter().enumerate() {
             let instrument = InstrumentId(index as u32);

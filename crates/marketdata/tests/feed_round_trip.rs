@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::format::parse_line;
-use bourse_core::ids::InstrumentId;
+use bourse_core::ids::{InstrumentId, Seq, TimestampNs};
 use bourse_core::{
     AccountRef, Command, Decimal, Exchange, Price, Qty, Side, StpMode, TimeInForce, Venue,
 };
@@ -66,7 +66,7 @@ fn exchange_books(exchange: &Exchange, builder: &FeedBuilder) -> Canonical {
                 let id = builder
                     .order_of(order.account, &order.id)
                     .expect("every resting order has a feed id");
-                orders.push((id, order.price, order.remaining));
+                orders.push((id.0, order.price, order.remaining));
             });
             if !orders.is_empty() {
                 out.push((index, side, orders));
@@ -125,11 +125,12 @@ impl Run {
 
     fn apply(&mut self, command: &Command<'_>) {
         self.seq += 1;
-        let ts = 1_700_000_000_000_000_000 + self.seq * 1_000;
+        let seq = Seq(self.seq);
+        let ts = TimestampNs(1_700_000_000_000_000_000 + self.seq * 1_000);
         let mut events = Vec::new();
-        self.venue.apply(self.seq, Some(ts), command, &mut events);
-        let note = self.venue.book_note(self.seq, command, &events);
-        self.builder.apply(self.seq, ts, &events, note.as_ref(), &mut self.messages);
+        let applied = self.venue.apply(seq, Some(ts), command, &mut events);
+        let note = self.venue.book_note(seq, &applied);
+        self.builder.apply(seq, ts, &events, note.as_ref(), &mut self.messages);
     }
 
     fn open_orders(&self) -> Vec<(bourse_core::ids::AccountId, String)> {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bourse_core::format::parse_line;
-use bourse_core::{Event, Exchange, ExchangeConfig, Venue};
+use bourse_core::{Event, Exchange, ExchangeConfig, Seq, TimestampNs, Venue};
 use bourse_history::sample::{trading, write_journal};
 use bourse_history::{Follower, HistoryConfig, HistoryStats};
 use bourse_query::{render, Format, HistorySql};
@@ -19,7 +19,7 @@ fn sample_history(data: &Path, commands: usize) -> Vec<(String, u64)> {
     write_journal(&data.join("journal"), &lines).unwrap();
     let mut follower =
         Follower::open(HistoryConfig::under(data), Arc::new(HistoryStats::default())).unwrap();
-    follower.catch_up(lines.len() as u64).unwrap();
+    follower.catch_up(Seq(lines.len() as u64)).unwrap();
     follower.commit().unwrap();
     lines
 }
@@ -96,7 +96,8 @@ fn answers_agree_with_the_state_machine() {
             alice_usd_at_cutoff = Some(exchange.ledger().balance(alice, usd));
         }
         let mut events = Vec::new();
-        venue.apply(index as u64 + 1, Some(*ts), &parse_line(line).unwrap().command, &mut events);
+        let command = parse_line(line).unwrap().command;
+        venue.apply(Seq(index as u64 + 1), Some(TimestampNs(*ts)), &command, &mut events);
         for event in &events {
             if let Event::Trade(trade) = event {
                 trades += 1;
@@ -188,7 +189,7 @@ fn a_long_lived_reader_sees_every_commit_and_every_merge() {
     write_journal(&data.join("journal"), &lines).unwrap();
     let mut follower =
         Follower::open(HistoryConfig::under(data), Arc::new(HistoryStats::default())).unwrap();
-    follower.catch_up(1_000).unwrap();
+    follower.catch_up(Seq(1_000)).unwrap();
     follower.commit().unwrap();
     let history = data.join("history");
     let count = "SELECT count(*) FROM order_events";
@@ -197,7 +198,7 @@ fn a_long_lived_reader_sees_every_commit_and_every_merge() {
     assert!(first > 0);
 
     // A later commit's files are read by the same reader (no stale listing) ...
-    follower.catch_up(lines.len() as u64).unwrap();
+    follower.catch_up(Seq(lines.len() as u64)).unwrap();
     follower.commit().unwrap();
     let fresh = || one_count(&HistorySql::open(&history, 1).unwrap(), count);
     let second = one_count(&sql, count);

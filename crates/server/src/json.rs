@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 
 use bourse_core::command::OrderType;
+use bourse_core::ids::OrderId;
 use bourse_core::{Decimal, Side, StpMode, TimeInForce};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -137,8 +138,9 @@ pub fn parse_decimal(field: &'static str, text: &str) -> ApiResult<Decimal> {
 }
 
 /// An order id in a path or message: a whole number.
-pub fn parse_order_id(text: &str) -> ApiResult<u64> {
+pub fn parse_order_id(text: &str) -> ApiResult<OrderId> {
     text.parse()
+        .map(OrderId)
         .map_err(|_| ApiError::malformed(format!("an order id is a whole number, not {text:?}")))
 }
 

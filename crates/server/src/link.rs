@@ -3,11 +3,12 @@
 //!
 //! A gateway connection (binary TCP, WebSocket, the pipelined HTTP loop) opens its own
 //! `Lane` (its own engine session, its outcomes on its own channel). The router's
-//! handlers share one engine session: each submission gets a correlation number and a
-//! oneshot channel; the engine's applier thread delivers outcomes (once durable, in
-//! `sync` mode) to `Waiting`, which hands each to its waiter without blocking. A
-//! waiter that went away (a client that disconnected) simply drops its outcome: the
-//! command was still sequenced and applied, and its result can be read back.
+//! handlers share one engine session: each submission gets a request number and a
+//! oneshot channel, found again by the outcome's `Correlation`; the engine's applier
+//! thread delivers outcomes (once durable, in `sync` mode) to `Waiting`, which hands
+//! each to its waiter without blocking. A waiter that went away (a client that
+//! disconnected) simply drops its outcome: the command was still sequenced and applied,
+//! and its result can be read back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -15,7 +16,9 @@ use std::sync::{Arc, Mutex};
 
 use bourse_core::venue::Venue;
 use bourse_core::{Command, Event};
-use bourse_engine::{CommandResult, Outcome, Released, ResultSink, Session, SubmitError};
+use bourse_engine::{
+    CommandResult, Correlation, Outcome, Released, ResultSink, Session, SubmitError,
+};
 use tokio::sync::{mpsc, oneshot};
 
 /// The outcome of one command, with its events.
@@ -102,7 +105,7 @@ impl Pending {
 
 #[derive(Default)]
 struct Waiting {
-    waiters: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
+    waiters: Mutex<HashMap<Correlation, oneshot::Sender<Reply>>>,
 }
 
 impl ResultSink for Waiting {
@@ -120,19 +123,11 @@ impl ResultSink for Waiting {
 pub struct EngineLink {
     session: Arc<Session>,
     waiting: Arc<Waiting>,
-    next_correlation: AtomicU64,
+    next_request: AtomicU64,
     in_flight_max: usize,
     /// Commands submitted through lanes whose outcomes their lane has not taken yet.
     lanes_in_flight: Arc<AtomicUsize>,
-    /// Numbers the lanes: the high bits of each lane's correlation numbers.
-    lanes_opened: AtomicU64,
 }
-
-/// A lane's correlation numbers are its number times this, plus its count of
-/// submissions: unique to the lane (2^40 commands each), so that a closed lane's
-/// outcomes still in the engine (released after its session id was given to a new
-/// lane) never match the new lane's requests.
-const LANE_CORRELATIONS: u64 = 1 << 40;
 
 /// What a lane's sink hands its connection: a release of outcomes, in sequence order.
 pub type LaneReleases = mpsc::UnboundedReceiver<Arc<Released>>;
@@ -149,11 +144,12 @@ impl ResultSink for LaneSink {
 /// One connection's own session on the engine. Its commands' outcomes come back on
 /// its own channel (`LaneReleases`), in the order the commands were submitted, as the
 /// engine releases them: no shared table of waiters, no task per request. The
-/// connection matches them to its requests by correlation number, oldest first, and
-/// calls `taken` for each.
+/// connection matches them to its requests by their whole `Correlation`, oldest first,
+/// and calls `taken` for each: a lane's session has a number of its own, so outcomes of
+/// a closed lane whose session slot this lane took over (released late) never match.
 pub struct Lane {
     session: Session,
-    next_correlation: u64,
+    next_request: u64,
     /// This lane's commands not yet `taken`.
     in_flight: usize,
     /// Over all lanes, shared with the link for `in_flight_max` and `/metrics`.
@@ -162,16 +158,15 @@ pub struct Lane {
 }
 
 impl Lane {
-    /// Submits `command`: its correlation number, to find its outcome by. `Busy` when
-    /// the gateways already have `in_flight_max` commands waiting, or the engine's
-    /// queue is full.
-    pub fn submit(&mut self, command: &Command<'_>) -> Result<u64, LinkError> {
+    /// Submits `command`: its correlation, to find its outcome by. `Busy` when the
+    /// gateways already have `in_flight_max` commands waiting, or the engine's queue is
+    /// full.
+    pub fn submit(&mut self, command: &Command<'_>) -> Result<Correlation, LinkError> {
         if self.lanes_in_flight.load(Ordering::Relaxed) >= self.in_flight_max {
             return Err(LinkError::Busy(self.in_flight_max));
         }
-        let correlation = self.next_correlation;
-        self.session.submit(command, correlation)?;
-        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let correlation = self.session.submit(command, self.next_request)?;
+        self.next_request = self.next_request.wrapping_add(1);
         self.in_flight += 1;
         self.lanes_in_flight.fetch_add(1, Ordering::Relaxed);
         Ok(correlation)
@@ -241,10 +236,9 @@ impl EngineLink {
         EngineLink {
             session,
             waiting,
-            next_correlation: AtomicU64::new(1),
+            next_request: AtomicU64::new(1),
             in_flight_max,
             lanes_in_flight: Arc::new(AtomicUsize::new(0)),
-            lanes_opened: AtomicU64::new(1),
         }
     }
 
@@ -253,10 +247,9 @@ impl EngineLink {
     pub fn open_lane(&self) -> (Lane, LaneReleases) {
         let (sender, releases) = mpsc::unbounded_channel();
         let session = self.session.open_sibling(Arc::new(LaneSink(sender)));
-        let number = self.lanes_opened.fetch_add(1, Ordering::Relaxed);
         let lane = Lane {
             session,
-            next_correlation: number.wrapping_mul(LANE_CORRELATIONS),
+            next_request: 1,
             in_flight: 0,
             lanes_in_flight: Arc::clone(&self.lanes_in_flight),
             in_flight_max: self.in_flight_max,
@@ -273,7 +266,9 @@ impl EngineLink {
     /// Submits `command` now (so commands enqueued one after another are sequenced in
     /// that order) and returns what to wait on for its outcome.
     pub fn enqueue(&self, command: &Command<'_>) -> Result<Pending, LinkError> {
-        let correlation = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let request = self.next_request.fetch_add(1, Ordering::Relaxed);
+        // Known before the submission, so that the waiter is in place before the outcome.
+        let correlation = Correlation { session: self.session.number(), request };
         let (sender, receiver) = oneshot::channel();
         {
             let mut waiters = self.waiters();
@@ -282,7 +277,7 @@ impl EngineLink {
             }
             waiters.insert(correlation, sender);
         }
-        if let Err(error) = self.session.submit(command, correlation) {
+        if let Err(error) = self.session.submit(command, request) {
             self.waiters().remove(&correlation);
             return Err(error.into());
         }
@@ -321,7 +316,7 @@ impl EngineLink {
     ) -> Result<(T, u64), LinkError> {
         let session = Arc::clone(&self.session);
         self.read_blocking(move |venue| {
-            let seq = session.stats().applied_seq;
+            let seq = session.stats().applied_seq.0;
             (read(venue), seq)
         })
     }
@@ -336,7 +331,7 @@ impl EngineLink {
         let (sender, receiver) = oneshot::channel();
         self.session.query(move |venue| {
             // (Queries run on the applier between batches: this is that state's seq.)
-            let seq = session.stats().applied_seq;
+            let seq = session.stats().applied_seq.0;
             let _ = sender.send((read(venue), seq));
         })?;
         receiver.await.map_err(|_| LinkError::Failed("the engine stopped".into()))
@@ -360,7 +355,7 @@ impl EngineLink {
     /// The record of the order `order_id` (whatever its account).
     pub async fn order(
         &self,
-        order_id: u64,
+        order_id: bourse_core::ids::OrderId,
     ) -> Result<Option<bourse_core::venue::OrderRecord>, LinkError> {
         self.read(move |venue| {
             venue.activity().and_then(|activity| activity.order(order_id).cloned())
@@ -426,7 +421,7 @@ impl EngineLink {
         self.waiters().len() + self.lanes_in_flight.load(Ordering::Relaxed)
     }
 
-    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<Reply>>> {
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<Correlation, oneshot::Sender<Reply>>> {
         self.waiting.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
@@ -447,7 +442,7 @@ mod tests {
     }
 
     /// A lane's outcomes reach only that lane, and a lane opened after another closed
-    /// (and may get its engine session id) never shares a correlation number with it.
+    /// (and may get its engine session's slot) never shares a correlation with it.
     #[test]
     fn lanes_number_their_commands_apart_and_hear_only_their_own() {
         let directory = tempfile::tempdir().unwrap();
@@ -461,9 +456,11 @@ mod tests {
         let (mut second, mut second_releases) = link.open_lane();
         let second_correlation = second.submit(&deposit()).unwrap();
         assert_ne!(first_correlation, second_correlation);
-        assert!(second_correlation.abs_diff(first_correlation) >= LANE_CORRELATIONS);
-        // The second lane may take over the first's engine session, and so get the
-        // first's outcome if it was released late: it is told apart by its number.
+        // Both lanes number their requests from 1: the sessions tell them apart.
+        assert_eq!(first_correlation.request, second_correlation.request);
+        assert_ne!(first_correlation.session, second_correlation.session);
+        // The second lane may take over the first's engine session slot, and so get the
+        // first's outcome if it was released late: it is told apart by its session.
         let mut seen = Vec::new();
         while !seen.contains(&second_correlation) {
             let released = second_releases.blocking_recv().unwrap();

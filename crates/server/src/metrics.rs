@@ -439,7 +439,7 @@ impl Collector for EngineFigures {
             "The slowest sync since start",
             (stats.sync_ns_max / 1_000) as i64,
         )?;
-        gauge(&mut encoder, "applied_seq", "The last command applied", stats.applied_seq as i64)?;
+        gauge(&mut encoder, "applied_seq", "The last command applied", stats.applied_seq.0 as i64)?;
         gauge(
             &mut encoder,
             "intake_queue_commands",

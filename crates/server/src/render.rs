@@ -67,9 +67,9 @@ impl<'a> OrderView<'a> {
         let info = reference.instrument(order.instrument)?;
         Some(OrderView {
             client_order_id: order.client_id.as_str(),
-            created_ns: order.created_ns,
+            created_ns: order.created_ns.0,
             filled: info.qty(order.filled.0),
-            order_id: order.order_id,
+            order_id: order.order_id.0,
             post_only: order.post_only,
             price: order.price.map(|price| info.price(price.0)),
             qty: info.qty(order.qty.0),
@@ -80,7 +80,7 @@ impl<'a> OrderView<'a> {
             symbol: &info.symbol,
             time_in_force: time_in_force_code(order.time_in_force),
             kind: order.kind.code(),
-            updated_ns: order.updated_ns,
+            updated_ns: order.updated_ns.0,
         })
     }
 }
@@ -112,14 +112,14 @@ impl<'a> FillView<'a> {
             fee: fee_asset.map(|(_, decimals)| decimal(i128::from(fill.fee.0), *decimals)),
             fee_asset: fee_asset.map(|(name, _)| name.as_str()),
             liquidity: fill.liquidity.code(),
-            order_id: fill.order_id,
+            order_id: fill.order_id.0,
             price: info.price(fill.price.0),
             qty: info.qty(fill.qty.0),
-            seq: fill.seq,
+            seq: fill.seq.0,
             side: fill.side.as_str(),
             symbol: &info.symbol,
             trade_id: format!("{}-{}", fill.seq, fill.trade_index),
-            ts_ns: fill.ts_ns,
+            ts_ns: fill.ts_ns.0,
         })
     }
 }

@@ -180,7 +180,7 @@ pub async fn start_with_sql(
     let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config))
         .await
         .map_err(|error| ServeError::Internal(error.to_string()))??;
-    let recovered_seq = engine.start_report().last_seq;
+    let recovered_seq = engine.start_report().last_seq.0;
     let listener = TcpListener::bind(config.http.listen)
         .await
         .map_err(|source| ServeError::Listen { address: config.http.listen, source })?;

@@ -429,9 +429,9 @@ impl Connection {
         self.observe(route, 0, started.elapsed());
         self.emit(&ServerMessage::Accepted {
             request_id,
-            order_id: stamp.order_id,
-            seq: stamp.seq,
-            ts_ns: stamp.ts_ns,
+            order_id: stamp.order_id.0,
+            seq: stamp.seq.0,
+            ts_ns: stamp.ts_ns.0,
             client_order_id: &client_order_id,
         });
     }
@@ -591,7 +591,7 @@ fn wire_units(units: i64, scale: u32) -> WireDecimal {
 /// The fields ORDER_UPDATE and ORDER_STATE share.
 fn order_report<'a>(info: &InstrumentInfo, record: &'a OrderRecord) -> OrderReport<&'a str> {
     OrderReport {
-        order_id: record.order_id,
+        order_id: record.order_id.0,
         client_order_id: record.client_id.as_str(),
         status: status_code(record.status.code()),
         price: record
@@ -599,7 +599,7 @@ fn order_report<'a>(info: &InstrumentInfo, record: &'a OrderRecord) -> OrderRepo
             .map_or(WireDecimal::ZERO, |price| wire_units(price.0, info.price_decimals)),
         filled: wire_units(record.filled.0, info.qty_decimals),
         remaining: wire_units(record.remaining.0, info.qty_decimals),
-        updated_ns: record.updated_ns,
+        updated_ns: record.updated_ns.0,
     }
 }
 

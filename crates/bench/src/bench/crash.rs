@@ -101,7 +101,7 @@ fn events_hash(rendered: &str) -> u64 {
 pub fn run_child(args: &CrashChildArgs) -> Result<(), String> {
     let commands = stream(args.seed, args.stream_len);
     let engine = Engine::start(child_config(&args.data_dir)).map_err(|error| error.to_string())?;
-    let start = engine.start_report().last_seq as usize;
+    let start = engine.start_report().last_seq.0 as usize;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(out, "ready {start}").map_err(|error| error.to_string())?;
@@ -115,7 +115,7 @@ pub fn run_child(args: &CrashChildArgs) -> Result<(), String> {
         let due = start + (started.elapsed().as_micros() as u64 * CHILD_RATE / 1_000_000) as usize;
         while next < commands.len().min(due) && in_flight < 20_000 {
             match session.submit(&commands[next], next as u64) {
-                Ok(()) => {
+                Ok(_) => {
                     next += 1;
                     in_flight += 1;
                 }
@@ -129,7 +129,7 @@ pub fn run_child(args: &CrashChildArgs) -> Result<(), String> {
                 return Err(format!("a command failed: {outcome:?}"));
             };
             let hash = events_hash(released.rendered_of(result));
-            writeln!(out, "{} {} {hash}", result.seq, result.correlation)
+            writeln!(out, "{} {} {hash}", result.seq, result.correlation.request)
                 .map_err(|error| error.to_string())?;
             in_flight -= 1;
         }
@@ -291,7 +291,7 @@ fn verify(data_dir: &Path, commands: &[Command<'static>], seen: &Seen) -> Result
     let mut verified = 0u64;
     let mut mismatch = None;
     let report = scan_journal(&config.journal_dir(), TailPolicy::ReadOnly, |header, payload| {
-        let seq = header.seq;
+        let seq = header.seq.0;
         let Some(expected) = commands.get(seq as usize - 1) else {
             mismatch.get_or_insert(format!("record {seq} is beyond the stream"));
             return Ok(());
@@ -305,7 +305,7 @@ fn verify(data_dir: &Path, commands: &[Command<'static>], seen: &Seen) -> Result
             mismatch.get_or_insert(format!("record {seq} does not decode"));
             return Ok(());
         };
-        reference.apply(seq, Some(header.ts), &command, &mut events);
+        reference.apply(header.seq, Some(header.ts), &command, &mut events);
         rendered.clear();
         for event in &events {
             write_event(&mut rendered, &reference, event);
@@ -329,7 +329,7 @@ fn verify(data_dir: &Path, commands: &[Command<'static>], seen: &Seen) -> Result
     if let Some(mismatch) = mismatch {
         return Err(mismatch);
     }
-    let records = report.next_seq - 1;
+    let records = report.next_seq.0 - 1;
     if let Some((&seq, _)) = seen.range(records + 1..).next() {
         return Err(format!(
             "record {seq} was released but is not in the journal (it ends at {records})"

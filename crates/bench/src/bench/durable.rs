@@ -429,16 +429,16 @@ fn open_loop(
         match outcomes.recv_timeout(wait) {
             Ok(released) => {
                 last_ns = clock.elapsed().as_nanos() as u64;
-                let released_at = released.released_ns.saturating_sub(wall_at_clock);
+                let released_at = released.released_ns.0.saturating_sub(wall_at_clock);
                 for outcome in released.outcomes {
                     let Outcome::Applied(result) = outcome else {
                         return Err(format!("a command failed: {outcome:?}"));
                     };
-                    let sent = scheduled(result.correlation as usize);
+                    let sent = scheduled(result.correlation.request as usize);
                     let latency = released_at.saturating_sub(sent);
                     histogram.saturating_record(latency.max(1));
                     observed.saturating_record(last_ns.saturating_sub(sent).max(1));
-                    let sequenced = result.ts.saturating_sub(wall_at_clock);
+                    let sequenced = result.ts.0.saturating_sub(wall_at_clock);
                     to_sequenced.saturating_record(sequenced.saturating_sub(sent).max(1));
                     if latency > late_bound_ns {
                         late_commands.push(LateCommand {
@@ -505,7 +505,7 @@ fn submit_retrying(
 ) -> Result<(), String> {
     loop {
         match session.submit(command, correlation) {
-            Ok(()) => return Ok(()),
+            Ok(_) => return Ok(()),
             // Back off without spinning, which would take a core from the engine.
             Err(SubmitError::Busy { .. }) => std::thread::sleep(Duration::from_micros(50)),
             Err(error) => return Err(error.to_string()),
@@ -542,7 +542,7 @@ fn receive(
             let Outcome::Applied(result) = outcome else {
                 return Err(format!("a command failed: {outcome:?}"));
             };
-            let sent = sent_at[result.correlation as usize].load(Ordering::Relaxed);
+            let sent = sent_at[result.correlation.request as usize].load(Ordering::Relaxed);
             histogram.saturating_record(last_ns.saturating_sub(sent).max(1));
             received += 1;
         }

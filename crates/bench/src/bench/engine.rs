@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use bourse_core::format::{parse_line, write_command};
-use bourse_core::{AccountRef, Command, Event, Exchange, ExchangeConfig, Lookahead};
+use bourse_core::{AccountRef, Command, Event, Exchange, ExchangeConfig, Lookahead, Seq};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 
@@ -169,7 +169,7 @@ pub fn load(args: &WorkloadArgs) -> Result<Workload, String> {
 fn prepared_engine(workload: &Workload, events: &mut Vec<Event>) -> Exchange {
     let mut exchange = Exchange::new(ExchangeConfig::default());
     for (index, command) in workload.setup.iter().enumerate() {
-        exchange.apply(index as u64 + 1, None, command, events);
+        exchange.apply(Seq(index as u64 + 1), None, command, events);
         events.clear();
     }
     exchange
@@ -262,7 +262,7 @@ fn throughput_pass(
     lookahead: bool,
     events: &mut Vec<Event>,
 ) -> (f64, usize) {
-    let first_seq = workload.setup.len() as u64 + 1;
+    let first_seq = Seq(workload.setup.len() as u64 + 1);
     let mut exchange = prepared_engine(workload, events);
     let mut hints = Lookahead::new();
     let mut rejected = 0usize;
@@ -288,7 +288,7 @@ fn latency_pass(
     lookahead: bool,
     events: &mut Vec<Event>,
 ) -> Result<Histogram<u64>, String> {
-    let first_seq = workload.setup.len() as u64 + 1;
+    let first_seq = Seq(workload.setup.len() as u64 + 1);
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|error| format!("histogram: {error}"))?;
     let mut exchange = prepared_engine(workload, events);

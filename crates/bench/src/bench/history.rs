@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bourse_core::command::{OrderCommand, OrderType, TransferCommand};
-use bourse_core::{AccountRef, Command, Decimal, Side, StpMode, TimeInForce};
+use bourse_core::{AccountRef, Command, Decimal, Seq, Side, StpMode, TimeInForce, TimestampNs};
 use bourse_history::{Follower, HistoryConfig, HistoryStats, Index};
 use bourse_journal::{
     encode_command, scan_journal, JournalWriter, RecordBatch, TailPolicy, WriterOptions,
@@ -160,10 +160,10 @@ fn write_journal(dir: &Path, commands: &[Command<'static>]) -> Result<(), String
     std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let report =
         scan_journal(dir, TailPolicy::Repair, |_, _| Ok(())).map_err(|error| error.to_string())?;
-    if report.next_seq > 1 {
+    if report.next_seq > Seq(1) {
         return Err(format!("{} has a journal already", dir.display()));
     }
-    let mut writer = JournalWriter::open(dir, &report, WriterOptions::default(), 1, 0)
+    let mut writer = JournalWriter::open(dir, &report, WriterOptions::default(), Seq(1), 0)
         .map_err(|error| error.to_string())?;
     let mut batch = RecordBatch::with_capacity(4_096, 1 << 20);
     for (index, chunk) in commands.chunks(4_096).enumerate() {
@@ -172,7 +172,7 @@ fn write_journal(dir: &Path, commands: &[Command<'static>]) -> Result<(), String
             // 1 ms apart on the engine's clock.
             let ts = DAY_START + (index * 4_096 + offset) as u64 * 1_000_000;
             batch
-                .push(ts, |out| encode_command(command, out))
+                .push(TimestampNs(ts), |out| encode_command(command, out))
                 .map_err(|error| error.to_string())?;
         }
         writer.write(&mut batch).map_err(|error| error.to_string())?;
@@ -226,8 +226,9 @@ fn ingest(args: &HistoryArgs, data_dir: &Path) -> Result<(), String> {
     let end = scan_journal(&journal_dir, TailPolicy::ReadOnly, |_, _| Ok(()))
         .map_err(|error| error.to_string())?
         .next_seq
-        - 1;
+        .previous();
     follower.catch_up(end).map_err(|error| error.to_string())?;
+    let end = end.0;
     let applied = started.elapsed().as_secs_f64();
     follower.commit().map_err(|error| error.to_string())?;
     let seconds = started.elapsed().as_secs_f64();
@@ -312,7 +313,7 @@ fn lookups(args: &HistoryArgs, data_dir: &Path) -> Result<(), String> {
             .map_err(|error| error.to_string())?,
     )
     .map_err(|error| error.to_string())?;
-    let last = checkpoint.committed_seq.max(1);
+    let last = checkpoint.committed_seq.0.max(1);
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         state ^= state << 13;

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use bourse_core::{Exchange, Venue};
+use bourse_core::{Exchange, Seq, TimestampNs, Venue};
 use bourse_marketdata::message::Message;
 use bourse_marketdata::mold::{self, PacketWriter};
 use bourse_marketdata::{FeedBuilder, Rebuilder};
@@ -45,7 +45,7 @@ pub fn run(args: &MdArgs) -> Result<(), String> {
     let started = Instant::now();
     for (index, command) in commands.iter().enumerate() {
         events.clear();
-        venue.apply(index as u64 + 1, Some(index as u64), command, &mut events);
+        venue.apply(Seq(index as u64 + 1), Some(TimestampNs(index as u64)), command, &mut events);
     }
     let venue_alone = started.elapsed();
 
@@ -57,10 +57,10 @@ pub fn run(args: &MdArgs) -> Result<(), String> {
     let started = Instant::now();
     for (index, command) in commands.iter().enumerate() {
         events.clear();
-        let seq = index as u64 + 1;
-        venue.apply(seq, Some(index as u64), command, &mut events);
-        let note = venue.book_note(seq, command, &events);
-        builder.apply(seq, index as u64, &events, note.as_ref(), &mut messages);
+        let (seq, ts) = (Seq(index as u64 + 1), TimestampNs(index as u64));
+        let applied = venue.apply(seq, Some(ts), command, &mut events);
+        let note = venue.book_note(seq, &applied);
+        builder.apply(seq, ts, &events, note.as_ref(), &mut messages);
     }
     let with_builder = started.elapsed();
     if builder.inconsistencies() > 0 {

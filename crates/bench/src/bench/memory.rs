@@ -12,7 +12,9 @@ use std::borrow::Cow;
 use bourse_core::book::BookCapacity;
 use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Command, Decimal, Event, Exchange, ExchangeConfig, Side, StpMode, TimeInForce};
+use bourse_core::{
+    Command, Decimal, Event, Exchange, ExchangeConfig, Seq, Side, StpMode, TimeInForce,
+};
 use clap::Args;
 
 use super::workload::SplitMix64;
@@ -147,7 +149,7 @@ fn apply_accepted(
     command: &Command<'_>,
     events: &mut Vec<Event>,
 ) -> Result<(), String> {
-    exchange.apply(seq, None, command, events);
+    exchange.apply(Seq(seq), None, command, events);
     let accepted = matches!(events.first(), Some(Event::Accepted { .. }));
     let traded = events.iter().any(|event| matches!(event, Event::Trade(_)));
     if !accepted || traded {

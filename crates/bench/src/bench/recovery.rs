@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bourse_core::format::state_digest;
-use bourse_core::{Event, Exchange};
+use bourse_core::{Event, Exchange, Seq, TimestampNs};
 use bourse_engine::retention::take_snapshot;
 use bourse_engine::{recover, EngineConfig};
 use bourse_journal::{
@@ -70,7 +70,7 @@ pub fn run(args: &RecoveryArgs) -> Result<(), String> {
         ));
     }
     let records = commands.len();
-    let replayed_after_snapshot = records as u64 - middle_meta.seq;
+    let replayed_after_snapshot = records as u64 - middle_meta.seq.0;
     if args.json {
         println!(
             "{}",
@@ -111,41 +111,46 @@ fn write_journal(
     commands: &[&bourse_core::Command<'static>],
 ) -> Result<(Exchange, SnapshotMeta), String> {
     let options = WriterOptions::default();
-    let mut writer = JournalWriter::open(journal_dir, &ScanReport::default(), options, 1, 0)
+    let mut writer = JournalWriter::open(journal_dir, &ScanReport::default(), options, Seq(1), 0)
         .map_err(|error| error.to_string())?;
     let middle = commands.len() / 2;
     let mut state = Exchange::default();
     let mut events: Vec<Event> = Vec::new();
-    let mut meta = SnapshotMeta { journal_id: writer.journal_id(), seq: 0, chain_crc: 0, ts: 0 };
+    let mut meta = SnapshotMeta {
+        journal_id: writer.journal_id(),
+        seq: Seq::ZERO,
+        chain_crc: 0,
+        ts: TimestampNs::ZERO,
+    };
     let mut batch = RecordBatch::with_capacity(BATCH, BATCH * 96);
     for (chunk_index, chunk) in commands.chunks(BATCH).enumerate() {
         batch.clear();
         for (offset, command) in chunk.iter().enumerate() {
             let seq = (chunk_index * BATCH + offset + 1) as u64;
-            let ts = 1_700_000_000_000_000_000 + seq * 1_000;
+            let ts = TimestampNs(1_700_000_000_000_000_000 + seq * 1_000);
             batch
                 .push(ts, |out| encode_command(command, out))
                 .map_err(|error| error.to_string())?;
             if seq as usize <= middle {
-                state.apply(seq, Some(ts), command, &mut events);
+                state.apply(Seq(seq), Some(ts), command, &mut events);
                 events.clear();
             }
         }
         writer.write(&mut batch).and_then(|()| writer.sync()).map_err(|error| error.to_string())?;
-        if meta.seq == 0 && writer.next_seq() > middle as u64 {
+        if meta.seq == Seq::ZERO && writer.next_seq() > Seq(middle as u64) {
             // The snapshot goes at the end of the batch holding the middle record.
-            let end = writer.next_seq() - 1;
+            let end = writer.next_seq().0 - 1;
             for (offset, command) in chunk.iter().enumerate() {
                 let seq = (chunk_index * BATCH + offset + 1) as u64;
                 if seq as usize > middle {
-                    let ts = 1_700_000_000_000_000_000 + seq * 1_000;
-                    state.apply(seq, Some(ts), command, &mut events);
+                    let ts = TimestampNs(1_700_000_000_000_000_000 + seq * 1_000);
+                    state.apply(Seq(seq), Some(ts), command, &mut events);
                     events.clear();
                 }
             }
-            meta.seq = end;
+            meta.seq = Seq(end);
             meta.chain_crc = writer.last_crc();
-            meta.ts = 1_700_000_000_000_000_000 + end * 1_000;
+            meta.ts = TimestampNs(1_700_000_000_000_000_000 + end * 1_000);
         }
     }
     Ok((state, meta))

@@ -194,7 +194,7 @@ fn submit_all(
     for (index, command) in commands.iter().enumerate() {
         loop {
             match session.submit(command, index as u64) {
-                Ok(()) => break,
+                Ok(_) => break,
                 Err(SubmitError::Busy { .. }) => {
                     while let Ok(released) = outcomes.try_recv() {
                         received += released.outcomes.len();
@@ -262,7 +262,7 @@ fn record(
     let now = clock.elapsed().as_nanos() as u64;
     for outcome in &released.outcomes {
         let Outcome::Applied(result) = outcome else { return Err(format!("failed: {outcome:?}")) };
-        let at = scheduled[result.correlation as usize];
+        let at = scheduled[result.correlation.request as usize];
         samples.push((at, now.saturating_sub(at)));
     }
     Ok(())

@@ -18,7 +18,7 @@ use bourse_core::command::{
 };
 use bourse_core::format::parse_line;
 use bourse_core::{
-    AccountRef, Command, Decimal, Exchange, ExchangeConfig, Side, StpMode, TimeInForce,
+    AccountRef, Command, Decimal, Exchange, ExchangeConfig, Seq, Side, StpMode, TimeInForce,
 };
 
 use crate::input::{self, Line, LINE_BYTES_MAX};
@@ -163,7 +163,7 @@ fn decimal(value: i64) -> Decimal {
 impl Generator {
     fn apply(&mut self, command: Command<'static>) -> Command<'static> {
         self.seq += 1;
-        self.exchange.apply(self.seq, None, &command, &mut self.events);
+        self.exchange.apply(Seq(self.seq), None, &command, &mut self.events);
         self.events.clear();
         command
     }
@@ -345,7 +345,7 @@ mod tests {
         let mut events = Vec::new();
         let mut rejected = 0;
         for (seq, command) in workload.setup.iter().chain(&workload.measured).enumerate() {
-            exchange.apply(seq as u64 + 1, None, command, &mut events);
+            exchange.apply(Seq(seq as u64 + 1), None, command, &mut events);
             rejected += events
                 .iter()
                 .filter(|event| matches!(event, bourse_core::Event::Rejected { .. }))

@@ -16,6 +16,7 @@ use crate::command::{
     AmendCommand, Command, InstrumentCommand, OrderCommand, OrderType, Side, StpMode, TimeInForce,
     TransferCommand,
 };
+use crate::ids::TimestampNs;
 use crate::num::Decimal;
 
 /// Why a line is `malformed`; for diagnostics only (the event carries just the reason).
@@ -32,7 +33,7 @@ impl fmt::Display for Malformed {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParsedLine<'a> {
     pub command: Command<'a>,
-    pub ts: Option<u64>,
+    pub ts: Option<TimestampNs>,
 }
 
 macro_rules! fields {
@@ -253,8 +254,8 @@ pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
     let ts = match fields.raw(Field::Ts) {
         None => None,
         Some(raw) => {
-            Some(json_integer(raw).ok_or_else(|| malformed("`ts` must be a JSON integer"))?.max(0)
-                as u64)
+            let ts = json_integer(raw).ok_or_else(|| malformed("`ts` must be a JSON integer"))?;
+            Some(TimestampNs(ts.max(0) as u64))
         }
     };
     let command = match &*fields.string(Field::Cmd)? {

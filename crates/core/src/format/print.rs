@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use crate::command::{Command, OrderType, Side, TimeInForce};
 use crate::event::{Event, TradeEvent};
 use crate::exchange::Exchange;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, Seq, TimestampNs};
 use crate::num::Decimal;
 
 /// Appends `units * 10^-scale` in plain decimal notation, without trailing zeros.
@@ -62,7 +62,7 @@ struct Line<'a> {
 }
 
 impl<'a> Line<'a> {
-    fn start(out: &'a mut String, kind: &str, seq: u64) -> Line<'a> {
+    fn start(out: &'a mut String, kind: &str, seq: Seq) -> Line<'a> {
         out.push_str("{\"ev\":\"");
         out.push_str(kind);
         out.push_str("\",\"seq\":");
@@ -169,7 +169,7 @@ fn write_trade(out: &mut String, exchange: &Exchange, trade: &TradeEvent) {
 /// `{"cmd":"cancel_all","account":...,"symbol":...}`, `symbol` only when given,
 /// `{"cmd":"set_limits","open_orders_per_account":N}`) but are not replay-format
 /// commands: parsing them gives `malformed`, as the spec says of an unknown `cmd`.
-pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<u64>) {
+pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<TimestampNs>) {
     let mut line = CommandLine { out, first: true };
     match command {
         Command::Asset { asset, decimals } => {
@@ -377,7 +377,7 @@ mod tests {
         ];
         for (command, ts, expected) in cases {
             let mut printed = String::new();
-            write_command(&mut printed, &command, ts);
+            write_command(&mut printed, &command, ts.map(TimestampNs));
             assert_eq!(printed, format!("{expected}\n"));
             let parsed: serde_json::Value = serde_json::from_str(&printed).unwrap();
             assert!(parsed.is_object());

@@ -88,7 +88,7 @@ impl CanonicalHasher {
 pub fn state_digest(exchange: &Exchange) -> String {
     let mut hasher = CanonicalHasher(Sha256::new());
     hasher.bytes(b"bourse-state-v1");
-    hasher.integer(i128::from(exchange.time_ns()));
+    hasher.integer(i128::from(exchange.time_ns().0));
     hasher.integer(exchange.assets().len() as i128);
     for (index, asset) in exchange.assets().iter().enumerate() {
         let id = AssetId(index as u32);

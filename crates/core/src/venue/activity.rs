@@ -28,7 +28,9 @@ use rustc_hash::FxHasher;
 use crate::command::{Side, StpMode, TimeInForce};
 use crate::event::DoneReason;
 use crate::exchange::Exchange;
-use crate::ids::{short_bytes_equal, AccountId, AssetId, ClientOrderId, InstrumentId};
+use crate::ids::{
+    short_bytes_equal, AccountId, AssetId, ClientOrderId, InstrumentId, OrderId, Seq, TimestampNs,
+};
 use crate::num::{Amount, Price, Qty};
 use crate::slab::Slab;
 
@@ -126,7 +128,7 @@ impl Liquidity {
 pub struct OrderRecord {
     /// The seq of the `order` command that created it (the exchange's order id). Orders
     /// rebuilt from an exchange's books (`Venue::new`) get stand-ins: see there.
-    pub order_id: u64,
+    pub order_id: OrderId,
     pub account: AccountId,
     pub client_id: ClientOrderId,
     pub instrument: InstrumentId,
@@ -149,16 +151,16 @@ pub struct OrderRecord {
     pub filled: Qty,
     pub status: OrderStatus,
     /// `ts` of the creating command (the exchange's time after it).
-    pub created_ns: u64,
+    pub created_ns: TimestampNs,
     /// `ts` of the last command that changed the order.
-    pub updated_ns: u64,
+    pub updated_ns: TimestampNs,
 }
 
 impl OrderRecord {
     /// What fills a slot that holds no record.
     fn vacant() -> OrderRecord {
         OrderRecord {
-            order_id: 0,
+            order_id: OrderId(0),
             account: AccountId(0),
             client_id: ClientOrderId::default(),
             instrument: InstrumentId(0),
@@ -172,8 +174,8 @@ impl OrderRecord {
             remaining: Qty::ZERO,
             filled: Qty::ZERO,
             status: OrderStatus::Open,
-            created_ns: 0,
-            updated_ns: 0,
+            created_ns: TimestampNs::ZERO,
+            updated_ns: TimestampNs::ZERO,
         }
     }
 }
@@ -182,11 +184,11 @@ impl OrderRecord {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fill {
     /// The command whose execution produced the trade.
-    pub seq: u64,
+    pub seq: Seq,
     /// The trade's position among that command's trades: `(seq, trade_index)`
     /// identifies a trade (both sides of a self-trade share it).
     pub trade_index: u32,
-    pub order_id: u64,
+    pub order_id: OrderId,
     pub client_id: ClientOrderId,
     pub instrument: InstrumentId,
     /// This account's side.
@@ -198,13 +200,13 @@ pub struct Fill {
     /// The asset this account received (base for the buyer, quote for the seller).
     pub fee_asset: AssetId,
     pub liquidity: Liquidity,
-    pub ts_ns: u64,
+    pub ts_ns: TimestampNs,
 }
 
 impl Fill {
     /// The order of fills in an account's queue: by trade, the maker's side of a
     /// self-trade before the taker's.
-    pub(crate) fn position(&self) -> (u64, u32, Liquidity) {
+    pub(crate) fn position(&self) -> (Seq, u32, Liquidity) {
         (self.seq, self.trade_index, self.liquidity)
     }
 }
@@ -293,8 +295,9 @@ fn client_hash(account: AccountId, client_id: &str) -> u64 {
 /// itself, so that their entries share the table's cache lines, and the top seven bits
 /// (the table's tag) a mix of the id.
 #[inline]
-fn id_hash(order_id: u64) -> u64 {
+fn id_hash(order_id: OrderId) -> u64 {
     const LOW: u64 = (1 << 57) - 1;
+    let order_id = order_id.0;
     (order_id & LOW) | (order_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) & !LOW)
 }
 
@@ -364,7 +367,7 @@ impl Activity {
     // ----- queries -----
 
     /// The record of order `order_id`, open or remembered.
-    pub fn order(&self, order_id: u64) -> Option<&OrderRecord> {
+    pub fn order(&self, order_id: OrderId) -> Option<&OrderRecord> {
         self.slot_by_id(order_id).map(|slot| &self.records.get(slot).record)
     }
 
@@ -421,8 +424,8 @@ impl Activity {
     }
 
     #[inline]
-    fn slot_by_id(&self, order_id: u64) -> Option<u32> {
-        self.by_id.find(id_hash(order_id), |entry| entry.key == order_id).map(|entry| entry.slot)
+    fn slot_by_id(&self, order_id: OrderId) -> Option<u32> {
+        self.by_id.find(id_hash(order_id), |entry| entry.key == order_id.0).map(|entry| entry.slot)
     }
 
     /// The slot of (`account`, `client_id`) in one client-key table.
@@ -484,15 +487,15 @@ impl Activity {
         let order_id = record.order_id;
         let id_entry = by_id.entry(
             id_hash(order_id),
-            |entry| entry.key == order_id,
-            |entry| id_hash(entry.key),
+            |entry| entry.key == order_id.0,
+            |entry| id_hash(OrderId(entry.key)),
         );
         let Entry::Vacant(id_entry) = id_entry else {
             return Err("two orders with one order id");
         };
         let account = record.account;
         let slot = records.insert(Slot { record, client_hash: hash, previous: NIL, next: NIL });
-        id_entry.insert(Keyed { key: order_id, slot });
+        id_entry.insert(Keyed { key: order_id.0, slot });
         let keyed = Keyed { key: hash, slot };
         let activity = account_mut(accounts, account);
         match list {
@@ -534,7 +537,7 @@ impl Activity {
 
     /// Records a trade's quantity against an open order; returns what its fill needs.
     #[inline]
-    fn fill_order(&mut self, slot: u32, qty: Qty, now: u64) -> (u64, AccountId) {
+    fn fill_order(&mut self, slot: u32, qty: Qty, now: TimestampNs) -> (OrderId, AccountId) {
         let record = &mut self.records.get_mut(slot).record;
         record.filled = Qty(record.filled.0.saturating_add(qty.0));
         record.remaining = Qty(record.remaining.0.saturating_sub(qty.0));
@@ -544,7 +547,7 @@ impl Activity {
 
     /// Moves an open order to its account's finished records, forgetting the oldest
     /// finished one beyond `FINISHED_ORDERS_KEPT`.
-    fn finish(&mut self, slot: u32, reason: DoneReason, filled: Qty, now: u64) {
+    fn finish(&mut self, slot: u32, reason: DoneReason, filled: Qty, now: TimestampNs) {
         let entry = self.records.get_mut(slot);
         let record = &mut entry.record;
         record.status = reason.into();
@@ -586,25 +589,33 @@ impl Activity {
 
     /// Follows one applied command's events: `seq` and `command` as applied, `account`
     /// the account an `order` command resolved to (if any), `events` the events the
-    /// exchange appended for it.
+    /// exchange appended for it. Returns the id of the order the command acted on: an
+    /// accepted `order`'s own, or the order an accepted `cancel` or `amend` named (the
+    /// first its events name after the `accepted` that echoes its key).
     pub(crate) fn follow(
         &mut self,
         exchange: &Exchange,
-        seq: u64,
+        seq: Seq,
         order: Option<NewOrder<'_, '_>>,
         events: &[crate::event::Event],
-    ) {
+    ) -> Option<OrderId> {
         use crate::event::Event;
         let now = exchange.time_ns();
         // The order the command placed or amended, and the last maker met.
         let mut taker = NIL;
         let mut maker = NIL;
         let mut trade_index = 0u32;
+        // Whether the command was accepted naming one order (`order`, `cancel`,
+        // `amend`), and that order's id once known.
+        let mut names_order = false;
+        let mut acted_on = None;
         for event in events {
             match event {
                 Event::Accepted { order: Some(key), .. } => {
+                    names_order = true;
                     if let Some(order) = &order {
                         taker = self.open_new(exchange, seq, order, key.id.clone(), now);
+                        acted_on = Some(OrderId::of(seq));
                     }
                 }
                 Event::Trade(trade) => {
@@ -652,7 +663,12 @@ impl Activity {
                 }
                 Event::Done { account, id, reason, filled, .. } => {
                     match self.find_open([taker, maker], *account, id) {
-                        Some(slot) => self.finish(slot, *reason, *filled, now),
+                        Some(slot) => {
+                            if names_order && acted_on.is_none() {
+                                acted_on = Some(self.records.get(slot).record.order_id);
+                            }
+                            self.finish(slot, *reason, *filled, now)
+                        }
                         None => debug_assert!(false, "a done order without an open record"),
                     }
                 }
@@ -660,6 +676,9 @@ impl Activity {
                     match self.find_open([taker, maker], *account, id) {
                         Some(slot) => {
                             let record = &mut self.records.get_mut(slot).record;
+                            if names_order && acted_on.is_none() {
+                                acted_on = Some(record.order_id);
+                            }
                             record.price = Some(*price);
                             record.remaining = *qty;
                             record.updated_ns = now;
@@ -671,6 +690,7 @@ impl Activity {
                 Event::Accepted { order: None, .. } | Event::Rejected { .. } => {}
             }
         }
+        acted_on
     }
 
     /// Creates the record of an accepted `order` command; returns its slot (`NIL` if it
@@ -678,10 +698,10 @@ impl Activity {
     fn open_new(
         &mut self,
         exchange: &Exchange,
-        seq: u64,
+        seq: Seq,
         order: &NewOrder<'_, '_>,
         client_id: ClientOrderId,
-        now: u64,
+        now: TimestampNs,
     ) -> u32 {
         use crate::command::OrderType;
         let command = order.command;
@@ -716,11 +736,11 @@ impl Activity {
             .map_or(Qty::ZERO, Qty);
         debug_assert!(
             self.accounts.get(account.index()).is_none_or(|activity| activity.open.tail == NIL
-                || self.records.get(activity.open.tail).record.order_id < seq),
+                || self.records.get(activity.open.tail).record.order_id < OrderId::of(seq)),
             "order seqs must increase"
         );
         let record = OrderRecord {
-            order_id: seq,
+            order_id: OrderId::of(seq),
             account,
             client_id,
             instrument: instrument_id,
@@ -787,7 +807,7 @@ impl Activity {
             if activity.fills.len() > FILLS_KEPT {
                 return Err(format!("account {index} keeps {} fills", activity.fills.len()));
             }
-            let mut previous: Option<(u64, u32, Liquidity)> = None;
+            let mut previous: Option<(Seq, u32, Liquidity)> = None;
             for fill in &activity.fills {
                 if previous.is_some_and(|previous| previous >= fill.position()) {
                     return Err(format!("fills of account {index} out of order"));
@@ -859,7 +879,7 @@ impl Activity {
         let mut previous = NIL;
         let mut slot = list.head;
         let mut walked = 0u32;
-        let mut previous_order_id = 0u64;
+        let mut previous_order_id = OrderId(0);
         while slot != NIL {
             if walked >= list.len {
                 return Err(format!("a list of account {} is longer than it says", account.0));
@@ -896,7 +916,7 @@ pub(crate) fn check_record(record: &OrderRecord) -> Result<(), String> {
     };
     let resting_kind = record.time_in_force == TimeInForce::GoodTillCancel;
     if !shaped
-        || record.order_id == 0
+        || record.order_id == OrderId(0)
         || record.qty.0 <= 0
         || record.remaining.0 < 0
         || record.filled.0 < 0
@@ -987,7 +1007,7 @@ mod tests {
 
     fn record(order_id: u64, account: u32, client_id: &str) -> OrderRecord {
         OrderRecord {
-            order_id,
+            order_id: OrderId(order_id),
             account: AccountId(account),
             client_id: client_id.into(),
             price: Some(Price(10)),
@@ -998,11 +1018,11 @@ mod tests {
     }
 
     fn open_ids(activity: &Activity, account: u32) -> Vec<u64> {
-        activity.open_orders(AccountId(account)).map(|record| record.order_id).collect()
+        activity.open_orders(AccountId(account)).map(|record| record.order_id.0).collect()
     }
 
     fn finished_ids(activity: &Activity, account: u32) -> Vec<u64> {
-        activity.finished_orders(AccountId(account)).map(|record| record.order_id).collect()
+        activity.finished_orders(AccountId(account)).map(|record| record.order_id.0).collect()
     }
 
     #[test]
@@ -1014,9 +1034,12 @@ mod tests {
         // The same client id of another account is another key.
         activity.insert(record(3, 1, "a"), ListKind::Open).unwrap();
         assert_eq!(activity.order_count(), 2);
-        assert_eq!(activity.order(2), None);
+        assert_eq!(activity.order(OrderId(2)), None);
         assert_eq!(activity.order_by_client(AccountId(0), "b"), None);
-        assert_eq!(activity.order_by_client(AccountId(1), "a").map(|r| r.order_id), Some(3));
+        assert_eq!(
+            activity.order_by_client(AccountId(1), "a").map(|r| r.order_id),
+            Some(OrderId(3))
+        );
         assert_eq!(open_ids(&activity, 0), [1]);
         assert!(finished_ids(&activity, 0).is_empty());
     }
@@ -1035,16 +1058,16 @@ mod tests {
             (slots[1], vec![4]),
             (slots[3], vec![]),
         ] {
-            activity.finish(slot, DoneReason::Canceled, Qty(1), 9);
+            activity.finish(slot, DoneReason::Canceled, Qty(1), TimestampNs(9));
             assert_eq!(open_ids(&activity, 0), open_after);
         }
         assert_eq!(finished_ids(&activity, 0), [3, 1, 5, 2, 4]);
-        let record = activity.order(3).unwrap();
+        let record = activity.order(OrderId(3)).unwrap();
         assert_eq!(
             (record.status, record.remaining, record.filled),
             (OrderStatus::Canceled, Qty(0), Qty(1))
         );
-        assert_eq!(record.updated_ns, 9);
+        assert_eq!(record.updated_ns, TimestampNs(9));
         assert!(!activity.is_finished_id(AccountId(0), "nope"));
         assert!(activity.is_finished_id(AccountId(0), "c3"));
     }
@@ -1054,12 +1077,12 @@ mod tests {
         let mut activity = Activity::new();
         for id in 1..=FINISHED_ORDERS_KEPT as u64 + 3 {
             let slot = activity.insert(record(id, 2, &format!("c{id}")), ListKind::Open).unwrap();
-            activity.finish(slot, DoneReason::Expired, Qty::ZERO, id);
+            activity.finish(slot, DoneReason::Expired, Qty::ZERO, TimestampNs(id));
         }
         assert_eq!(activity.finished_order_count(AccountId(2)), FINISHED_ORDERS_KEPT);
         assert_eq!(activity.order_count(), FINISHED_ORDERS_KEPT);
         for forgotten in 1..=3 {
-            assert_eq!(activity.order(forgotten), None);
+            assert_eq!(activity.order(OrderId(forgotten)), None);
             assert_eq!(activity.order_by_client(AccountId(2), &format!("c{forgotten}")), None);
         }
         assert_eq!(finished_ids(&activity, 2)[0], 4);
@@ -1078,9 +1101,9 @@ mod tests {
         let mut activity = Activity::new();
         for seq in 1..=FILLS_KEPT as u64 + 2 {
             let fill = Fill {
-                seq,
+                seq: Seq(seq),
                 trade_index: 0,
-                order_id: 1,
+                order_id: OrderId(1),
                 client_id: "c".into(),
                 instrument: InstrumentId(0),
                 side: Side::Buy,
@@ -1089,11 +1112,11 @@ mod tests {
                 fee: Amount::ZERO,
                 fee_asset: AssetId(0),
                 liquidity: Liquidity::Taker,
-                ts_ns: 0,
+                ts_ns: TimestampNs::ZERO,
             };
             activity.push_fill(AccountId(3), fill);
         }
-        let seqs: Vec<u64> = activity.fills(AccountId(3)).map(|fill| fill.seq).collect();
+        let seqs: Vec<u64> = activity.fills(AccountId(3)).map(|fill| fill.seq.0).collect();
         assert_eq!(seqs.len(), FILLS_KEPT);
         assert_eq!((seqs[0], seqs[FILLS_KEPT - 1]), (3, FILLS_KEPT as u64 + 2));
         assert_eq!(activity.account_bound(), 4);

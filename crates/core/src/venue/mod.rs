@@ -41,8 +41,8 @@ pub use activity::{
 
 use crate::command::{AccountRef, Command, Side, TimeInForce};
 use crate::event::{BookNote, CommandOrderKey, Event, RejectReason};
-use crate::exchange::Exchange;
-use crate::ids::{ClientOrderId, InstrumentId};
+use crate::exchange::{Applied, Exchange};
+use crate::ids::{ClientOrderId, InstrumentId, OrderId, Seq, TimestampNs};
 use crate::ledger::BalanceChange;
 use crate::num::Qty;
 use activity::NewOrder;
@@ -132,54 +132,26 @@ impl Venue {
         self.open_orders_limit
     }
 
-    /// After `apply(seq, _, command, events)`: the exchange's id of the order the
-    /// command acted on, for the gateways' acknowledgements. An accepted new order's is
-    /// `seq`; an accepted cancel's or amend's is the named order's, from the activity
-    /// (`None` without activity or once the order is forgotten). `None` for a rejected
-    /// command and for every other command.
-    pub fn order_id_of(&self, seq: u64, command: &Command<'_>, events: &[Event]) -> Option<u64> {
-        if !matches!(events.first(), Some(Event::Accepted { .. })) {
-            return None;
+    /// What a market-data consumer needs to know of the command just applied as `seq`
+    /// (`applied` is what `apply` returned for it) beyond its events: where its new
+    /// order rests, or a halt. Reads the resting order at the handle `apply` gave: no
+    /// lookup by account and client id. Call it before the next `apply`.
+    pub fn book_note(&self, seq: Seq, applied: &Applied) -> Option<BookNote> {
+        if let Some((instrument, halted)) = applied.halted {
+            return Some(BookNote::Halted { seq, instrument, halted });
         }
-        let (account, id) = match command {
-            Command::Order(_) => return self.activity.is_some().then_some(seq),
-            Command::Cancel { account, id } => (account, id),
-            Command::Amend(amend) => (&amend.account, &amend.id),
-            _ => return None,
-        };
-        let activity = self.activity.as_ref()?;
-        let account = self.exchange.resolve(account)?;
-        activity.order_by_client(account, id).map(|record| record.order_id)
-    }
-
-    /// What a market-data consumer needs to know of `command` (applied as `seq`, with
-    /// `events`) beyond its events: where a new order rests after it, or a halt.
-    pub fn book_note(&self, seq: u64, command: &Command<'_>, events: &[Event]) -> Option<BookNote> {
-        if !matches!(events.first(), Some(Event::Accepted { .. })) {
-            return None;
-        }
-        let exchange = &self.exchange;
-        match command {
-            Command::Order(order) => {
-                let account = exchange.resolve(&order.account)?;
-                let (instrument, resting) = exchange.open_order(account, &order.id)?;
-                Some(BookNote::Rested {
-                    seq,
-                    instrument,
-                    account,
-                    id: resting.id.clone(),
-                    side: resting.side,
-                    price: resting.price,
-                    qty: resting.remaining,
-                })
-            }
-            Command::Halt { symbol } | Command::Resume { symbol } => Some(BookNote::Halted {
-                seq,
-                instrument: exchange.find_instrument(symbol)?,
-                halted: matches!(command, Command::Halt { .. }),
-            }),
-            _ => None,
-        }
+        let handle = applied.rested?;
+        let resting = self.exchange.book(handle.instrument).order(handle.slot);
+        debug_assert!(!resting.remaining.is_zero(), "a resting order has something left");
+        Some(BookNote::Rested {
+            seq,
+            instrument: handle.instrument,
+            account: resting.account,
+            id: resting.id.clone(),
+            side: resting.side,
+            price: resting.price,
+            qty: resting.remaining,
+        })
     }
 
     /// Starts (`true`) or stops recording every balance change (`Ledger::record_changes`),
@@ -201,6 +173,8 @@ impl Venue {
     }
 
     /// Applies one command: exactly `Exchange::apply`, plus the venue's own rules.
+    /// Returns what the command did beyond its events (`Applied`): the order it acted
+    /// on (with activity), where its new order rests, or the halt it made.
     ///
     /// With activity: an `order` whose (account, id) names a remembered finished order
     /// is rejected `duplicate_id` without reaching the exchange (only its time moves, to
@@ -248,34 +222,34 @@ impl Venue {
     ///   until it is below again.
     pub fn apply(
         &mut self,
-        seq: u64,
-        ts: Option<u64>,
+        seq: Seq,
+        ts: Option<TimestampNs>,
         command: &Command<'_>,
         events: &mut Vec<Event>,
-    ) {
+    ) -> Applied {
         match command {
             Command::Halt { symbol } => return self.halt(seq, ts, symbol, true, events),
             Command::Resume { symbol } => return self.halt(seq, ts, symbol, false, events),
             Command::CancelAll { account, symbol } => {
-                return self.cancel_all(seq, ts, account, symbol.as_deref(), events)
+                self.cancel_all(seq, ts, account, symbol.as_deref(), events);
+                return Applied::default();
             }
             Command::SetLimits { open_orders_per_account } => {
                 self.exchange.advance_time(ts);
                 self.open_orders_limit = *open_orders_per_account;
                 events.push(Event::Accepted { seq, order: None });
-                return;
+                return Applied::default();
             }
             // `reject_if_halted` has emitted the rejection when it says so.
             Command::Order(_) | Command::Amend(_)
                 if self.halted_count > 0 && self.reject_if_halted(seq, ts, command, events) =>
             {
-                return
+                return Applied::default();
             }
             _ => {}
         }
         let Some(activity) = &mut self.activity else {
-            self.exchange.apply(seq, ts, command, events);
-            return;
+            return self.exchange.apply(seq, ts, command, events);
         };
         let order = match command {
             Command::Order(order) => {
@@ -312,7 +286,7 @@ impl Venue {
                                 id: ClientOrderId::new(&order.id),
                             }),
                         });
-                        return;
+                        return Applied::default();
                     }
                 }
                 Some(NewOrder { command: order, account })
@@ -320,16 +294,23 @@ impl Venue {
             _ => None,
         };
         let start = events.len();
-        self.exchange.apply(seq, ts, command, events);
-        activity.follow(&self.exchange, seq, order, &events[start..]);
+        let mut applied = self.exchange.apply(seq, ts, command, events);
+        applied.order_id = activity.follow(&self.exchange, seq, order, &events[start..]);
+        debug_assert!(
+            applied.order_id.is_none_or(|order_id| {
+                !matches!(command, Command::Order(_)) || order_id == OrderId::of(seq)
+            }),
+            "a new order's id is the seq of its command"
+        );
+        applied
     }
 
     /// An `order` on a halted instrument, or an `amend` of an open order on one, is
     /// rejected `instrument_halted` (only the time moves); `true` if it was.
     fn reject_if_halted(
         &mut self,
-        seq: u64,
-        ts: Option<u64>,
+        seq: Seq,
+        ts: Option<TimestampNs>,
         command: &Command<'_>,
         events: &mut Vec<Event>,
     ) -> bool {
@@ -367,23 +348,27 @@ impl Venue {
     /// `halt` (`halted`) or `resume` (`!halted`) of `symbol`.
     fn halt(
         &mut self,
-        seq: u64,
-        ts: Option<u64>,
+        seq: Seq,
+        ts: Option<TimestampNs>,
         symbol: &str,
         halted: bool,
         events: &mut Vec<Event>,
-    ) {
+    ) -> Applied {
         self.exchange.advance_time(ts);
         match self.exchange.find_instrument(symbol) {
             Some(instrument) => {
                 self.set_halted(instrument, halted);
                 events.push(Event::Accepted { seq, order: None });
+                Applied { halted: Some((instrument, halted)), ..Applied::default() }
             }
-            None => events.push(Event::Rejected {
-                seq,
-                reason: RejectReason::UnknownSymbol,
-                order: None,
-            }),
+            None => {
+                events.push(Event::Rejected {
+                    seq,
+                    reason: RejectReason::UnknownSymbol,
+                    order: None,
+                });
+                Applied::default()
+            }
         }
     }
 
@@ -408,8 +393,8 @@ impl Venue {
     /// `cancel_all` (see `apply`).
     fn cancel_all(
         &mut self,
-        seq: u64,
-        ts: Option<u64>,
+        seq: Seq,
+        ts: Option<TimestampNs>,
         account: &AccountRef<'_>,
         symbol: Option<&str>,
         events: &mut Vec<Event>,
@@ -463,7 +448,8 @@ impl Venue {
             debug_assert!(canceled, "an open order listed for cancel-all is not open");
         }
         if let Some(activity) = &mut self.activity {
-            activity.follow(&self.exchange, seq, None, &events[start..]);
+            // A cancel-all names no one order: it acted on none.
+            let _ = activity.follow(&self.exchange, seq, None, &events[start..]);
         }
     }
 
@@ -516,7 +502,7 @@ fn rebuild_open_records(exchange: &Exchange) -> Activity {
             exchange.book(instrument).for_each_order(side, |order| {
                 position += 1;
                 let record = OrderRecord {
-                    order_id: position,
+                    order_id: OrderId(position),
                     account: order.account,
                     client_id: order.id.clone(),
                     instrument,

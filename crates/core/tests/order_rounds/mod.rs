@@ -11,7 +11,7 @@ use std::ops::Range;
 use bourse_core::command::{
     AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
 };
-use bourse_core::{Command, Decimal, Event, Exchange, Side, StpMode, TimeInForce, Venue};
+use bourse_core::{Command, Decimal, Event, Exchange, Seq, Side, StpMode, TimeInForce, Venue};
 
 pub const ACCOUNTS: [&str; 4] = ["a", "b", "c", "d"];
 
@@ -124,13 +124,13 @@ pub trait Applies {
 
 impl Applies for Exchange {
     fn apply_command(&mut self, seq: u64, command: &Command<'_>, events: &mut Vec<Event>) {
-        self.apply(seq, None, command, events);
+        self.apply(Seq(seq), None, command, events);
     }
 }
 
 impl Applies for Venue {
     fn apply_command(&mut self, seq: u64, command: &Command<'_>, events: &mut Vec<Event>) {
-        self.apply(seq, None, command, events);
+        self.apply(Seq(seq), None, command, events);
     }
 }
 

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 
 use bourse_core::format::parse_line;
-use bourse_core::{AccountRef, Command};
+use bourse_core::{AccountRef, Command, TimestampNs};
 use serde_json::Value;
 
 use crate::random::Random;
@@ -301,7 +301,7 @@ fn random_venue_command(random: &mut Random) -> Option<String> {
 
 /// The command of a line: a replay-format line as `parse_line` reads it, or one of the
 /// venue's own commands as `write_command` prints them.
-pub fn command_of(line: &str) -> (Command<'_>, Option<u64>) {
+pub fn command_of(line: &str) -> (Command<'_>, Option<TimestampNs>) {
     if let Ok(parsed) = parse_line(line) {
         return (parsed.command, parsed.ts);
     }
@@ -319,5 +319,5 @@ pub fn command_of(line: &str) -> (Command<'_>, Option<u64>) {
         },
         _ => panic!("neither a replay-format line nor a venue command: {line}"),
     };
-    (command, value["ts"].as_u64())
+    (command, value["ts"].as_u64().map(TimestampNs))
 }

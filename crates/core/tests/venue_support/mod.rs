@@ -13,7 +13,9 @@ use bourse_core::format::write_event;
 use bourse_core::ids::{AccountId, InstrumentId};
 use bourse_core::snapshot::{decode_venue, VENUE_FORMAT_VERSION, VENUE_MAGIC};
 use bourse_core::venue::{Fill, OrderRecord};
-use bourse_core::{AccountRef, Activity, Command, Event, Exchange, ExchangeConfig, Venue};
+use bourse_core::{
+    AccountRef, Activity, Command, Event, Exchange, ExchangeConfig, Seq, TimestampNs, Venue,
+};
 use serde_json::Value;
 
 use crate::snapshot_bytes::{tiny_config, varint, venue_bytes};
@@ -60,10 +62,10 @@ impl Harness {
     }
 
     /// Applies a command at the next seq; returns its events as JSON.
-    pub fn apply(&mut self, command: &Command<'_>, ts: Option<u64>) -> Vec<Value> {
+    pub fn apply(&mut self, command: &Command<'_>, ts: Option<TimestampNs>) -> Vec<Value> {
         self.seq += 1;
         let mut events = Vec::new();
-        self.venue.apply(self.seq, ts, command, &mut events);
+        self.venue.apply(Seq(self.seq), ts, command, &mut events);
         if let Err(problem) = self.venue.check_invariants() {
             panic!("invariants broken after seq {} ({command:?}): {problem}", self.seq);
         }
@@ -132,7 +134,7 @@ impl Harness {
         for line in lines {
             let (command, ts) = owned_command(&line);
             let mut events = Vec::new();
-            restored.apply(self.seq + 1, ts, &command, &mut events);
+            restored.apply(Seq(self.seq + 1), ts, &command, &mut events);
             let fed = self.feed(line);
             assert_eq!(events_json(restored.exchange(), &events), fed.events, "{}", fed.line);
         }
@@ -152,9 +154,9 @@ pub fn venue_after(lines: &[String], last: &Command<'_>, track_activity: bool) -
     let mut events = Vec::new();
     for (index, line) in lines.iter().enumerate() {
         let (command, ts) = command_of(line);
-        venue.apply(index as u64 + 1, ts, &command, &mut events);
+        venue.apply(Seq(index as u64 + 1), ts, &command, &mut events);
     }
-    venue.apply(lines.len() as u64 + 1, None, last, &mut events);
+    venue.apply(Seq(lines.len() as u64 + 1), None, last, &mut events);
     venue
 }
 
@@ -181,7 +183,7 @@ pub fn events_json(exchange: &Exchange, events: &[Event]) -> Vec<Value> {
 }
 
 /// The command of a line, owning its strings.
-pub fn owned_command(line: impl fmt::Display) -> (Command<'static>, Option<u64>) {
+pub fn owned_command(line: impl fmt::Display) -> (Command<'static>, Option<TimestampNs>) {
     let line = line.to_string();
     let (command, ts) = command_of(&line);
     (command.into_owned(), ts)
@@ -192,7 +194,7 @@ pub fn command_for<'line>(
     line: &'line str,
     exchange: &Exchange,
     by_id: bool,
-) -> (Command<'line>, Option<u64>) {
+) -> (Command<'line>, Option<TimestampNs>) {
     let (mut command, ts) = command_of(line);
     if by_id {
         if let Some(account) = command.account_mut() {
@@ -297,8 +299,8 @@ impl<'cuts> Forks<'cuts> {
     /// `got` (and keep its invariants, checked every 500 seqs).
     pub fn follow(
         &mut self,
-        seq: u64,
-        ts: Option<u64>,
+        seq: Seq,
+        ts: Option<TimestampNs>,
         command: &Command<'_>,
         got: &[Event],
         line: &str,
@@ -307,7 +309,7 @@ impl<'cuts> Forks<'cuts> {
             let mut forked = Vec::new();
             fork.apply(seq, ts, command, &mut forked);
             assert_eq!(forked, got, "cut {cut}, seq {seq}: {line}");
-            if seq.is_multiple_of(500) {
+            if seq.0.is_multiple_of(500) {
                 fork.check_invariants()
                     .unwrap_or_else(|problem| panic!("cut {cut}, seq {seq}: {problem}"));
             }

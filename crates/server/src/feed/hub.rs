@@ -309,7 +309,7 @@ impl Hub {
                 let mut trade_index = 0u32;
                 for event in released.events_of(result) {
                     self.books_changed = true;
-                    let times = (result.ts, released.released_ns);
+                    let times = (result.ts.0, released.released_ns.0);
                     self.on_event(&reference, event, times, &mut trade_index, &mut touched);
                 }
             }
@@ -376,7 +376,7 @@ impl Hub {
                     touched.accounts.insert(account);
                     if self.has(&Channel::Fills(account)) {
                         let fill = FillMessage {
-                            trade_seq: trade.seq,
+                            trade_seq: trade.seq.0,
                             trade_index: trade_index_now,
                             client_order_id: client_id.clone(),
                             instrument: trade.instrument,

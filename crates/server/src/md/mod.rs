@@ -268,7 +268,7 @@ impl Publisher {
             });
         }
         self.builder
-            .seed(seq, seeds, &halted)
+            .seed(bourse_core::Seq(seq), seeds, &halted)
             .map_err(|error| std::io::Error::other(format!("the engine's books: {error}")))?;
         self.reference = Arc::new(reference);
         // Every instrument is in the directory from the start (snapshots carry it).
@@ -449,11 +449,11 @@ impl Publisher {
             let Outcome::Applied(result) = outcome else { continue };
             let events = released.events_of(result);
             let note = notes.next_if(|note| note.seq() == result.seq);
-            if result.seq <= self.seeded_seq {
+            if result.seq.0 <= self.seeded_seq {
                 continue; // (In the books the feed started from.)
             }
             self.announce_instruments(events, note);
-            self.last_ts = result.ts;
+            self.last_ts = result.ts.0;
             self.builder.apply(result.seq, result.ts, events, note, &mut self.messages);
         }
         for message in &self.messages {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use bourse_core::event::Event;
-use bourse_core::ids::{AccountId, AssetId};
+use bourse_core::ids::{AccountId, AssetId, OrderId, Seq, TimestampNs};
 use bourse_core::venue::{Fill, Liquidity, OrderKind, OrderRecord, OrderStatus};
 use bourse_core::{DoneReason, Qty, Side};
 
@@ -19,9 +19,9 @@ use crate::render::Shown;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp {
     /// A new order's id (its `seq`), or the order a cancel or amend named.
-    pub order_id: u64,
-    pub seq: u64,
-    pub ts_ns: u64,
+    pub order_id: OrderId,
+    pub seq: Seq,
+    pub ts_ns: TimestampNs,
 }
 
 /// A new order as it stands after its command, and its fills (all as the taker).

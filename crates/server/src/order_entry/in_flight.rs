@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use bourse_engine::{Outcome, Released};
+use bourse_engine::{Correlation, Outcome, Released};
 
 use super::answer::{Answer, Detail};
 use super::request::Request;
@@ -20,14 +20,14 @@ use crate::link::{Lane, LaneReleases, LinkError, Reply};
 /// A request's command on its way to the engine, to `push` in line.
 #[must_use = "a submitted request is answered only once it is pushed in line"]
 pub struct Submitted {
-    correlation: u64,
+    correlation: Correlation,
     work: Work,
 }
 
 struct Slot<M> {
     meta: M,
     /// The engine's correlation number while its command is out.
-    correlation: Option<u64>,
+    correlation: Option<Correlation>,
     work: Option<Work>,
     answer: Option<ApiResult<Answer>>,
 }

@@ -17,9 +17,10 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bourse_core::command::{OrderCommand, OrderType};
-use bourse_core::ids::{AccountId, ClientOrderId};
+use bourse_core::ids::{AccountId, ClientOrderId, OrderId};
 use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
 use bourse_core::{AccountRef, Command, Event, Price, Qty, RejectReason, TimeInForce};
+use bourse_engine::Correlation;
 
 use crate::directory::Directory;
 use crate::error::{ApiError, ApiResult};
@@ -60,9 +61,9 @@ pub trait Submit {
 }
 
 impl Submit for Lane {
-    type Ticket = u64;
+    type Ticket = Correlation;
 
-    fn submit(&mut self, command: &Command<'_>) -> Result<u64, LinkError> {
+    fn submit(&mut self, command: &Command<'_>) -> Result<Correlation, LinkError> {
         Lane::submit(self, command)
     }
 
@@ -215,7 +216,7 @@ impl OrderEntry {
             _ => {}
         }
         let stamp = Stamp {
-            order_id: result.order_id.unwrap_or(result.seq),
+            order_id: result.order_id.unwrap_or(OrderId::of(result.seq)),
             seq: result.seq,
             ts_ns: result.ts,
         };
@@ -272,7 +273,7 @@ impl OrderEntry {
         // (The events name the account too: this only fills in an order that neither
         // traded nor finished.)
         let submitted = OrderRecord {
-            order_id: result.seq,
+            order_id: OrderId::of(result.seq),
             account: account.unwrap_or(AccountId(u32::MAX)),
             client_id: client_order_id,
             instrument,
@@ -341,7 +342,7 @@ impl OrderEntry {
     }
 
     /// `account`'s order `order_id`, or `unknown_order` (also for another account's).
-    async fn own_order(&self, account: AccountId, order_id: u64) -> ApiResult<OrderRecord> {
+    async fn own_order(&self, account: AccountId, order_id: OrderId) -> ApiResult<OrderRecord> {
         match self.link.order(order_id).await? {
             Some(record) if record.account == account => Ok(record),
             _ => Err(ApiError::unknown_order()),

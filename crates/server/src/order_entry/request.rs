@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
-use bourse_core::ids::AccountId;
+use bourse_core::ids::{AccountId, OrderId};
 use bourse_core::{AccountRef, Command, Decimal, Side, StpMode, TimeInForce};
 
 use crate::error::{ApiError, ApiResult};
@@ -33,7 +33,7 @@ pub struct NewOrder<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target<'a> {
     /// The exchange's id (read first, to learn its client order id).
-    OrderId(u64),
+    OrderId(OrderId),
     ClientOrderId(Cow<'a, str>),
 }
 

@@ -88,7 +88,7 @@ async fn on_disk<T: Send + 'static>(change: impl FnOnce() -> T + Send + 'static)
 /// Submits an admin command; its `rejected` reason becomes the error.
 async fn submit_admin(state: &Shared, command: &Command<'_>) -> ApiResult<u64> {
     let reply = state.link.submit(command).await?;
-    let seq = reply.result().map_or(0, |result| result.seq);
+    let seq = reply.result().map_or(0, |result| result.seq.0);
     match reply.events().first() {
         Some(Event::Rejected { reason, .. }) => Err(ApiError::rejected(*reason)),
         _ => Ok(seq),
@@ -337,6 +337,6 @@ pub async fn cancel_all(
             _ => None,
         })
         .collect();
-    let seq = reply.result().map_or(0, |result| result.seq);
+    let seq = reply.result().map_or(0, |result| result.seq.0);
     Ok(ok(json!({ "account": account, "canceled": canceled, "seq": seq })))
 }

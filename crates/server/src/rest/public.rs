@@ -169,7 +169,7 @@ pub async fn l3(
                     if orders.len() < L3_ORDERS_MAX {
                         let order_id = activity
                             .and_then(|activity| activity.order_by_client(order.account, &order.id))
-                            .map_or(0, |record| record.order_id);
+                            .map_or(0, |record| record.order_id.0);
                         orders.push((order_id, order.price.0, order.remaining.0));
                     }
                 });

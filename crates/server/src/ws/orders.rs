@@ -64,7 +64,7 @@ fn take_target(request: &mut Map<String, Value>) -> ApiResult<Target<'static>> {
         ))
     })?;
     match (fields.order_id, fields.client_order_id) {
-        (Some(order_id), None) => Ok(Target::OrderId(order_id)),
+        (Some(order_id), None) => Ok(Target::OrderId(bourse_core::ids::OrderId(order_id))),
         (None, Some(client_order_id)) => Ok(Target::ClientOrderId(Cow::Owned(client_order_id))),
         _ => Err(ApiError::malformed("name the order by order_id or client_order_id (one)")),
     }
