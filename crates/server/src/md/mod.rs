@@ -443,7 +443,12 @@ impl Publisher {
         packets
     }
 
+    /// Adds a release's messages to those waiting to be published (`publish`), and its
+    /// trades to the candles. Releases drained together wait together, so the candles
+    /// read only the messages this release made: each trade is counted once, and the
+    /// work stays linear however long the backlog.
     fn on_release(&mut self, released: &Released) {
+        let first_new = self.messages.len();
         let mut notes = released.notes.iter().peekable();
         for outcome in &released.outcomes {
             let Outcome::Applied(result) = outcome else { continue };
@@ -456,7 +461,7 @@ impl Publisher {
             self.last_ts = result.ts.0;
             self.builder.apply(result.seq, result.ts, events, note, &mut self.messages);
         }
-        for message in &self.messages {
+        for message in &self.messages[first_new..] {
             if let Message::Trade { instrument, price, qty, ts, .. } = message {
                 self.candles.on_trade(*instrument, *ts, *price, *qty);
             }
@@ -578,7 +583,95 @@ pub fn spawn(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use bourse_core::format::parse::parse_line;
+    use bourse_engine::{Durability, Engine, EngineConfig, ResultSink};
+
     use super::*;
+
+    /// Keeps every release the tap hands it.
+    struct Collect(Arc<Mutex<Vec<Released>>>);
+
+    impl ResultSink for Collect {
+        fn deliver(&self, released: Released) {
+            self.0.lock().unwrap().push(released);
+        }
+    }
+
+    /// Three trades in three releases, drained in one batch (as `run` drains a
+    /// backlog before publishing): the candles count each trade once.
+    #[test]
+    fn releases_drained_together_count_each_trade_once_in_the_candles() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut config = EngineConfig::new(directory.path());
+        config.durability = Durability::None;
+        let engine = Engine::start(config).unwrap();
+        let releases = Arc::new(Mutex::new(Vec::new()));
+        let tap = engine.open_tap(Arc::new(Collect(Arc::clone(&releases)))).unwrap();
+        let mut lines = vec![
+            r#"{"cmd":"asset","asset":"BTC","decimals":8}"#.to_string(),
+            r#"{"cmd":"asset","asset":"USD","decimals":2}"#.to_string(),
+            r#"{"cmd":"instrument","symbol":"BTC-USD","base":"BTC","quote":"USD","tick":"0.5","lot":"0.1","min_qty":"0.1","max_qty":"100","maker_fee_bps":0,"taker_fee_bps":0,"market_band_bps":500}"#.to_string(),
+            r#"{"cmd":"deposit","account":"seller","asset":"BTC","amount":"10"}"#.to_string(),
+            r#"{"cmd":"deposit","account":"buyer","asset":"USD","amount":"1000000"}"#.to_string(),
+        ];
+        for round in 0..3 {
+            lines.push(format!(
+                r#"{{"cmd":"order","account":"seller","id":"s{round}","symbol":"BTC-USD","side":"sell","type":"limit","price":"30000","qty":"1"}}"#
+            ));
+            lines.push(format!(
+                r#"{{"cmd":"order","account":"buyer","id":"b{round}","symbol":"BTC-USD","side":"buy","type":"limit","price":"30000","qty":"1"}}"#
+            ));
+        }
+        // One command at a time, each released before the next: a release per command.
+        for (request, line) in lines.iter().enumerate() {
+            let before = releases.lock().unwrap().len();
+            tap.submit(&parse_line(line).unwrap().command, request as u64 + 1).unwrap();
+            while releases.lock().unwrap().len() == before {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let releases = std::mem::take(&mut *releases.lock().unwrap());
+        assert_eq!(releases.len(), lines.len());
+
+        let link = Arc::new(EngineLink::open(&engine, 100));
+        let reference =
+            Arc::new(link.read_blocking(|venue| Reference::read(venue.exchange())).unwrap());
+        let market_data = MarketDataConfig::default();
+        let session = session_name(1);
+        let figures = Arc::new(FeedFigures::default());
+        let mut publisher =
+            Publisher::new(Arc::clone(&link), reference, &market_data, session, figures).unwrap();
+        for released in &releases {
+            publisher.on_release(released);
+        }
+        let traded: Vec<i64> = publisher
+            .messages
+            .iter()
+            .filter_map(|message| match message {
+                Message::Trade { qty, .. } => Some(qty.units()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(traded.len(), 3);
+        publisher.publish();
+        let candles = publisher.candles.series_until(
+            InstrumentId(0),
+            60_000_000_000,
+            0,
+            publisher.last_ts,
+            usize::MAX,
+        );
+        let counted: u32 = candles.iter().map(|candle| candle.trades).sum();
+        let volume: i64 = candles.iter().map(|candle| candle.volume.units()).sum();
+        assert_eq!((counted, volume), (3, traded.iter().sum()), "{candles:?}");
+
+        drop(publisher);
+        drop(link);
+        drop(tap);
+        engine.shutdown().unwrap();
+    }
 
     #[test]
     fn every_message_fits_a_history_slot() {
