@@ -426,12 +426,19 @@ impl EngineLink {
     }
 }
 
+/// An engine for the server's unit tests: in `directory`, without syncs.
+#[cfg(test)]
+pub(crate) fn start_test_engine(directory: &std::path::Path) -> bourse_engine::Engine {
+    let mut config = bourse_engine::EngineConfig::new(directory);
+    config.durability = bourse_engine::Durability::None;
+    bourse_engine::Engine::start(config).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use bourse_core::command::TransferCommand;
     use bourse_core::Decimal;
-    use bourse_engine::{Durability, Engine, EngineConfig};
 
     fn deposit() -> Command<'static> {
         Command::Deposit(TransferCommand {
@@ -446,9 +453,7 @@ mod tests {
     #[test]
     fn lanes_number_their_commands_apart_and_hear_only_their_own() {
         let directory = tempfile::tempdir().unwrap();
-        let mut config = EngineConfig::new(directory.path());
-        config.durability = Durability::None;
-        let engine = Engine::start(config).unwrap();
+        let engine = start_test_engine(directory.path());
         let link = EngineLink::open(&engine, 100);
         let (mut first, mut first_releases) = link.open_lane();
         let first_correlation = first.submit(&deposit()).unwrap();

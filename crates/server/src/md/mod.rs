@@ -586,7 +586,7 @@ mod tests {
     use std::sync::Mutex;
 
     use bourse_core::format::parse::parse_line;
-    use bourse_engine::{Durability, Engine, EngineConfig, ResultSink};
+    use bourse_engine::ResultSink;
 
     use super::*;
 
@@ -604,9 +604,7 @@ mod tests {
     #[test]
     fn releases_drained_together_count_each_trade_once_in_the_candles() {
         let directory = tempfile::tempdir().unwrap();
-        let mut config = EngineConfig::new(directory.path());
-        config.durability = Durability::None;
-        let engine = Engine::start(config).unwrap();
+        let engine = crate::link::start_test_engine(directory.path());
         let releases = Arc::new(Mutex::new(Vec::new()));
         let tap = engine.open_tap(Arc::new(Collect(Arc::clone(&releases)))).unwrap();
         let mut lines = vec![
