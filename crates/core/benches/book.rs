@@ -23,7 +23,8 @@ use bourse_core::command::{
 };
 use bourse_core::ids::InstrumentId;
 use bourse_core::{
-    Command, Decimal, DoneReason, Event, Exchange, ExchangeConfig, Seq, Side, StpMode, TimeInForce,
+    Command, Decimal, DoneReason, Event, Exchange, ExchangeConfig, Offset, Seq, Side, StpMode,
+    TimeInForce,
 };
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 
@@ -76,6 +77,7 @@ fn limit_order(
         time_in_force,
         post_only: false,
         stp: StpMode::CancelTaker,
+        offset: Offset::Open,
     })
 }
 

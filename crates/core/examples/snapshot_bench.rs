@@ -21,7 +21,8 @@ use bourse_core::format::state_digest;
 use bourse_core::ids::AccountId;
 use bourse_core::snapshot::{decode_state, encode_state};
 use bourse_core::{
-    AccountRef, Command, Decimal, Event, Exchange, ExchangeConfig, Seq, Side, StpMode, TimeInForce,
+    AccountRef, Command, Decimal, Event, Exchange, ExchangeConfig, Offset, Seq, Side, StpMode,
+    TimeInForce,
 };
 
 const DEFAULT_ORDERS: usize = 1_000_000;
@@ -109,6 +110,7 @@ fn resting_order(number: usize, random: &mut XorShift) -> Command<'static> {
         time_in_force: TimeInForce::GoodTillCancel,
         post_only: false,
         stp: StpMode::CancelTaker,
+        offset: Offset::Open,
     })
 }
 

@@ -12,7 +12,7 @@
 //! price is cached, O(1); adding to an existing level is O(log levels); a match step is
 //! O(1) per order filled.
 
-use crate::command::{Side, StpMode};
+use crate::command::{Offset, Side, StpMode};
 use crate::event::DoneReason;
 use crate::ids::{AccountId, ClientOrderId};
 use crate::num::{Price, Qty};
@@ -50,6 +50,10 @@ pub struct RestingOrder {
     pub filled: Qty,
     pub stp: StpMode,
     pub post_only: bool,
+    /// Futures only (`Open` on spot): what its fills do to the account's position.
+    pub offset: Offset,
+    /// Futures only: a `gfd` order, which expires at the next settlement.
+    pub good_for_day: bool,
     previous: u32,
     next: u32,
     level: u32,
@@ -67,6 +71,8 @@ impl RestingOrder {
             filled: Qty::ZERO,
             stp: StpMode::None,
             post_only: false,
+            offset: Offset::Open,
+            good_for_day: false,
             previous: NIL,
             next: NIL,
             level: NIL,
@@ -85,6 +91,8 @@ pub struct NewRestingOrder {
     pub filled: Qty,
     pub stp: StpMode,
     pub post_only: bool,
+    pub offset: Offset,
+    pub good_for_day: bool,
 }
 
 /// All orders at one price on one side, in arrival order, and their treap links.
@@ -165,9 +173,9 @@ pub enum MatchEnd {
 
 /// Receives what matching does to resting orders, in execution order.
 pub trait MatchHandler {
-    /// A trade of `qty` at `price`; `maker` already shows its reduced remaining
-    /// quantity and increased filled quantity.
-    fn on_trade(&mut self, maker: &RestingOrder, price: Price, qty: Qty);
+    /// A trade of `qty` at `price` with the maker at `slot`; `maker` already shows its
+    /// reduced remaining quantity and increased filled quantity.
+    fn on_trade(&mut self, slot: u32, maker: &RestingOrder, price: Price, qty: Qty);
     /// `maker` has left the book (filled, or cancelled by self-trade prevention); `slot`
     /// was its place, already free.
     fn on_maker_done(&mut self, slot: u32, maker: &RestingOrder, reason: DoneReason);
@@ -406,6 +414,8 @@ impl OrderBook {
             filled: Qty::ZERO,
             stp: new_order.stp,
             post_only: new_order.post_only,
+            offset: new_order.offset,
+            good_for_day: new_order.good_for_day,
             previous: NIL,
             next: NIL,
             level: NIL,
@@ -572,7 +582,7 @@ impl OrderBook {
             let maker = self.orders.get_mut(maker_slot);
             maker.remaining -= qty;
             maker.filled += qty;
-            handler.on_trade(maker, price, qty);
+            handler.on_trade(maker_slot, maker, price, qty);
             if maker.remaining.is_zero() {
                 let maker = self.remove(maker_slot);
                 handler.on_maker_done(maker_slot, maker, DoneReason::Filled);
@@ -968,7 +978,7 @@ mod tests {
     struct NoMoney;
 
     impl MatchHandler for NoMoney {
-        fn on_trade(&mut self, _maker: &RestingOrder, _price: Price, _qty: Qty) {}
+        fn on_trade(&mut self, _slot: u32, _maker: &RestingOrder, _price: Price, _qty: Qty) {}
         fn on_maker_done(&mut self, _slot: u32, _maker: &RestingOrder, _reason: DoneReason) {}
     }
 
@@ -1018,6 +1028,8 @@ mod tests {
                     filled: Qty::ZERO,
                     stp: StpMode::None,
                     post_only: false,
+                    offset: Offset::Open,
+                    good_for_day: false,
                 });
                 model.insert(slot, (side, price, remaining));
             } else {
@@ -1044,7 +1056,7 @@ mod tests {
     struct MakersDone(Vec<u32>);
 
     impl MatchHandler for MakersDone {
-        fn on_trade(&mut self, _maker: &RestingOrder, _price: Price, _qty: Qty) {}
+        fn on_trade(&mut self, _slot: u32, _maker: &RestingOrder, _price: Price, _qty: Qty) {}
         fn on_maker_done(&mut self, slot: u32, _maker: &RestingOrder, _reason: DoneReason) {
             self.0.push(slot);
         }
@@ -1067,6 +1079,8 @@ mod tests {
                     filled: Qty::ZERO,
                     stp: StpMode::None,
                     post_only: false,
+                    offset: Offset::Open,
+                    good_for_day: false,
                 });
                 level_of_price.insert(price, book.order(slot).level);
             }
@@ -1108,6 +1122,8 @@ mod tests {
                 filled: Qty::ZERO,
                 stp: StpMode::None,
                 post_only: false,
+                offset: Offset::Open,
+                good_for_day: false,
             });
         }
         let mut taker = Taker {

@@ -77,6 +77,83 @@ pub enum TimeInForce {
     GoodTillCancel,
     ImmediateOrCancel,
     FillOrKill,
+    /// Good for the day (futures): rests like `GoodTillCancel` and expires at the
+    /// symbol's next settlement. On a spot symbol, which is never settled, it is
+    /// `GoodTillCancel`.
+    GoodForDay,
+}
+
+impl TimeInForce {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeInForce::GoodTillCancel => "gtc",
+            TimeInForce::ImmediateOrCancel => "ioc",
+            TimeInForce::FillOrKill => "fok",
+            TimeInForce::GoodForDay => "gfd",
+        }
+    }
+}
+
+/// One side of a futures position: a buy opens (and a sell closes) the long side, a sell
+/// opens (and a buy closes) the short side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PositionSide {
+    Long,
+    Short,
+}
+
+impl PositionSide {
+    pub const BOTH: [PositionSide; 2] = [PositionSide::Long, PositionSide::Short];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PositionSide::Long => "long",
+            PositionSide::Short => "short",
+        }
+    }
+
+    /// The side an order on `side` with `offset` opens or closes.
+    pub fn of_order(side: Side, offset: Offset) -> PositionSide {
+        match (side, offset.is_close()) {
+            (Side::Buy, false) | (Side::Sell, true) => PositionSide::Long,
+            (Side::Sell, false) | (Side::Buy, true) => PositionSide::Short,
+        }
+    }
+
+    /// The order side that closes this side (a sell closes a long position).
+    pub fn closing_side(self) -> Side {
+        match self {
+            PositionSide::Long => Side::Sell,
+            PositionSide::Short => Side::Buy,
+        }
+    }
+}
+
+/// What a futures order does to the account's position: `Open` adds to the side it
+/// trades into (a buy to the long side, a sell to the short side); `Close` and
+/// `CloseToday` take from the opposite side (a sell closes the long side, a buy the
+/// short side), from what the contract's close-today rule lets each take. Ignored on a
+/// spot symbol.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Offset {
+    #[default]
+    Open,
+    Close,
+    CloseToday,
+}
+
+impl Offset {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Offset::Open => "open",
+            Offset::Close => "close",
+            Offset::CloseToday => "close_today",
+        }
+    }
+
+    pub fn is_close(self) -> bool {
+        self != Offset::Open
+    }
 }
 
 /// Self-trade prevention: what happens when a taker meets a resting order of its own
@@ -120,6 +197,27 @@ pub struct InstrumentCommand<'a> {
     pub market_band_bps: i64,
 }
 
+/// A futures contract's definition (`future` in `futures.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FutureCommand<'a> {
+    pub symbol: Cow<'a, str>,
+    /// The asset margin, fees and profit are paid in.
+    pub settle: Cow<'a, str>,
+    pub tick: Decimal,
+    pub lot: Decimal,
+    pub min_qty: Decimal,
+    pub max_qty: Decimal,
+    /// Settle-asset units per price unit per quantity unit.
+    pub multiplier: Decimal,
+    /// Per lot, in the settle asset.
+    pub margin: Decimal,
+    pub maker_fee: Decimal,
+    pub taker_fee: Decimal,
+    pub market_band_bps: i64,
+    /// SHFE-style: `close` takes only history, `close_today` only today's entries.
+    pub close_today: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransferCommand<'a> {
     pub account: Cow<'a, str>,
@@ -138,6 +236,7 @@ pub struct OrderCommand<'a> {
     pub time_in_force: TimeInForce,
     pub post_only: bool,
     pub stp: StpMode,
+    pub offset: Offset,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,6 +265,26 @@ pub enum Command<'a> {
         id: Cow<'a, str>,
     },
     Amend(AmendCommand<'a>),
+    /// Declares a futures contract; boxed like `Instrument`.
+    Future(Box<FutureCommand<'a>>),
+    /// Sets a futures contract's margin per lot from now on, re-pricing its open
+    /// positions and its open orders' holds.
+    Margin {
+        symbol: Cow<'a, str>,
+        margin: Decimal,
+    },
+    /// Settles a futures contract at `price`: daily mark-to-market, or its expiry when
+    /// `is_final`.
+    Settle {
+        symbol: Cow<'a, str>,
+        price: Decimal,
+        is_final: bool,
+    },
+    /// Force-closes `account`'s position in `symbol` with market orders.
+    Liquidate {
+        account: AccountRef<'a>,
+        symbol: Cow<'a, str>,
+    },
     /// A venue command (`Venue::apply`; not in the replay format): stop trading on an
     /// instrument. New orders on it and amends of its open orders are rejected
     /// `instrument_halted` until `Resume`; cancels still work.
@@ -218,23 +337,27 @@ impl Command<'_> {
 }
 
 impl<'a> Command<'a> {
-    /// The account an order, cancel, amend or cancel-all acts for (deposits and
+    /// The account an order, cancel, amend, cancel-all or liquidation acts for (deposits and
     /// withdrawals name theirs by name only, as a plain string).
     pub fn account(&self) -> Option<&AccountRef<'a>> {
         match self {
             Command::Order(order) => Some(&order.account),
-            Command::Cancel { account, .. } | Command::CancelAll { account, .. } => Some(account),
+            Command::Cancel { account, .. }
+            | Command::CancelAll { account, .. }
+            | Command::Liquidate { account, .. } => Some(account),
             Command::Amend(amend) => Some(&amend.account),
             _ => None,
         }
     }
 
-    /// The account an order, cancel, amend or cancel-all acts for, to resolve or rewrite
+    /// The account an order, cancel, amend, cancel-all or liquidation acts for, to resolve or rewrite
     /// it.
     pub fn account_mut(&mut self) -> Option<&mut AccountRef<'a>> {
         match self {
             Command::Order(order) => Some(&mut order.account),
-            Command::Cancel { account, .. } | Command::CancelAll { account, .. } => Some(account),
+            Command::Cancel { account, .. }
+            | Command::CancelAll { account, .. }
+            | Command::Liquidate { account, .. } => Some(account),
             Command::Amend(amend) => Some(&mut amend.account),
             _ => None,
         }
@@ -278,6 +401,18 @@ impl Command<'_> {
                 id: owned(amend.id),
                 ..amend
             }),
+            Command::Future(future) => Command::Future(Box::new(FutureCommand {
+                symbol: owned(future.symbol),
+                settle: owned(future.settle),
+                ..*future
+            })),
+            Command::Margin { symbol, margin } => Command::Margin { symbol: owned(symbol), margin },
+            Command::Settle { symbol, price, is_final } => {
+                Command::Settle { symbol: owned(symbol), price, is_final }
+            }
+            Command::Liquidate { account, symbol } => {
+                Command::Liquidate { account: account.into_owned(), symbol: owned(symbol) }
+            }
             Command::Halt { symbol } => Command::Halt { symbol: owned(symbol) },
             Command::Resume { symbol } => Command::Resume { symbol: owned(symbol) },
             Command::CancelAll { account, symbol } => {

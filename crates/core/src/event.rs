@@ -3,7 +3,7 @@
 //! `Done`. Events refer to accounts and instruments by id; the replay format resolves
 //! them to names when printing.
 
-use crate::command::Side;
+use crate::command::{PositionSide, Side};
 use crate::ids::{AccountId, ClientOrderId, InstrumentId, Seq};
 use crate::num::{Amount, Price, Qty};
 use compact_str::CompactString;
@@ -33,12 +33,18 @@ pub enum RejectReason {
     /// A venue's: an order of an account that already has as many open orders as the
     /// venue allows (`Command::SetLimits`). Not in the replay format.
     TooManyOpenOrders,
+    /// A futures order with offset `close_today` on a contract without the close-today
+    /// rule.
+    InvalidOffset,
+    /// A futures close order (or an amend raising one) beyond what the account may
+    /// still close.
+    InsufficientPosition,
 }
 
 impl RejectReason {
     /// Every reason; positions are stable (gateways number reasons by them), so a new
     /// reason is appended.
-    pub const ALL: [RejectReason; 17] = [
+    pub const ALL: [RejectReason; 19] = [
         RejectReason::Malformed,
         RejectReason::DuplicateAsset,
         RejectReason::InvalidDecimals,
@@ -56,6 +62,8 @@ impl RejectReason {
         RejectReason::UnknownOrder,
         RejectReason::InstrumentHalted,
         RejectReason::TooManyOpenOrders,
+        RejectReason::InvalidOffset,
+        RejectReason::InsufficientPosition,
     ];
 
     pub fn code(self) -> &'static str {
@@ -77,6 +85,8 @@ impl RejectReason {
             RejectReason::UnknownOrder => "unknown_order",
             RejectReason::InstrumentHalted => "instrument_halted",
             RejectReason::TooManyOpenOrders => "too_many_open_orders",
+            RejectReason::InvalidOffset => "invalid_offset",
+            RejectReason::InsufficientPosition => "insufficient_position",
         }
     }
 }
@@ -102,7 +112,9 @@ impl DoneReason {
 }
 
 /// The account name and client order id an order command named, echoed verbatim in its
-/// `accepted`/`rejected` event (the account may not exist).
+/// `accepted`/`rejected` event (the account may not exist). A `liquidate` names an
+/// account but no order: its key has an empty `id` (no order id is ever empty), and its
+/// `accepted` shows only the account.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommandOrderKey {
     pub account: CompactString,
@@ -122,8 +134,27 @@ pub struct TradeEvent {
     pub taker_id: ClientOrderId,
     /// In the asset the maker receives (quote when the maker sells, base when it buys).
     pub maker_fee: Amount,
-    /// In the asset the taker receives.
+    /// In the asset the taker receives. On a futures contract both fees are in the
+    /// settle asset.
     pub taker_fee: Amount,
+    /// Futures only (zero on spot): what this fill realised for the maker and the
+    /// taker, in the settle asset (zero for an opening fill).
+    pub maker_pnl: Amount,
+    pub taker_pnl: Amount,
+}
+
+/// A futures settlement's mark of one side of one account's position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettledEvent {
+    pub seq: Seq,
+    pub account: AccountId,
+    pub instrument: InstrumentId,
+    pub side: PositionSide,
+    /// The side's whole quantity.
+    pub qty: Qty,
+    pub price: Price,
+    /// What the mark paid the account (negative: took from it), in the settle asset.
+    pub pnl: Amount,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,6 +186,7 @@ pub enum Event {
         price: Price,
         qty: Qty,
     },
+    Settled(SettledEvent),
 }
 
 impl Event {
@@ -165,6 +197,7 @@ impl Event {
             | Event::Done { seq, .. }
             | Event::Amended { seq, .. } => *seq,
             Event::Trade(trade) => trade.seq,
+            Event::Settled(settled) => settled.seq,
         }
     }
 }

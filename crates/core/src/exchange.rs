@@ -15,14 +15,15 @@ use crate::book::{
     BookCapacity, MatchEnd, MatchHandler, NewRestingOrder, OrderBook, RestingOrder, Taker,
 };
 use crate::command::{
-    AccountRef, AmendCommand, Command, InstrumentCommand, OrderCommand, OrderType, Side,
-    TimeInForce, TransferCommand,
+    AccountRef, AmendCommand, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand,
+    OrderType, PositionSide, Side, StpMode, TimeInForce, TransferCommand,
 };
-use crate::event::{CommandOrderKey, DoneReason, Event, RejectReason, TradeEvent};
+use crate::event::{CommandOrderKey, DoneReason, Event, RejectReason, SettledEvent, TradeEvent};
+use crate::futures::{FutureRules, Positions, Takes};
 use crate::ids::{
     AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle, OrderId, Seq, TimestampNs,
 };
-use crate::ledger::Ledger;
+use crate::ledger::{BalanceMove, Ledger};
 use crate::num::{pow10_saturating, Amount, Decimal, Price, Qty};
 use crate::order_index::OrderIndex;
 use crate::spot::{FillParty, SpotRules};
@@ -60,7 +61,15 @@ pub struct AssetSpec {
     pub decimals: u32,
 }
 
-/// A spot instrument's definition, in engine units.
+/// What kind of market an instrument is, with its money rules: the seam between the
+/// money-blind matcher and the account kinds (`spot`, `futures`).
+#[derive(Clone, Debug)]
+pub enum InstrumentKind {
+    Spot(SpotRules),
+    Future(FutureRules),
+}
+
+/// An instrument's definition (spot or futures), in engine units.
 #[derive(Clone, Debug)]
 pub struct Instrument {
     pub symbol: CompactString,
@@ -74,10 +83,81 @@ pub struct Instrument {
     pub min_qty: i128,
     pub max_qty: i128,
     pub market_band_bps: i64,
-    pub spot: SpotRules,
+    pub kind: InstrumentKind,
+    /// A futures contract after its final settlement: unknown to every command, its
+    /// symbol still taken.
+    pub expired: bool,
 }
 
 impl Instrument {
+    pub fn spot(&self) -> Option<&SpotRules> {
+        match &self.kind {
+            InstrumentKind::Spot(rules) => Some(rules),
+            InstrumentKind::Future(_) => None,
+        }
+    }
+
+    pub fn future(&self) -> Option<&FutureRules> {
+        match &self.kind {
+            InstrumentKind::Future(rules) => Some(rules),
+            InstrumentKind::Spot(_) => None,
+        }
+    }
+
+    pub fn is_future(&self) -> bool {
+        matches!(self.kind, InstrumentKind::Future(_))
+    }
+
+    /// The asset an order on `side` holds (a futures order: the settle asset).
+    #[inline]
+    pub fn hold_asset(&self, side: Side) -> AssetId {
+        match &self.kind {
+            InstrumentKind::Spot(rules) => rules.hold_asset(side),
+            InstrumentKind::Future(rules) => rules.settle,
+        }
+    }
+
+    /// The asset an order on `side` receives in a fill, in which its fee is paid (a
+    /// futures order: the settle asset).
+    #[inline]
+    pub fn fee_asset(&self, side: Side) -> AssetId {
+        match &self.kind {
+            InstrumentKind::Spot(rules) => match side {
+                Side::Buy => rules.base,
+                Side::Sell => rules.quote,
+            },
+            InstrumentKind::Future(rules) => rules.settle,
+        }
+    }
+
+    /// The assets a fill on this instrument moves: spot's base and quote, a futures
+    /// contract's settle asset (twice).
+    #[inline]
+    pub fn fill_assets(&self) -> [AssetId; 2] {
+        match &self.kind {
+            InstrumentKind::Spot(rules) => [rules.base, rules.quote],
+            InstrumentKind::Future(rules) => [rules.settle, rules.settle],
+        }
+    }
+
+    /// The asset an order on `side` with `offset` holds and what it holds with
+    /// `remaining` left (a futures close order holds nothing: it reserves position).
+    #[inline]
+    pub fn resting_hold(
+        &self,
+        side: Side,
+        price: Price,
+        offset: Offset,
+        remaining: Qty,
+    ) -> (AssetId, Amount) {
+        match &self.kind {
+            InstrumentKind::Spot(rules) => {
+                (rules.hold_asset(side), rules.resting_hold(side, price, remaining))
+            }
+            InstrumentKind::Future(rules) => (rules.settle, rules.resting_hold(offset, remaining)),
+        }
+    }
+
     /// A limit price in price units: positive, a multiple of the tick, within `i64`.
     pub(crate) fn validate_price(&self, price: Decimal) -> Result<Price, RejectReason> {
         let units = price.to_units(self.price_decimals).ok_or(RejectReason::InvalidPrice)?;
@@ -100,6 +180,12 @@ impl Instrument {
             return Err(RejectReason::InvalidQty);
         }
         Ok(units)
+    }
+
+    /// `price` as a `Price`; beyond `i64` (a market buy's protection price far up), the
+    /// highest tick multiple that fits, which still crosses every resting order.
+    fn price_within_range(&self, price: i128) -> Price {
+        Price(i64::try_from(price).unwrap_or(i64::MAX / self.tick.0 * self.tick.0))
     }
 
     /// A market order's protection price from the best opposite price: buy
@@ -142,6 +228,13 @@ struct Execution {
     /// Filled before this execution (an amended order's earlier fills).
     filled_before: Qty,
     placement: Placement,
+    /// Futures: what its fills do to the position (`Open` on spot).
+    offset: Offset,
+    /// Futures: a `gfd` order, which rests until the next settlement.
+    good_for_day: bool,
+    /// Futures: a liquidation's market order, which closes history then today and
+    /// reserves nothing.
+    liquidation: bool,
 }
 
 pub struct Exchange {
@@ -151,6 +244,8 @@ pub struct Exchange {
     instruments: Vec<Instrument>,
     instrument_by_symbol: FxHashMap<CompactString, InstrumentId>,
     books: Vec<OrderBook>,
+    /// Per instrument: a futures contract's positions, `None` for spot.
+    positions: Vec<Option<Box<Positions>>>,
     ledger: Ledger,
     open_orders: OrderIndex,
     time_ns: TimestampNs,
@@ -171,6 +266,7 @@ impl Exchange {
             instruments: Vec::new(),
             instrument_by_symbol: FxHashMap::default(),
             books: Vec::new(),
+            positions: Vec::new(),
             ledger: Ledger::default(),
             open_orders: OrderIndex::with_capacity(config.open_orders_capacity),
             time_ns: TimestampNs::ZERO,
@@ -199,8 +295,15 @@ impl Exchange {
         &self.instruments[instrument.index()]
     }
 
+    /// The instrument named `symbol`; an expired futures contract is not found.
     pub fn find_instrument(&self, symbol: &str) -> Option<InstrumentId> {
-        self.instrument_by_symbol.get(symbol).copied()
+        let instrument = self.instrument_by_symbol.get(symbol).copied()?;
+        (!self.instruments[instrument.index()].expired).then_some(instrument)
+    }
+
+    /// A futures contract's positions (`None` for a spot instrument).
+    pub fn positions(&self, instrument: InstrumentId) -> Option<&Positions> {
+        self.positions[instrument.index()].as_deref()
     }
 
     pub fn book(&self, instrument: InstrumentId) -> &OrderBook {
@@ -237,6 +340,14 @@ impl Exchange {
         Some((handle.instrument, self.books[handle.instrument.index()].order(handle.slot)))
     }
 
+    /// The `seq` of the command that placed `account`'s open futures order `id`, which
+    /// orders settlement's and liquidation's `done`s (`None` for a spot order or none).
+    pub fn accepted_at(&self, account: AccountId, id: &str) -> Option<Seq> {
+        let handle = self.open_orders.find(&self.books, account, id)?;
+        let positions = self.positions[handle.instrument.index()].as_deref()?;
+        Some(positions.accepted_at(handle.slot))
+    }
+
     /// The time of the latest command, in nanoseconds since the Unix epoch.
     pub fn time_ns(&self) -> TimestampNs {
         self.time_ns
@@ -264,11 +375,13 @@ impl Exchange {
         if self.instrument_by_symbol.contains_key(&instrument.symbol) {
             return false;
         }
-        let id = InstrumentId(self.instruments.len() as u32);
-        self.instrument_by_symbol.insert(instrument.symbol.clone(), id);
-        self.instruments.push(instrument);
-        self.books.push(OrderBook::new(self.config.book_capacity));
+        self.add_instrument(instrument);
         true
+    }
+
+    /// A restored futures contract's positions, to set.
+    pub(crate) fn positions_mut(&mut self, instrument: InstrumentId) -> Option<&mut Positions> {
+        self.positions[instrument.index()].as_deref_mut()
     }
 
     pub(crate) fn ledger_mut(&mut self) -> &mut Ledger {
@@ -356,6 +469,12 @@ impl Exchange {
             Command::Order(order) => self.place_order(seq, order, events, rested),
             Command::Cancel { account, id } => self.cancel(seq, account, id, events),
             Command::Amend(amend) => self.amend(seq, amend, events),
+            Command::Future(future) => self.declare_future(future),
+            Command::Margin { symbol, margin } => self.set_margin(symbol, *margin),
+            Command::Settle { symbol, price, is_final } => {
+                self.settle(seq, symbol, *price, *is_final, events)
+            }
+            Command::Liquidate { account, symbol } => self.liquidate(seq, account, symbol, events),
             Command::Halt { .. }
             | Command::Resume { .. }
             | Command::CancelAll { .. }
@@ -437,11 +556,84 @@ impl Exchange {
         let instrument = self
             .build_instrument(definition, base, quote)
             .ok_or(RejectReason::InvalidInstrument)?;
+        self.add_instrument(instrument);
+        Ok(Accepted::Silently)
+    }
+
+    /// Adds an instrument (its symbol free) with an empty book and, for a futures
+    /// contract, no positions.
+    fn add_instrument(&mut self, instrument: Instrument) -> InstrumentId {
         let id = InstrumentId(self.instruments.len() as u32);
         self.instrument_by_symbol.insert(instrument.symbol.clone(), id);
+        self.positions.push(instrument.is_future().then(Box::default));
         self.instruments.push(instrument);
         self.books.push(OrderBook::new(self.config.book_capacity));
+        id
+    }
+
+    fn declare_future(&mut self, definition: &FutureCommand<'_>) -> Result<Accepted, RejectReason> {
+        if self.instrument_by_symbol.contains_key(&*definition.symbol) {
+            return Err(RejectReason::DuplicateSymbol);
+        }
+        let settle = self.find_asset(&definition.settle).ok_or(RejectReason::UnknownAsset)?;
+        let instrument =
+            self.build_future(definition, settle).ok_or(RejectReason::InvalidInstrument)?;
+        self.add_instrument(instrument);
         Ok(Accepted::Silently)
+    }
+
+    /// The futures contract in engine units, or `None` when the definition is invalid.
+    fn build_future(&self, definition: &FutureCommand<'_>, settle: AssetId) -> Option<Instrument> {
+        let terms = ContractTerms::build(
+            [definition.tick, definition.lot, definition.min_qty, definition.max_qty],
+            definition.market_band_bps,
+        )?;
+        let settle_decimals = self.asset(settle).decimals;
+        let multiplier_decimals = definition.multiplier.scale();
+        if !definition.multiplier.is_positive()
+            || terms.price_decimals + terms.qty_decimals + multiplier_decimals > settle_decimals
+        {
+            return None;
+        }
+        let multiplier =
+            i64::try_from(definition.multiplier.to_units(multiplier_decimals)?).ok()?;
+        let per_lot = |amount: Decimal| -> Option<Amount> {
+            i64::try_from(amount.to_units(settle_decimals)?).ok().map(Amount)
+        };
+        let margin = per_lot(definition.margin)?;
+        let maker_fee = per_lot(definition.maker_fee)?;
+        let taker_fee = per_lot(definition.taker_fee)?;
+        if margin.0 <= 0 || maker_fee.0 < 0 || maker_fee > taker_fee {
+            return None;
+        }
+        // An open order's hold per lot must fit, so that every hold is a product of two
+        // factors that fit.
+        margin.checked_add(taker_fee)?;
+        let value_scale = pow10_saturating(
+            settle_decimals - terms.price_decimals - terms.qty_decimals - multiplier_decimals,
+        ) as i64;
+        Some(Instrument {
+            symbol: CompactString::new(&*definition.symbol),
+            price_decimals: terms.price_decimals,
+            qty_decimals: terms.qty_decimals,
+            tick: terms.tick,
+            lot: terms.lot,
+            min_qty: terms.min_qty,
+            max_qty: terms.max_qty,
+            market_band_bps: definition.market_band_bps,
+            kind: InstrumentKind::Future(FutureRules {
+                settle,
+                lot: terms.lot,
+                multiplier,
+                multiplier_decimals,
+                value_scale,
+                margin,
+                maker_fee,
+                taker_fee,
+                close_today: definition.close_today,
+            }),
+            expired: false,
+        })
     }
 
     /// The instrument in engine units, or `None` when the definition is invalid.
@@ -451,42 +643,32 @@ impl Exchange {
         base: AssetId,
         quote: AssetId,
     ) -> Option<Instrument> {
-        let positive = [definition.tick, definition.lot, definition.min_qty, definition.max_qty];
-        if base == quote || !positive.iter().all(|value| value.is_positive()) {
-            return None;
-        }
-        let fee_range = 0..=FEE_BPS_MAX;
-        if !fee_range.contains(&definition.maker_fee_bps)
-            || !fee_range.contains(&definition.taker_fee_bps)
-            || !(0..=MARKET_BAND_BPS_MAX).contains(&definition.market_band_bps)
+        if base == quote
+            || !(0..=FEE_BPS_MAX).contains(&definition.maker_fee_bps)
+            || !(0..=FEE_BPS_MAX).contains(&definition.taker_fee_bps)
         {
             return None;
         }
-        let price_decimals = definition.tick.scale();
-        let qty_decimals = definition.lot.scale();
+        let terms = ContractTerms::build(
+            [definition.tick, definition.lot, definition.min_qty, definition.max_qty],
+            definition.market_band_bps,
+        )?;
+        let ContractTerms { price_decimals, qty_decimals, tick, lot, min_qty, max_qty } = terms;
         let base_decimals = self.asset(base).decimals;
         let quote_decimals = self.asset(quote).decimals;
         if qty_decimals > base_decimals || price_decimals + qty_decimals > quote_decimals {
-            return None;
-        }
-        let tick = i64::try_from(definition.tick.to_units(price_decimals)?).ok()?;
-        let lot = i64::try_from(definition.lot.to_units(qty_decimals)?).ok()?;
-        let min_qty = definition.min_qty.to_units(qty_decimals)?;
-        let max_qty = definition.max_qty.to_units(qty_decimals)?;
-        let lot_units = i128::from(lot);
-        if min_qty % lot_units != 0 || max_qty % lot_units != 0 || min_qty > max_qty {
             return None;
         }
         Some(Instrument {
             symbol: CompactString::new(&*definition.symbol),
             price_decimals,
             qty_decimals,
-            tick: Price(tick),
-            lot: Qty(lot),
+            tick,
+            lot,
             min_qty,
             max_qty,
             market_band_bps: definition.market_band_bps,
-            spot: SpotRules {
+            kind: InstrumentKind::Spot(SpotRules {
                 base,
                 quote,
                 // Decimals are at most 18, so these powers fit in i64.
@@ -496,7 +678,8 @@ impl Exchange {
                 base_units_per_qty_unit: pow10_saturating(base_decimals - qty_decimals) as i64,
                 maker_fee_bps: definition.maker_fee_bps,
                 taker_fee_bps: definition.taker_fee_bps,
-            },
+            }),
+            expired: false,
         })
     }
 
@@ -564,12 +747,21 @@ impl Exchange {
             OrderType::Market => None,
         };
         let qty = instrument.validate_qty(order.qty)?;
-        let (time_in_force, post_only) = match limit {
-            Some(_) => (order.time_in_force, order.post_only),
-            None if order.time_in_force == TimeInForce::FillOrKill => {
-                (TimeInForce::FillOrKill, false)
+        let future = instrument.future();
+        let (offset, takes) = match future {
+            Some(rules) if order.offset.is_close() => {
+                (order.offset, Some(rules.takes(order.offset).ok_or(RejectReason::InvalidOffset)?))
             }
-            None => (TimeInForce::ImmediateOrCancel, false),
+            // A valid offset on a spot order is ignored.
+            _ => (Offset::Open, None),
+        };
+        let (time_in_force, post_only, good_for_day) = match (limit, order.time_in_force) {
+            (Some(_), TimeInForce::GoodForDay) => {
+                (TimeInForce::GoodTillCancel, order.post_only, future.is_some())
+            }
+            (Some(_), time_in_force) => (time_in_force, order.post_only, false),
+            (None, TimeInForce::FillOrKill) => (TimeInForce::FillOrKill, false, false),
+            (None, _) => (TimeInForce::ImmediateOrCancel, false, false),
         };
         let price = match limit {
             Some(limit) => {
@@ -583,15 +775,44 @@ impl Exchange {
                 instrument.protection_price(side, best)
             }
         };
-        let account = account.ok_or(RejectReason::InsufficientFunds)?;
-        let hold_asset = instrument.spot.hold_asset(side);
-        let hold = instrument
-            .spot
-            .hold_amount(side, price, qty)
-            .filter(|&hold| hold <= self.ledger.available(account, hold_asset))
-            .ok_or(RejectReason::InsufficientFunds)?;
-        // The hold fits in i64, so do the price and quantity that produced it.
-        let (price, qty) = (Price(price as i64), Qty(qty as i64));
+        let (account, hold) = match (future, takes) {
+            (Some(_), Some(takes)) => {
+                let account = account.ok_or(RejectReason::InsufficientPosition)?;
+                let closable = self.positions[instrument_id.index()]
+                    .as_deref()
+                    .and_then(|positions| {
+                        positions.side(account, PositionSide::of_order(side, offset))
+                    })
+                    .map_or(Qty::ZERO, |state| state.closable(takes));
+                if qty > i128::from(closable.0) {
+                    return Err(RejectReason::InsufficientPosition);
+                }
+                (account, None)
+            }
+            (Some(rules), None) => {
+                let account = account.ok_or(RejectReason::InsufficientFunds)?;
+                let hold = rules
+                    .open_hold(qty)
+                    .filter(|&hold| hold <= self.ledger.available(account, rules.settle))
+                    .ok_or(RejectReason::InsufficientFunds)?;
+                (account, Some((rules.settle, hold)))
+            }
+            (None, _) => {
+                let account = account.ok_or(RejectReason::InsufficientFunds)?;
+                let rules = instrument.spot().expect("an instrument is spot or a future");
+                let hold_asset = rules.hold_asset(side);
+                let hold = rules
+                    .hold_amount(side, price, qty)
+                    .filter(|&hold| hold <= self.ledger.available(account, hold_asset))
+                    .ok_or(RejectReason::InsufficientFunds)?;
+                (account, Some((hold_asset, hold)))
+            }
+        };
+        // The quantity fits in i64 (it is within a hold or a position), and so does the
+        // price: a limit was validated, a spot market buy's protection price is within
+        // its hold, and a futures one is kept within range.
+        let price = instrument.price_within_range(price);
+        let qty = Qty(qty as i64);
 
         let id = ClientOrderId::new(&order.id);
         events.push(Event::Accepted {
@@ -613,7 +834,15 @@ impl Exchange {
             });
             return Ok(Accepted::Emitted);
         }
-        self.ledger.hold(account, hold_asset, hold);
+        match hold {
+            Some((asset, hold)) => self.ledger.hold(account, asset, hold),
+            None => {
+                let positions = self.positions[instrument_id.index()]
+                    .as_deref_mut()
+                    .expect("a futures contract has positions");
+                positions.reserve(account, PositionSide::of_order(side, offset), offset, qty);
+            }
+        }
         let taker = Taker { account, side, limit: price, remaining: qty, stp: order.stp };
         let execution = Execution {
             instrument: instrument_id,
@@ -623,14 +852,18 @@ impl Exchange {
             post_only,
             filled_before: Qty::ZERO,
             placement: Placement::New,
+            offset,
+            good_for_day,
+            liquidation: false,
         };
         self.execute(seq, execution, events, rested);
         Ok(Accepted::Emitted)
     }
 
-    /// Matches an incoming (or re-placed) order whose hold is taken, then rests what is
-    /// left of a GTC order or finishes it, releasing what it still holds. Sets `rested`
-    /// where a new order rests (`Placement::New` only: a re-placed order keeps its slot).
+    /// Matches an incoming (or re-placed) order whose hold (or reservation) is taken,
+    /// then rests what is left of a GTC order or finishes it, releasing what it still
+    /// holds. Sets `rested` where a new order rests (`Placement::New` only: a re-placed
+    /// order keeps its slot).
     fn execute(
         &mut self,
         seq: Seq,
@@ -639,9 +872,10 @@ impl Exchange {
         rested: &mut Option<OrderHandle>,
     ) {
         let Execution { instrument, mut taker, id, time_in_force, .. } = execution;
-        let Exchange { instruments, books, ledger, open_orders, .. } = self;
-        let rules = &instruments[instrument.index()].spot;
+        let Exchange { instruments, books, positions, ledger, open_orders, .. } = self;
+        let definition = &instruments[instrument.index()];
         let book = &mut books[instrument.index()];
+        let positions = positions[instrument.index()].as_deref_mut();
         let qty = taker.remaining;
         let end = if !book.would_cross(taker.side, taker.limit)
             || (time_in_force == TimeInForce::FillOrKill && !book.can_fill_completely(&taker))
@@ -650,20 +884,50 @@ impl Exchange {
             MatchEnd::NoMoreCrossing
         } else {
             let mut matching = taker;
-            let mut fills = SpotFills {
-                rules,
-                ledger,
-                open_orders,
-                events,
-                seq,
-                instrument,
-                taker: &taker,
-                taker_id: &id,
+            let end = match (&definition.kind, positions) {
+                (InstrumentKind::Spot(rules), _) => {
+                    let mut fills = SpotFills {
+                        rules,
+                        ledger,
+                        open_orders,
+                        events,
+                        seq,
+                        instrument,
+                        taker: &taker,
+                        taker_id: &id,
+                    };
+                    book.match_taker(&mut matching, &mut fills)
+                }
+                (InstrumentKind::Future(rules), Some(positions)) => {
+                    let takes = match execution.liquidation {
+                        true => Some(Takes::HistoryThenToday),
+                        false => rules.takes(execution.offset),
+                    };
+                    let mut fills = FuturesFills {
+                        rules,
+                        positions,
+                        ledger,
+                        open_orders,
+                        events,
+                        seq,
+                        instrument,
+                        taker: &taker,
+                        taker_id: &id,
+                        taker_offset: execution.offset,
+                        taker_takes: takes,
+                        taker_reserved: !execution.liquidation,
+                    };
+                    book.match_taker(&mut matching, &mut fills)
+                }
+                (InstrumentKind::Future(_), None) => {
+                    unreachable!("a futures contract has positions")
+                }
             };
-            let end = book.match_taker(&mut matching, &mut fills);
             taker.remaining = matching.remaining;
             end
         };
+        let positions = self.positions[instrument.index()].as_deref_mut();
+        let book = &mut self.books[instrument.index()];
         let filled = execution.filled_before + (qty - taker.remaining);
         let done_reason = match end {
             MatchEnd::Filled => DoneReason::Filled,
@@ -681,9 +945,14 @@ impl Exchange {
                             filled,
                             stp: taker.stp,
                             post_only: execution.post_only,
+                            offset: execution.offset,
+                            good_for_day: execution.good_for_day,
                         });
+                        if let Some(positions) = positions {
+                            positions.note_resting(slot, seq);
+                        }
                         let handle = OrderHandle { instrument, slot };
-                        open_orders.insert(books, handle);
+                        self.open_orders.insert(&self.books, handle);
                         *rested = Some(handle);
                     }
                     Placement::Detached { slot } => {
@@ -696,11 +965,26 @@ impl Exchange {
         };
         if let Placement::Detached { slot } = execution.placement {
             book.free_detached(slot);
-            open_orders.remove(taker.account, &id, OrderHandle { instrument, slot });
+            self.open_orders.remove(taker.account, &id, OrderHandle { instrument, slot });
         }
         if !taker.remaining.is_zero() {
-            let unused = rules.resting_hold(taker.side, taker.limit, taker.remaining);
-            ledger.release(taker.account, rules.hold_asset(taker.side), unused);
+            let remains = Remains {
+                account: taker.account,
+                side: taker.side,
+                price: taker.limit,
+                offset: execution.offset,
+                remaining: taker.remaining,
+            };
+            match execution.liquidation {
+                // A liquidation reserved nothing: what it did not fill stays a position.
+                true => {}
+                false => release_remaining(
+                    &self.instruments[instrument.index()],
+                    positions,
+                    &mut self.ledger,
+                    remains,
+                ),
+            }
         }
         events.push(Event::Done {
             seq,
@@ -755,18 +1039,37 @@ impl Exchange {
     }
 
     /// The end of every cancel: the order at `handle`, already out of the index, leaves
-    /// its book, its hold is released, and its `done` is emitted.
+    /// its book, its hold (or reservation) is released, and its `done` is emitted.
     fn finish_canceled(&mut self, seq: Seq, handle: OrderHandle, events: &mut Vec<Event>) {
-        let rules = &self.instruments[handle.instrument.index()].spot;
+        self.finish_resting(seq, handle, DoneReason::Canceled, events);
+    }
+
+    /// Takes the resting order at `handle` (already out of the index) off its book,
+    /// releases what it holds or reserves and emits its `done` with `reason`.
+    fn finish_resting(
+        &mut self,
+        seq: Seq,
+        handle: OrderHandle,
+        reason: DoneReason,
+        events: &mut Vec<Event>,
+    ) {
+        let instrument = &self.instruments[handle.instrument.index()];
+        let positions = self.positions[handle.instrument.index()].as_deref_mut();
         let order = self.books[handle.instrument.index()].remove(handle.slot);
-        let hold = rules.resting_hold(order.side, order.price, order.remaining);
-        self.ledger.release(order.account, rules.hold_asset(order.side), hold);
+        let remains = Remains {
+            account: order.account,
+            side: order.side,
+            price: order.price,
+            offset: order.offset,
+            remaining: order.remaining,
+        };
+        release_remaining(instrument, positions, &mut self.ledger, remains);
         events.push(Event::Done {
             seq,
             instrument: handle.instrument,
             account: order.account,
             id: order.id.clone(),
-            reason: DoneReason::Canceled,
+            reason,
             filled: order.filled,
         });
     }
@@ -797,15 +1100,44 @@ impl Exchange {
         if !keeps_priority && order.post_only && book.would_cross(order.side, new_price) {
             return Err(RejectReason::WouldCross);
         }
-        let rules = &instrument.spot;
-        let hold_asset = rules.hold_asset(order.side);
-        let old_hold = rules.resting_hold(order.side, order.price, order.remaining);
-        let available = self.ledger.available(account, hold_asset);
-        let new_hold = rules
-            .hold_amount(order.side, i128::from(new_price.0), new_qty)
-            .filter(|&new_hold| new_hold <= old_hold || new_hold - old_hold <= available)
-            .ok_or(RejectReason::InsufficientFunds)?;
+        // What the amend changes of the order's hold, or of its reservation.
+        let (hold_asset, old_hold, new_hold) = match &instrument.kind {
+            InstrumentKind::Spot(rules) => {
+                let hold_asset = rules.hold_asset(order.side);
+                let old_hold = rules.resting_hold(order.side, order.price, order.remaining);
+                let available = self.ledger.available(account, hold_asset);
+                let new_hold = rules
+                    .hold_amount(order.side, i128::from(new_price.0), new_qty)
+                    .filter(|&new_hold| new_hold <= old_hold || new_hold - old_hold <= available)
+                    .ok_or(RejectReason::InsufficientFunds)?;
+                (hold_asset, old_hold, new_hold)
+            }
+            InstrumentKind::Future(rules) if order.offset.is_close() => {
+                let increase = new_qty - i128::from(order.remaining.0);
+                let takes = rules.takes(order.offset).ok_or(RejectReason::InvalidOffset)?;
+                let closable = self.positions[handle.instrument.index()]
+                    .as_deref()
+                    .and_then(|positions| {
+                        positions.side(account, PositionSide::of_order(order.side, order.offset))
+                    })
+                    .map_or(Qty::ZERO, |state| state.closable(takes));
+                if increase > i128::from(closable.0) {
+                    return Err(RejectReason::InsufficientPosition);
+                }
+                (rules.settle, Amount::ZERO, Amount::ZERO)
+            }
+            InstrumentKind::Future(rules) => {
+                let old_hold = rules.resting_hold(Offset::Open, order.remaining);
+                let available = self.ledger.available(account, rules.settle);
+                let new_hold = rules
+                    .open_hold(new_qty)
+                    .filter(|&new_hold| new_hold <= old_hold || new_hold - old_hold <= available)
+                    .ok_or(RejectReason::InsufficientFunds)?;
+                (rules.settle, old_hold, new_hold)
+            }
+        };
         let new_qty = Qty(new_qty as i64);
+        let (side, offset, old_remaining) = (order.side, order.offset, order.remaining);
         let id = order.id.clone();
 
         events.push(Event::Accepted {
@@ -828,6 +1160,13 @@ impl Exchange {
         } else {
             self.ledger.hold(account, hold_asset, new_hold - old_hold);
         }
+        if offset.is_close() {
+            if let Some(positions) = self.positions[handle.instrument.index()].as_deref_mut() {
+                let position_side = PositionSide::of_order(side, offset);
+                positions.unreserve(account, position_side, offset, old_remaining);
+                positions.reserve(account, position_side, offset, new_qty);
+            }
+        }
         let book = &mut self.books[handle.instrument.index()];
         if keeps_priority {
             book.reduce(handle.slot, new_qty);
@@ -848,6 +1187,9 @@ impl Exchange {
             post_only: order.post_only,
             filled_before: order.filled,
             placement: Placement::Detached { slot: handle.slot },
+            offset: order.offset,
+            good_for_day: order.good_for_day,
+            liquidation: false,
         };
         let mut rested = None;
         self.execute(seq, execution, events, &mut rested);
@@ -855,21 +1197,277 @@ impl Exchange {
         Ok(Accepted::Emitted)
     }
 
+    // ----- futures: margin, settlement, expiry, liquidation -----
+
+    /// The futures contract named `symbol` (not expired), with its rules.
+    fn find_future(&self, symbol: &str) -> Result<(InstrumentId, &FutureRules), RejectReason> {
+        let instrument = self.find_instrument(symbol).ok_or(RejectReason::UnknownSymbol)?;
+        let rules =
+            self.instruments[instrument.index()].future().ok_or(RejectReason::UnknownSymbol)?;
+        Ok((instrument, rules))
+    }
+
+    /// `margin`: every open position and open order's hold of the contract re-priced at
+    /// the new rate per lot, the difference moved between available and held.
+    fn set_margin(&mut self, symbol: &str, margin: Decimal) -> Result<Accepted, RejectReason> {
+        let (instrument, rules) = self.find_future(symbol)?;
+        let settle_decimals = self.asset(rules.settle).decimals;
+        let margin = margin
+            .to_units(settle_decimals)
+            .and_then(|units| i64::try_from(units).ok())
+            .filter(|&units| units > 0 && units.checked_add(rules.taker_fee.0).is_some())
+            .map(Amount)
+            .ok_or(RejectReason::InvalidAmount)?;
+        let (settle, old_margin) = (rules.settle, rules.margin);
+        let lot = rules.lot;
+        let change = i128::from(margin.0) - i128::from(old_margin.0);
+        // Lots per account: its open orders' (offset open) and its positions'.
+        let mut lots: FxHashMap<AccountId, i128> = FxHashMap::default();
+        for side in [Side::Buy, Side::Sell] {
+            self.books[instrument.index()].for_each_order(side, |order| {
+                if order.offset == Offset::Open {
+                    *lots.entry(order.account).or_default() +=
+                        i128::from(order.remaining.0 / lot.0);
+                }
+            });
+        }
+        if let Some(positions) = self.positions[instrument.index()].as_deref() {
+            for position in positions.all() {
+                *lots.entry(position.account).or_default() +=
+                    i128::from((position.long.qty().0 + position.short.qty().0) / lot.0);
+            }
+        }
+        let mut accounts: Vec<(AccountId, i128)> = lots.into_iter().collect();
+        accounts.sort_unstable_by_key(|(account, _)| *account);
+        for (account, lots) in accounts {
+            let delta = (lots * change).clamp(i128::from(i64::MIN), i128::from(i64::MAX));
+            if delta != 0 {
+                self.ledger.reprice_margin(account, settle, Amount(delta as i64));
+            }
+        }
+        if let InstrumentKind::Future(rules) = &mut self.instruments[instrument.index()].kind {
+            rules.margin = margin;
+        }
+        Ok(Accepted::Silently)
+    }
+
+    /// `settle`: daily settlement at `price`, or the contract's expiry when `is_final`.
+    fn settle(
+        &mut self,
+        seq: Seq,
+        symbol: &str,
+        price: Decimal,
+        is_final: bool,
+        events: &mut Vec<Event>,
+    ) -> Result<Accepted, RejectReason> {
+        let (instrument, _) = self.find_future(symbol)?;
+        let price = self.instruments[instrument.index()].validate_price(price)?;
+        events.push(Event::Accepted { seq, order: None });
+        // Orders that end with the day (every order, at expiry), in acceptance order.
+        let ending = self.resting_orders_in_acceptance_order(instrument, |order| {
+            is_final || order.good_for_day || order.offset == Offset::CloseToday
+        });
+        for slot in ending {
+            self.expire_resting(seq, OrderHandle { instrument, slot }, DoneReason::Expired, events);
+        }
+        let Exchange { instruments, positions, ledger, .. } = self;
+        let Some(rules) = instruments[instrument.index()].future() else {
+            unreachable!("find_future found a futures contract")
+        };
+        let Some(positions) = positions[instrument.index()].as_deref_mut() else {
+            unreachable!("a futures contract has positions")
+        };
+        let marked = positions.held_by_name(|account| ledger.account(account).name.as_str());
+        for &index in &marked {
+            let account = positions.all()[index].account;
+            for side in PositionSide::BOTH {
+                if let Some((qty, basis)) = positions.mark(index, side, price) {
+                    let pnl = rules.profit(side, price, qty, basis);
+                    ledger.credit_profit(account, rules.settle, pnl, BalanceMove::Settlement);
+                    events.push(Event::Settled(SettledEvent {
+                        seq,
+                        account,
+                        instrument,
+                        side,
+                        qty,
+                        price,
+                        pnl,
+                    }));
+                }
+            }
+        }
+        if is_final {
+            // Every position closes at the settlement price: nothing more to realise,
+            // its margin comes back.
+            for &index in &marked {
+                let account = positions.all()[index].account;
+                for side in PositionSide::BOTH {
+                    let qty = positions.clear(index, side);
+                    if !qty.is_zero() {
+                        ledger.release(account, rules.settle, rules.position_margin(qty));
+                    }
+                }
+            }
+            instruments[instrument.index()].expired = true;
+        }
+        Ok(Accepted::Emitted)
+    }
+
+    /// The slots of the resting orders on `instrument` that `selected` picks, in the
+    /// order they were accepted (a futures contract knows each order's `seq`).
+    fn resting_orders_in_acceptance_order(
+        &self,
+        instrument: InstrumentId,
+        selected: impl Fn(&RestingOrder) -> bool,
+    ) -> Vec<u32> {
+        let Some(positions) = self.positions[instrument.index()].as_deref() else {
+            return Vec::new();
+        };
+        let book = &self.books[instrument.index()];
+        let mut picked: Vec<(Seq, u32)> = Vec::new();
+        for side in [Side::Buy, Side::Sell] {
+            book.for_each_order(side, |order| {
+                if selected(order) {
+                    let handle = self
+                        .open_orders
+                        .find(&self.books, order.account, &order.id)
+                        .expect("every resting order is indexed");
+                    picked.push((positions.accepted_at(handle.slot), handle.slot));
+                }
+            });
+        }
+        picked.sort_unstable();
+        picked.into_iter().map(|(_, slot)| slot).collect()
+    }
+
+    /// Finishes the resting order at `handle` with `reason` (out of the index and the
+    /// book, its hold or reservation released, its `done` emitted).
+    fn expire_resting(
+        &mut self,
+        seq: Seq,
+        handle: OrderHandle,
+        reason: DoneReason,
+        events: &mut Vec<Event>,
+    ) {
+        let order = self.books[handle.instrument.index()].order(handle.slot);
+        let (account, id) = (order.account, order.id.clone());
+        self.open_orders.remove(account, &id, handle);
+        self.finish_resting(seq, handle, reason, events);
+    }
+
+    /// `liquidate`: the account's orders on the contract canceled, then each side of its
+    /// position closed by a market order.
+    fn liquidate(
+        &mut self,
+        seq: Seq,
+        account: &AccountRef<'_>,
+        symbol: &str,
+        events: &mut Vec<Event>,
+    ) -> Result<Accepted, RejectReason> {
+        let (instrument, _) = self.find_future(symbol)?;
+        let account = self.resolve(account).ok_or(RejectReason::UnknownOrder)?;
+        let orders =
+            self.resting_orders_in_acceptance_order(instrument, |order| order.account == account);
+        let has_position = self.positions[instrument.index()]
+            .as_deref()
+            .and_then(|positions| positions.position(account))
+            .is_some_and(|position| !position.is_empty());
+        if orders.is_empty() && !has_position {
+            return Err(RejectReason::UnknownOrder);
+        }
+        events.push(Event::Accepted {
+            seq,
+            order: Some(CommandOrderKey {
+                account: self.ledger.account(account).name.clone(),
+                id: ClientOrderId::default(),
+            }),
+        });
+        for slot in orders {
+            self.expire_resting(
+                seq,
+                OrderHandle { instrument, slot },
+                DoneReason::Canceled,
+                events,
+            );
+        }
+        for side in PositionSide::BOTH {
+            let qty = self.positions[instrument.index()]
+                .as_deref()
+                .and_then(|positions| positions.side(account, side))
+                .map_or(Qty::ZERO, |state| state.qty());
+            if qty.is_zero() {
+                continue;
+            }
+            let order_side = side.closing_side();
+            let id = ClientOrderId::from(format!("liq-{}-{}", seq.0, side.as_str()));
+            let definition = &self.instruments[instrument.index()];
+            let Some(best) = self.books[instrument.index()].best_price(order_side.opposite())
+            else {
+                events.push(Event::Done {
+                    seq,
+                    instrument,
+                    account,
+                    id,
+                    reason: DoneReason::Expired,
+                    filled: Qty::ZERO,
+                });
+                continue;
+            };
+            let limit =
+                definition.price_within_range(definition.protection_price(order_side, best));
+            let execution = Execution {
+                instrument,
+                taker: Taker {
+                    account,
+                    side: order_side,
+                    limit,
+                    remaining: qty,
+                    stp: StpMode::CancelTaker,
+                },
+                id,
+                time_in_force: TimeInForce::ImmediateOrCancel,
+                post_only: false,
+                filled_before: Qty::ZERO,
+                placement: Placement::New,
+                offset: Offset::Close,
+                good_for_day: false,
+                liquidation: true,
+            };
+            let mut rested = None;
+            self.execute(seq, execution, events, &mut rested);
+            debug_assert!(rested.is_none(), "a liquidation never rests");
+        }
+        Ok(Accepted::Emitted)
+    }
+
     // ----- invariants -----
 
     /// Checks every invariant of the whole state: books consistent and uncrossed, the
     /// open-order index matching the books, each account's held equal to what its open
-    /// orders hold, and per asset `sum(available + held) + fees == net deposits`.
-    /// O(state); for tests and debugging.
+    /// orders hold plus its positions' margin, close orders' reservations equal to what
+    /// they have left and within the positions, no negative balance but a settle
+    /// asset's available, and per asset `sum(available + held) + fees + (short value -
+    /// long value of the positions settled in it) == net deposits`. O(state); for tests
+    /// and debugging.
     pub fn check_invariants(&self) -> Result<(), String> {
-        let expected_held = self.check_books_and_index()?;
+        let mut expected_held = self.check_books_and_index()?;
         let mut asset_totals = vec![0i128; self.assets.len()];
+        let mut settles = vec![false; self.assets.len()];
+        for (index, instrument) in self.instruments.iter().enumerate() {
+            if let Some(rules) = instrument.future() {
+                settles[rules.settle.index()] = true;
+                let positions =
+                    self.positions[index].as_deref().ok_or("a future without positions")?;
+                let value = self.check_positions(index, rules, positions, &mut expected_held)?;
+                asset_totals[rules.settle.index()] += value;
+            }
+        }
         for (account_index, account) in self.ledger.accounts().iter().enumerate() {
             for (asset_index, total) in asset_totals.iter_mut().enumerate() {
                 let asset = AssetId(asset_index as u32);
                 let asset_name = &self.asset(asset).name;
                 let balance = self.ledger.balance(AccountId(account_index as u32), asset);
-                if balance.available.0 < 0 || balance.held.0 < 0 {
+                if (balance.available.0 < 0 && !settles[asset_index]) || balance.held.0 < 0 {
                     return Err(format!(
                         "account {} has a negative {asset_name} balance",
                         account.name
@@ -881,7 +1479,7 @@ impl Exchange {
                     .unwrap_or(0);
                 if i128::from(balance.held.0) != expected {
                     return Err(format!(
-                        "account {} holds {} {asset_name} but its open orders hold {expected}",
+                        "account {} holds {} {asset_name} but its open orders and positions hold {expected}",
                         account.name, balance.held.0
                     ));
                 }
@@ -894,12 +1492,87 @@ impl Exchange {
             let net = i128::from(self.ledger.net_deposits(asset).0);
             if total + fees != net {
                 return Err(format!(
-                    "{} not conserved: balances {total} + fees {fees} != deposits - withdrawals {net}",
+                    "{} not conserved: balances and positions {total} + fees {fees} != deposits - withdrawals {net}",
                     self.asset(asset).name
                 ));
             }
         }
         Ok(())
+    }
+
+    /// Checks a futures contract's positions against its open orders: each side's
+    /// entries, reservations equal to the close orders' remaining quantities and within
+    /// what they may take; adds the positions' margin to `expected_held` and returns
+    /// the short sides' value minus the long sides'.
+    fn check_positions(
+        &self,
+        index: usize,
+        rules: &FutureRules,
+        positions: &Positions,
+        expected_held: &mut FxHashMap<(AccountId, AssetId), i128>,
+    ) -> Result<i128, String> {
+        let symbol = &self.instruments[index].symbol;
+        positions.check_consistency().map_err(|problem| format!("{symbol}: {problem}"))?;
+        let mut reserved: FxHashMap<(AccountId, PositionSide, bool), i64> = FxHashMap::default();
+        for side in [Side::Buy, Side::Sell] {
+            self.books[index].for_each_order(side, |order| {
+                if order.offset.is_close() {
+                    let key = (
+                        order.account,
+                        PositionSide::of_order(order.side, order.offset),
+                        order.offset == Offset::CloseToday,
+                    );
+                    *reserved.entry(key).or_default() += order.remaining.0;
+                }
+            });
+        }
+        let mut value = 0i128;
+        for position in positions.all() {
+            for side in PositionSide::BOTH {
+                let state = position.side(side);
+                let close = reserved.get(&(position.account, side, false)).copied().unwrap_or(0);
+                let close_today =
+                    reserved.get(&(position.account, side, true)).copied().unwrap_or(0);
+                if state.reserved_close.0 != close || state.reserved_close_today.0 != close_today {
+                    return Err(format!(
+                        "{symbol}: account {} {} reserves {}+{} but its close orders have {close}+{close_today} left",
+                        position.account.0,
+                        side.as_str(),
+                        state.reserved_close.0,
+                        state.reserved_close_today.0
+                    ));
+                }
+                let within = [Takes::HistoryThenToday, Takes::HistoryOnly, Takes::TodayOnly]
+                    .into_iter()
+                    .filter(|takes| match takes {
+                        Takes::HistoryThenToday => !rules.close_today,
+                        Takes::HistoryOnly | Takes::TodayOnly => rules.close_today,
+                    })
+                    .all(|takes| state.closable(takes).0 >= 0);
+                if !within {
+                    return Err(format!(
+                        "{symbol}: account {} {} reserves more than it holds",
+                        position.account.0,
+                        side.as_str()
+                    ));
+                }
+                *expected_held.entry((position.account, rules.settle)).or_default() +=
+                    i128::from(rules.position_margin(state.qty()).0);
+                let side_value =
+                    positions.basis(state) * rules.multiplier as i128 * rules.value_scale as i128;
+                value += match side {
+                    PositionSide::Long => -side_value,
+                    PositionSide::Short => side_value,
+                };
+            }
+        }
+        if self.instruments[index].expired
+            && (self.books[index].order_count() != 0
+                || positions.all().iter().any(|p| !p.is_empty()))
+        {
+            return Err(format!("{symbol} expired with orders or positions left"));
+        }
+        Ok(value)
     }
 
     /// Checks each book and that the open-order index points at exactly the resting
@@ -914,10 +1587,9 @@ impl Exchange {
             let mut problem = None;
             let mut check = |order: &RestingOrder| {
                 resting_orders += 1;
-                let hold = instrument.spot.resting_hold(order.side, order.price, order.remaining);
-                *expected_held
-                    .entry((order.account, instrument.spot.hold_asset(order.side)))
-                    .or_default() += i128::from(hold.0);
+                let (asset, hold) =
+                    instrument.resting_hold(order.side, order.price, order.offset, order.remaining);
+                *expected_held.entry((order.account, asset)).or_default() += i128::from(hold.0);
                 let found = self.open_orders.find(&self.books, order.account, &order.id);
                 let indexed_here = found.is_some_and(|handle| {
                     handle.instrument.index() == index
@@ -925,6 +1597,9 @@ impl Exchange {
                 });
                 if !indexed_here {
                     problem = Some(format!("order {} is not indexed where it rests", order.id));
+                }
+                if !instrument.is_future() && (order.offset != Offset::Open || order.good_for_day) {
+                    problem = Some(format!("spot order {} has futures terms", order.id));
                 }
             };
             for side in [Side::Buy, Side::Sell] {
@@ -957,6 +1632,48 @@ impl Exchange {
             ));
         }
         Ok(expected_held)
+    }
+}
+
+/// What spot instruments and futures contracts define alike: tick, lot and quantity
+/// bounds in engine units, checked as the replay format's instrument rules say.
+struct ContractTerms {
+    price_decimals: u32,
+    qty_decimals: u32,
+    tick: Price,
+    lot: Qty,
+    min_qty: i128,
+    max_qty: i128,
+}
+
+impl ContractTerms {
+    /// `[tick, lot, min_qty, max_qty]` and the market band, or `None` when one of them
+    /// is invalid: not positive, bounds not lot multiples or reversed, band out of range.
+    fn build(values: [Decimal; 4], market_band_bps: i64) -> Option<ContractTerms> {
+        if !values.iter().all(|value| value.is_positive())
+            || !(0..=MARKET_BAND_BPS_MAX).contains(&market_band_bps)
+        {
+            return None;
+        }
+        let [tick, lot, min_qty, max_qty] = values;
+        let price_decimals = tick.scale();
+        let qty_decimals = lot.scale();
+        let tick = i64::try_from(tick.to_units(price_decimals)?).ok()?;
+        let lot = i64::try_from(lot.to_units(qty_decimals)?).ok()?;
+        let min_qty = min_qty.to_units(qty_decimals)?;
+        let max_qty = max_qty.to_units(qty_decimals)?;
+        let lot_units = i128::from(lot);
+        if min_qty % lot_units != 0 || max_qty % lot_units != 0 || min_qty > max_qty {
+            return None;
+        }
+        Some(ContractTerms {
+            price_decimals,
+            qty_decimals,
+            tick: Price(tick),
+            lot: Qty(lot),
+            min_qty,
+            max_qty,
+        })
     }
 }
 
@@ -1000,7 +1717,7 @@ struct SpotFills<'a> {
 }
 
 impl MatchHandler for SpotFills<'_> {
-    fn on_trade(&mut self, maker: &RestingOrder, price: Price, qty: Qty) {
+    fn on_trade(&mut self, _slot: u32, maker: &RestingOrder, price: Price, qty: Qty) {
         let maker_party = FillParty { account: maker.account, limit: maker.price, is_taker: false };
         let taker_party =
             FillParty { account: self.taker.account, limit: self.taker.limit, is_taker: true };
@@ -1024,6 +1741,8 @@ impl MatchHandler for SpotFills<'_> {
             taker_id: self.taker_id.clone(),
             maker_fee,
             taker_fee,
+            maker_pnl: Amount::ZERO,
+            taker_pnl: Amount::ZERO,
         }));
     }
 
@@ -1031,6 +1750,175 @@ impl MatchHandler for SpotFills<'_> {
         if !maker.remaining.is_zero() {
             let hold = self.rules.resting_hold(maker.side, maker.price, maker.remaining);
             self.ledger.release(maker.account, self.rules.hold_asset(maker.side), hold);
+        }
+        let handle = OrderHandle { instrument: self.instrument, slot };
+        self.open_orders.remove(maker.account, &maker.id, handle);
+        self.events.push(Event::Done {
+            seq: self.seq,
+            instrument: self.instrument,
+            account: maker.account,
+            id: maker.id.clone(),
+            reason,
+            filled: maker.filled,
+        });
+    }
+}
+
+/// What is left of an order that finishes, as its release needs it.
+#[derive(Clone, Copy)]
+struct Remains {
+    account: AccountId,
+    side: Side,
+    price: Price,
+    offset: Offset,
+    remaining: Qty,
+}
+
+/// Releases what a finishing order still holds (spot, futures open) or reserves
+/// (futures close).
+fn release_remaining(
+    instrument: &Instrument,
+    positions: Option<&mut Positions>,
+    ledger: &mut Ledger,
+    remains: Remains,
+) {
+    let Remains { account, side, price, offset, remaining } = remains;
+    match positions {
+        Some(positions) if offset.is_close() => {
+            positions.unreserve(account, PositionSide::of_order(side, offset), offset, remaining);
+        }
+        _ => {
+            let (asset, hold) = instrument.resting_hold(side, price, offset, remaining);
+            ledger.release(account, asset, hold);
+        }
+    }
+}
+
+/// The futures account kind's side of matching: settles each fill against the two
+/// parties' positions and balances, releases what finished makers still hold or
+/// reserve, and reports trades (with each side's realised profit) and finished makers.
+struct FuturesFills<'a> {
+    rules: &'a FutureRules,
+    positions: &'a mut Positions,
+    ledger: &'a mut Ledger,
+    open_orders: &'a mut OrderIndex,
+    events: &'a mut Vec<Event>,
+    seq: Seq,
+    instrument: InstrumentId,
+    taker: &'a Taker,
+    taker_id: &'a ClientOrderId,
+    taker_offset: Offset,
+    /// What the taker closes (`None`: it opens).
+    taker_takes: Option<Takes>,
+    /// Whether the taker reserved what it closes (a liquidation does not).
+    taker_reserved: bool,
+}
+
+/// One party of a futures fill.
+#[derive(Clone, Copy)]
+struct FuturesParty {
+    account: AccountId,
+    side: Side,
+    offset: Offset,
+    /// What it closes (`None`: it opens).
+    takes: Option<Takes>,
+    reserved: bool,
+    is_taker: bool,
+}
+
+impl FuturesFills<'_> {
+    /// Moves one party's money and position for a fill of `qty` at `price`; returns
+    /// its fee and realised profit.
+    fn settle_party(&mut self, party: FuturesParty, price: Price, qty: Qty) -> (Amount, Amount) {
+        let rules = self.rules;
+        let fee = rules.fee(qty, party.is_taker);
+        let position_side = PositionSide::of_order(party.side, party.offset);
+        match party.takes {
+            None => {
+                // The hold of these lots falls by margin + taker fee; the margin stays
+                // held as the position's, the rest comes back less the fee.
+                let hold_used = rules.resting_hold(Offset::Open, qty);
+                let margin = rules.position_margin(qty);
+                self.ledger.release(party.account, rules.settle, hold_used - margin);
+                self.ledger.pay_fee(party.account, rules.settle, fee);
+                self.positions.open(party.account, position_side, price, qty);
+                (fee, Amount::ZERO)
+            }
+            Some(takes) => {
+                let basis = self.positions.close(party.account, position_side, takes, qty);
+                if party.reserved {
+                    self.positions.unreserve(party.account, position_side, party.offset, qty);
+                }
+                let profit = rules.profit(position_side, price, qty, basis);
+                let margin = rules.position_margin(qty);
+                self.ledger.release(party.account, rules.settle, margin);
+                self.ledger.credit_profit(
+                    party.account,
+                    rules.settle,
+                    profit,
+                    BalanceMove::RealisedProfit,
+                );
+                self.ledger.pay_fee(party.account, rules.settle, fee);
+                (fee, profit)
+            }
+        }
+    }
+}
+
+impl MatchHandler for FuturesFills<'_> {
+    fn on_trade(&mut self, _slot: u32, maker: &RestingOrder, price: Price, qty: Qty) {
+        let maker_party = FuturesParty {
+            account: maker.account,
+            side: maker.side,
+            offset: maker.offset,
+            takes: self.rules.takes(maker.offset),
+            reserved: true,
+            is_taker: false,
+        };
+        let taker_party = FuturesParty {
+            account: self.taker.account,
+            side: self.taker.side,
+            offset: self.taker_offset,
+            takes: self.taker_takes,
+            reserved: self.taker_reserved,
+            is_taker: true,
+        };
+        self.ledger.begin_fill();
+        let (maker_fee, maker_pnl) = self.settle_party(maker_party, price, qty);
+        let (taker_fee, taker_pnl) = self.settle_party(taker_party, price, qty);
+        self.ledger.end_fill();
+        self.events.push(Event::Trade(TradeEvent {
+            seq: self.seq,
+            instrument: self.instrument,
+            price,
+            qty,
+            taker_side: self.taker.side,
+            maker_account: maker.account,
+            maker_id: maker.id.clone(),
+            taker_account: self.taker.account,
+            taker_id: self.taker_id.clone(),
+            maker_fee,
+            taker_fee,
+            maker_pnl,
+            taker_pnl,
+        }));
+    }
+
+    fn on_maker_done(&mut self, slot: u32, maker: &RestingOrder, reason: DoneReason) {
+        if !maker.remaining.is_zero() {
+            let position_side = PositionSide::of_order(maker.side, maker.offset);
+            match maker.offset {
+                Offset::Open => {
+                    let hold = self.rules.resting_hold(Offset::Open, maker.remaining);
+                    self.ledger.release(maker.account, self.rules.settle, hold);
+                }
+                Offset::Close | Offset::CloseToday => self.positions.unreserve(
+                    maker.account,
+                    position_side,
+                    maker.offset,
+                    maker.remaining,
+                ),
+            }
         }
         let handle = OrderHandle { instrument: self.instrument, slot };
         self.open_orders.remove(maker.account, &maker.id, handle);

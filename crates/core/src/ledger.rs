@@ -37,6 +37,15 @@ pub enum BalanceMove {
     Pay,
     /// available up: received from the other side of a fill, less `fee`.
     Receive,
+    /// Futures: a fill's fee, from available, to the fee balance (`fee`).
+    Fee,
+    /// Futures: available up (or down): the profit (or loss) a closing fill realised.
+    RealisedProfit,
+    /// Futures: available up (or down): a settlement's mark of a position.
+    Settlement,
+    /// Futures: available <-> held: the margin rate changed (`margin`), re-pricing
+    /// positions and open orders.
+    Margin,
 }
 
 impl BalanceMove {
@@ -48,13 +57,19 @@ impl BalanceMove {
             BalanceMove::Release => "release",
             BalanceMove::Pay => "pay",
             BalanceMove::Receive => "receive",
+            BalanceMove::Fee => "fee",
+            BalanceMove::RealisedProfit => "realised_profit",
+            BalanceMove::Settlement => "settlement",
+            BalanceMove::Margin => "margin",
         }
     }
 }
 
 /// One recorded move of one account's balance of one asset (`Ledger::record_changes`).
 /// For every asset, the changes of a command sum to what it moved in or out:
-/// `sum(available_delta + held_delta + fee) == deposits - withdrawals`.
+/// `sum(available_delta + held_delta + fee) == deposits - withdrawals`, plus, for a
+/// futures settle asset, what the command's realised profits and settlement marks took
+/// from the positions' value (`RealisedProfit`, `Settlement`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BalanceChange {
     pub account: AccountId,
@@ -62,7 +77,8 @@ pub struct BalanceChange {
     pub movement: BalanceMove,
     pub available_delta: Amount,
     pub held_delta: Amount,
-    /// What the exchange kept of a `Receive` (the fee); zero for every other move.
+    /// What the exchange kept of a `Receive` (the fee), or the fee a `Fee` paid; zero
+    /// for every other move.
     pub fee: Amount,
     /// The balance right after this change.
     pub after: Balance,
@@ -363,5 +379,47 @@ impl Ledger {
         self.balance_mut(receiver, asset).available += amount - fee;
         self.fees[asset.index()] += fee;
         self.record(receiver, asset, BalanceMove::Receive, (amount - fee, Amount::ZERO), fee);
+    }
+
+    // ----- futures (`futures.rs`): the settle asset's available may go below zero -----
+
+    /// A futures fill's fee, from available to the fee balance (available may go below
+    /// zero).
+    pub fn pay_fee(&mut self, account: AccountId, asset: AssetId, fee: Amount) {
+        debug_assert!(fee.0 >= 0);
+        self.balance_mut(account, asset).available -= fee;
+        self.fees[asset.index()] += fee;
+        self.record(account, asset, BalanceMove::Fee, (Amount::ZERO - fee, Amount::ZERO), fee);
+    }
+
+    /// A closing fill's profit (negative: loss) or a settlement's mark, to available
+    /// (which may go below zero). The money comes from the positions' value, which the
+    /// exchange's conservation counts.
+    pub fn credit_profit(
+        &mut self,
+        account: AccountId,
+        asset: AssetId,
+        profit: Amount,
+        movement: BalanceMove,
+    ) {
+        debug_assert!(matches!(movement, BalanceMove::RealisedProfit | BalanceMove::Settlement));
+        self.balance_mut(account, asset).available += profit;
+        self.record(account, asset, movement, (profit, Amount::ZERO), Amount::ZERO);
+    }
+
+    /// available -> held by `delta` (negative: held -> available), whatever available
+    /// is: a new margin rate applies to what is already open.
+    pub fn reprice_margin(&mut self, account: AccountId, asset: AssetId, delta: Amount) {
+        let balance = self.balance_mut(account, asset);
+        balance.available -= delta;
+        balance.held += delta;
+        debug_assert!(balance.held.0 >= 0, "margin re-priced below zero");
+        self.record(
+            account,
+            asset,
+            BalanceMove::Margin,
+            (Amount::ZERO - delta, delta),
+            Amount::ZERO,
+        );
     }
 }

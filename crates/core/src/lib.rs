@@ -8,8 +8,9 @@
 //! are built around it, never inside it.
 //!
 //! The layers, bottom up: `num` (fixed-point units) and `ids`; `book` (price-time
-//! priority matcher, money-blind) on `slab` pools; `ledger` (balances) and `spot` (what
-//! spot orders hold and fills move); `order_index` (open orders by account and client
+//! priority matcher, money-blind) on `slab` pools; `ledger` (balances), `spot` (what
+//! spot orders hold and fills move) and `futures` (positions, margin, realised profit:
+//! what futures orders hold or reserve and fills move); `order_index` (open orders by account and client
 //! id); `exchange` (the state machine); `lookahead` (cache hints for the commands
 //! about to be applied, which change no result); `format` (the replay format's text)
 //! and `replay` (batch mode); `snapshot` (the whole state as bytes and back, for the
@@ -24,6 +25,7 @@ pub mod command;
 pub mod event;
 pub mod exchange;
 pub mod format;
+pub mod futures;
 pub mod ids;
 pub mod ledger;
 pub mod lookahead;
@@ -39,7 +41,7 @@ pub mod spot;
 mod test_random;
 pub mod venue;
 
-pub use command::{AccountRef, Command, Side, StpMode, TimeInForce};
+pub use command::{AccountRef, Command, Offset, PositionSide, Side, StpMode, TimeInForce};
 pub use event::{BookNote, DoneReason, Event, RejectReason};
 pub use exchange::{Applied, Exchange, ExchangeConfig};
 pub use ids::{OrderId, Seq, TimestampNs};

@@ -214,7 +214,7 @@ fn unlink_order(
     let instrument = exchange.instrument(handle.instrument);
     let book = exchange.book(handle.instrument);
     let Some(side) = book.prefetch_order_surroundings(handle.slot) else { return Found::Nothing };
-    exchange.ledger().prefetch_balance(account, instrument.spot.hold_asset(side));
+    exchange.ledger().prefetch_balance(account, instrument.hold_asset(side));
     let Some(price) = new_price.and_then(|price| instrument.validate_price(price).ok()) else {
         return Found::Nothing;
     };
@@ -231,7 +231,7 @@ fn start_new_order(exchange: &Exchange, order: &OrderCommand<'_>) -> Found {
     else {
         return Found::Nothing;
     };
-    let rules = &exchange.instrument(instrument).spot;
+    let [base, quote] = exchange.instrument(instrument).fill_assets();
     let limit = match order.order_type {
         OrderType::Limit { price } => match exchange.instrument(instrument).validate_price(price) {
             Ok(price) => Some(price),
@@ -240,9 +240,11 @@ fn start_new_order(exchange: &Exchange, order: &OrderCommand<'_>) -> Found {
         OrderType::Market => None,
     };
     exchange.open_orders().prefetch_home(account, &order.id);
-    exchange.ledger().prefetch_balance(account, rules.base);
-    exchange.ledger().prefetch_balance(account, rules.quote);
-    let rests_at = limit.filter(|_| order.time_in_force == TimeInForce::GoodTillCancel);
+    exchange.ledger().prefetch_balance(account, base);
+    exchange.ledger().prefetch_balance(account, quote);
+    let rests_at = limit.filter(|_| {
+        matches!(order.time_in_force, TimeInForce::GoodTillCancel | TimeInForce::GoodForDay)
+    });
     exchange.book(instrument).prefetch_level_lookup(order.side, rests_at);
     let rests = rests_at.is_some();
     Found::Taker {
@@ -288,9 +290,9 @@ fn follow_taker(exchange: &Exchange, taker: Found, steps: usize) -> Found {
         None => None,
         Some(maker) => {
             if let Some(order) = book.try_order(maker) {
-                let rules = &exchange.instrument(instrument).spot;
-                exchange.ledger().prefetch_balance(order.account, rules.base);
-                exchange.ledger().prefetch_balance(order.account, rules.quote);
+                let [base, quote] = exchange.instrument(instrument).fill_assets();
+                exchange.ledger().prefetch_balance(order.account, base);
+                exchange.ledger().prefetch_balance(order.account, quote);
                 exchange.open_orders().prefetch_home(order.account, &order.id);
             }
             book.next_maker(maker, side, limit)

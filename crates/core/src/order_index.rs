@@ -279,7 +279,7 @@ impl OrderIndex {
 mod tests {
     use super::*;
     use crate::book::{BookCapacity, NewRestingOrder};
-    use crate::command::{Side, StpMode};
+    use crate::command::{Offset, Side, StpMode};
     use crate::ids::{ClientOrderId, InstrumentId};
     use crate::num::{Price, Qty};
     use crate::test_random::xorshift64;
@@ -294,6 +294,8 @@ mod tests {
             filled: Qty::ZERO,
             stp: StpMode::None,
             post_only: false,
+            offset: Offset::Open,
+            good_for_day: false,
         });
         OrderHandle { instrument: InstrumentId(instrument), slot }
     }

@@ -30,6 +30,12 @@ impl Replay {
         Replay { exchange: Exchange::new(config), lines_fed: 0, events: Vec::with_capacity(64) }
     }
 
+    /// Goes on from `exchange` (a restored snapshot) after `lines_fed` lines: the next
+    /// line is number `lines_fed + 1`.
+    pub fn from_exchange(exchange: Exchange, lines_fed: u64) -> Replay {
+        Replay { exchange, lines_fed, events: Vec::with_capacity(64) }
+    }
+
     /// Processes one line (without its `\n`) and appends its events to `out`, one JSON
     /// object per line.
     pub fn feed_line(&mut self, line: &str, out: &mut String) {

@@ -12,7 +12,8 @@ use bourse_core::format::{parse_line, state_digest, state_document, write_event}
 use bourse_core::ids::{AccountId, InstrumentId, Seq, TimestampNs};
 use bourse_core::snapshot::{decode_state, encode_state, SnapshotError, FORMAT_VERSION, MAGIC};
 use bourse_core::{
-    AccountRef, Command, Decimal, Event, Exchange, ExchangeConfig, Side, StpMode, TimeInForce,
+    AccountRef, Command, Decimal, Event, Exchange, ExchangeConfig, Offset, Side, StpMode,
+    TimeInForce,
 };
 
 mod random;
@@ -376,11 +377,11 @@ fn each_kind_of_bad_snapshot_has_its_error() {
     assert_eq!(decode(b"not a snapshot at all"), Err(SnapshotError::BadMagic));
     assert_eq!(decode(&bytes[..5]), Err(SnapshotError::Truncated { offset: 5 }));
     let mut version = bytes.clone();
-    version[8] = 2;
-    assert_eq!(decode(&version), Err(SnapshotError::UnsupportedVersion(2)));
+    version[8] = 3;
+    assert_eq!(decode(&version), Err(SnapshotError::UnsupportedVersion(3)));
     let error = decode(&version).unwrap_err();
     assert_eq!(
-        (error.code(), error.to_string().contains("version 2")),
+        (error.code(), error.to_string().contains("version 3")),
         ("unsupported_version", true)
     );
 
@@ -494,6 +495,7 @@ fn exchange_with_resting_orders(orders: usize, instruments: usize) -> Exchange {
                 time_in_force: TimeInForce::GoodTillCancel,
                 post_only: number % 7 == 0,
                 stp: [StpMode::CancelTaker, StpMode::None][number % 3 / 2],
+                offset: Offset::Open,
             }),
         );
     }

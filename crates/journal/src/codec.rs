@@ -23,7 +23,7 @@ use bourse_core::command::{
     AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
 };
 use bourse_core::ids::AccountId;
-use bourse_core::{AccountRef, Command, Decimal, Side, StpMode, TimeInForce};
+use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInForce};
 
 const TAG_ASSET: u8 = 1;
 const TAG_INSTRUMENT: u8 = 2;
@@ -293,6 +293,7 @@ fn decode_order<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> 
         time_in_force,
         post_only: flags & FLAG_POST_ONLY != 0,
         stp,
+        offset: Offset::Open,
     }))
 }
 
@@ -514,6 +515,7 @@ mod tests {
                 time_in_force: TimeInForce::FillOrKill,
                 post_only: true,
                 stp: StpMode::None,
+                offset: Offset::Open,
             }),
             Command::Order(OrderCommand {
                 account: "ünïcode".into(),
@@ -525,6 +527,7 @@ mod tests {
                 time_in_force: TimeInForce::ImmediateOrCancel,
                 post_only: false,
                 stp: StpMode::CancelBoth,
+                offset: Offset::Open,
             }),
             Command::Cancel { account: "alice".into(), id: "c-1".into() },
             Command::Amend(AmendCommand {

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 
 use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
-use bourse_core::{AccountRef, Command, Decimal, Event, Side, StpMode, TimeInForce};
+use bourse_core::{AccountRef, Command, Decimal, Event, Offset, Side, StpMode, TimeInForce};
 
 use crate::keys::{Role, Secret};
 use crate::state::AppState;
@@ -102,6 +102,7 @@ async fn seed_books(state: &AppState) -> Result<(), String> {
                     time_in_force: TimeInForce::GoodTillCancel,
                     post_only: true,
                     stp: StpMode::CancelTaker,
+                    offset: Offset::Open,
                 };
                 submit(state, Command::Order(order)).await?;
             }

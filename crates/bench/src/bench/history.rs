@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bourse_core::command::{OrderCommand, OrderType, TransferCommand};
-use bourse_core::{AccountRef, Command, Decimal, Seq, Side, StpMode, TimeInForce, TimestampNs};
+use bourse_core::{
+    AccountRef, Command, Decimal, Offset, Seq, Side, StpMode, TimeInForce, TimestampNs,
+};
 use bourse_history::{Follower, HistoryConfig, HistoryStats, Index};
 use bourse_journal::{
     encode_command, scan_journal, JournalWriter, RecordBatch, TailPolicy, WriterOptions,
@@ -89,6 +91,7 @@ fn order(
         time_in_force: tif,
         post_only: false,
         stp: StpMode::None,
+        offset: Offset::Open,
     })
 }
 

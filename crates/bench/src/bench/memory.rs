@@ -13,7 +13,7 @@ use bourse_core::book::BookCapacity;
 use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
 use bourse_core::ids::InstrumentId;
 use bourse_core::{
-    Command, Decimal, Event, Exchange, ExchangeConfig, Seq, Side, StpMode, TimeInForce,
+    Command, Decimal, Event, Exchange, ExchangeConfig, Offset, Seq, Side, StpMode, TimeInForce,
 };
 use clap::Args;
 
@@ -140,6 +140,7 @@ fn resting_order(
         time_in_force: TimeInForce::GoodTillCancel,
         post_only: false,
         stp: StpMode::CancelTaker,
+        offset: Offset::Open,
     })
 }
 

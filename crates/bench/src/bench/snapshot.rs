@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bourse_core::command::{OrderCommand, OrderType, TransferCommand};
-use bourse_core::{AccountRef, Command, Decimal, Side, StpMode, TimeInForce};
+use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInForce};
 use bourse_engine::{Engine, EngineConfig, Outcome, Released, SubmitError};
 use clap::Args;
 use crossbeam_channel::unbounded;
@@ -84,6 +84,7 @@ fn resting_order(number: usize, variant: usize) -> Command<'static> {
         time_in_force: TimeInForce::GoodTillCancel,
         post_only: false,
         stp: StpMode::None,
+        offset: Offset::Open,
     })
 }
 

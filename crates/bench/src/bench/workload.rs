@@ -18,7 +18,7 @@ use bourse_core::command::{
 };
 use bourse_core::format::parse_line;
 use bourse_core::{
-    AccountRef, Command, Decimal, Exchange, ExchangeConfig, Seq, Side, StpMode, TimeInForce,
+    AccountRef, Command, Decimal, Exchange, ExchangeConfig, Offset, Seq, Side, StpMode, TimeInForce,
 };
 
 use crate::input::{self, Line, LINE_BYTES_MAX};
@@ -273,6 +273,7 @@ impl Generator {
             time_in_force,
             post_only: false,
             stp: StpMode::None,
+            offset: Offset::Open,
         })
     }
 

@@ -13,8 +13,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::command::{
-    AmendCommand, Command, InstrumentCommand, OrderCommand, OrderType, Side, StpMode, TimeInForce,
-    TransferCommand,
+    AmendCommand, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand, OrderType, Side,
+    StpMode, TimeInForce, TransferCommand,
 };
 use crate::ids::TimestampNs;
 use crate::num::Decimal;
@@ -67,7 +67,9 @@ fields! {
     MakerFeeBps => "maker_fee_bps", TakerFeeBps => "taker_fee_bps",
     MarketBandBps => "market_band_bps", Account => "account", Amount => "amount", Id => "id",
     Side => "side", Type => "type", Price => "price", Qty => "qty", Tif => "tif",
-    PostOnly => "post_only", Stp => "stp", Ts => "ts",
+    PostOnly => "post_only", Stp => "stp", Ts => "ts", Settle => "settle",
+    Multiplier => "multiplier", Margin => "margin", MakerFee => "maker_fee",
+    TakerFee => "taker_fee", CloseToday => "close_today", Final => "final", Offset => "offset",
 }
 
 /// The known fields of one line, as raw JSON text.
@@ -233,11 +235,14 @@ fn json_integer(raw: &str) -> Option<i64> {
 
 const SIDES: [(&str, Side); 2] = [("buy", Side::Buy), ("sell", Side::Sell)];
 const ORDER_TYPES: [(&str, bool); 2] = [("limit", true), ("market", false)];
-const TIMES_IN_FORCE: [(&str, TimeInForce); 3] = [
+const TIMES_IN_FORCE: [(&str, TimeInForce); 4] = [
     ("gtc", TimeInForce::GoodTillCancel),
     ("ioc", TimeInForce::ImmediateOrCancel),
     ("fok", TimeInForce::FillOrKill),
+    ("gfd", TimeInForce::GoodForDay),
 ];
+const OFFSETS: [(&str, Offset); 3] =
+    [("open", Offset::Open), ("close", Offset::Close), ("close_today", Offset::CloseToday)];
 const STP_MODES: [(&str, StpMode); 4] = [
     ("cancel_taker", StpMode::CancelTaker),
     ("cancel_maker", StpMode::CancelMaker),
@@ -275,6 +280,33 @@ pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
             taker_fee_bps: fields.integer(Field::TakerFeeBps)?,
             market_band_bps: fields.integer(Field::MarketBandBps)?,
         })),
+        "future" => Command::Future(Box::new(FutureCommand {
+            symbol: fields.name(Field::Symbol)?,
+            settle: fields.name(Field::Settle)?,
+            tick: fields.decimal(Field::Tick)?,
+            lot: fields.decimal(Field::Lot)?,
+            min_qty: fields.decimal(Field::MinQty)?,
+            max_qty: fields.decimal(Field::MaxQty)?,
+            multiplier: fields.decimal(Field::Multiplier)?,
+            margin: fields.decimal(Field::Margin)?,
+            maker_fee: fields.decimal(Field::MakerFee)?,
+            taker_fee: fields.decimal(Field::TakerFee)?,
+            market_band_bps: fields.integer(Field::MarketBandBps)?,
+            close_today: fields.optional_bool(Field::CloseToday)?,
+        })),
+        "margin" => Command::Margin {
+            symbol: fields.name(Field::Symbol)?,
+            margin: fields.decimal(Field::Margin)?,
+        },
+        "settle" => Command::Settle {
+            symbol: fields.name(Field::Symbol)?,
+            price: fields.decimal(Field::Price)?,
+            is_final: fields.optional_bool(Field::Final)?,
+        },
+        "liquidate" => Command::Liquidate {
+            account: fields.name(Field::Account)?.into(),
+            symbol: fields.name(Field::Symbol)?,
+        },
         "deposit" => Command::Deposit(parse_transfer(&fields)?),
         "withdraw" => Command::Withdraw(parse_transfer(&fields)?),
         "order" => Command::Order(parse_order(&fields)?),
@@ -334,6 +366,7 @@ fn parse_order<'a>(fields: &RawFields<'a>) -> Result<OrderCommand<'a>, Malformed
         )?,
         post_only,
         stp: fields.choice(Field::Stp, &STP_MODES, Some(StpMode::CancelTaker))?,
+        offset: fields.choice(Field::Offset, &OFFSETS, Some(Offset::Open))?,
     })
 }
 

@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::command::{Command, OrderType, Side, TimeInForce};
-use crate::event::{Event, TradeEvent};
+use crate::command::{Command, Offset, OrderType, Side};
+use crate::event::{Event, SettledEvent, TradeEvent};
 use crate::exchange::Exchange;
 use crate::ids::{AccountId, Seq, TimestampNs};
 use crate::num::Decimal;
@@ -101,7 +101,10 @@ pub fn write_event(out: &mut String, exchange: &Exchange, event: &Event) {
             let mut line = Line::start(out, "accepted", *seq);
             if let Some(order) = order {
                 line.string("account", &order.account);
-                line.string("id", &order.id);
+                // A liquidation names an account and no order (an empty id).
+                if !order.id.is_empty() {
+                    line.string("id", &order.id);
+                }
             }
             line.finish();
         }
@@ -130,7 +133,22 @@ pub fn write_event(out: &mut String, exchange: &Exchange, event: &Event) {
             line.number("qty", qty.0, instrument.qty_decimals);
             line.finish();
         }
+        Event::Settled(settled) => write_settled(out, exchange, settled),
     }
+}
+
+fn write_settled(out: &mut String, exchange: &Exchange, settled: &SettledEvent) {
+    let instrument = exchange.instrument(settled.instrument);
+    let settle_decimals =
+        instrument.future().map_or(0, |rules| exchange.asset(rules.settle).decimals);
+    let mut line = Line::start(out, "settled", settled.seq);
+    line.string("account", exchange.account_name(settled.account));
+    line.string("symbol", &instrument.symbol);
+    line.string("side", settled.side.as_str());
+    line.number("qty", settled.qty.0, instrument.qty_decimals);
+    line.number("price", settled.price.0, instrument.price_decimals);
+    line.number("pnl", settled.pnl.0, settle_decimals);
+    line.finish();
 }
 
 fn order_ref(line: &mut Line<'_>, exchange: &Exchange, account: AccountId, id: &str) {
@@ -140,13 +158,23 @@ fn order_ref(line: &mut Line<'_>, exchange: &Exchange, account: AccountId, id: &
 
 fn write_trade(out: &mut String, exchange: &Exchange, trade: &TradeEvent) {
     let instrument = exchange.instrument(trade.instrument);
-    let base_decimals = exchange.asset(instrument.spot.base).decimals;
-    let quote_decimals = exchange.asset(instrument.spot.quote).decimals;
-    // Each side's fee is in the asset it receives: the buyer's in base, the seller's
-    // in quote.
-    let (maker_fee_decimals, taker_fee_decimals) = match trade.taker_side {
-        Side::Buy => (quote_decimals, base_decimals),
-        Side::Sell => (base_decimals, quote_decimals),
+    let (maker_fee_decimals, taker_fee_decimals, settle_decimals) = match instrument.spot() {
+        Some(rules) => {
+            let base_decimals = exchange.asset(rules.base).decimals;
+            let quote_decimals = exchange.asset(rules.quote).decimals;
+            // Each side's fee is in the asset it receives: the buyer's in base, the
+            // seller's in quote.
+            match trade.taker_side {
+                Side::Buy => (quote_decimals, base_decimals, None),
+                Side::Sell => (base_decimals, quote_decimals, None),
+            }
+        }
+        None => {
+            // A futures contract pays everything in its settle asset.
+            let decimals =
+                instrument.future().map_or(0, |rules| exchange.asset(rules.settle).decimals);
+            (decimals, decimals, Some(decimals))
+        }
     };
     let mut line = Line::start(out, "trade", trade.seq);
     line.string("symbol", &instrument.symbol);
@@ -159,6 +187,10 @@ fn write_trade(out: &mut String, exchange: &Exchange, trade: &TradeEvent) {
     line.string("taker_id", &trade.taker_id);
     line.number("maker_fee", trade.maker_fee.0, maker_fee_decimals);
     line.number("taker_fee", trade.taker_fee.0, taker_fee_decimals);
+    if let Some(decimals) = settle_decimals {
+        line.number("maker_pnl", trade.maker_pnl.0, decimals);
+        line.number("taker_pnl", trade.taker_pnl.0, decimals);
+    }
     line.finish();
 }
 
@@ -211,16 +243,14 @@ pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<Timesta
                 OrderType::Market => line.string("type", "market"),
             }
             line.decimal("qty", order.qty);
-            let tif = match order.time_in_force {
-                TimeInForce::GoodTillCancel => "gtc",
-                TimeInForce::ImmediateOrCancel => "ioc",
-                TimeInForce::FillOrKill => "fok",
-            };
-            line.string("tif", tif);
+            line.string("tif", order.time_in_force.as_str());
             if order.post_only {
                 line.key("post_only").push_str("true");
             }
             line.string("stp", order.stp.as_str());
+            if order.offset != Offset::Open {
+                line.string("offset", order.offset.as_str());
+            }
         }
         Command::Cancel { account, id } => {
             line.string("cmd", "cancel");
@@ -237,6 +267,41 @@ pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<Timesta
             if let Some(qty) = amend.qty {
                 line.decimal("qty", qty);
             }
+        }
+        Command::Future(future) => {
+            line.string("cmd", "future");
+            line.string("symbol", &future.symbol);
+            line.string("settle", &future.settle);
+            line.decimal("tick", future.tick);
+            line.decimal("lot", future.lot);
+            line.decimal("min_qty", future.min_qty);
+            line.decimal("max_qty", future.max_qty);
+            line.decimal("multiplier", future.multiplier);
+            line.decimal("margin", future.margin);
+            line.decimal("maker_fee", future.maker_fee);
+            line.decimal("taker_fee", future.taker_fee);
+            line.integer("market_band_bps", future.market_band_bps);
+            if future.close_today {
+                line.key("close_today").push_str("true");
+            }
+        }
+        Command::Margin { symbol, margin } => {
+            line.string("cmd", "margin");
+            line.string("symbol", symbol);
+            line.decimal("margin", *margin);
+        }
+        Command::Settle { symbol, price, is_final } => {
+            line.string("cmd", "settle");
+            line.string("symbol", symbol);
+            line.decimal("price", *price);
+            if *is_final {
+                line.key("final").push_str("true");
+            }
+        }
+        Command::Liquidate { account, symbol } => {
+            line.string("cmd", "liquidate");
+            line.string("account", &account.to_string());
+            line.string("symbol", symbol);
         }
         Command::Halt { symbol } => {
             line.string("cmd", "halt");
@@ -324,6 +389,13 @@ mod tests {
             r#"{"cmd":"order","account":"a","id":"2","symbol":"S","side":"buy","type":"limit","price":"10.5","qty":"2","post_only":true}"#,
             r#"{"cmd":"cancel","account":"a","id":"x"}"#,
             r#"{"cmd":"amend","account":"a","id":"x","qty":"3"}"#,
+            r#"{"cmd":"future","symbol":"SHFE.cu2501","settle":"CNY","tick":"10","lot":"1","min_qty":"1","max_qty":"1000","multiplier":"5","margin":"25000","maker_fee":"1.5","taker_fee":"3","market_band_bps":500,"close_today":true}"#,
+            r#"{"cmd":"future","symbol":"F","settle":"USDT","tick":"0.5","lot":"0.1","min_qty":"0.1","max_qty":"10","multiplier":"0.01","margin":"2","maker_fee":"0","taker_fee":"0","market_band_bps":0}"#,
+            r#"{"cmd":"margin","symbol":"F","margin":"2.5"}"#,
+            r#"{"cmd":"settle","symbol":"F","price":"100.5"}"#,
+            r#"{"cmd":"settle","symbol":"F","price":"100","final":true,"ts":9}"#,
+            r#"{"cmd":"liquidate","account":"a","symbol":"F"}"#,
+            r#"{"cmd":"order","account":"a","id":"3","symbol":"F","side":"sell","type":"limit","price":"10","qty":"1","tif":"gfd","offset":"close_today"}"#,
         ];
         for line in lines {
             let parsed = crate::format::parse_line(line).unwrap();

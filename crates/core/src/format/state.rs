@@ -1,9 +1,9 @@
 //! The final state document of the replay format, and the state digest.
 //!
-//! The document lists balances (non-zero only), fee balances and every book in priority
-//! order. The digest is a SHA-256 over a canonical binary encoding of the whole state
+//! The document lists balances (non-zero only), fee balances, every book in priority
+//! order and the futures positions (non-empty sides only). The digest is a SHA-256 over a canonical binary encoding of the whole state
 //! (definitions, time, balances, fees, net deposits and every open order with all its
-//! attributes, books in priority order), so two engines agree on it exactly when their
+//! attributes, books in priority order, futures positions), so two engines agree on it exactly when their
 //! states are the same, however their memory is laid out.
 
 use std::collections::BTreeMap;
@@ -11,9 +11,10 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::command::Side;
-use crate::exchange::Exchange;
+use crate::command::{PositionSide, Side};
+use crate::exchange::{Exchange, Instrument};
 use crate::format::print::write_units;
+use crate::futures::{PositionEntry, Positions};
 use crate::ids::{AccountId, AssetId, InstrumentId};
 
 fn decimal_string(units: i64, scale: u32) -> Value {
@@ -66,7 +67,52 @@ pub fn state_document(exchange: &Exchange) -> Value {
             json!({ "bids": side_orders(Side::Buy), "asks": side_orders(Side::Sell) }),
         );
     }
-    json!({ "balances": balances, "fees": fees, "books": books })
+    json!({ "balances": balances, "fees": fees, "books": books, "positions": positions_document(exchange) })
+}
+
+/// `{account: {symbol: {"long": {"history": [[p, q]], "today": [[p, q], ...]}, ...}}}`,
+/// non-empty sides only.
+fn positions_document(exchange: &Exchange) -> Value {
+    let mut by_account: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    for (index, instrument) in exchange.instruments().iter().enumerate() {
+        let Some(positions) = exchange.positions(InstrumentId(index as u32)) else { continue };
+        let entry = |entry: PositionEntry| {
+            json!([
+                decimal_string(entry.price.0, instrument.price_decimals),
+                decimal_string(entry.qty.0, instrument.qty_decimals)
+            ])
+        };
+        for position in positions.all().iter().filter(|position| !position.is_empty()) {
+            let mut sides = Map::new();
+            for side in PositionSide::BOTH {
+                let state = position.side(side);
+                if state.is_empty() {
+                    continue;
+                }
+                let history: Vec<Value> = (!state.history_qty.is_zero())
+                    .then(|| {
+                        entry(PositionEntry { price: state.history_price, qty: state.history_qty })
+                    })
+                    .into_iter()
+                    .collect();
+                let today: Vec<Value> = positions.today_entries(state).map(entry).collect();
+                sides.insert(
+                    side.as_str().to_string(),
+                    json!({ "history": history, "today": today }),
+                );
+            }
+            by_account
+                .entry(exchange.account_name(position.account).to_string())
+                .or_default()
+                .insert(instrument.symbol.to_string(), Value::Object(sides));
+        }
+    }
+    Value::Object(
+        by_account
+            .into_iter()
+            .map(|(account, symbols)| (account, Value::Object(symbols)))
+            .collect(),
+    )
 }
 
 /// Accumulates the canonical encoding: every field length-prefixed or fixed-width, so
@@ -120,23 +166,9 @@ pub fn state_digest(exchange: &Exchange) -> String {
     }
     hasher.integer(exchange.instruments().len() as i128);
     for (index, instrument) in exchange.instruments().iter().enumerate() {
-        hasher.bytes(instrument.symbol.as_bytes());
-        hasher.bytes(exchange.asset(instrument.spot.base).name.as_bytes());
-        hasher.bytes(exchange.asset(instrument.spot.quote).name.as_bytes());
-        for value in [
-            i128::from(instrument.price_decimals),
-            i128::from(instrument.qty_decimals),
-            i128::from(instrument.tick.0),
-            i128::from(instrument.lot.0),
-            instrument.min_qty,
-            instrument.max_qty,
-            i128::from(instrument.spot.maker_fee_bps),
-            i128::from(instrument.spot.taker_fee_bps),
-            i128::from(instrument.market_band_bps),
-        ] {
-            hasher.integer(value);
-        }
+        hash_definition(&mut hasher, exchange, instrument);
         let book = exchange.book(InstrumentId(index as u32));
+        let positions = exchange.positions(InstrumentId(index as u32));
         for side in [Side::Buy, Side::Sell] {
             let mut orders = Vec::new();
             book.for_each_order(side, |order| orders.push(order));
@@ -149,7 +181,16 @@ pub fn state_digest(exchange: &Exchange) -> String {
                 hasher.integer(i128::from(order.filled.0));
                 hasher.bytes(order.stp.as_str().as_bytes());
                 hasher.integer(i128::from(order.post_only));
+                if positions.is_some() {
+                    hasher.bytes(order.offset.as_str().as_bytes());
+                    hasher.integer(i128::from(order.good_for_day));
+                    let accepted_at = exchange.accepted_at(order.account, &order.id);
+                    hasher.integer(i128::from(accepted_at.map_or(0, |seq| seq.0)));
+                }
             }
+        }
+        if let Some(positions) = positions {
+            hash_positions(&mut hasher, exchange, positions);
         }
     }
     let digest = hasher.0.finalize();
@@ -159,4 +200,74 @@ pub fn state_digest(exchange: &Exchange) -> String {
         text.push_str(&format!("{byte:02x}"));
     }
     text
+}
+
+/// An instrument's definition. A futures contract's opens with an empty name where a
+/// spot instrument's has its base asset (never empty), so the two never encode alike.
+fn hash_definition(hasher: &mut CanonicalHasher, exchange: &Exchange, instrument: &Instrument) {
+    hasher.bytes(instrument.symbol.as_bytes());
+    let common = [
+        i128::from(instrument.price_decimals),
+        i128::from(instrument.qty_decimals),
+        i128::from(instrument.tick.0),
+        i128::from(instrument.lot.0),
+        instrument.min_qty,
+        instrument.max_qty,
+    ];
+    if let Some(rules) = instrument.spot() {
+        hasher.bytes(exchange.asset(rules.base).name.as_bytes());
+        hasher.bytes(exchange.asset(rules.quote).name.as_bytes());
+        for value in common {
+            hasher.integer(value);
+        }
+        hasher.integer(i128::from(rules.maker_fee_bps));
+        hasher.integer(i128::from(rules.taker_fee_bps));
+        hasher.integer(i128::from(instrument.market_band_bps));
+    }
+    if let Some(rules) = instrument.future() {
+        hasher.bytes(b"");
+        hasher.bytes(exchange.asset(rules.settle).name.as_bytes());
+        for value in common {
+            hasher.integer(value);
+        }
+        for value in [
+            i128::from(rules.multiplier),
+            i128::from(rules.multiplier_decimals),
+            i128::from(rules.margin.0),
+            i128::from(rules.maker_fee.0),
+            i128::from(rules.taker_fee.0),
+            i128::from(rules.close_today),
+            i128::from(instrument.market_band_bps),
+            i128::from(instrument.expired),
+        ] {
+            hasher.integer(value);
+        }
+    }
+}
+
+/// A futures contract's positions, by account name, both sides with every entry.
+fn hash_positions(hasher: &mut CanonicalHasher, exchange: &Exchange, positions: &Positions) {
+    let held: BTreeMap<&str, usize> = positions
+        .all()
+        .iter()
+        .enumerate()
+        .filter(|(_, position)| !position.is_empty())
+        .map(|(index, position)| (exchange.account_name(position.account), index))
+        .collect();
+    hasher.integer(held.len() as i128);
+    for (name, index) in held {
+        hasher.bytes(name.as_bytes());
+        let position = &positions.all()[index];
+        for side in PositionSide::BOTH {
+            let state = position.side(side);
+            hasher.integer(i128::from(state.history_price.0));
+            hasher.integer(i128::from(state.history_qty.0));
+            let today: Vec<PositionEntry> = positions.today_entries(state).collect();
+            hasher.integer(today.len() as i128);
+            for entry in today {
+                hasher.integer(i128::from(entry.price.0));
+                hasher.integer(i128::from(entry.qty.0));
+            }
+        }
+    }
 }

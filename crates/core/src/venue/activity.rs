@@ -609,8 +609,15 @@ impl Activity {
         // `amend`), and that order's id once known.
         let mut names_order = false;
         let mut acted_on = None;
+        // A `liquidate` (accepted naming an account and no order): its market orders
+        // have no records (they never rest, and two share the command's seq), but their
+        // fills are kept, under the command's seq as order id.
+        let mut liquidation = false;
         for event in events {
             match event {
+                Event::Accepted { order: Some(key), .. } if key.id.is_empty() => {
+                    liquidation = true;
+                }
                 Event::Accepted { order: Some(key), .. } => {
                     names_order = true;
                     if let Some(order) = &order {
@@ -619,28 +626,34 @@ impl Activity {
                     }
                 }
                 Event::Trade(trade) => {
-                    let spot = &exchange.instrument(trade.instrument).spot;
+                    let instrument = exchange.instrument(trade.instrument);
                     let maker_side = trade.taker_side.opposite();
                     let sides = [
                         (Liquidity::Maker, trade.maker_account, &trade.maker_id, maker_side),
                         (Liquidity::Taker, trade.taker_account, &trade.taker_id, trade.taker_side),
                     ];
                     for (liquidity, account, client_id, side) in sides {
-                        let Some(slot) = self.find_open([taker, maker], account, client_id) else {
-                            debug_assert!(false, "a trade of an order without a record");
-                            continue;
+                        let order_id = match self.find_open([taker, maker], account, client_id) {
+                            Some(slot) => {
+                                match liquidity {
+                                    Liquidity::Maker => maker = slot,
+                                    Liquidity::Taker => taker = slot,
+                                }
+                                self.fill_order(slot, trade.qty, now).0
+                            }
+                            None if liquidation && liquidity == Liquidity::Taker => {
+                                OrderId::of(seq)
+                            }
+                            None => {
+                                debug_assert!(false, "a trade of an order without a record");
+                                continue;
+                            }
                         };
-                        match liquidity {
-                            Liquidity::Maker => maker = slot,
-                            Liquidity::Taker => taker = slot,
-                        }
-                        let (order_id, account) = self.fill_order(slot, trade.qty, now);
-                        let (fee, fee_asset) = match (liquidity, side) {
-                            (Liquidity::Maker, Side::Buy) => (trade.maker_fee, spot.base),
-                            (Liquidity::Maker, Side::Sell) => (trade.maker_fee, spot.quote),
-                            (Liquidity::Taker, Side::Buy) => (trade.taker_fee, spot.base),
-                            (Liquidity::Taker, Side::Sell) => (trade.taker_fee, spot.quote),
+                        let fee = match liquidity {
+                            Liquidity::Maker => trade.maker_fee,
+                            Liquidity::Taker => trade.taker_fee,
                         };
+                        let fee_asset = instrument.fee_asset(side);
                         self.push_fill(
                             account,
                             Fill {
@@ -669,7 +682,7 @@ impl Activity {
                             }
                             self.finish(slot, *reason, *filled, now)
                         }
-                        None => debug_assert!(false, "a done order without an open record"),
+                        None => debug_assert!(liquidation, "a done order without an open record"),
                     }
                 }
                 Event::Amended { account, id, price, qty, .. } => {
@@ -687,7 +700,9 @@ impl Activity {
                         None => debug_assert!(false, "an amended order without an open record"),
                     }
                 }
-                Event::Accepted { order: None, .. } | Event::Rejected { .. } => {}
+                Event::Accepted { order: None, .. }
+                | Event::Rejected { .. }
+                | Event::Settled(_) => {}
             }
         }
         acted_on
@@ -813,15 +828,11 @@ impl Activity {
                     return Err(format!("fills of account {index} out of order"));
                 }
                 previous = Some(fill.position());
-                let spot = &exchange
+                let received = exchange
                     .instruments()
                     .get(fill.instrument.index())
                     .ok_or_else(|| format!("a fill of account {index} on an unknown instrument"))?
-                    .spot;
-                let received = match fill.side {
-                    Side::Buy => spot.base,
-                    Side::Sell => spot.quote,
-                };
+                    .fee_asset(fill.side);
                 if fill.fee_asset != received || fill.qty.0 <= 0 || fill.price.0 <= 0 {
                     return Err(format!("a fill of account {index} is malformed: {fill:?}"));
                 }

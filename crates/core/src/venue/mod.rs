@@ -241,7 +241,7 @@ impl Venue {
                 return Applied::default();
             }
             // `reject_if_halted` has emitted the rejection when it says so.
-            Command::Order(_) | Command::Amend(_)
+            Command::Order(_) | Command::Amend(_) | Command::Liquidate { .. }
                 if self.halted_count > 0 && self.reject_if_halted(seq, ts, command, events) =>
             {
                 return Applied::default();
@@ -328,6 +328,18 @@ impl Venue {
                     .and_then(|account| self.exchange.open_order(account, &amend.id))
                     .map(|(instrument, _)| instrument),
             ),
+            // A liquidation trades, so it waits for the market to resume; unknown
+            // symbols are the exchange's to reject. Its rejection names no order.
+            Command::Liquidate { symbol, .. } => {
+                let instrument = self.exchange.find_instrument(symbol);
+                if !instrument.is_some_and(|instrument| self.is_halted(instrument)) {
+                    return false;
+                }
+                self.exchange.advance_time(ts);
+                let reason = RejectReason::InstrumentHalted;
+                events.push(Event::Rejected { seq, reason, order: None });
+                return true;
+            }
             _ => return false,
         };
         if !instrument.is_some_and(|instrument| self.is_halted(instrument)) {

@@ -11,7 +11,9 @@ use std::ops::Range;
 use bourse_core::command::{
     AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
 };
-use bourse_core::{Command, Decimal, Event, Exchange, Seq, Side, StpMode, TimeInForce, Venue};
+use bourse_core::{
+    Command, Decimal, Event, Exchange, Offset, Seq, Side, StpMode, TimeInForce, Venue,
+};
 
 pub const ACCOUNTS: [&str; 4] = ["a", "b", "c", "d"];
 
@@ -86,6 +88,7 @@ pub fn stream(rounds: Range<usize>, ids: Ids) -> Vec<Command<'static>> {
                     time_in_force,
                     post_only: false,
                     stp: StpMode::CancelMaker,
+                    offset: Offset::Open,
                 })
             };
             commands.push(order(id.clone(), side, price, 50, TimeInForce::GoodTillCancel, account));

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::ids::{AccountId, OrderId};
-use bourse_core::{AccountRef, Command, Decimal, Side, StpMode, TimeInForce};
+use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInForce};
 
 use crate::error::{ApiError, ApiResult};
 
@@ -122,6 +122,7 @@ pub fn order_command<'a>(
         time_in_force: order.time_in_force,
         post_only: order.post_only,
         stp: order.stp,
+        offset: Offset::Open,
     })
 }
 
