@@ -9,7 +9,17 @@
 //! command. The venue's own commands (`halt`, `resume`, `cancel_all`, `set_limits`:
 //! tags 8 to 11) export in the same style, but the replay format does not have them.
 //!
+//! The futures commands (`futures.md`) have tags 12 to 15; an order's offset, when it is
+//! not `open`, is one byte after the flags (flag bit 7 says it is there: 1 close, 2
+//! close today), so an order without one encodes as before futures existed.
+//!
 //! ```text
+//! future:        tag, symbol, settle asset, tick, lot, min_qty, max_qty, multiplier,
+//!                margin, maker_fee, taker_fee (decimals), market_band_bps (integer),
+//!                close_today (one byte: 0 or 1)
+//! margin:        tag, symbol, margin
+//! settle:        tag, symbol, price, final (one byte: 0 or 1)
+//! liquidate:     tag, account, symbol
 //! halt, resume:  tag, symbol
 //! cancel_all:    tag, account, symbol flag (one byte: 0 none, 1 a symbol follows),
 //!                [symbol]
@@ -20,7 +30,7 @@
 use std::borrow::Cow;
 
 use bourse_core::command::{
-    AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
 };
 use bourse_core::ids::AccountId;
 use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInForce};
@@ -36,6 +46,10 @@ const TAG_HALT: u8 = 8;
 const TAG_RESUME: u8 = 9;
 const TAG_CANCEL_ALL: u8 = 10;
 const TAG_SET_LIMITS: u8 = 11;
+const TAG_FUTURE: u8 = 12;
+const TAG_MARGIN: u8 = 13;
+const TAG_SETTLE: u8 = 14;
+const TAG_LIQUIDATE: u8 = 15;
 
 const NO_SYMBOL: u8 = 0;
 const WITH_SYMBOL: u8 = 1;
@@ -49,6 +63,10 @@ const FLAG_MARKET: u8 = 1 << 1;
 const FLAG_POST_ONLY: u8 = 1 << 2;
 const TIF_SHIFT: u32 = 3; // two bits
 const STP_SHIFT: u32 = 5; // two bits
+/// An offset byte follows the flags (the order's offset is not `open`).
+const FLAG_OFFSET: u8 = 1 << 7;
+const OFFSET_CLOSE: u8 = 1;
+const OFFSET_CLOSE_TODAY: u8 = 2;
 
 // Amend flag bits.
 const AMEND_PRICE: u8 = 1;
@@ -170,6 +188,41 @@ fn encode_fields(command: &Command<'_>, out: &mut Vec<u8>) -> Result<(), CodecEr
             writer.byte(TAG_SET_LIMITS);
             writer.unsigned(u128::from(*open_orders_per_account));
         }
+        Command::Future(future) => {
+            writer.byte(TAG_FUTURE);
+            writer.name("symbol", &future.symbol)?;
+            writer.name("settle", &future.settle)?;
+            for decimal in [
+                future.tick,
+                future.lot,
+                future.min_qty,
+                future.max_qty,
+                future.multiplier,
+                future.margin,
+                future.maker_fee,
+                future.taker_fee,
+            ] {
+                writer.decimal(decimal);
+            }
+            writer.signed(i128::from(future.market_band_bps));
+            writer.byte(u8::from(future.close_today));
+        }
+        Command::Margin { symbol, margin } => {
+            writer.byte(TAG_MARGIN);
+            writer.name("symbol", symbol)?;
+            writer.decimal(*margin);
+        }
+        Command::Settle { symbol, price, is_final } => {
+            writer.byte(TAG_SETTLE);
+            writer.name("symbol", symbol)?;
+            writer.decimal(*price);
+            writer.byte(u8::from(*is_final));
+        }
+        Command::Liquidate { account, symbol } => {
+            writer.byte(TAG_LIQUIDATE);
+            writer.account(account)?;
+            writer.name("symbol", symbol)?;
+        }
     }
     Ok(())
 }
@@ -183,6 +236,12 @@ fn encode_order(writer: &mut Writer<'_>, order: &OrderCommand<'_>) -> Result<(),
         TimeInForce::GoodTillCancel => 0u8,
         TimeInForce::ImmediateOrCancel => 1,
         TimeInForce::FillOrKill => 2,
+        TimeInForce::GoodForDay => 3,
+    };
+    let offset = match order.offset {
+        Offset::Open => None,
+        Offset::Close => Some(OFFSET_CLOSE),
+        Offset::CloseToday => Some(OFFSET_CLOSE_TODAY),
     };
     let stp = match order.stp {
         StpMode::CancelTaker => 0u8,
@@ -194,8 +253,12 @@ fn encode_order(writer: &mut Writer<'_>, order: &OrderCommand<'_>) -> Result<(),
         | if order.order_type == OrderType::Market { FLAG_MARKET } else { 0 }
         | if order.post_only { FLAG_POST_ONLY } else { 0 }
         | tif << TIF_SHIFT
-        | stp << STP_SHIFT;
+        | stp << STP_SHIFT
+        | if offset.is_some() { FLAG_OFFSET } else { 0 };
     writer.byte(flags);
+    if let Some(offset) = offset {
+        writer.byte(offset);
+    }
     if let OrderType::Limit { price } = order.order_type {
         writer.decimal(price);
     }
@@ -233,6 +296,19 @@ pub fn decode_command(payload: &[u8]) -> Result<Command<'_>, CodecError> {
         TAG_SET_LIMITS => {
             Command::SetLimits { open_orders_per_account: reader.u64("open_orders_per_account")? }
         }
+        TAG_FUTURE => decode_future(&mut reader)?,
+        TAG_MARGIN => Command::Margin {
+            symbol: reader.name("symbol")?,
+            margin: reader.decimal("margin")?,
+        },
+        TAG_SETTLE => Command::Settle {
+            symbol: reader.name("symbol")?,
+            price: reader.decimal("price")?,
+            is_final: reader.flag("final")?,
+        },
+        TAG_LIQUIDATE => {
+            Command::Liquidate { account: reader.account()?, symbol: reader.name("symbol")? }
+        }
         tag => return Err(CodecError::UnknownTag { tag }),
     };
     let extra = payload.len() - reader.offset;
@@ -257,17 +333,33 @@ fn decode_instrument<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecEr
     })))
 }
 
+fn decode_future<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> {
+    Ok(Command::Future(Box::new(FutureCommand {
+        symbol: reader.name("symbol")?,
+        settle: reader.name("settle")?,
+        tick: reader.decimal("tick")?,
+        lot: reader.decimal("lot")?,
+        min_qty: reader.decimal("min_qty")?,
+        max_qty: reader.decimal("max_qty")?,
+        multiplier: reader.decimal("multiplier")?,
+        margin: reader.decimal("margin")?,
+        maker_fee: reader.decimal("maker_fee")?,
+        taker_fee: reader.decimal("taker_fee")?,
+        market_band_bps: reader.i64("market_band_bps")?,
+        close_today: reader.flag("close_today")?,
+    })))
+}
+
 fn decode_order<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> {
     let account = reader.account()?;
     let id = reader.name("id")?;
     let symbol = reader.name("symbol")?;
-    let flags_offset = reader.offset;
     let flags = reader.byte("order flags")?;
     let time_in_force = match (flags >> TIF_SHIFT) & 0b11 {
         0 => TimeInForce::GoodTillCancel,
         1 => TimeInForce::ImmediateOrCancel,
         2 => TimeInForce::FillOrKill,
-        _ => return Err(CodecError::Invalid { field: "tif", offset: flags_offset }),
+        _ => TimeInForce::GoodForDay,
     };
     let stp = match (flags >> STP_SHIFT) & 0b11 {
         0 => StpMode::CancelTaker,
@@ -275,9 +367,17 @@ fn decode_order<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> 
         2 => StpMode::CancelBoth,
         _ => StpMode::None,
     };
-    if flags >> (STP_SHIFT + 2) != 0 {
-        return Err(CodecError::Invalid { field: "order flags", offset: flags_offset });
-    }
+    let offset = match flags & FLAG_OFFSET {
+        0 => Offset::Open,
+        _ => {
+            let offset_at = reader.offset;
+            match reader.byte("offset")? {
+                OFFSET_CLOSE => Offset::Close,
+                OFFSET_CLOSE_TODAY => Offset::CloseToday,
+                _ => return Err(CodecError::Invalid { field: "offset", offset: offset_at }),
+            }
+        }
+    };
     let order_type = if flags & FLAG_MARKET != 0 {
         OrderType::Market
     } else {
@@ -293,7 +393,7 @@ fn decode_order<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> 
         time_in_force,
         post_only: flags & FLAG_POST_ONLY != 0,
         stp,
-        offset: Offset::Open,
+        offset,
     }))
 }
 
@@ -382,6 +482,16 @@ impl<'a> Reader<'a> {
             *self.bytes.get(self.offset).ok_or(CodecError::Truncated { offset: self.offset })?;
         self.offset += 1;
         Ok(byte)
+    }
+
+    /// A boolean: one byte, 0 or 1.
+    fn flag(&mut self, field: &'static str) -> Result<bool, CodecError> {
+        let offset = self.offset;
+        match self.byte(field)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(CodecError::Invalid { field, offset }),
+        }
     }
 
     /// A varint of at most 19 bytes (enough for 128 bits), minimal or not.
@@ -555,7 +665,82 @@ mod tests {
             Command::SetLimits { open_orders_per_account: 127 },
             Command::SetLimits { open_orders_per_account: 10_000 },
             Command::SetLimits { open_orders_per_account: u64::MAX },
+            Command::Future(Box::new(FutureCommand {
+                symbol: "SHFE.cu2501".into(),
+                settle: "CNY".into(),
+                tick: decimal("10"),
+                lot: decimal("1"),
+                min_qty: decimal("1"),
+                max_qty: decimal("1000"),
+                multiplier: decimal("5"),
+                margin: decimal("25000.5"),
+                maker_fee: decimal("0"),
+                taker_fee: decimal("3.25"),
+                market_band_bps: 500,
+                close_today: true,
+            })),
+            Command::Margin { symbol: "SHFE.cu2501".into(), margin: decimal("-1") },
+            Command::Settle { symbol: "S".into(), price: decimal("50010"), is_final: false },
+            Command::Settle { symbol: "S".into(), price: decimal("0.5"), is_final: true },
+            Command::Liquidate { account: AccountRef::Id(AccountId(3)), symbol: "S".into() },
+            Command::Liquidate { account: "alice".into(), symbol: "S".into() },
+            Command::Order(OrderCommand {
+                account: "alice".into(),
+                id: "f-1".into(),
+                symbol: "SHFE.cu2501".into(),
+                side: Side::Sell,
+                order_type: OrderType::Limit { price: decimal("50010") },
+                qty: decimal("2"),
+                time_in_force: TimeInForce::GoodForDay,
+                post_only: false,
+                stp: StpMode::CancelTaker,
+                offset: Offset::CloseToday,
+            }),
+            Command::Order(OrderCommand {
+                account: "bob".into(),
+                id: "f-2".into(),
+                symbol: "SHFE.cu2501".into(),
+                side: Side::Buy,
+                order_type: OrderType::Market,
+                qty: decimal("1"),
+                time_in_force: TimeInForce::ImmediateOrCancel,
+                post_only: false,
+                stp: StpMode::None,
+                offset: Offset::Close,
+            }),
         ]
+    }
+
+    #[test]
+    fn an_order_without_an_offset_encodes_as_before_futures() {
+        // The bytes of an open order are those journals held before futures existed:
+        // no offset flag, no offset byte.
+        let order = |offset| {
+            Command::Order(OrderCommand {
+                account: "a".into(),
+                id: "1".into(),
+                symbol: "S".into(),
+                side: Side::Buy,
+                order_type: OrderType::Limit { price: decimal("1") },
+                qty: decimal("1"),
+                time_in_force: TimeInForce::GoodTillCancel,
+                post_only: false,
+                stp: StpMode::CancelTaker,
+                offset,
+            })
+        };
+        let mut open = Vec::new();
+        encode_command(&order(Offset::Open), &mut open).unwrap();
+        let before_futures = [TAG_ORDER, ACCOUNT_BY_NAME, 1, b'a', 1, b'1', 1, b'S', 0, 2, 0, 2, 0];
+        assert_eq!(open, before_futures);
+        let mut close_today = Vec::new();
+        encode_command(&order(Offset::CloseToday), &mut close_today).unwrap();
+        let flags_at = 8;
+        assert_eq!(close_today[flags_at], FLAG_OFFSET);
+        assert_eq!(close_today[flags_at + 1], OFFSET_CLOSE_TODAY);
+        let mut unknown = close_today.clone();
+        unknown[flags_at + 1] = 3;
+        assert!(matches!(decode_command(&unknown), Err(CodecError::Invalid { field: "offset", .. })));
     }
 
     #[test]
@@ -659,7 +844,7 @@ mod tests {
         );
         assert!(payload.is_empty());
         assert_eq!(decode_command(&[TAG_HALT, 0]), Err(CodecError::BadName { field: "symbol" }));
-        assert_eq!(decode_command(&[12]), Err(CodecError::UnknownTag { tag: 12 }));
+        assert_eq!(decode_command(&[16]), Err(CodecError::UnknownTag { tag: 16 }));
     }
 
     #[test]
