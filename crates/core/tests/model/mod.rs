@@ -1,23 +1,29 @@
 //! A deliberately naive reference model of the replay format
-//! (`/work/shared/spec/replay-format.md`), written from the spec alone.
+//! (`/work/shared/spec/replay-format.md`) and of its futures extension
+//! (`/work/shared/spec/futures.md`, read as `docs/futures.md` records where it is
+//! silent), written from the specs alone.
 //!
 //! It exists to be compared with the real engine event for event, so it prefers being
 //! obviously right to being fast: lines are read through `serde_json::Value`, every
 //! number is an `i128` with an explicit decimal scale, each book side is a plain `Vec`
-//! kept sorted by (price, arrival) and every lookup is a linear scan. It shares no code
-//! with the engine and must never read `crates/core/src/`.
+//! kept sorted by (price, arrival), positions are plain `Vec`s of (price, qty) entries
+//! and every lookup is a linear scan. It shares no code with the engine and must never
+//! read `crates/core/src/`.
 //!
 //! Units used throughout:
 //! - an asset amount is counted in that asset's smallest unit (`10^-decimals`);
-//! - a quantity is counted in the base asset's smallest unit;
+//! - a quantity is counted in the base asset's smallest unit on a spot instrument, and
+//!   in units of `10^-decimals(lot)` on a futures contract (which has no base asset);
 //! - a price is counted in units of `10^-decimals(tick)`, so a tick is a whole number.
 //!
 //! Event order (the engine uses the same): `accepted`/`rejected`; for an amend then
 //! `amended`; then per match step the `trade` followed at once by the maker's `done` if
 //! it filled, or the `done` `stp` of a maker cancelled by self-trade prevention; the
-//! taker's `done` comes last.
+//! taker's `done` comes last. On a futures fill the maker's side is settled before the
+//! taker's. A `settle` emits its `done`s (acceptance order) before its `settled`s; a
+//! `liquidate` its `done canceled`s, then the long side's order, then the short side's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
@@ -27,7 +33,6 @@ const BPS_PER_ONE: i128 = 10_000;
 const FEE_BPS_MAX: i128 = 1_000;
 const ASSET_DECIMALS_MAX: i128 = 18;
 
-// ----------------------------------------------------------------------------------
 // Decimal strings.
 
 /// A well-formed decimal string, `-?[0-9]+(\.[0-9]+)?`, kept as digits so that a value
@@ -156,6 +161,8 @@ enum TimeInForce {
     Gtc,
     Ioc,
     Fok,
+    /// Good for the day: a `gtc` that expires at the futures symbol's next `settle`.
+    Gfd,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,6 +172,46 @@ enum SelfTrade {
     CancelBoth,
     /// `"none"`: the account trades with itself and pays both fees.
     Allow,
+}
+
+/// An order's `offset`. Every spot order is `Open` (a valid offset there is ignored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Offset {
+    Open,
+    Close,
+    CloseToday,
+}
+
+/// A side of a futures position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    Long,
+    Short,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Direction::Long => "long",
+            Direction::Short => "short",
+        }
+    }
+
+    /// The side an order of `side` with offset `open` opens: buy opens long.
+    fn opened_by(side: Side) -> Direction {
+        match side {
+            Side::Buy => Direction::Long,
+            Side::Sell => Direction::Short,
+        }
+    }
+
+    /// The side a close order of `side` closes: sell closes long.
+    fn closed_by(side: Side) -> Direction {
+        match side {
+            Side::Sell => Direction::Long,
+            Side::Buy => Direction::Short,
+        }
+    }
 }
 
 struct InstrumentCommand {
@@ -180,6 +227,21 @@ struct InstrumentCommand {
     market_band_bps: i128,
 }
 
+struct FutureCommand {
+    symbol: String,
+    settle: String,
+    tick: Decimal,
+    lot: Decimal,
+    min_qty: Decimal,
+    max_qty: Decimal,
+    multiplier: Decimal,
+    margin: Decimal,
+    maker_fee: Decimal,
+    taker_fee: Decimal,
+    market_band_bps: i128,
+    close_today: bool,
+}
+
 struct OrderCommand {
     account: String,
     id: String,
@@ -191,16 +253,21 @@ struct OrderCommand {
     tif: TimeInForce,
     post_only: bool,
     stp: SelfTrade,
+    offset: Offset,
 }
 
 enum Command {
     Asset { asset: String, decimals: i128 },
     Instrument(InstrumentCommand),
+    Future(FutureCommand),
     Deposit { account: String, asset: String, amount: Decimal },
     Withdraw { account: String, asset: String, amount: Decimal },
     Order(OrderCommand),
     Cancel { account: String, id: String },
     Amend { account: String, id: String, price: Option<Decimal>, qty: Option<Decimal> },
+    Margin { symbol: String, margin: Decimal },
+    Settle { symbol: String, price: Decimal, expiry: bool },
+    Liquidate { account: String, symbol: String },
 }
 
 impl Command {
@@ -310,6 +377,20 @@ fn parse_command(line: &str) -> Result<Command, Malformed> {
             taker_fee_bps: fields.integer("taker_fee_bps")?,
             market_band_bps: fields.integer("market_band_bps")?,
         }),
+        "future" => Command::Future(FutureCommand {
+            symbol: fields.name("symbol")?,
+            settle: fields.name("settle")?,
+            tick: fields.decimal("tick")?,
+            lot: fields.decimal("lot")?,
+            min_qty: fields.decimal("min_qty")?,
+            max_qty: fields.decimal("max_qty")?,
+            multiplier: fields.decimal("multiplier")?,
+            margin: fields.decimal("margin")?,
+            maker_fee: fields.decimal("maker_fee")?,
+            taker_fee: fields.decimal("taker_fee")?,
+            market_band_bps: fields.integer("market_band_bps")?,
+            close_today: fields.optional_bool("close_today")?.unwrap_or(false),
+        }),
         "deposit" => Command::Deposit {
             account: fields.name("account")?,
             asset: fields.name("asset")?,
@@ -330,6 +411,17 @@ fn parse_command(line: &str) -> Result<Command, Malformed> {
             }
             Command::Amend { account: fields.name("account")?, id: fields.name("id")?, price, qty }
         }
+        "margin" => {
+            Command::Margin { symbol: fields.name("symbol")?, margin: fields.decimal("margin")? }
+        }
+        "settle" => Command::Settle {
+            symbol: fields.name("symbol")?,
+            price: fields.decimal("price")?,
+            expiry: fields.optional_bool("final")?.unwrap_or(false),
+        },
+        "liquidate" => {
+            Command::Liquidate { account: fields.name("account")?, symbol: fields.name("symbol")? }
+        }
         _ => return Err(Malformed),
     };
     Ok(command)
@@ -339,8 +431,10 @@ fn parse_order(fields: &Fields) -> Result<OrderCommand, Malformed> {
     let side = [Side::Buy, Side::Sell][fields.choice("side", &["buy", "sell"])?];
     let market = fields.choice("type", &["limit", "market"])? == 1;
     let tif = fields
-        .optional_choice("tif", &["gtc", "ioc", "fok"])?
-        .map_or(TimeInForce::Gtc, |i| [TimeInForce::Gtc, TimeInForce::Ioc, TimeInForce::Fok][i]);
+        .optional_choice("tif", &["gtc", "ioc", "fok", "gfd"])?
+        .map_or(TimeInForce::Gtc, |i| {
+            [TimeInForce::Gtc, TimeInForce::Ioc, TimeInForce::Fok, TimeInForce::Gfd][i]
+        });
     let stp = fields
         .optional_choice("stp", &["cancel_taker", "cancel_maker", "cancel_both", "none"])?
         .map_or(SelfTrade::CancelTaker, |i| {
@@ -351,6 +445,10 @@ fn parse_order(fields: &Fields) -> Result<OrderCommand, Malformed> {
                 SelfTrade::Allow,
             ][i]
         });
+    // Checked on every order, spot ones included (where a valid value is then ignored).
+    let offset = fields
+        .optional_choice("offset", &["open", "close", "close_today"])?
+        .map_or(Offset::Open, |i| [Offset::Open, Offset::Close, Offset::CloseToday][i]);
     // `price` and `post_only` on a market order are ignored, not even type-checked.
     let (price, post_only) = if market {
         (None, false)
@@ -368,6 +466,7 @@ fn parse_order(fields: &Fields) -> Result<OrderCommand, Malformed> {
         tif,
         post_only,
         stp,
+        offset,
     })
 }
 
@@ -377,52 +476,117 @@ fn parse_order(fields: &Fields) -> Result<OrderCommand, Malformed> {
 #[derive(Clone, Debug)]
 struct Instrument {
     symbol: String,
-    base: String,
-    quote: String,
-    base_decimals: u32,
-    quote_decimals: u32,
     /// Decimal places of the tick; prices are counted in units of `10^-price_scale`.
     price_scale: u32,
     tick: i128,
+    /// Quantities are counted in units of `10^-qty_scale`: the base asset's decimals on
+    /// a spot instrument, the lot's decimal places on a futures contract.
+    qty_scale: u32,
     lot: i128,
     min_qty: i128,
     max_qty: i128,
+    market_band_bps: i128,
+    terms: Terms,
+}
+
+#[derive(Clone, Debug)]
+enum Terms {
+    Spot(SpotTerms),
+    Future(FutureTerms),
+}
+
+#[derive(Clone, Debug)]
+struct SpotTerms {
+    base: String,
+    quote: String,
+    quote_decimals: u32,
     maker_fee_bps: i128,
     taker_fee_bps: i128,
-    market_band_bps: i128,
+}
+
+#[derive(Clone, Debug)]
+struct FutureTerms {
+    settle: String,
+    settle_decimals: u32,
+    /// The multiplier in units of `10^-multiplier_scale`.
+    multiplier: i128,
+    multiplier_scale: u32,
+    /// Per lot, in the settle asset's smallest units; `margin` is the rate in force.
+    margin: i128,
+    maker_fee: i128,
+    taker_fee: i128,
+    close_today: bool,
+}
+
+/// Which entries of a position side a closing fill takes, oldest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Take {
+    HistoryThenToday,
+    HistoryOnly,
+    TodayOnly,
 }
 
 impl Instrument {
-    /// `price * qty` in the quote's smallest units; `None` beyond `i128`.
-    fn notional(&self, price: i128, qty: i128) -> Option<i128> {
+    fn future(&self) -> Option<&FutureTerms> {
+        match &self.terms {
+            Terms::Spot(_) => None,
+            Terms::Future(future) => Some(future),
+        }
+    }
+
+    /// Spot: `price * qty` in the quote's smallest units; `None` beyond `i128`.
+    fn notional(&self, spot: &SpotTerms, price: i128, qty: i128) -> Option<i128> {
         let product = price.checked_mul(qty)?;
-        let product_scale = self.price_scale + self.base_decimals;
-        if self.quote_decimals >= product_scale {
-            product.checked_mul(pow10(self.quote_decimals - product_scale))
+        let product_scale = self.price_scale + self.qty_scale;
+        if spot.quote_decimals >= product_scale {
+            product.checked_mul(pow10(spot.quote_decimals - product_scale))
         } else {
-            let divisor = pow10(product_scale - self.quote_decimals);
+            let divisor = pow10(product_scale - spot.quote_decimals);
             assert_eq!(product % divisor, 0, "notional of a lot multiple is exact");
             Some(product / divisor)
         }
     }
 
-    fn hold_asset(&self, side: Side) -> &str {
-        match side {
-            Side::Buy => &self.quote,
-            Side::Sell => &self.base,
-        }
+    /// Futures: `price * qty * multiplier` in the settle asset's smallest units (exact by
+    /// the decimals rule); `price` may be a difference of prices, hence negative.
+    fn value(&self, future: &FutureTerms, price: i128, qty: i128) -> i128 {
+        let product_scale = self.price_scale + self.qty_scale + future.multiplier_scale;
+        price
+            .checked_mul(qty)
+            .and_then(|product| product.checked_mul(future.multiplier))
+            .and_then(|product| product.checked_mul(pow10(future.settle_decimals - product_scale)))
+            .expect("futures values stay within the spec's range")
     }
 
-    /// What an order of `qty` at limit `price` holds; `None` when that is beyond the
-    /// range, or when `qty` itself is (a quantity is an amount of the base asset, and
-    /// no account can ever hold or receive more than `i64::MAX` units of it).
-    fn hold_amount(&self, side: Side, price: i128, qty: i128) -> Option<i128> {
-        if qty > UNITS_MAX {
-            return None;
-        }
-        match side {
-            Side::Buy => self.notional(price, qty),
-            Side::Sell => Some(qty),
+    /// Futures: the number of lots in `qty`.
+    fn lots(&self, qty: i128) -> i128 {
+        assert_eq!(qty % self.lot, 0, "model: futures quantities are whole lots");
+        qty / self.lot
+    }
+
+    /// The asset an order of `qty` at limit `price` holds and how much; `None` when that
+    /// is beyond the range. Spot: `None` also when `qty` itself is (a quantity is an
+    /// amount of the base asset, and no account can ever hold or receive more than
+    /// `i64::MAX` units of it). Futures: an open order holds `lots * (margin +
+    /// taker_fee)` at the rates in force, whatever its price; a close order holds nothing.
+    fn hold(&self, side: Side, offset: Offset, price: i128, qty: i128) -> Option<(String, i128)> {
+        match &self.terms {
+            Terms::Spot(spot) => {
+                if qty > UNITS_MAX {
+                    return None;
+                }
+                match side {
+                    Side::Buy => Some((spot.quote.clone(), self.notional(spot, price, qty)?)),
+                    Side::Sell => Some((spot.base.clone(), qty)),
+                }
+            }
+            Terms::Future(future) => match offset {
+                Offset::Open => Some((
+                    future.settle.clone(),
+                    self.lots(qty).checked_mul(future.margin + future.taker_fee)?,
+                )),
+                Offset::Close | Offset::CloseToday => Some((future.settle.clone(), 0)),
+            },
         }
     }
 
@@ -437,7 +601,7 @@ impl Instrument {
     /// beyond the 64-bit range if `max_qty` is; the funds check then refuses it.
     fn quantity(&self, qty: &Decimal) -> Option<i128> {
         // Beyond i128 is beyond max_qty, which fits in i128.
-        let Units::Exact(units) = qty.units(self.base_decimals) else {
+        let Units::Exact(units) = qty.units(self.qty_scale) else {
             return None;
         };
         (units % self.lot == 0 && self.min_qty <= units && units <= self.max_qty).then_some(units)
@@ -463,7 +627,7 @@ impl Instrument {
     }
 
     fn qty_text(&self, qty: i128) -> String {
-        format_units(qty, self.base_decimals)
+        format_units(qty, self.qty_scale)
     }
 }
 
@@ -481,6 +645,33 @@ struct Order {
     post_only: bool,
     stp: SelfTrade,
     arrival: u64,
+    /// Always `Open` on a spot instrument.
+    offset: Offset,
+    /// A futures `gfd` order: expires at the symbol's next `settle`.
+    gfd: bool,
+    /// A liquidation's market order: closes history then today whatever `close_today`.
+    liquidation: bool,
+    /// The `seq` of the command that accepted it; a settle or a liquidation finishes
+    /// orders in this order (an amend does not change it).
+    accepted: u64,
+}
+
+impl Order {
+    fn closes(&self) -> bool {
+        self.offset != Offset::Open
+    }
+
+    /// Which entries a closing fill of this futures order takes.
+    fn take(&self, future: &FutureTerms) -> Take {
+        if self.liquidation || !future.close_today {
+            return Take::HistoryThenToday;
+        }
+        match self.offset {
+            Offset::Close => Take::HistoryOnly,
+            Offset::CloseToday => Take::TodayOnly,
+            Offset::Open => unreachable!("an open order takes nothing"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -509,6 +700,127 @@ impl Book {
         self.bids.sort_by_key(|order| (-order.price, order.arrival));
         self.asks.sort_by_key(|order| (order.price, order.arrival));
     }
+
+    fn orders(&self) -> impl Iterator<Item = &Order> {
+        self.bids.iter().chain(self.asks.iter())
+    }
+}
+
+/// One side (long or short) of a position: lots-at-price `(price, qty)` entries.
+#[derive(Clone, Debug, Default)]
+struct Holding {
+    /// Opened before the last settlement: empty, or one entry at that settlement price.
+    history: Vec<(i128, i128)>,
+    /// Opened since, in opening order.
+    today: Vec<(i128, i128)>,
+}
+
+impl Holding {
+    fn history_qty(&self) -> i128 {
+        self.history.iter().map(|entry| entry.1).sum()
+    }
+
+    fn today_qty(&self) -> i128 {
+        self.today.iter().map(|entry| entry.1).sum()
+    }
+
+    fn total(&self) -> i128 {
+        self.history_qty() + self.today_qty()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.history.is_empty() && self.today.is_empty()
+    }
+
+    /// History first, then today's entries oldest first.
+    fn entries(&self) -> impl Iterator<Item = &(i128, i128)> {
+        self.history.iter().chain(self.today.iter())
+    }
+
+    /// An opening fill: adds to the newest today entry at the same price, else appends.
+    fn open(&mut self, price: i128, qty: i128) {
+        match self.today.last_mut() {
+            Some(newest) if newest.0 == price => newest.1 += qty,
+            _ => self.today.push((price, qty)),
+        }
+    }
+
+    /// A closing fill: removes `qty` from the entries `take` allows, oldest first;
+    /// returns the `(price, qty)` taken from each.
+    fn close(&mut self, qty: i128, take: Take) -> Vec<(i128, i128)> {
+        fn take_from(
+            entries: &mut Vec<(i128, i128)>,
+            left: &mut i128,
+            taken: &mut Vec<(i128, i128)>,
+        ) {
+            while *left > 0 && !entries.is_empty() {
+                let (price, available) = entries[0];
+                let part = available.min(*left);
+                taken.push((price, part));
+                *left -= part;
+                if part == available {
+                    entries.remove(0);
+                } else {
+                    entries[0].1 -= part;
+                }
+            }
+        }
+        let mut left = qty;
+        let mut taken = Vec::new();
+        if take != Take::TodayOnly {
+            take_from(&mut self.history, &mut left, &mut taken);
+        }
+        if take != Take::HistoryOnly {
+            take_from(&mut self.today, &mut left, &mut taken);
+        }
+        assert_eq!(left, 0, "model: a close never reaches past what it reserved");
+        taken
+    }
+}
+
+/// An account's position in one futures symbol. Kept only while a side is non-empty.
+#[derive(Clone, Debug, Default)]
+struct Position {
+    long: Holding,
+    short: Holding,
+}
+
+impl Position {
+    fn holding(&self, direction: Direction) -> &Holding {
+        match direction {
+            Direction::Long => &self.long,
+            Direction::Short => &self.short,
+        }
+    }
+
+    fn holding_mut(&mut self, direction: Direction) -> &mut Holding {
+        match direction {
+            Direction::Long => &mut self.long,
+            Direction::Short => &mut self.short,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.long.is_empty() && self.short.is_empty()
+    }
+}
+
+/// `sum(q_i * (price - p_i) * multiplier)` for a long side, `sum(q_i * (p_i - price) *
+/// multiplier)` for a short one, over `entries` `(p_i, q_i)`.
+fn profit(
+    instrument: &Instrument,
+    future: &FutureTerms,
+    direction: Direction,
+    entries: &[(i128, i128)],
+    price: i128,
+) -> i128 {
+    entries
+        .iter()
+        .map(|&(entry_price, qty)| match direction {
+            Direction::Long => instrument.value(future, price - entry_price, qty),
+            Direction::Short => instrument.value(future, entry_price - price, qty),
+        })
+        .sum()
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -539,6 +851,14 @@ fn fee(received: i128, bps: i128) -> i128 {
 
 type Outcome = Result<(), &'static str>;
 
+/// The money and realised profit of one fill, as the trade event shows them.
+struct FillReport {
+    maker_fee: String,
+    taker_fee: String,
+    /// Futures only: (maker, taker).
+    pnl: Option<(String, String)>,
+}
+
 #[derive(Default)]
 pub struct Model {
     /// Number of lines fed so far; the current line's `seq`.
@@ -546,10 +866,18 @@ pub struct Model {
     asset_decimals: BTreeMap<String, u32>,
     /// Per asset: all deposits minus all withdrawals.
     net_deposits: BTreeMap<String, i128>,
+    /// Spot instruments and live futures contracts.
     instruments: BTreeMap<String, Instrument>,
+    /// Futures symbols after their final settlement: unknown, but their names taken.
+    expired_symbols: BTreeSet<String>,
+    /// Assets that settle a futures contract (live or expired): their `available` may
+    /// be below zero.
+    settle_assets: BTreeSet<String>,
     books: BTreeMap<String, Book>,
     /// Keyed by (account, asset).
     balances: BTreeMap<(String, String), Balance>,
+    /// Keyed by (account, symbol); iteration is in account name order (UTF-8 bytes).
+    positions: BTreeMap<(String, String), Position>,
     fees: BTreeMap<String, i128>,
     arrivals: u64,
 }
@@ -578,7 +906,7 @@ impl Model {
         events
     }
 
-    /// The final state document: balances, fees and books.
+    /// The final state document: balances, fees, books and positions.
     pub fn state(&self) -> Value {
         let mut balances = Map::new();
         for ((account, asset), balance) in &self.balances {
@@ -614,7 +942,34 @@ impl Model {
                 json!({ "bids": side_json(&book.bids), "asks": side_json(&book.asks) }),
             );
         }
-        json!({ "balances": balances, "fees": fees, "books": books })
+        let mut positions = Map::new();
+        for ((account, symbol), position) in &self.positions {
+            let instrument = &self.instruments[symbol];
+            let entries_json = |entries: &Vec<(i128, i128)>| -> Value {
+                entries
+                    .iter()
+                    .map(|&(price, qty)| {
+                        json!([instrument.price_text(price), instrument.qty_text(qty)])
+                    })
+                    .collect()
+            };
+            let mut sides = Map::new();
+            for direction in [Direction::Long, Direction::Short] {
+                let holding = position.holding(direction);
+                if !holding.is_empty() {
+                    sides.insert(
+                        direction.name().to_string(),
+                        json!({
+                            "history": entries_json(&holding.history),
+                            "today": entries_json(&holding.today),
+                        }),
+                    );
+                }
+            }
+            let symbols = positions.entry(account.clone()).or_insert_with(|| json!({}));
+            symbols[symbol] = Value::Object(sides);
+        }
+        json!({ "balances": balances, "fees": fees, "books": books, "positions": positions })
     }
 
     fn execute(&mut self, command: Command, events: &mut Vec<Value>) {
@@ -622,6 +977,7 @@ impl Model {
         let outcome = match command {
             Command::Asset { asset, decimals } => self.declare_asset(asset, decimals, events),
             Command::Instrument(definition) => self.declare_instrument(definition, events),
+            Command::Future(definition) => self.declare_future(definition, events),
             Command::Deposit { account, asset, amount } => {
                 self.deposit(&account, &asset, &amount, events)
             }
@@ -633,6 +989,11 @@ impl Model {
             Command::Amend { account, id, price, qty } => {
                 self.amend(&account, &id, price.as_ref(), qty.as_ref(), events)
             }
+            Command::Margin { symbol, margin } => self.set_margin(&symbol, &margin, events),
+            Command::Settle { symbol, price, expiry } => {
+                self.settle(&symbol, &price, expiry, events)
+            }
+            Command::Liquidate { account, symbol } => self.liquidate(&account, &symbol, events),
         };
         if let Err(reason) = outcome {
             assert!(events.is_empty(), "a rejected command produces nothing else");
@@ -668,12 +1029,17 @@ impl Model {
         Ok(())
     }
 
+    /// A symbol is unique across spot and futures, expired contracts included.
+    fn symbol_taken(&self, symbol: &str) -> bool {
+        self.instruments.contains_key(symbol) || self.expired_symbols.contains(symbol)
+    }
+
     fn declare_instrument(
         &mut self,
         definition: InstrumentCommand,
         events: &mut Vec<Value>,
     ) -> Outcome {
-        if self.instruments.contains_key(&definition.symbol) {
+        if self.symbol_taken(&definition.symbol) {
             return Err("duplicate_symbol");
         }
         let (Some(&base_decimals), Some(&quote_decimals)) =
@@ -683,6 +1049,22 @@ impl Model {
         };
         let instrument = build_instrument(definition, base_decimals, quote_decimals)
             .ok_or("invalid_instrument")?;
+        self.books.insert(instrument.symbol.clone(), Book::default());
+        self.instruments.insert(instrument.symbol.clone(), instrument);
+        events.push(self.accepted(None));
+        Ok(())
+    }
+
+    fn declare_future(&mut self, definition: FutureCommand, events: &mut Vec<Value>) -> Outcome {
+        if self.symbol_taken(&definition.symbol) {
+            return Err("duplicate_symbol");
+        }
+        let Some(&settle_decimals) = self.asset_decimals.get(&definition.settle) else {
+            return Err("unknown_asset");
+        };
+        let instrument = build_future(definition, settle_decimals).ok_or("invalid_instrument")?;
+        let future = instrument.future().expect("built as a future");
+        self.settle_assets.insert(future.settle.clone());
         self.books.insert(instrument.symbol.clone(), Book::default());
         self.instruments.insert(instrument.symbol.clone(), instrument);
         events.push(self.accepted(None));
@@ -729,6 +1111,7 @@ impl Model {
             Units::TooPrecise => return Err("invalid_amount"),
             Units::TooLarge => return Err("insufficient_funds"),
         };
+        // Also refuses every withdrawal while `available` is below zero.
         if units > self.available(account, asset) {
             return Err("insufficient_funds");
         }
@@ -753,7 +1136,278 @@ impl Model {
         let balance = self.balance_mut(account, asset);
         balance.available -= amount;
         balance.held += amount;
-        assert!(balance.available >= 0 && balance.held >= 0, "holds stay covered");
+        assert!(balance.held >= 0, "holds stay covered");
+        assert!(amount <= 0 || balance.available >= 0, "a hold comes out of what is available");
+    }
+
+    // ---- futures: positions, margin, settlement, liquidation ------------------------
+
+    /// A live futures contract; a spot symbol, an unknown or an expired one is
+    /// `unknown_symbol`.
+    fn future_instrument(&self, symbol: &str) -> Result<Instrument, &'static str> {
+        self.instruments
+            .get(symbol)
+            .filter(|instrument| instrument.future().is_some())
+            .cloned()
+            .ok_or("unknown_symbol")
+    }
+
+    fn holding(&self, account: &str, symbol: &str, direction: Direction) -> Holding {
+        self.positions
+            .get(&(account.to_string(), symbol.to_string()))
+            .map(|position| position.holding(direction).clone())
+            .unwrap_or_default()
+    }
+
+    /// What a close order of `side` and `offset` may still take: what the offset may take
+    /// minus what the account's open close orders on the same quantity reserve.
+    fn closable(&self, account: &str, instrument: &Instrument, side: Side, offset: Offset) -> i128 {
+        let future = instrument.future().expect("only futures orders close");
+        let direction = Direction::closed_by(side);
+        let holding = self.holding(account, &instrument.symbol, direction);
+        let may_take = match (future.close_today, offset) {
+            (false, _) => holding.total(),
+            (true, Offset::Close) => holding.history_qty(),
+            (true, Offset::CloseToday) => holding.today_qty(),
+            (true, Offset::Open) => unreachable!("an open order closes nothing"),
+        };
+        let reserved: i128 = self.books[&instrument.symbol]
+            .orders()
+            .filter(|order| {
+                order.account == account
+                    && order.closes()
+                    && Direction::closed_by(order.side) == direction
+                    && (!future.close_today || order.offset == offset)
+            })
+            .map(|order| order.remaining)
+            .sum();
+        may_take - reserved
+    }
+
+    /// The open orders on `symbol` that `keep` selects, in the order they were accepted.
+    fn orders_by_acceptance(&self, symbol: &str, keep: impl Fn(&Order) -> bool) -> Vec<Order> {
+        let mut orders: Vec<Order> =
+            self.books[symbol].orders().filter(|order| keep(order)).cloned().collect();
+        orders.sort_by_key(|order| order.accepted);
+        orders
+    }
+
+    /// One party's side of a futures fill of `qty` at `price` with `fee_per_lot`;
+    /// returns its fee and its realised profit.
+    fn fill_future(
+        &mut self,
+        instrument: &Instrument,
+        future: &FutureTerms,
+        order: &Order,
+        price: i128,
+        qty: i128,
+        fee_per_lot: i128,
+    ) -> (i128, i128) {
+        let lots = instrument.lots(qty);
+        let fee = lots * fee_per_lot;
+        let key = (order.account.clone(), instrument.symbol.clone());
+        let pnl = match order.offset {
+            Offset::Open => {
+                let balance = self.balance_mut(&order.account, &future.settle);
+                // The order's hold falls; the position's margin rises and stays held; the
+                // fee goes to the fee balance; the rest comes back.
+                balance.held -= lots * (future.margin + future.taker_fee);
+                balance.held += lots * future.margin;
+                balance.available += lots * (future.taker_fee - fee_per_lot);
+                let position = self.positions.entry(key).or_default();
+                position.holding_mut(Direction::opened_by(order.side)).open(price, qty);
+                0
+            }
+            Offset::Close | Offset::CloseToday => {
+                let direction = Direction::closed_by(order.side);
+                let position =
+                    self.positions.get_mut(&key).expect("a close order reserved this position");
+                let taken = position.holding_mut(direction).close(qty, order.take(future));
+                if position.is_empty() {
+                    self.positions.remove(&key);
+                }
+                let pnl = profit(instrument, future, direction, &taken, price);
+                let balance = self.balance_mut(&order.account, &future.settle);
+                balance.available += pnl;
+                balance.held -= lots * future.margin;
+                balance.available += lots * future.margin;
+                balance.available -= fee;
+                pnl
+            }
+        };
+        *self.fees.entry(future.settle.clone()).or_default() += fee;
+        (fee, pnl)
+    }
+
+    fn set_margin(&mut self, symbol: &str, margin: &Decimal, events: &mut Vec<Value>) -> Outcome {
+        let instrument = self.future_instrument(symbol)?;
+        let future = instrument.future().expect("a future");
+        let margin = match margin.units(future.settle_decimals) {
+            Units::Exact(units) if units > 0 && units <= UNITS_MAX => units,
+            _ => return Err("invalid_amount"),
+        };
+        events.push(self.accepted(None));
+        let before = self.futures_held(symbol);
+        if let Some(Terms::Future(terms)) =
+            self.instruments.get_mut(symbol).map(|instrument| &mut instrument.terms)
+        {
+            terms.margin = margin;
+        }
+        let after = self.futures_held(symbol);
+        let accounts: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+        for account in accounts {
+            let change = after.get(account).copied().unwrap_or(0)
+                - before.get(account).copied().unwrap_or(0);
+            // May take `available` below zero: nothing is cancelled.
+            let balance = self.balance_mut(account, &future.settle);
+            balance.held += change;
+            balance.available -= change;
+        }
+        Ok(())
+    }
+
+    /// Per account: what its open orders and its position on the futures `symbol` hold,
+    /// at the rates in force.
+    fn futures_held(&self, symbol: &str) -> BTreeMap<String, i128> {
+        let instrument = &self.instruments[symbol];
+        let future = instrument.future().expect("a future");
+        let mut held: BTreeMap<String, i128> = BTreeMap::new();
+        for order in self.books[symbol].orders() {
+            let (_, hold) = instrument
+                .hold(order.side, order.offset, order.price, order.remaining)
+                .expect("an open order's hold fits");
+            *held.entry(order.account.clone()).or_default() += hold;
+        }
+        for ((account, position_symbol), position) in &self.positions {
+            if position_symbol == symbol {
+                let lots = instrument.lots(position.long.total() + position.short.total());
+                *held.entry(account.clone()).or_default() += lots * future.margin;
+            }
+        }
+        held
+    }
+
+    fn settle(
+        &mut self,
+        symbol: &str,
+        price: &Decimal,
+        expiry: bool,
+        events: &mut Vec<Value>,
+    ) -> Outcome {
+        let instrument = self.future_instrument(symbol)?;
+        let future = instrument.future().expect("a future").clone();
+        let price = instrument.limit_price(price).ok_or("invalid_price")?;
+        events.push(self.accepted(None));
+
+        // Daily: gfd and close_today orders expire; expiry: every order does.
+        let expiring = self.orders_by_acceptance(symbol, |order| {
+            expiry || order.gfd || order.offset == Offset::CloseToday
+        });
+        for order in expiring {
+            self.remove_open(&order.account, &order.id).expect("listed as open");
+            self.finish(&instrument, &order, "expired", events);
+        }
+
+        // Mark every position to `price`, accounts in name order, long then short.
+        let keys: Vec<(String, String)> = self
+            .positions
+            .keys()
+            .filter(|(_, held_symbol)| held_symbol == symbol)
+            .cloned()
+            .collect();
+        for key in &keys {
+            for direction in [Direction::Long, Direction::Short] {
+                let holding = self.positions[key].holding(direction).clone();
+                if holding.is_empty() {
+                    continue;
+                }
+                let entries: Vec<(i128, i128)> = holding.entries().copied().collect();
+                let pnl = profit(&instrument, &future, direction, &entries, price);
+                let qty = holding.total();
+                *self.positions.get_mut(key).expect("listed").holding_mut(direction) =
+                    Holding { history: vec![(price, qty)], today: Vec::new() };
+                self.balance_mut(&key.0, &future.settle).available += pnl;
+                events.push(json!({
+                    "ev": "settled",
+                    "seq": self.seq,
+                    "account": key.0,
+                    "symbol": symbol,
+                    "side": direction.name(),
+                    "qty": instrument.qty_text(qty),
+                    "price": instrument.price_text(price),
+                    "pnl": format_units(pnl, future.settle_decimals),
+                }));
+            }
+        }
+
+        if expiry {
+            // Close every position at `price`, no fee, no event: its margin comes back.
+            for key in &keys {
+                let position = self.positions.remove(key).expect("listed");
+                let mut pnl = 0;
+                let mut lots = 0;
+                for direction in [Direction::Long, Direction::Short] {
+                    let holding = position.holding(direction);
+                    let entries: Vec<(i128, i128)> = holding.entries().copied().collect();
+                    pnl += profit(&instrument, &future, direction, &entries, price);
+                    lots += instrument.lots(holding.total());
+                }
+                assert_eq!(pnl, 0, "model: marked to the price it closes at");
+                let balance = self.balance_mut(&key.0, &future.settle);
+                balance.held -= lots * future.margin;
+                balance.available += lots * future.margin;
+            }
+            assert!(self.books[symbol].orders().next().is_none(), "model: all expired");
+            self.books.remove(symbol);
+            self.instruments.remove(symbol);
+            self.expired_symbols.insert(symbol.to_string());
+        }
+        Ok(())
+    }
+
+    fn liquidate(&mut self, account: &str, symbol: &str, events: &mut Vec<Value>) -> Outcome {
+        let instrument = self.future_instrument(symbol)?;
+        let orders = self.orders_by_acceptance(symbol, |order| order.account == account);
+        let has_position = self.positions.contains_key(&(account.to_string(), symbol.to_string()));
+        if orders.is_empty() && !has_position {
+            return Err("unknown_order");
+        }
+        events.push(json!({ "ev": "accepted", "seq": self.seq, "account": account }));
+        for order in orders {
+            self.remove_open(&order.account, &order.id).expect("listed as open");
+            self.finish(&instrument, &order, "canceled", events);
+        }
+        for (direction, side) in [(Direction::Long, Side::Sell), (Direction::Short, Side::Buy)] {
+            let qty = self.holding(account, symbol, direction).total();
+            if qty == 0 {
+                continue;
+            }
+            let mut order = Order {
+                account: account.to_string(),
+                id: format!("liq-{}-{}", self.seq, direction.name()),
+                symbol: symbol.to_string(),
+                side,
+                price: 0,
+                remaining: qty,
+                filled: 0,
+                post_only: false,
+                stp: SelfTrade::CancelTaker,
+                arrival: 0,
+                offset: Offset::Close,
+                gfd: false,
+                liquidation: true,
+                accepted: self.seq,
+            };
+            // A market order; with the opposite side empty it expires at once.
+            match self.best_price(symbol, side.opposite()) {
+                None => self.finish(&instrument, &order, "expired", events),
+                Some(best) => {
+                    order.price = instrument.protection_price(side, best);
+                    self.run_new_order(&instrument, order, TimeInForce::Ioc, events);
+                }
+            }
+        }
+        Ok(())
     }
 
     // ---- orders --------------------------------------------------------------------
@@ -768,6 +1422,16 @@ impl Model {
             None => None,
         };
         let qty = instrument.quantity(&command.qty).ok_or("invalid_qty")?;
+        // A valid offset on a spot order is ignored.
+        let offset = match instrument.future() {
+            None => Offset::Open,
+            Some(future) => {
+                if command.offset == Offset::CloseToday && !future.close_today {
+                    return Err("invalid_offset");
+                }
+                command.offset
+            }
+        };
         if let Some(limit) = limit {
             if command.post_only && self.would_cross(&instrument, command.side, limit) {
                 return Err("would_cross");
@@ -781,17 +1445,26 @@ impl Model {
                     .ok_or("no_liquidity")?;
                 let tif = match command.tif {
                     TimeInForce::Fok => TimeInForce::Fok,
-                    TimeInForce::Gtc | TimeInForce::Ioc => TimeInForce::Ioc,
+                    TimeInForce::Gtc | TimeInForce::Gfd | TimeInForce::Ioc => TimeInForce::Ioc,
                 };
                 (instrument.protection_price(command.side, best), tif)
             }
         };
-        let asset = instrument.hold_asset(command.side);
-        let hold = instrument
-            .hold_amount(command.side, price, qty)
-            .filter(|hold| *hold <= self.available(&command.account, asset))
+        // gfd rests like gtc; only a futures symbol has a settle to expire it at.
+        let gfd = tif == TimeInForce::Gfd && instrument.future().is_some();
+        if offset != Offset::Open
+            && qty > self.closable(&command.account, &instrument, command.side, offset)
+        {
+            return Err("insufficient_position");
+        }
+        let (asset, hold) = instrument
+            .hold(command.side, offset, price, qty)
+            // A close order holds nothing and is never `insufficient_funds`.
+            .filter(|(asset, hold)| {
+                offset != Offset::Open || *hold <= self.available(&command.account, asset)
+            })
             .ok_or("insufficient_funds")?;
-        self.take_hold(&command.account, asset, hold);
+        self.take_hold(&command.account, &asset, hold);
         events.push(self.accepted(Some((&command.account, &command.id))));
         let order = Order {
             account: command.account,
@@ -804,6 +1477,10 @@ impl Model {
             post_only: command.post_only,
             stp: command.stp,
             arrival: 0,
+            offset,
+            gfd,
+            liquidation: false,
+            accepted: self.seq,
         };
         self.run_new_order(&instrument, order, tif, events);
         Ok(())
@@ -820,7 +1497,7 @@ impl Model {
             // It does not cross (checked before acceptance): a gtc one rests, an ioc or
             // fok one has nothing to take.
             match tif {
-                TimeInForce::Gtc => self.rest(order),
+                TimeInForce::Gtc | TimeInForce::Gfd => self.rest(order),
                 TimeInForce::Ioc | TimeInForce::Fok => {
                     self.finish(instrument, &order, "expired", events)
                 }
@@ -835,7 +1512,7 @@ impl Model {
             MatchEnd::Filled => self.finish(instrument, &order, "filled", events),
             MatchEnd::SelfTradeStop => self.finish(instrument, &order, "stp", events),
             MatchEnd::NothingCrosses => match tif {
-                TimeInForce::Gtc => self.rest(order),
+                TimeInForce::Gtc | TimeInForce::Gfd => self.rest(order),
                 TimeInForce::Ioc | TimeInForce::Fok => {
                     self.finish(instrument, &order, "expired", events)
                 }
@@ -894,7 +1571,7 @@ impl Model {
                 }
             }
             let qty = taker.remaining.min(maker.remaining);
-            let (maker_fee, taker_fee) = self.settle(instrument, taker, &maker, qty);
+            let report = self.fill(instrument, taker, &maker, qty);
             taker.remaining -= qty;
             taker.filled += qty;
             let maker_after = {
@@ -904,7 +1581,7 @@ impl Model {
                 resting.filled += qty;
                 resting.clone()
             };
-            events.push(json!({
+            let mut trade = json!({
                 "ev": "trade",
                 "seq": self.seq,
                 "symbol": instrument.symbol,
@@ -915,9 +1592,14 @@ impl Model {
                 "maker_id": maker.id,
                 "taker_account": taker.account,
                 "taker_id": taker.id,
-                "maker_fee": maker_fee,
-                "taker_fee": taker_fee,
-            }));
+                "maker_fee": report.maker_fee,
+                "taker_fee": report.taker_fee,
+            });
+            if let Some((maker_pnl, taker_pnl)) = report.pnl {
+                trade["maker_pnl"] = json!(maker_pnl);
+                trade["taker_pnl"] = json!(taker_pnl);
+            }
+            events.push(trade);
             if maker_after.remaining == 0 {
                 self.remove_open(&maker.account, &maker.id);
                 self.finish(instrument, &maker_after, "filled", events);
@@ -925,11 +1607,42 @@ impl Model {
         }
     }
 
-    /// Moves the money of one fill; returns the (maker, taker) fees as text in the
-    /// asset each receives.
-    fn settle(
+    /// Moves the money (and on a futures contract the positions) of one fill at the
+    /// maker's price.
+    fn fill(
         &mut self,
         instrument: &Instrument,
+        taker: &Order,
+        maker: &Order,
+        qty: i128,
+    ) -> FillReport {
+        match &instrument.terms {
+            Terms::Spot(spot) => {
+                let (maker_fee, taker_fee) = self.settle_spot(instrument, spot, taker, maker, qty);
+                FillReport { maker_fee, taker_fee, pnl: None }
+            }
+            Terms::Future(future) => {
+                // The maker's side first (docs/futures.md).
+                let (maker_fee, maker_pnl) =
+                    self.fill_future(instrument, future, maker, maker.price, qty, future.maker_fee);
+                let (taker_fee, taker_pnl) =
+                    self.fill_future(instrument, future, taker, maker.price, qty, future.taker_fee);
+                let text = |units: i128| format_units(units, future.settle_decimals);
+                FillReport {
+                    maker_fee: text(maker_fee),
+                    taker_fee: text(taker_fee),
+                    pnl: Some((text(maker_pnl), text(taker_pnl))),
+                }
+            }
+        }
+    }
+
+    /// Moves the money of one spot fill; returns the (maker, taker) fees as text in the
+    /// asset each receives.
+    fn settle_spot(
+        &mut self,
+        instrument: &Instrument,
+        spot: &SpotTerms,
         taker: &Order,
         maker: &Order,
         qty: i128,
@@ -939,34 +1652,36 @@ impl Model {
             Side::Sell => (maker, taker),
         };
         let (buyer_fee_bps, seller_fee_bps) = match taker.side {
-            Side::Buy => (instrument.taker_fee_bps, instrument.maker_fee_bps),
-            Side::Sell => (instrument.maker_fee_bps, instrument.taker_fee_bps),
+            Side::Buy => (spot.taker_fee_bps, spot.maker_fee_bps),
+            Side::Sell => (spot.maker_fee_bps, spot.taker_fee_bps),
         };
         let paid = instrument
-            .notional(maker.price, qty)
+            .notional(spot, maker.price, qty)
             .expect("a fill's notional is within what the buyer held");
-        let released = instrument.notional(buyer.price, qty).expect("the buyer held this much");
+        let released =
+            instrument.notional(spot, buyer.price, qty).expect("the buyer held this much");
         let buyer_fee = fee(qty, buyer_fee_bps);
         let seller_fee = fee(paid, seller_fee_bps);
 
-        let buyer_quote = self.balance_mut(&buyer.account, &instrument.quote);
+        let buyer_quote = self.balance_mut(&buyer.account, &spot.quote);
         buyer_quote.held -= released;
         buyer_quote.available += released - paid;
-        self.balance_mut(&buyer.account, &instrument.base).available += qty - buyer_fee;
-        self.balance_mut(&seller.account, &instrument.base).held -= qty;
-        self.balance_mut(&seller.account, &instrument.quote).available += paid - seller_fee;
-        *self.fees.entry(instrument.base.clone()).or_default() += buyer_fee;
-        *self.fees.entry(instrument.quote.clone()).or_default() += seller_fee;
+        self.balance_mut(&buyer.account, &spot.base).available += qty - buyer_fee;
+        self.balance_mut(&seller.account, &spot.base).held -= qty;
+        self.balance_mut(&seller.account, &spot.quote).available += paid - seller_fee;
+        *self.fees.entry(spot.base.clone()).or_default() += buyer_fee;
+        *self.fees.entry(spot.quote.clone()).or_default() += seller_fee;
 
-        let buyer_fee_text = format_units(buyer_fee, instrument.base_decimals);
-        let seller_fee_text = format_units(seller_fee, instrument.quote_decimals);
+        let buyer_fee_text = format_units(buyer_fee, instrument.qty_scale);
+        let seller_fee_text = format_units(seller_fee, spot.quote_decimals);
         match taker.side {
             Side::Buy => (seller_fee_text, buyer_fee_text),
             Side::Sell => (buyer_fee_text, seller_fee_text),
         }
     }
 
-    /// Releases what a finished order (not on the book) still holds and reports it.
+    /// Releases what a finished order (not on the book) still holds and reports it. (A
+    /// close order's reservation ends with it: reservations are read off the book.)
     fn finish(
         &mut self,
         instrument: &Instrument,
@@ -974,10 +1689,10 @@ impl Model {
         reason: &str,
         events: &mut Vec<Value>,
     ) {
-        let hold = instrument
-            .hold_amount(order.side, order.price, order.remaining)
+        let (asset, hold) = instrument
+            .hold(order.side, order.offset, order.price, order.remaining)
             .expect("an accepted order's hold fits");
-        self.take_hold(&order.account, instrument.hold_asset(order.side), -hold);
+        self.take_hold(&order.account, &asset, -hold);
         events.push(json!({
             "ev": "done",
             "seq": self.seq,
@@ -989,6 +1704,7 @@ impl Model {
     }
 
     fn rest(&mut self, mut order: Order) {
+        assert!(!order.liquidation, "model: a liquidation never rests");
         order.arrival = self.arrivals;
         self.arrivals += 1;
         let book = self.books.get_mut(&order.symbol).expect("instrument exists");
@@ -1009,7 +1725,7 @@ impl Model {
     fn find_open(&self, account: &str, id: &str) -> Option<Order> {
         self.books
             .values()
-            .flat_map(|book| book.bids.iter().chain(book.asks.iter()))
+            .flat_map(|book| book.orders())
             .find(|order| order.account == account && order.id == id)
             .cloned()
     }
@@ -1067,15 +1783,26 @@ impl Model {
         {
             return Err("would_cross");
         }
-        let asset = instrument.hold_asset(order.side);
-        let old_hold = instrument
-            .hold_amount(order.side, order.price, order.remaining)
+        let (asset, old_hold) = instrument
+            .hold(order.side, order.offset, order.price, order.remaining)
             .expect("an open order's hold fits");
-        let increase = instrument
-            .hold_amount(order.side, new_price, new_qty)
-            .map(|new_hold| new_hold - old_hold)
-            .filter(|increase| *increase <= self.available(account, asset))
-            .ok_or("insufficient_funds")?;
+        let increase = if order.closes() {
+            // A close order's increase of quantity must be closable; it holds no money.
+            if new_qty - order.remaining
+                > self.closable(account, &instrument, order.side, order.offset)
+            {
+                return Err("insufficient_position");
+            }
+            0
+        } else {
+            instrument
+                .hold(order.side, order.offset, new_price, new_qty)
+                .map(|(_, new_hold)| new_hold - old_hold)
+                // Only a raised hold needs covering: an amend that does not raise one
+                // works even while `available` is below zero.
+                .filter(|increase| *increase <= 0 || *increase <= self.available(account, &asset))
+                .ok_or("insufficient_funds")?
+        };
 
         events.push(self.accepted(Some((account, id))));
         events.push(json!({
@@ -1086,7 +1813,7 @@ impl Model {
             "price": instrument.price_text(new_price),
             "qty": instrument.qty_text(new_qty),
         }));
-        self.take_hold(account, asset, increase);
+        self.take_hold(account, &asset, increase);
         if keeps_priority {
             self.open_mut(account, id).expect("found above").remaining = new_qty;
             return Ok(());
@@ -1104,19 +1831,27 @@ impl Model {
 
     // ---- self-check ----------------------------------------------------------------
 
-    /// Holds equal the open orders' holds, money is conserved, books are sorted and
-    /// uncrossed. A failure here is a bug in the model, not in the engine.
+    /// Holds equal the open orders' holds plus the positions' margin, money (positions'
+    /// value included) is conserved, reservations stay within what they may close,
+    /// books are sorted and uncrossed. A failure here is a bug in the model, not in the
+    /// engine.
     fn assert_invariants(&self) {
         let mut expected_held: BTreeMap<(String, String), i128> = BTreeMap::new();
+        // Per asset: the short sides' value minus the long sides' value.
+        let mut positions_value: BTreeMap<String, i128> = BTreeMap::new();
         for (symbol, book) in &self.books {
             let instrument = &self.instruments[symbol];
-            for order in book.bids.iter().chain(book.asks.iter()) {
+            for order in book.orders() {
                 assert!(order.remaining > 0, "model: empty order on the book");
-                let hold = instrument
-                    .hold_amount(order.side, order.price, order.remaining)
+                assert!(!order.liquidation, "model: a liquidation order rests");
+                assert!(
+                    instrument.future().is_some() || (order.offset == Offset::Open && !order.gfd),
+                    "model: a spot order with futures attributes"
+                );
+                let (asset, hold) = instrument
+                    .hold(order.side, order.offset, order.price, order.remaining)
                     .expect("model: hold fits");
-                let key = (order.account.clone(), instrument.hold_asset(order.side).to_string());
-                *expected_held.entry(key).or_default() += hold;
+                *expected_held.entry((order.account.clone(), asset)).or_default() += hold;
             }
             let mut sorted = book.clone();
             sorted.sort();
@@ -1128,8 +1863,65 @@ impl Model {
                 assert!(bid.price < ask.price, "model: crossed book {symbol}");
             }
         }
+        for ((account, symbol), position) in &self.positions {
+            assert!(!position.is_empty(), "model: empty position kept");
+            let instrument = &self.instruments[symbol];
+            let future = instrument.future().expect("model: positions are in futures");
+            let mut lots = 0;
+            for direction in [Direction::Long, Direction::Short] {
+                let holding = position.holding(direction);
+                assert!(holding.history.len() <= 1, "model: history is one entry");
+                for &(price, qty) in holding.entries() {
+                    assert!(price > 0 && qty > 0, "model: empty or unpriced entry");
+                    let value = instrument.value(future, price, qty);
+                    let sign = match direction {
+                        Direction::Long => -1,
+                        Direction::Short => 1,
+                    };
+                    *positions_value.entry(future.settle.clone()).or_default() += sign * value;
+                }
+                lots += instrument.lots(holding.total());
+                // Reservations: the account's open close orders on each quantity.
+                let book = &self.books[symbol];
+                let reserved = |offsets: &[Offset]| -> i128 {
+                    book.orders()
+                        .filter(|order| {
+                            &order.account == account
+                                && offsets.contains(&order.offset)
+                                && order.closes()
+                                && Direction::closed_by(order.side) == direction
+                        })
+                        .map(|order| order.remaining)
+                        .sum()
+                };
+                if future.close_today {
+                    assert!(reserved(&[Offset::Close]) <= holding.history_qty());
+                    assert!(reserved(&[Offset::CloseToday]) <= holding.today_qty());
+                } else {
+                    assert_eq!(reserved(&[Offset::CloseToday]), 0, "model: close_today accepted");
+                    assert!(reserved(&[Offset::Close]) <= holding.total());
+                }
+            }
+            *expected_held.entry((account.clone(), future.settle.clone())).or_default() +=
+                lots * future.margin;
+        }
+        // A close order without any position behind it.
+        for (symbol, book) in &self.books {
+            for order in book.orders().filter(|order| order.closes()) {
+                assert!(
+                    self.positions.contains_key(&(order.account.clone(), symbol.clone())),
+                    "model: close order {} of {} reserves nothing",
+                    order.id,
+                    order.account
+                );
+            }
+        }
         for (key, balance) in &self.balances {
-            assert!(balance.available >= 0, "model: negative available {key:?}");
+            assert!(
+                balance.available >= 0 || self.settle_assets.contains(&key.1),
+                "model: negative available {key:?}"
+            );
+            assert!(balance.held >= 0, "model: negative held {key:?}");
             let expected = expected_held.get(key).copied().unwrap_or(0);
             assert_eq!(balance.held, expected, "model: held of {key:?}");
         }
@@ -1144,8 +1936,9 @@ impl Model {
                 .map(|(_, balance)| balance.available + balance.held)
                 .sum();
             let fees = self.fees.get(asset).copied().unwrap_or(0);
+            let value = positions_value.get(asset).copied().unwrap_or(0);
             let net = self.net_deposits.get(asset).copied().unwrap_or(0);
-            assert_eq!(in_accounts + fees, net, "model: conservation of {asset}");
+            assert_eq!(in_accounts + fees + value, net, "model: conservation of {asset}");
             assert!(net <= UNITS_MAX);
         }
     }
@@ -1191,10 +1984,6 @@ fn build_instrument(
     // The spec's list of invalid instruments has no range clause: a lot or bounds
     // beyond i64 units are valid (orders that large then fail the funds check). Beyond
     // i128 is outside this model (never generated).
-    let exact = |units: Units| match units {
-        Units::Exact(value) => Some(value),
-        Units::TooPrecise | Units::TooLarge => None,
-    };
     let lot = exact(lot.units(base_decimals))?;
     // A bound with more places than the base has is not a multiple of the lot.
     let min_qty = exact(min_qty.units(base_decimals))?;
@@ -1204,17 +1993,93 @@ fn build_instrument(
     }
     Some(Instrument {
         symbol,
-        base,
-        quote,
-        base_decimals,
-        quote_decimals,
         price_scale,
+        tick,
+        qty_scale: base_decimals,
+        lot,
+        min_qty,
+        max_qty,
+        market_band_bps,
+        terms: Terms::Spot(SpotTerms { base, quote, quote_decimals, maker_fee_bps, taker_fee_bps }),
+    })
+}
+
+fn exact(units: Units) -> Option<i128> {
+    match units {
+        Units::Exact(value) => Some(value),
+        Units::TooPrecise | Units::TooLarge => None,
+    }
+}
+
+/// A futures contract, or `None` when it is `invalid_instrument`.
+fn build_future(definition: FutureCommand, settle_decimals: u32) -> Option<Instrument> {
+    let FutureCommand {
+        symbol,
+        settle,
         tick,
         lot,
         min_qty,
         max_qty,
-        maker_fee_bps,
-        taker_fee_bps,
+        multiplier,
+        margin,
+        maker_fee,
+        taker_fee,
         market_band_bps,
+        close_today,
+    } = definition;
+    // The replay format's instrument rules: tick, lot, bounds, band.
+    if ![&tick, &lot, &min_qty, &max_qty].iter().all(|d| d.is_positive()) {
+        return None;
+    }
+    if !(0..=BPS_PER_ONE).contains(&market_band_bps) {
+        return None;
+    }
+    // Every value `price * qty * multiplier` exact in the settle asset.
+    if tick.places() + lot.places() + multiplier.places() > settle_decimals {
+        return None;
+    }
+    if !multiplier.is_positive() {
+        return None;
+    }
+    // Margin and fees fit the settle asset's decimals (and, outside the spec otherwise,
+    // its 64-bit range).
+    let margin = in_range(margin.units(settle_decimals))?;
+    let maker_fee = in_range(maker_fee.units(settle_decimals))?;
+    let taker_fee = in_range(taker_fee.units(settle_decimals))?;
+    if margin <= 0 || maker_fee < 0 || taker_fee < 0 || maker_fee > taker_fee {
+        return None;
+    }
+    let price_scale = tick.places();
+    let tick = in_range(tick.units(price_scale))?;
+    // Quantities in units of the lot's decimals: a bound with more places is not a
+    // multiple of the lot.
+    let qty_scale = lot.places();
+    let lot = exact(lot.units(qty_scale))?;
+    let min_qty = exact(min_qty.units(qty_scale))?;
+    let max_qty = exact(max_qty.units(qty_scale))?;
+    if min_qty % lot != 0 || max_qty % lot != 0 || min_qty > max_qty {
+        return None;
+    }
+    let multiplier_scale = multiplier.places();
+    let multiplier = in_range(multiplier.units(multiplier_scale))?;
+    Some(Instrument {
+        symbol,
+        price_scale,
+        tick,
+        qty_scale,
+        lot,
+        min_qty,
+        max_qty,
+        market_band_bps,
+        terms: Terms::Future(FutureTerms {
+            settle,
+            settle_decimals,
+            multiplier,
+            multiplier_scale,
+            margin,
+            maker_fee,
+            taker_fee,
+            close_today,
+        }),
     })
 }
