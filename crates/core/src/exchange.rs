@@ -249,6 +249,9 @@ pub struct Exchange {
     ledger: Ledger,
     open_orders: OrderIndex,
     time_ns: TimestampNs,
+    /// Reused by settlement and liquidation to order orders by acceptance, so that
+    /// neither allocates once warm.
+    by_acceptance: Vec<(Seq, u32)>,
 }
 
 impl Default for Exchange {
@@ -270,6 +273,7 @@ impl Exchange {
             ledger: Ledger::default(),
             open_orders: OrderIndex::with_capacity(config.open_orders_capacity),
             time_ns: TimestampNs::ZERO,
+            by_acceptance: Vec::new(),
         }
     }
 
@@ -1267,9 +1271,10 @@ impl Exchange {
         let ending = self.resting_orders_in_acceptance_order(instrument, |order| {
             is_final || order.good_for_day || order.offset == Offset::CloseToday
         });
-        for slot in ending {
+        for &(_, slot) in &ending {
             self.expire_resting(seq, OrderHandle { instrument, slot }, DoneReason::Expired, events);
         }
+        self.by_acceptance = ending;
         let Exchange { instruments, positions, ledger, .. } = self;
         let Some(rules) = instruments[instrument.index()].future() else {
             unreachable!("find_future found a futures contract")
@@ -1277,7 +1282,7 @@ impl Exchange {
         let Some(positions) = positions[instrument.index()].as_deref_mut() else {
             unreachable!("a futures contract has positions")
         };
-        let marked = positions.held_by_name(|account| ledger.account(account).name.as_str());
+        let marked = positions.take_held_by_name(|account| ledger.account(account).name.as_str());
         for &index in &marked {
             let account = positions.all()[index].account;
             for side in PositionSide::BOTH {
@@ -1310,21 +1315,24 @@ impl Exchange {
             }
             instruments[instrument.index()].expired = true;
         }
+        positions.return_held_by_name(marked);
         Ok(Accepted::Emitted)
     }
 
-    /// The slots of the resting orders on `instrument` that `selected` picks, in the
-    /// order they were accepted (a futures contract knows each order's `seq`).
+    /// The resting orders on `instrument` that `selected` picks, as `(seq that placed
+    /// it, slot)` in the order they were accepted (a futures contract knows each order's
+    /// `seq`). The vector is `by_acceptance`, lent: the caller puts it back.
     fn resting_orders_in_acceptance_order(
-        &self,
+        &mut self,
         instrument: InstrumentId,
         selected: impl Fn(&RestingOrder) -> bool,
-    ) -> Vec<u32> {
+    ) -> Vec<(Seq, u32)> {
+        let mut picked = std::mem::take(&mut self.by_acceptance);
+        picked.clear();
         let Some(positions) = self.positions[instrument.index()].as_deref() else {
-            return Vec::new();
+            return picked;
         };
         let book = &self.books[instrument.index()];
-        let mut picked: Vec<(Seq, u32)> = Vec::new();
         for side in [Side::Buy, Side::Sell] {
             book.for_each_order(side, |order| {
                 if selected(order) {
@@ -1337,7 +1345,7 @@ impl Exchange {
             });
         }
         picked.sort_unstable();
-        picked.into_iter().map(|(_, slot)| slot).collect()
+        picked
     }
 
     /// Finishes the resting order at `handle` with `reason` (out of the index and the
@@ -1373,6 +1381,7 @@ impl Exchange {
             .and_then(|positions| positions.position(account))
             .is_some_and(|position| !position.is_empty());
         if orders.is_empty() && !has_position {
+            self.by_acceptance = orders;
             return Err(RejectReason::UnknownOrder);
         }
         events.push(Event::Accepted {
@@ -1382,7 +1391,7 @@ impl Exchange {
                 id: ClientOrderId::default(),
             }),
         });
-        for slot in orders {
+        for &(_, slot) in &orders {
             self.expire_resting(
                 seq,
                 OrderHandle { instrument, slot },
@@ -1390,6 +1399,7 @@ impl Exchange {
                 events,
             );
         }
+        self.by_acceptance = orders;
         for side in PositionSide::BOTH {
             let qty = self.positions[instrument.index()]
                 .as_deref()

@@ -254,6 +254,8 @@ pub struct Positions {
     today_entries: Slab<TodayEntry>,
     /// The `seq` of the command that placed each resting order, by book slot.
     accepted_at: Vec<Seq>,
+    /// Reused by `take_held_by_name`, so that a settlement allocates nothing once warm.
+    by_name: Vec<usize>,
 }
 
 impl Default for Positions {
@@ -263,6 +265,7 @@ impl Default for Positions {
             by_account: FxHashMap::default(),
             today_entries: Slab::with_capacity(0, VACANT_ENTRY),
             accepted_at: Vec::new(),
+            by_name: Vec::new(),
         }
     }
 }
@@ -455,16 +458,24 @@ impl Positions {
     }
 
     /// Indices of the positions with a non-empty side, ordered by the account names
-    /// `name_of` gives (as UTF-8 bytes): the settlement's order.
-    pub fn held_by_name<'n>(&self, name_of: impl Fn(AccountId) -> &'n str) -> Vec<usize> {
-        let mut held: Vec<usize> =
-            (0..self.positions.len()).filter(|&index| !self.positions[index].is_empty()).collect();
-        held.sort_by(|&a, &b| {
+    /// `name_of` gives (as UTF-8 bytes): the settlement's order. The vector is lent:
+    /// give it back with `return_held_by_name` (so that it is reused).
+    pub fn take_held_by_name<'n>(&mut self, name_of: impl Fn(AccountId) -> &'n str) -> Vec<usize> {
+        let mut held = std::mem::take(&mut self.by_name);
+        held.clear();
+        held.extend((0..self.positions.len()).filter(|&index| !self.positions[index].is_empty()));
+        // Each account has one position: names are distinct, so unstable is exact.
+        held.sort_unstable_by(|&a, &b| {
             name_of(self.positions[a].account)
                 .as_bytes()
                 .cmp(name_of(self.positions[b].account).as_bytes())
         });
         held
+    }
+
+    /// Gives back what `take_held_by_name` lent.
+    pub fn return_held_by_name(&mut self, held: Vec<usize>) {
+        self.by_name = held;
     }
 
     // ----- restoring from a snapshot -----

@@ -11,7 +11,7 @@ use bourse_core::command::OrderType;
 use bourse_core::ids::{AccountId, InstrumentId};
 use bourse_core::ledger::{BalanceChange, BalanceMove};
 use bourse_core::venue::{OrderRecord, OrderStatus};
-use bourse_core::{Command, Event, OrderId, Seq, Side, TimeInForce, TimestampNs, Venue};
+use bourse_core::{Command, Event, OrderId, Seq, TimeInForce, TimestampNs, Venue};
 use compact_str::CompactString;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -247,7 +247,7 @@ impl Deriver {
                 }
                 Event::Amended { account, id, .. } => touch(*account, id, "amended"),
                 Event::Done { account, id, reason, .. } => touch(*account, id, reason.code()),
-                Event::Accepted { .. } | Event::Rejected { .. } => {}
+                Event::Accepted { .. } | Event::Rejected { .. } | Event::Settled(_) => {}
             }
         }
         if let Command::Order(order) = command {
@@ -515,6 +515,7 @@ fn tif_code(time_in_force: TimeInForce) -> &'static str {
         TimeInForce::GoodTillCancel => "gtc",
         TimeInForce::ImmediateOrCancel => "ioc",
         TimeInForce::FillOrKill => "fok",
+        TimeInForce::GoodForDay => "gfd",
     }
 }
 
@@ -527,10 +528,16 @@ fn trade_row(
 ) -> TradeRow {
     let exchange = venue.exchange();
     let instrument = exchange.instrument(trade.instrument);
-    let rules = &instrument.spot;
-    let quote = exchange.asset(rules.quote);
-    let base = exchange.asset(rules.base);
-    let notional = rules.notional(trade.price, trade.qty).unwrap_or(0);
+    // The notional is in the quote asset (a futures contract's: its value, in the
+    // settle asset); each fee is in the asset its side receives.
+    let (notional, notional_asset) = match (instrument.spot(), instrument.future()) {
+        (Some(rules), _) => (rules.notional(trade.price, trade.qty).unwrap_or(0), rules.quote),
+        (None, Some(rules)) => {
+            (i64::try_from(rules.value(trade.price, trade.qty)).unwrap_or(i64::MAX), rules.settle)
+        }
+        (None, None) => unreachable!("an instrument is spot or a future"),
+    };
+    let quote = exchange.asset(notional_asset);
     let order_id = |account: AccountId, id: &str| {
         venue
             .activity()
@@ -539,14 +546,10 @@ fn trade_row(
     };
     // The taker's order is the command's own (its id is `seq`) unless it is forgotten.
     let taker_order_id = order_id(trade.taker_account, &trade.taker_id);
-    let (maker_fee_asset, taker_fee_asset) = match trade.taker_side {
-        Side::Buy => (&quote.name, &base.name),
-        Side::Sell => (&base.name, &quote.name),
-    };
-    let (maker_decimals, taker_decimals) = match trade.taker_side {
-        Side::Buy => (quote.decimals, base.decimals),
-        Side::Sell => (base.decimals, quote.decimals),
-    };
+    let maker_fee_asset = exchange.asset(instrument.fee_asset(trade.taker_side.opposite()));
+    let taker_fee_asset = exchange.asset(instrument.fee_asset(trade.taker_side));
+    let (maker_decimals, taker_decimals) = (maker_fee_asset.decimals, taker_fee_asset.decimals);
+    let (maker_fee_asset, taker_fee_asset) = (&maker_fee_asset.name, &taker_fee_asset.name);
     TradeRow {
         seq,
         trade_index,

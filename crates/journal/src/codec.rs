@@ -297,10 +297,9 @@ pub fn decode_command(payload: &[u8]) -> Result<Command<'_>, CodecError> {
             Command::SetLimits { open_orders_per_account: reader.u64("open_orders_per_account")? }
         }
         TAG_FUTURE => decode_future(&mut reader)?,
-        TAG_MARGIN => Command::Margin {
-            symbol: reader.name("symbol")?,
-            margin: reader.decimal("margin")?,
-        },
+        TAG_MARGIN => {
+            Command::Margin { symbol: reader.name("symbol")?, margin: reader.decimal("margin")? }
+        }
         TAG_SETTLE => Command::Settle {
             symbol: reader.name("symbol")?,
             price: reader.decimal("price")?,
@@ -740,7 +739,10 @@ mod tests {
         assert_eq!(close_today[flags_at + 1], OFFSET_CLOSE_TODAY);
         let mut unknown = close_today.clone();
         unknown[flags_at + 1] = 3;
-        assert!(matches!(decode_command(&unknown), Err(CodecError::Invalid { field: "offset", .. })));
+        assert!(matches!(
+            decode_command(&unknown),
+            Err(CodecError::Invalid { field: "offset", .. })
+        ));
     }
 
     #[test]

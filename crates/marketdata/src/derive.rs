@@ -173,7 +173,9 @@ impl FeedBuilder {
                     touch(*instrument);
                     self.amend(seq, ts, (*account, id), *price, *qty, out);
                 }
-                Event::Accepted { .. } | Event::Rejected { .. } => {}
+                // A settlement moves money and positions, not the book (its expired
+                // orders come as `done`s).
+                Event::Accepted { .. } | Event::Rejected { .. } | Event::Settled(_) => {}
             }
         }
         match note {

@@ -14,7 +14,7 @@ use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::format::parse_line;
 use bourse_core::ids::{InstrumentId, Seq, TimestampNs};
 use bourse_core::{
-    AccountRef, Command, Decimal, Exchange, Price, Qty, Side, StpMode, TimeInForce, Venue,
+    AccountRef, Command, Decimal, Exchange, Offset, Price, Qty, Side, StpMode, TimeInForce, Venue,
 };
 use bourse_marketdata::message::Message;
 use bourse_marketdata::mold::{session, Packet, PacketWriter};
@@ -182,6 +182,7 @@ impl Run {
                     StpMode::CancelBoth,
                     StpMode::None,
                 ][random.below(4) as usize],
+                offset: Offset::Open,
             };
             return Command::Order(order);
         }

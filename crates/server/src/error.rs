@@ -121,6 +121,12 @@ fn rejection_message(reason: RejectReason) -> &'static str {
         RejectReason::TooManyOpenOrders => {
             "the account has as many open orders as the venue allows"
         }
+        RejectReason::InvalidOffset => {
+            "close_today is for contracts with the close-today rule: use close"
+        }
+        RejectReason::InsufficientPosition => {
+            "the position (less what open close orders reserve) does not cover this close"
+        }
     }
 }
 

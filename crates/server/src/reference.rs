@@ -1,30 +1,49 @@
 //! The venue's definitions as the gateways print them: the assets and instruments, a
-//! copy read from the engine (which never changes a definition once made), and the
-//! decimal strings of prices, quantities and amounts, printed from integers, never
-//! through a float. `directory` keeps the copy up to date.
+//! copy read from the engine, and the decimal strings of prices, quantities and
+//! amounts, printed from integers, never through a float. `directory` keeps the copy up
+//! to date. What a definition may change later (a futures contract's margin rate, its
+//! expiry) is not copied: whoever shows it reads it from the engine.
 
-use bourse_core::exchange::Exchange;
+use bourse_core::exchange::{Exchange, InstrumentKind};
 use bourse_core::ids::{AssetId, InstrumentId};
-use bourse_core::Decimal;
+use bourse_core::{Decimal, Side};
 
-/// What the gateways need to print an instrument's numbers. Assets and instruments
-/// never change once declared, so a copy taken once stays right.
+/// What the gateways need to print an instrument's numbers: the parts of its
+/// definition that never change once declared, so a copy taken once stays right.
 #[derive(Clone, Debug)]
 pub struct InstrumentInfo {
     pub symbol: String,
-    pub base: String,
-    pub quote: String,
-    pub base_decimals: u32,
-    pub quote_decimals: u32,
     pub price_decimals: u32,
     pub qty_decimals: u32,
     pub tick: i64,
     pub lot: i64,
     pub min_qty: i128,
     pub max_qty: i128,
-    pub maker_fee_bps: i64,
-    pub taker_fee_bps: i64,
     pub market_band_bps: i64,
+    pub terms: Terms,
+}
+
+/// What differs between the kinds of instrument.
+#[derive(Clone, Debug)]
+pub enum Terms {
+    Spot {
+        base: String,
+        quote: String,
+        base_decimals: u32,
+        quote_decimals: u32,
+        maker_fee_bps: i64,
+        taker_fee_bps: i64,
+    },
+    /// A futures contract (its margin rate may change: read it from the engine).
+    Future {
+        settle: String,
+        settle_decimals: u32,
+        /// Decimal strings, as declared.
+        multiplier: String,
+        maker_fee: String,
+        taker_fee: String,
+        close_today: bool,
+    },
 }
 
 /// The assets (name, decimals) and instruments, in the engine's id order.
@@ -43,19 +62,38 @@ impl Reference {
             .iter()
             .map(|instrument| InstrumentInfo {
                 symbol: instrument.symbol.to_string(),
-                base: assets[instrument.spot.base.index()].0.clone(),
-                quote: assets[instrument.spot.quote.index()].0.clone(),
-                base_decimals: assets[instrument.spot.base.index()].1,
-                quote_decimals: assets[instrument.spot.quote.index()].1,
                 price_decimals: instrument.price_decimals,
                 qty_decimals: instrument.qty_decimals,
                 tick: instrument.tick.0,
                 lot: instrument.lot.0,
                 min_qty: instrument.min_qty,
                 max_qty: instrument.max_qty,
-                maker_fee_bps: instrument.spot.maker_fee_bps,
-                taker_fee_bps: instrument.spot.taker_fee_bps,
                 market_band_bps: instrument.market_band_bps,
+                terms: match &instrument.kind {
+                    InstrumentKind::Spot(rules) => Terms::Spot {
+                        base: assets[rules.base.index()].0.clone(),
+                        quote: assets[rules.quote.index()].0.clone(),
+                        base_decimals: assets[rules.base.index()].1,
+                        quote_decimals: assets[rules.quote.index()].1,
+                        maker_fee_bps: rules.maker_fee_bps,
+                        taker_fee_bps: rules.taker_fee_bps,
+                    },
+                    InstrumentKind::Future(rules) => {
+                        let (settle, settle_decimals) = assets[rules.settle.index()].clone();
+                        let amount = |units: i64| decimal(i128::from(units), settle_decimals);
+                        Terms::Future {
+                            settle,
+                            settle_decimals,
+                            multiplier: decimal(
+                                i128::from(rules.multiplier),
+                                rules.multiplier_decimals,
+                            ),
+                            maker_fee: amount(rules.maker_fee.0),
+                            taker_fee: amount(rules.taker_fee.0),
+                            close_today: rules.close_today,
+                        }
+                    }
+                },
             })
             .collect();
         Reference { assets, instruments }
@@ -94,5 +132,28 @@ impl InstrumentInfo {
 
     pub fn qty(&self, units: i64) -> String {
         decimal(i128::from(units), self.qty_decimals)
+    }
+
+    pub fn is_future(&self) -> bool {
+        matches!(self.terms, Terms::Future { .. })
+    }
+
+    /// `"spot"` or `"future"`, as the instrument directory says.
+    pub fn kind(&self) -> &'static str {
+        match self.terms {
+            Terms::Spot { .. } => "spot",
+            Terms::Future { .. } => "future",
+        }
+    }
+
+    /// The asset an order on `side` receives in a fill and pays its fee in, with its
+    /// decimals: spot's base for a buy and quote for a sell, a futures contract's
+    /// settle asset either way.
+    pub fn fee_asset(&self, side: Side) -> (&str, u32) {
+        match &self.terms {
+            Terms::Spot { base, base_decimals, .. } if side == Side::Buy => (base, *base_decimals),
+            Terms::Spot { quote, quote_decimals, .. } => (quote, *quote_decimals),
+            Terms::Future { settle, settle_decimals, .. } => (settle, *settle_decimals),
+        }
     }
 }

@@ -9,22 +9,34 @@ use bourse_core::{Side, StpMode, TimeInForce};
 use serde_json::{json, Value};
 
 use crate::link::AssetBalance;
-use crate::reference::{decimal, InstrumentInfo, Reference};
+use crate::reference::{decimal, InstrumentInfo, Reference, Terms};
 
-/// An instrument's definition as `GET /v1/instruments` shows it.
+/// An instrument's definition as `GET /v1/instruments` shows it: `kind` says which
+/// (`spot` or `future`), and each kind has its own terms.
 pub fn instrument_json(info: &InstrumentInfo) -> Value {
-    json!({
+    let mut json = json!({
         "symbol": info.symbol,
-        "base": info.base,
-        "quote": info.quote,
+        "kind": info.kind(),
         "tick": info.price(info.tick),
         "lot": info.qty(info.lot),
         "min_qty": decimal(info.min_qty, info.qty_decimals),
         "max_qty": decimal(info.max_qty, info.qty_decimals),
-        "maker_fee_bps": info.maker_fee_bps,
-        "taker_fee_bps": info.taker_fee_bps,
         "market_band_bps": info.market_band_bps,
-    })
+    });
+    let terms = match &info.terms {
+        Terms::Spot { base, quote, maker_fee_bps, taker_fee_bps, .. } => json!({
+            "base": base, "quote": quote,
+            "maker_fee_bps": maker_fee_bps, "taker_fee_bps": taker_fee_bps,
+        }),
+        Terms::Future { settle, multiplier, maker_fee, taker_fee, close_today, .. } => json!({
+            "settle": settle, "multiplier": multiplier,
+            "maker_fee": maker_fee, "taker_fee": taker_fee, "close_today": close_today,
+        }),
+    };
+    if let (Value::Object(json), Value::Object(terms)) = (&mut json, terms) {
+        json.extend(terms);
+    }
+    json
 }
 
 pub fn time_in_force_code(time_in_force: TimeInForce) -> &'static str {
@@ -32,6 +44,7 @@ pub fn time_in_force_code(time_in_force: TimeInForce) -> &'static str {
         TimeInForce::GoodTillCancel => "gtc",
         TimeInForce::ImmediateOrCancel => "ioc",
         TimeInForce::FillOrKill => "fok",
+        TimeInForce::GoodForDay => "gfd",
     }
 }
 

@@ -605,11 +605,7 @@ fn order_report<'a>(info: &InstrumentInfo, record: &'a OrderRecord) -> OrderRepo
 
 /// FILL's fields from a typed fill.
 fn fill_fields<'a>(info: &'a InstrumentInfo, fill: &'a FillMessage) -> Fill<&'a str> {
-    let (fee_asset, fee_decimals) = if fill.side == Side::Buy {
-        (&info.base, info.base_decimals)
-    } else {
-        (&info.quote, info.quote_decimals)
-    };
+    let (fee_asset, fee_decimals) = info.fee_asset(fill.side);
     Fill {
         client_order_id: fill.client_order_id.as_str(),
         trade_seq: fill.trade_seq,

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use bourse_core::command::{
-    AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
 };
 use bourse_core::{
     Command, Decimal, Event, Exchange, Offset, Seq, Side, StpMode, TimeInForce, Venue,
@@ -52,6 +52,57 @@ pub fn definitions() -> Vec<Command<'static>> {
     commands
 }
 
+/// CNY (no decimals), the futures contract FUT (tick 1, lot 1, qty 1..=100000,
+/// multiplier 1, margin 100, maker fee 1, taker fee 2, no close-today rule), a deposit
+/// of 10^12 CNY for each account, and then, from crossing orders, a long and a short
+/// position of 40000 for each account (so that close orders always have something to
+/// take).
+pub fn futures_definitions() -> Vec<Command<'static>> {
+    let mut commands = vec![
+        Command::Asset { asset: Cow::Borrowed("CNY"), decimals: 0 },
+        Command::Future(Box::new(FutureCommand {
+            symbol: Cow::Borrowed("FUT"),
+            settle: Cow::Borrowed("CNY"),
+            tick: number(1),
+            lot: number(1),
+            min_qty: number(1),
+            max_qty: number(100_000),
+            multiplier: number(1),
+            margin: number(100),
+            maker_fee: number(1),
+            taker_fee: number(2),
+            market_band_bps: 500,
+            close_today: false,
+        })),
+    ];
+    for account in ACCOUNTS {
+        commands.push(Command::Deposit(TransferCommand {
+            account: account.into(),
+            asset: Cow::Borrowed("CNY"),
+            amount: number(1_000_000_000_000),
+        }));
+    }
+    for (index, (buyer, seller)) in
+        [("a", "b"), ("b", "a"), ("c", "d"), ("d", "c")].into_iter().enumerate()
+    {
+        for (account, side) in [(buyer, Side::Buy), (seller, Side::Sell)] {
+            commands.push(Command::Order(OrderCommand {
+                account: account.into(),
+                id: Cow::Owned(format!("seed-{index}")),
+                symbol: Cow::Borrowed("FUT"),
+                side,
+                order_type: OrderType::Limit { price: number(1_000) },
+                qty: number(40_000),
+                time_in_force: TimeInForce::GoodTillCancel,
+                post_only: false,
+                stp: StpMode::CancelMaker,
+                offset: Offset::Open,
+            }));
+        }
+    }
+    commands
+}
+
 /// The ids of one order of one round: `ids(index, round)` gives the order's own, its
 /// IOC taker's and its FOK taker's.
 pub type Ids = fn(usize, usize) -> [String; 3];
@@ -61,6 +112,44 @@ pub type Ids = fn(usize, usize) -> [String; 3];
 /// the book every third round), hit by an IOC and a FOK of the next account, and
 /// cancelled.
 pub fn stream(rounds: Range<usize>, ids: Ids) -> Vec<Command<'static>> {
+    stream_on("BTC-USD", |_, _| [Offset::Open; 2], rounds, ids)
+}
+
+/// `stream` on the futures contract FUT (`futures_definitions`): the resting orders
+/// open in even rounds and close in odd ones, their takers open and close in turn, and
+/// each round ends with a daily settlement.
+pub fn futures_stream(rounds: Range<usize>, ids: Ids) -> Vec<Command<'static>> {
+    fn offset(even: bool) -> Offset {
+        if even {
+            Offset::Open
+        } else {
+            Offset::Close
+        }
+    }
+    let offsets: fn(usize, usize) -> [Offset; 2] =
+        |index, round| [offset(round % 2 == 0), offset((round + index) % 2 == 0)];
+    let mut commands = Vec::new();
+    for round in rounds {
+        commands.extend(stream_on("FUT", offsets, round..round + 1, ids));
+        // Each round is a trading day: its settlement makes every side one history
+        // entry, as a venue's day does (without it today's entries only grow).
+        commands.push(Command::Settle {
+            symbol: Cow::Borrowed("FUT"),
+            price: number(1_000 + (round % 5) as i64),
+            is_final: false,
+        });
+    }
+    commands
+}
+
+/// `stream` on `symbol`, with each order's offset from `offsets(index, round)`: the
+/// resting order's, then its takers'.
+fn stream_on(
+    symbol: &'static str,
+    offsets: fn(usize, usize) -> [Offset; 2],
+    rounds: Range<usize>,
+    ids: Ids,
+) -> Vec<Command<'static>> {
     let mut commands = Vec::new();
     for round in rounds {
         for index in 0..8 {
@@ -77,18 +166,20 @@ pub fn stream(rounds: Range<usize>, ids: Ids) -> Vec<Command<'static>> {
                 Side::Sell => 990,
             };
             let [id, ioc, fok] = ids(index, round);
+            let [maker_offset, taker_offset] = offsets(index, round);
             let order = |id: String, side, price, qty, time_in_force, account: &'static str| {
+                let offset = if id.starts_with('o') { maker_offset } else { taker_offset };
                 Command::Order(OrderCommand {
                     account: account.into(),
                     id: Cow::Owned(id),
-                    symbol: Cow::Borrowed("BTC-USD"),
+                    symbol: Cow::Borrowed(symbol),
                     side,
                     order_type: OrderType::Limit { price: number(price) },
                     qty: number(qty),
                     time_in_force,
                     post_only: false,
                     stp: StpMode::CancelMaker,
-                    offset: Offset::Open,
+                    offset,
                 })
             };
             commands.push(order(id.clone(), side, price, 50, TimeInForce::GoodTillCancel, account));

@@ -147,11 +147,7 @@ impl FeedMessage {
 
 fn fill_json(reference: &Reference, fill: &FillMessage) -> Value {
     let Some(info) = reference.instrument(fill.instrument) else { return Value::Null };
-    let (fee_asset, fee_decimals) = if fill.side == Side::Buy {
-        (&info.base, info.base_decimals)
-    } else {
-        (&info.quote, info.quote_decimals)
-    };
+    let (fee_asset, fee_decimals) = info.fee_asset(fill.side);
     json!({
         "trade_id": format!("{}-{}", fill.trade_seq, fill.trade_index),
         "client_order_id": fill.client_order_id.as_str(), "symbol": info.symbol,

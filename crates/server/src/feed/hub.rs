@@ -404,6 +404,9 @@ impl Hub {
                 touched.named.push(key.clone());
             }
             Event::Accepted { order: None, .. } => touched.every_balance = true,
+            Event::Settled(settled) => {
+                touched.accounts.insert(settled.account);
+            }
             Event::Rejected { .. } => {}
         }
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bourse_core::event::Event;
 use bourse_core::ids::{AccountId, AssetId, OrderId, Seq, TimestampNs};
 use bourse_core::venue::{Fill, Liquidity, OrderKind, OrderRecord, OrderStatus};
-use bourse_core::{DoneReason, Qty, Side};
+use bourse_core::{DoneReason, Qty};
 
 use crate::reference::Reference;
 use crate::render::Shown;
@@ -78,11 +78,9 @@ pub fn placed_from_events(
                 taker = Some(trade.taker_account);
                 record.account = trade.taker_account;
                 record.filled += trade.qty;
-                let fee_asset = reference.instrument(trade.instrument).and_then(|info| {
-                    let received =
-                        if trade.taker_side == Side::Buy { &info.base } else { &info.quote };
-                    reference.find_asset(received)
-                });
+                let fee_asset = reference
+                    .instrument(trade.instrument)
+                    .and_then(|info| reference.find_asset(info.fee_asset(trade.taker_side).0));
                 fills.push(Fill {
                     seq: trade.seq,
                     trade_index,
