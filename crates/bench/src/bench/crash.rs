@@ -31,7 +31,7 @@ use bourse_journal::{decode_command, encode_command, scan_journal, TailPolicy};
 use clap::Args;
 use crossbeam_channel::unbounded;
 
-use super::workload::{generate_mix, MixSpec, SplitMix64};
+use super::workload::{generate_mix, Market, MixSpec, SplitMix64};
 
 #[derive(Args)]
 pub struct CrashArgs {
@@ -75,7 +75,14 @@ fn stream_len(cycles: u64, max_life_ms: u64) -> usize {
 fn stream(seed: u64, len: usize) -> Vec<Command<'static>> {
     let workload = generate_mix(
         "crash",
-        MixSpec { symbols: 8, accounts: 200, resting_orders_target: 2_000, commands: len, seed },
+        MixSpec {
+            symbols: 8,
+            accounts: 200,
+            resting_orders_target: 2_000,
+            commands: len,
+            seed,
+            market: Market::Spot,
+        },
     );
     let mut commands = workload.setup;
     commands.extend(workload.measured);

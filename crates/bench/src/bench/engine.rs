@@ -22,7 +22,7 @@ use bourse_core::{AccountRef, Command, Event, Exchange, ExchangeConfig, Lookahea
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 
-use super::workload::{self, MixSpec, Workload};
+use super::workload::{self, Market, MixSpec, Workload};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum WorkloadName {
@@ -32,6 +32,8 @@ pub enum WorkloadName {
     EcMix,
     /// Generated exchange-core mix over 100 symbols.
     EcMix100,
+    /// Generated exchange-core mix on one futures contract, half the new orders closing.
+    EcMixFutures,
 }
 
 /// How the measured commands name their accounts.
@@ -149,19 +151,23 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
 }
 
 pub fn load(args: &WorkloadArgs) -> Result<Workload, String> {
-    let mix = |symbols| MixSpec {
+    let mix = |symbols, market| MixSpec {
         symbols,
         accounts: 1_000,
         resting_orders_target: 1_000,
         commands: args.commands,
         seed: args.seed,
+        market,
     };
     match args.workload {
         WorkloadName::ExchangeCore => {
             workload::from_file("exchange-core", &args.file, EXCHANGE_CORE_SETUP_LINES)
         }
-        WorkloadName::EcMix => Ok(workload::generate_mix("ec-mix", mix(1))),
-        WorkloadName::EcMix100 => Ok(workload::generate_mix("ec-mix-100", mix(100))),
+        WorkloadName::EcMix => Ok(workload::generate_mix("ec-mix", mix(1, Market::Spot))),
+        WorkloadName::EcMix100 => Ok(workload::generate_mix("ec-mix-100", mix(100, Market::Spot))),
+        WorkloadName::EcMixFutures => {
+            Ok(workload::generate_mix("ec-mix-futures", mix(1, Market::Futures)))
+        }
     }
 }
 

@@ -6,6 +6,10 @@
 //!   about 1,000 resting orders over about 500 levels, sizes 1–126 lots; 71% amend-price,
 //!   12.6% new GTC, 7.2% reduce, 7.2% cancel, 1.8% IOC, 0.06% FOK.
 //! - `ec-mix-100`: the same mix spread over 100 symbols.
+//! - `ec-mix-futures`: the same mix on one futures contract (`futures.md`), half the new
+//!   orders closing: every account starts with a long and a short position (opened by
+//!   crossing orders in the setup), and a close order takes from it; per-lot margin and
+//!   fees, realised profit and reservations all run.
 //!
 //! The generator drives a real `Exchange` while it generates, so it only amends, reduces
 //! and cancels orders that are still open, and keeps the book near its target size.
@@ -14,9 +18,12 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use bourse_core::command::{
-    AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderType, PositionSide,
+    TransferCommand,
 };
 use bourse_core::format::parse_line;
+use bourse_core::futures::Takes;
+use bourse_core::ids::InstrumentId;
 use bourse_core::{
     AccountRef, Command, Decimal, Exchange, ExchangeConfig, Offset, Seq, Side, StpMode, TimeInForce,
 };
@@ -84,13 +91,28 @@ pub struct MixSpec {
     pub resting_orders_target: usize,
     pub commands: usize,
     pub seed: u64,
+    /// Spot instruments, or futures contracts with half the new orders closing.
+    pub market: Market,
 }
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Market {
+    Spot,
+    Futures,
+}
+
+/// Each account's long and short position before the futures mix starts, in lots:
+/// far more than the closes of a run take from one account.
+const FUTURES_SEED_LOTS: i64 = 1_000_000;
 
 const MID_PRICE_TICKS: i64 = 100_000;
 /// Resting prices spread this many ticks either side of the middle (about 500 levels).
 const HALF_SPREAD_TICKS: u64 = 250;
 const SIZE_LOTS_MAX: u64 = 126;
 const FUNDING_UNITS: &str = "1000000000000000";
+/// A futures account's CNY: 10^12 (10^14 units at 2 decimals), so that a thousand
+/// accounts stay within the range of one asset's total (2^63 units).
+const FUTURES_FUNDING: &str = "1000000000000";
 
 /// Per-mille weights of the actions, in exchange-core's proportions.
 const MIX_PER_100K: [(Action, u64); 6] = [
@@ -138,6 +160,10 @@ pub fn generate_mix(name: &str, spec: MixSpec) -> Workload {
         spec,
     };
     let mut setup = generator.definitions();
+    if generator.spec.market == Market::Futures {
+        let seeds = generator.futures_seed();
+        setup.extend(seeds);
+    }
     let prefill = generator.spec.resting_orders_target * generator.spec.symbols;
     for _ in 0..prefill {
         let command = generator.new_order(TimeInForce::GoodTillCancel);
@@ -169,6 +195,9 @@ impl Generator {
     }
 
     fn definitions(&mut self) -> Vec<Command<'static>> {
+        if self.spec.market == Market::Futures {
+            return self.futures_definitions();
+        }
         let mut commands = vec![Command::Asset { asset: text("USD"), decimals: 0 }];
         for symbol in 0..self.spec.symbols {
             commands.push(Command::Asset { asset: text(format!("S{symbol}")), decimals: 0 });
@@ -197,6 +226,90 @@ impl Generator {
             }
         }
         commands.into_iter().map(|command| self.apply(command)).collect()
+    }
+
+    /// CNY with 2 decimals and one futures contract per symbol (tick 1, lot 1,
+    /// multiplier 1, margin 100, maker fee 0.5, taker fee 1), every account funded.
+    fn futures_definitions(&mut self) -> Vec<Command<'static>> {
+        let mut commands = vec![Command::Asset { asset: text("CNY"), decimals: 2 }];
+        for symbol in 0..self.spec.symbols {
+            commands.push(Command::Future(Box::new(FutureCommand {
+                symbol: text(&self.symbol_names[symbol]),
+                settle: text("CNY"),
+                tick: decimal(1),
+                lot: decimal(1),
+                min_qty: decimal(1),
+                max_qty: decimal(FUTURES_SEED_LOTS),
+                multiplier: decimal(1),
+                margin: decimal(100),
+                maker_fee: Decimal::from_units(50, 2),
+                taker_fee: decimal(1),
+                market_band_bps: 1_000,
+                close_today: false,
+            })));
+        }
+        for account in 0..self.spec.accounts {
+            commands.push(Command::Deposit(TransferCommand {
+                account: text(&self.account_names[account]),
+                asset: text("CNY"),
+                amount: Decimal::parse(FUTURES_FUNDING).expect("a valid constant"),
+            }));
+        }
+        commands.into_iter().map(|command| self.apply(command)).collect()
+    }
+
+    /// Every account opens a long and a short position of `FUTURES_SEED_LOTS` on every
+    /// contract, each against the next account, at the middle price.
+    fn futures_seed(&mut self) -> Vec<Command<'static>> {
+        let mut commands = Vec::new();
+        for symbol in 0..self.spec.symbols {
+            for account in 0..self.spec.accounts {
+                let next = (account + 1) % self.spec.accounts;
+                for (trader, side) in [(account, Side::Buy), (next, Side::Sell)] {
+                    let order_number = self.next_order_number;
+                    self.next_order_number += 1;
+                    let command = Command::Order(OrderCommand {
+                        account: text(&self.account_names[trader]).into(),
+                        id: text(order_number),
+                        symbol: text(&self.symbol_names[symbol]),
+                        side,
+                        order_type: OrderType::Limit { price: decimal(MID_PRICE_TICKS) },
+                        qty: decimal(FUTURES_SEED_LOTS),
+                        time_in_force: TimeInForce::GoodTillCancel,
+                        post_only: false,
+                        stp: StpMode::None,
+                        offset: Offset::Open,
+                    });
+                    commands.push(self.apply(command));
+                }
+            }
+        }
+        debug_assert_eq!(self.exchange.open_order_count(), 0, "the seeds all cross");
+        commands
+    }
+
+    /// On a futures mix, half the new orders close (when the account may still close
+    /// that much on that side), the rest open.
+    fn offset(&mut self, account: usize, symbol: usize, side: Side, qty: i64) -> Offset {
+        if self.spec.market == Market::Spot || self.random.below(2) == 0 {
+            return Offset::Open;
+        }
+        let Some(account) = self.exchange.ledger().find_account(&self.account_names[account])
+        else {
+            return Offset::Open;
+        };
+        let closable = self
+            .exchange
+            .positions(InstrumentId(symbol as u32))
+            .and_then(|positions| {
+                positions.side(account, PositionSide::of_order(side, Offset::Close))
+            })
+            .map_or(0, |state| state.closable(Takes::HistoryThenToday).0);
+        if qty <= closable {
+            Offset::Close
+        } else {
+            Offset::Open
+        }
     }
 
     fn pick_action(&mut self) -> Action {
@@ -260,6 +373,7 @@ impl Generator {
             },
         };
         let qty = 1 + self.random.below(SIZE_LOTS_MAX) as i64;
+        let offset = self.offset(account, symbol, side, qty);
         if time_in_force == TimeInForce::GoodTillCancel {
             self.candidates.push((account, order_number, symbol));
         }
@@ -273,7 +387,7 @@ impl Generator {
             time_in_force,
             post_only: false,
             stp: StpMode::None,
-            offset: Offset::Open,
+            offset,
         })
     }
 
@@ -340,6 +454,7 @@ mod tests {
                 resting_orders_target: 1_000,
                 commands: 20_000,
                 seed: 1,
+                market: Market::Spot,
             },
         );
         let mut exchange = Exchange::new(ExchangeConfig::default());
@@ -359,6 +474,55 @@ mod tests {
         let book = exchange.book(bourse_core::ids::InstrumentId(0));
         let levels = book.levels(Side::Buy).len() + book.levels(Side::Sell).len();
         assert!((300..=600).contains(&levels), "{levels} levels");
+        exchange.check_invariants().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod futures_tests {
+    use super::*;
+
+    #[test]
+    fn the_futures_mix_is_accepted_and_closes_about_half_its_new_orders() {
+        let workload = generate_mix(
+            "ec-mix-futures",
+            MixSpec {
+                symbols: 1,
+                accounts: 100,
+                resting_orders_target: 1_000,
+                commands: 20_000,
+                seed: 1,
+                market: Market::Futures,
+            },
+        );
+        let mut exchange = Exchange::new(ExchangeConfig::default());
+        let mut events = Vec::new();
+        let (mut rejected, mut closing_fills, mut fills) = (0, 0, 0);
+        for (seq, command) in workload.setup.iter().chain(&workload.measured).enumerate() {
+            exchange.apply(Seq(seq as u64 + 1), None, command, &mut events);
+            for event in &events {
+                match event {
+                    bourse_core::Event::Rejected { .. } => rejected += 1,
+                    bourse_core::Event::Trade(trade) => {
+                        fills += 1;
+                        closing_fills +=
+                            usize::from(trade.taker_pnl.0 != 0 || trade.maker_pnl.0 != 0);
+                    }
+                    _ => {}
+                }
+            }
+            events.clear();
+        }
+        assert_eq!(rejected, 0);
+        let new_orders =
+            workload.measured.iter().filter(|c| matches!(c, Command::Order(_))).count();
+        let closing = workload
+            .measured
+            .iter()
+            .filter(|c| matches!(c, Command::Order(order) if order.offset == Offset::Close))
+            .count();
+        assert!(closing * 100 > new_orders * 40, "{closing} of {new_orders} orders close");
+        assert!(closing_fills * 10 > fills, "{closing_fills} of {fills} fills realised profit");
         exchange.check_invariants().unwrap();
     }
 }
