@@ -1282,6 +1282,7 @@ impl Exchange {
         let Some(positions) = positions[instrument.index()].as_deref_mut() else {
             unreachable!("a futures contract has positions")
         };
+        positions.set_mark_price(price);
         let marked = positions.take_held_by_name(|account| ledger.account(account).name.as_str());
         for &index in &marked {
             let account = positions.all()[index].account;
@@ -1893,6 +1894,7 @@ impl MatchHandler for FuturesFills<'_> {
             reserved: self.taker_reserved,
             is_taker: true,
         };
+        self.positions.set_mark_price(price);
         self.ledger.begin_fill();
         let (maker_fee, maker_pnl) = self.settle_party(maker_party, price, qty);
         let (taker_fee, taker_pnl) = self.settle_party(taker_party, price, qty);

@@ -256,6 +256,10 @@ pub struct Positions {
     accepted_at: Vec<Seq>,
     /// Reused by `take_held_by_name`, so that a settlement allocates nothing once warm.
     by_name: Vec<usize>,
+    /// The price positions are valued at between settlements: the last trade's, or the
+    /// last settlement's when it came after the last trade (zero before either). Decides
+    /// no event; the gateways' account view and the risk process read it.
+    mark_price: Price,
 }
 
 impl Default for Positions {
@@ -266,6 +270,7 @@ impl Default for Positions {
             today_entries: Slab::with_capacity(0, VACANT_ENTRY),
             accepted_at: Vec::new(),
             by_name: Vec::new(),
+            mark_price: Price::ZERO,
         }
     }
 }
@@ -314,6 +319,17 @@ impl Positions {
                 .today_entries(side)
                 .map(|entry| i128::from(entry.price.0) * i128::from(entry.qty.0))
                 .sum::<i128>()
+    }
+
+    /// The price positions are valued at: the last trade's, or the last settlement's
+    /// when it is more recent; `None` before either.
+    pub fn mark_price(&self) -> Option<Price> {
+        (self.mark_price.0 > 0).then_some(self.mark_price)
+    }
+
+    /// A trade or a settlement at `price` (the new mark price).
+    pub fn set_mark_price(&mut self, price: Price) {
+        self.mark_price = price;
     }
 
     // ----- orders -----

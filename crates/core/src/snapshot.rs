@@ -246,13 +246,14 @@ pub fn encode_state(exchange: &Exchange, out: &mut Vec<u8>) {
     }
 }
 
-/// Version 2: per futures contract, in instrument order, its non-empty positions by
-/// ascending account id: account, then the long and the short side, each its history
-/// price and quantity (both 0 when it has none) and its today entries (a count, then
-/// price and quantity each, oldest first).
+/// Version 2: per futures contract, in instrument order, its mark price (0: none yet),
+/// then its non-empty positions by ascending account id: account, then the long and the
+/// short side, each its history price and quantity (both 0 when it has none) and its
+/// today entries (a count, then price and quantity each, oldest first).
 fn encode_positions(exchange: &Exchange, out: &mut Vec<u8>) {
     for index in 0..exchange.instruments().len() {
         let Some(positions) = exchange.positions(InstrumentId(index as u32)) else { continue };
+        put_varint(out, positions.mark_price().map_or(0, |price| price.0 as u64));
         let mut held: Vec<_> = positions.all().iter().filter(|p| !p.is_empty()).collect();
         held.sort_unstable_by_key(|position| position.account);
         put_varint(out, held.len() as u64);
@@ -334,11 +335,7 @@ fn put_order(out: &mut Vec<u8>, order: &RestingOrder, futures: Option<&Exchange>
     match futures {
         None => out.push(flags),
         Some(exchange) => {
-            let offset = match order.offset {
-                Offset::Open => 0,
-                Offset::Close => 1,
-                Offset::CloseToday => 2,
-            };
+            let offset = offset_code(order.offset);
             let day = if order.good_for_day { GOOD_FOR_DAY_BIT } else { 0 };
             out.push(flags | offset << OFFSET_SHIFT | day);
             let accepted_at = exchange.accepted_at(order.account, &order.id);
@@ -1090,6 +1087,14 @@ impl BookReader<'_> {
                 (definition.tick.0, definition.max_qty)
             };
             let accounts = self.exchange.ledger().accounts().len();
+            let mark_at = self.reader.offset;
+            let mark = self.reader.units("mark price out of range")?;
+            if mark < 0 || mark % tick != 0 {
+                return Err(invalid(mark_at, "mark price not a multiple of the tick"));
+            }
+            if let Some(positions) = self.exchange.positions_mut(instrument) {
+                positions.set_mark_price(Price(mark));
+            }
             let mut previous: Option<u32> = None;
             // An account and two empty sides take at least five bytes.
             for _ in 0..self.reader.count(5)? {
@@ -1288,11 +1293,11 @@ pub fn encode_venue(venue: &Venue, out: &mut Vec<u8>) {
         put_varint(out, u64::from(instrument.0));
     }
     if let Some(activity) = activity {
-        encode_activity(activity, out);
+        encode_activity(activity, venue.exchange(), out);
     }
 }
 
-fn encode_activity(activity: &Activity, out: &mut Vec<u8>) {
+fn encode_activity(activity: &Activity, exchange: &Exchange, out: &mut Vec<u8>) {
     let accounts =
         (0..activity.account_bound() as u32).map(AccountId).filter(|&a| activity.has_activity(a));
     out.reserve(activity.order_count() * 40 + accounts.clone().count() * 4);
@@ -1301,11 +1306,11 @@ fn encode_activity(activity: &Activity, out: &mut Vec<u8>) {
         put_varint(out, u64::from(account.0));
         put_varint(out, activity.open_order_count(account) as u64);
         for record in activity.open_orders(account) {
-            put_record(out, record);
+            put_record(out, record, exchange);
         }
         put_varint(out, activity.finished_order_count(account) as u64);
         for record in activity.finished_orders(account) {
-            put_record(out, record);
+            put_record(out, record, exchange);
         }
         put_varint(out, activity.fill_count(account) as u64);
         for fill in activity.fills(account) {
@@ -1340,7 +1345,9 @@ fn side_bit(side: Side) -> u8 {
     }
 }
 
-fn put_record(out: &mut Vec<u8>, record: &OrderRecord) {
+/// One order record; on a futures contract followed by its offset (one byte: 0 open, 1
+/// close, 2 close today).
+fn put_record(out: &mut Vec<u8>, record: &OrderRecord, exchange: &Exchange) {
     put_varint(out, record.order_id.0);
     put_str(out, &record.client_id);
     put_varint(out, u64::from(record.instrument.0));
@@ -1357,6 +1364,17 @@ fn put_record(out: &mut Vec<u8>, record: &OrderRecord) {
     put_varint(out, record.filled.0 as u64);
     put_varint(out, record.created_ns.0);
     put_varint(out, record.updated_ns.0);
+    if exchange.instrument(record.instrument).is_future() {
+        out.push(offset_code(record.offset));
+    }
+}
+
+fn offset_code(offset: Offset) -> u8 {
+    match offset {
+        Offset::Open => 0,
+        Offset::Close => 1,
+        Offset::CloseToday => 2,
+    }
 }
 
 fn put_fill(out: &mut Vec<u8>, fill: &Fill) {
@@ -1613,6 +1631,21 @@ fn read_record(
     let filled = read_lots(reader, lot, "filled qty out of range")?;
     let created_ns = TimestampNs(reader.varint()?);
     let updated_ns = TimestampNs(reader.varint()?);
+    let offset = match definition.is_future() {
+        false => Offset::Open,
+        true => {
+            let offset_at = reader.offset;
+            match reader.byte()? {
+                0 => Offset::Open,
+                1 => Offset::Close,
+                2 => Offset::CloseToday,
+                _ => return Err(invalid(offset_at, "unknown offset")),
+            }
+        }
+    };
+    if time_in_force == TimeInForce::GoodForDay && !definition.is_future() {
+        return Err(invalid(flags_at, "a day order on a spot instrument"));
+    }
     let record = OrderRecord {
         order_id,
         account,
@@ -1621,6 +1654,7 @@ fn read_record(
         side: if flags & SIDE_BIT != 0 { Side::Sell } else { Side::Buy },
         kind: if flags & MARKET_BIT != 0 { OrderKind::Market } else { OrderKind::Limit },
         time_in_force,
+        offset,
         post_only: flags & RECORD_POST_ONLY_BIT != 0,
         stp: stp_from_code(flags >> RECORD_STP_SHIFT),
         price,

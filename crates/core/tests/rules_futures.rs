@@ -288,6 +288,12 @@ fn settlement_expires_day_orders_marks_positions_and_makes_them_history() {
     venue.assert_balance("bob", "174497", "25000");
     // The gtc order stays.
     assert_eq!(venue.state()["books"]["CU"]["bids"][0]["id"], "c2");
+    // Positions are valued at the settlement price until the next trade.
+    let cu = bourse_core::ids::InstrumentId(0);
+    let mark = |venue: &Venue| venue.replay.exchange().positions(cu).unwrap().mark_price();
+    assert_eq!(mark(&venue), Some(bourse_core::Price(50100)));
+    venue.ok(&order("bob", "b3", "CU", "sell", "40000", "1", "open"));
+    assert_eq!(mark(&venue), Some(bourse_core::Price(40000)));
 }
 
 #[test]
@@ -436,4 +442,56 @@ fn a_snapshot_of_a_futures_state_restores_the_same_state_and_the_same_future() {
     }
     assert_eq!(out_restored, out_live);
     assert_eq!(continued.state_json(), venue.replay.state_json());
+}
+
+#[test]
+fn a_venue_keeps_futures_orders_and_liquidation_fills_and_snapshots_them() {
+    use bourse_core::format::parse_line;
+    use bourse_core::snapshot::{decode_venue, encode_venue};
+    use bourse_core::{Exchange, Seq, Venue};
+
+    let mut venue = Venue::new(Exchange::default(), true);
+    let mut events = Vec::new();
+    let mut lines: Vec<String> = DEFINITIONS.iter().map(|line| line.to_string()).collect();
+    for account in ["alice", "bob", "carol"] {
+        lines.push(
+            json!({"cmd":"deposit","account":account,"asset":"CNY","amount":"200000"}).to_string(),
+        );
+    }
+    lines.extend([
+        order("alice", "a1", "CU", "buy", "50000", "1", "open"),
+        order("bob", "b1", "CU", "sell", "50000", "1", "open"),
+        with(&order("alice", "a2", "CU", "sell", "50500", "1", "close_today"), "tif", json!("gfd")),
+        order("carol", "c1", "CU", "sell", "50100", "1", "open"),
+        order("bob", "b2", "CU", "sell", "60000", "1", "open"),
+        r#"{"cmd":"liquidate","account":"bob","symbol":"CU"}"#.to_string(),
+    ]);
+    for (index, line) in lines.iter().enumerate() {
+        let parsed = parse_line(line).unwrap();
+        venue.apply(Seq(index as u64 + 1), parsed.ts, &parsed.command, &mut events);
+        venue.check_invariants().unwrap();
+    }
+    let activity = venue.activity().unwrap();
+    let bob = venue.exchange().ledger().find_account("bob").unwrap();
+    // b1 filled, b2 canceled by the liquidation; the liquidation's fill is kept under
+    // the command's seq.
+    assert_eq!(activity.open_order_count(bob), 0);
+    let liquidation_seq = lines.len() as u64;
+    assert!(activity
+        .fills(bob)
+        .any(|fill| fill.order_id.0 == liquidation_seq && fill.client_id == "liq-12-short"));
+    let alice = venue.exchange().ledger().find_account("alice").unwrap();
+    let a2 = activity.order_by_client(alice, "a2").unwrap();
+    assert_eq!(
+        (a2.offset, a2.time_in_force),
+        (bourse_core::Offset::CloseToday, bourse_core::TimeInForce::GoodForDay)
+    );
+
+    let mut bytes = Vec::new();
+    encode_venue(&venue, &mut bytes);
+    let restored = decode_venue(&bytes, ExchangeConfig::default(), true).unwrap();
+    restored.check_invariants().unwrap();
+    let mut again = Vec::new();
+    encode_venue(&restored, &mut again);
+    assert_eq!(again, bytes);
 }

@@ -27,8 +27,8 @@ use bourse_core::venue::{
     Fill, Liquidity, OrderKind, OrderRecord, OrderStatus, FILLS_KEPT, FINISHED_ORDERS_KEPT,
 };
 use bourse_core::{
-    AccountRef, Amount, Command, Event, Exchange, ExchangeConfig, Price, Qty, RejectReason, Side,
-    StpMode, TimeInForce, Venue,
+    AccountRef, Amount, Command, Event, Exchange, ExchangeConfig, Offset, Price, Qty, RejectReason,
+    Side, StpMode, TimeInForce, Venue,
 };
 use random::Random;
 use snapshot_bytes::{patched, state_bytes, tiny_config, varint, venue_bytes};
@@ -67,6 +67,7 @@ fn an_accepted_limit_order_creates_an_open_record_in_engine_units() {
             side: Side::Buy,
             kind: OrderKind::Limit,
             time_in_force: TimeInForce::GoodTillCancel,
+            offset: Offset::Open,
             post_only: false,
             stp: StpMode::CancelBoth,
             // Tick 1: price units are whole USD; lot 0.01: qty units are hundredths.
@@ -752,9 +753,10 @@ fn each_kind_of_bad_venue_snapshot_has_its_error() {
     let error =
         decode(&patched(&bytes, activity_at, b"fiA\x00\x04\x03", b"fiA\x00\x04\x00")).unwrap_err();
     assert_eq!(error.code(), "invalid", "{error}");
-    // A gtc flag on an order finished at once is fine; a time in force of 3 is not.
+    // A gtc flag on an order finished at once is fine; a day order (time in force 3)
+    // on a spot instrument is not.
     let error = decode(&patched(&bytes, activity_at, b"fiA\x00\x04", b"fiA\x00\x0c")).unwrap_err();
-    assert!(error.to_string().contains("unknown time in force"), "{error}");
+    assert!(error.to_string().contains("a day order on a spot instrument"), "{error}");
 }
 
 // ----------------------------------------------------------------------------------

@@ -254,6 +254,7 @@ fn hash_positions(hasher: &mut CanonicalHasher, exchange: &Exchange, positions: 
         .filter(|(_, position)| !position.is_empty())
         .map(|(index, position)| (exchange.account_name(position.account), index))
         .collect();
+    hasher.integer(i128::from(positions.mark_price().map_or(0, |price| price.0)));
     hasher.integer(held.len() as i128);
     for (name, index) in held {
         hasher.bytes(name.as_bytes());

@@ -25,7 +25,7 @@ use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 use rustc_hash::FxHasher;
 
-use crate::command::{Side, StpMode, TimeInForce};
+use crate::command::{Offset, Side, StpMode, TimeInForce};
 use crate::event::DoneReason;
 use crate::exchange::Exchange;
 use crate::ids::{
@@ -135,8 +135,11 @@ pub struct OrderRecord {
     pub side: Side,
     pub kind: OrderKind,
     /// As the exchange applies it: a market order's is `ImmediateOrCancel` (or
-    /// `FillOrKill`), never `GoodTillCancel`.
+    /// `FillOrKill`), never `GoodTillCancel`; `GoodForDay` only on a futures contract
+    /// (on spot it is `GoodTillCancel`).
     pub time_in_force: TimeInForce,
+    /// Futures: what the order does to the position (`Open` on spot, which ignores it).
+    pub offset: Offset,
     /// As the exchange applies it: always `false` for a market order.
     pub post_only: bool,
     pub stp: StpMode,
@@ -167,6 +170,7 @@ impl OrderRecord {
             side: Side::Buy,
             kind: OrderKind::Limit,
             time_in_force: TimeInForce::GoodTillCancel,
+            offset: Offset::Open,
             post_only: false,
             stp: StpMode::CancelTaker,
             price: None,
@@ -733,7 +737,12 @@ impl Activity {
             OrderType::Limit { price } => (
                 OrderKind::Limit,
                 instrument.validate_price(price).ok(),
-                command.time_in_force,
+                match command.time_in_force {
+                    TimeInForce::GoodForDay if !instrument.is_future() => {
+                        TimeInForce::GoodTillCancel
+                    }
+                    time_in_force => time_in_force,
+                },
                 command.post_only,
             ),
             OrderType::Market => {
@@ -762,6 +771,7 @@ impl Activity {
             side: command.side,
             kind,
             time_in_force,
+            offset: if instrument.is_future() { command.offset } else { Offset::Open },
             post_only,
             stp: command.stp,
             price,
@@ -922,10 +932,14 @@ pub(crate) fn check_record(record: &OrderRecord) -> Result<(), String> {
         OrderKind::Market => {
             record.price.is_none()
                 && !record.post_only
-                && record.time_in_force != TimeInForce::GoodTillCancel
+                && matches!(
+                    record.time_in_force,
+                    TimeInForce::ImmediateOrCancel | TimeInForce::FillOrKill
+                )
         }
     };
-    let resting_kind = record.time_in_force == TimeInForce::GoodTillCancel;
+    let resting_kind =
+        matches!(record.time_in_force, TimeInForce::GoodTillCancel | TimeInForce::GoodForDay);
     if !shaped
         || record.order_id == OrderId(0)
         || record.qty.0 <= 0
@@ -950,6 +964,8 @@ pub(crate) fn check_open_record(exchange: &Exchange, record: &OrderRecord) -> Re
                 && order.filled == record.filled
                 && order.stp == record.stp
                 && order.post_only == record.post_only
+                && order.offset == record.offset
+                && order.good_for_day == (record.time_in_force == TimeInForce::GoodForDay)
         },
     );
     if !matches {

@@ -520,7 +520,12 @@ fn rebuild_open_records(exchange: &Exchange) -> Activity {
                     instrument,
                     side: order.side,
                     kind: OrderKind::Limit,
-                    time_in_force: TimeInForce::GoodTillCancel,
+                    time_in_force: if order.good_for_day {
+                        TimeInForce::GoodForDay
+                    } else {
+                        TimeInForce::GoodTillCancel
+                    },
+                    offset: order.offset,
                     post_only: order.post_only,
                     stp: order.stp,
                     price: Some(order.price),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use bourse_core::command::{OrderCommand, OrderType};
 use bourse_core::ids::{AccountId, ClientOrderId, OrderId};
 use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
-use bourse_core::{AccountRef, Command, Event, Price, Qty, RejectReason, TimeInForce};
+use bourse_core::{AccountRef, Command, Event, Offset, Price, Qty, RejectReason, TimeInForce};
 use bourse_engine::Correlation;
 
 use crate::directory::Directory;
@@ -279,7 +279,8 @@ impl OrderEntry {
             instrument,
             side: order.side,
             kind: if price.is_some() { OrderKind::Limit } else { OrderKind::Market },
-            time_in_force: applied_time_in_force(order),
+            time_in_force: applied_time_in_force(order, info.is_future()),
+            offset: if info.is_future() { order.offset } else { Offset::Open },
             post_only: order.post_only && price.is_some(),
             stp: order.stp,
             price,
@@ -357,10 +358,13 @@ impl OrderEntry {
 }
 
 /// What the exchange makes of a market order's time in force (see the replay spec).
-fn applied_time_in_force(order: &OrderCommand<'_>) -> TimeInForce {
+/// The time in force the engine applies: a market order's is IOC (or FOK), and a day
+/// order on a spot instrument (never settled) is GTC.
+fn applied_time_in_force(order: &OrderCommand<'_>, is_future: bool) -> TimeInForce {
     match (order.order_type, order.time_in_force) {
         (OrderType::Market, TimeInForce::FillOrKill) => TimeInForce::FillOrKill,
         (OrderType::Market, _) => TimeInForce::ImmediateOrCancel,
+        (_, TimeInForce::GoodForDay) if !is_future => TimeInForce::GoodTillCancel,
         (_, time_in_force) => time_in_force,
     }
 }
