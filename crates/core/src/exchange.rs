@@ -252,6 +252,17 @@ pub struct Exchange {
     /// Reused by settlement and liquidation to order orders by acceptance, so that
     /// neither allocates once warm.
     by_acceptance: Vec<(Seq, u32)>,
+    /// Deposits and withdrawals of futures settle assets since the asset's last
+    /// settlement, for the account view (`DayFlows`). Decides no event.
+    day_flows: FxHashMap<(AccountId, AssetId), DayFlows>,
+}
+
+/// An account's deposits and withdrawals of a settle asset since the last settlement
+/// of a contract settled in it: the QIFI view's `deposit` and `withdraw`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DayFlows {
+    pub deposited: Amount,
+    pub withdrawn: Amount,
 }
 
 impl Default for Exchange {
@@ -274,6 +285,7 @@ impl Exchange {
             open_orders: OrderIndex::with_capacity(config.open_orders_capacity),
             time_ns: TimestampNs::ZERO,
             by_acceptance: Vec::new(),
+            day_flows: FxHashMap::default(),
         }
     }
 
@@ -342,6 +354,33 @@ impl Exchange {
     ) -> Option<(InstrumentId, &RestingOrder)> {
         let handle = self.open_orders.find(&self.books, account, id)?;
         Some((handle.instrument, self.books[handle.instrument.index()].order(handle.slot)))
+    }
+
+    /// Whether a futures contract (live or expired) settles in `asset`.
+    pub fn is_settle_asset(&self, asset: AssetId) -> bool {
+        self.instruments
+            .iter()
+            .any(|instrument| instrument.future().is_some_and(|rules| rules.settle == asset))
+    }
+
+    /// `account`'s deposits and withdrawals of the settle asset `asset` since its last
+    /// settlement.
+    pub fn day_flows(&self, account: AccountId, asset: AssetId) -> DayFlows {
+        self.day_flows.get(&(account, asset)).copied().unwrap_or_default()
+    }
+
+    /// Every account's day flows, for snapshots and the digest.
+    pub fn all_day_flows(&self) -> impl Iterator<Item = ((AccountId, AssetId), DayFlows)> + '_ {
+        self.day_flows.iter().map(|(key, flows)| (*key, *flows))
+    }
+
+    pub(crate) fn restore_day_flows(
+        &mut self,
+        account: AccountId,
+        asset: AssetId,
+        flows: DayFlows,
+    ) {
+        self.day_flows.insert((account, asset), flows);
     }
 
     /// The `seq` of the command that placed `account`'s open futures order `id`, which
@@ -711,6 +750,11 @@ impl Exchange {
             .filter(|&amount| self.ledger.deposit_fits(asset, amount))
             .ok_or(RejectReason::InvalidAmount)?;
         self.ledger.deposit(&transfer.account, asset, amount);
+        if self.is_settle_asset(asset) {
+            if let Some(account) = self.ledger.find_account(&transfer.account) {
+                self.day_flows.entry((account, asset)).or_default().deposited += amount;
+            }
+        }
         Ok(Accepted::Silently)
     }
 
@@ -723,6 +767,9 @@ impl Exchange {
             return Err(RejectReason::InsufficientFunds);
         }
         self.ledger.withdraw(account, asset, Amount(units as i64));
+        if self.is_settle_asset(asset) {
+            self.day_flows.entry((account, asset)).or_default().withdrawn += Amount(units as i64);
+        }
         Ok(Accepted::Silently)
     }
 
@@ -1275,7 +1322,7 @@ impl Exchange {
             self.expire_resting(seq, OrderHandle { instrument, slot }, DoneReason::Expired, events);
         }
         self.by_acceptance = ending;
-        let Exchange { instruments, positions, ledger, .. } = self;
+        let Exchange { instruments, positions, ledger, day_flows, .. } = self;
         let Some(rules) = instruments[instrument.index()].future() else {
             unreachable!("find_future found a futures contract")
         };
@@ -1283,6 +1330,10 @@ impl Exchange {
             unreachable!("a futures contract has positions")
         };
         positions.set_mark_price(price);
+        positions.start_day();
+        // A new day for the settle asset's deposits and withdrawals too.
+        let settle = rules.settle;
+        day_flows.retain(|(_, asset), _| *asset != settle);
         let marked = positions.take_held_by_name(|account| ledger.account(account).name.as_str());
         for &index in &marked {
             let account = positions.all()[index].account;
@@ -1853,6 +1904,7 @@ impl FuturesFills<'_> {
                 self.ledger.release(party.account, rules.settle, hold_used - margin);
                 self.ledger.pay_fee(party.account, rules.settle, fee);
                 self.positions.open(party.account, position_side, price, qty);
+                self.positions.record_fill(party.account, Amount::ZERO, fee);
                 (fee, Amount::ZERO)
             }
             Some(takes) => {
@@ -1870,6 +1922,7 @@ impl FuturesFills<'_> {
                     BalanceMove::RealisedProfit,
                 );
                 self.ledger.pay_fee(party.account, rules.settle, fee);
+                self.positions.record_fill(party.account, profit, fee);
                 (fee, profit)
             }
         }

@@ -161,6 +161,11 @@ pub struct PositionSideState {
     pub reserved_close: Qty,
     /// The remaining quantity of its open `close_today` orders (close-today rule only).
     pub reserved_close_today: Qty,
+    /// `sum(open price * qty)` of what is open, in price units x quantity units: what
+    /// opening cost, which settlement does not re-price. A close takes its share at the
+    /// average (`open_cost * taken / qty`, rounded down); for the account view's open
+    /// price and float profit only (no money depends on it).
+    pub open_cost: i128,
 }
 
 impl Default for PositionSideState {
@@ -173,6 +178,7 @@ impl Default for PositionSideState {
             today_qty: Qty::ZERO,
             reserved_close: Qty::ZERO,
             reserved_close_today: Qty::ZERO,
+            open_cost: 0,
         }
     }
 }
@@ -215,6 +221,10 @@ pub struct Position {
     pub account: AccountId,
     pub long: PositionSideState,
     pub short: PositionSideState,
+    /// Realised by closing fills since the contract's last settlement (settle asset).
+    pub realised_today: Amount,
+    /// Fees paid on fills since the contract's last settlement.
+    pub fees_today: Amount,
 }
 
 impl Position {
@@ -234,6 +244,11 @@ impl Position {
 
     pub fn is_empty(&self) -> bool {
         self.long.is_empty() && self.short.is_empty()
+    }
+
+    /// Nothing open and nothing realised or paid today: nothing to show or keep.
+    pub fn is_idle(&self) -> bool {
+        self.is_empty() && self.realised_today.is_zero() && self.fees_today.is_zero()
     }
 }
 
@@ -260,6 +275,9 @@ pub struct Positions {
     /// last settlement's when it came after the last trade (zero before either). Decides
     /// no event; the gateways' account view and the risk process read it.
     mark_price: Price,
+    /// The long sides' total quantity, which equals the short sides' (every fill opens
+    /// or closes as much on each).
+    open_interest: Qty,
 }
 
 impl Default for Positions {
@@ -271,6 +289,7 @@ impl Default for Positions {
             accepted_at: Vec::new(),
             by_name: Vec::new(),
             mark_price: Price::ZERO,
+            open_interest: Qty::ZERO,
         }
     }
 }
@@ -327,6 +346,26 @@ impl Positions {
         (self.mark_price.0 > 0).then_some(self.mark_price)
     }
 
+    /// The long sides' total quantity (equal to the short sides').
+    pub fn open_interest(&self) -> Qty {
+        self.open_interest
+    }
+
+    /// What a fill realised and paid for `account` (today's totals of its position).
+    pub fn record_fill(&mut self, account: AccountId, realised: Amount, fee: Amount) {
+        let position = self.position_mut(account);
+        position.realised_today += realised;
+        position.fees_today += fee;
+    }
+
+    /// A new trading day for the contract (its settlement): today's totals start again.
+    pub fn start_day(&mut self) {
+        for position in &mut self.positions {
+            position.realised_today = Amount::ZERO;
+            position.fees_today = Amount::ZERO;
+        }
+    }
+
     /// A trade or a settlement at `price` (the new mark price).
     pub fn set_mark_price(&mut self, price: Price) {
         self.mark_price = price;
@@ -367,10 +406,14 @@ impl Positions {
     /// An opening fill of `qty` at `price`: the side gains `(price, qty)` today (added to
     /// the newest entry when it has that price).
     pub fn open(&mut self, account: AccountId, side: PositionSide, price: Price, qty: Qty) {
-        let Positions { positions, by_account, today_entries, .. } = self;
+        let Positions { positions, by_account, today_entries, open_interest, .. } = self;
         let index = index_of(positions, by_account, account);
+        if side == PositionSide::Long {
+            *open_interest += qty;
+        }
         let state = positions[index].side_mut(side);
         state.today_qty += qty;
+        state.open_cost += i128::from(price.0) * i128::from(qty.0);
         if state.today_tail != NIL {
             let newest = today_entries.get_mut(state.today_tail);
             if newest.price == price {
@@ -397,9 +440,15 @@ impl Positions {
         takes: Takes,
         qty: Qty,
     ) -> i128 {
-        let Positions { positions, by_account, today_entries, .. } = self;
+        let Positions { positions, by_account, today_entries, open_interest, .. } = self;
         let index = by_account[&account] as usize;
+        if side == PositionSide::Long {
+            *open_interest -= qty;
+        }
         let state = positions[index].side_mut(side);
+        let held = state.qty();
+        // `held` is at least `qty` (checked below in debug builds).
+        state.open_cost -= state.open_cost * i128::from(qty.0) / i128::from(held.0.max(1));
         let mut left = qty;
         let mut basis = 0i128;
         if takes != Takes::TodayOnly {
@@ -455,6 +504,9 @@ impl Positions {
     /// which realises nothing after the mark); returns the quantity it had.
     pub fn clear(&mut self, index: usize, side: PositionSide) -> Qty {
         let qty = self.positions[index].side(side).qty();
+        if side == PositionSide::Long {
+            self.open_interest -= qty;
+        }
         self.free_today(index, side);
         let state = self.positions[index].side_mut(side);
         *state = PositionSideState::default();
@@ -505,6 +557,7 @@ impl Positions {
         side: PositionSide,
         history: PositionEntry,
         today: &[PositionEntry],
+        open_cost: i128,
     ) {
         let index = index_of(&mut self.positions, &mut self.by_account, account);
         let reserved = *self.positions[index].side(side);
@@ -514,6 +567,7 @@ impl Positions {
         state.reserved_close_today = reserved.reserved_close_today;
         state.history_price = if history.qty.is_zero() { Price::ZERO } else { history.price };
         state.history_qty = history.qty;
+        state.open_cost = open_cost;
         for entry in today {
             let slot = self.today_entries.insert(TodayEntry {
                 price: entry.price,
@@ -529,10 +583,42 @@ impl Positions {
             state.today_tail = slot;
             state.today_qty += entry.qty;
         }
+        if side == PositionSide::Long {
+            self.open_interest += self.positions[index].long.qty();
+        }
     }
 
-    /// Checks each side's sums and entries; the exchange checks reservations and money.
+    /// Sets `account`'s totals of today (a snapshot's).
+    pub(crate) fn restore_day(&mut self, account: AccountId, realised: Amount, fees: Amount) {
+        let position = self.position_mut(account);
+        position.realised_today = realised;
+        position.fees_today = fees;
+    }
+
+    /// Checks each side's sums and entries, the open interest and the open costs; the
+    /// exchange checks reservations and money.
     pub fn check_consistency(&self) -> Result<(), String> {
+        let long: i64 = self.positions.iter().map(|position| position.long.qty().0).sum();
+        let short: i64 = self.positions.iter().map(|position| position.short.qty().0).sum();
+        if long != self.open_interest.0 || short != self.open_interest.0 {
+            return Err(format!(
+                "open interest {} but long sides {long} and short sides {short}",
+                self.open_interest.0
+            ));
+        }
+        for position in &self.positions {
+            for side in PositionSide::BOTH {
+                let state = position.side(side);
+                if state.open_cost < 0 || (state.is_empty() && state.open_cost != 0) {
+                    return Err(format!(
+                        "account {} {}: open cost {}",
+                        position.account.0,
+                        side.as_str(),
+                        state.open_cost
+                    ));
+                }
+            }
+        }
         for position in &self.positions {
             for side in PositionSide::BOTH {
                 let state = position.side(side);
@@ -573,6 +659,8 @@ fn index_of(
             account,
             long: PositionSideState::default(),
             short: PositionSideState::default(),
+            realised_today: Amount::ZERO,
+            fees_today: Amount::ZERO,
         });
     }
     index as usize

@@ -18,8 +18,10 @@
 //! about orders: records of open and recently finished orders, recent fills, and the
 //! rule that a remembered client order id is never accepted again; and its own
 //! commands, which the replay format does not have: halting and resuming an
-//! instrument, cancelling all of an account's orders).
+//! instrument, cancelling all of an account's orders); `account_view` (a futures
+//! account and its positions as futures traders read them, computed from the state).
 
+pub mod account_view;
 pub mod book;
 pub mod command;
 pub mod event;

@@ -243,26 +243,41 @@ pub fn encode_state(exchange: &Exchange, out: &mut Vec<u8>) {
     }
     if futures {
         encode_positions(exchange, out);
+        let mut flows: Vec<_> = exchange.all_day_flows().collect();
+        flows.sort_unstable_by_key(|(key, _)| *key);
+        put_varint(out, flows.len() as u64);
+        for ((account, asset), flows) in flows {
+            put_varint(out, u64::from(account.0));
+            put_varint(out, u64::from(asset.0));
+            put_varint(out, flows.deposited.0 as u64);
+            put_varint(out, flows.withdrawn.0 as u64);
+        }
     }
 }
 
 /// Version 2: per futures contract, in instrument order, its mark price (0: none yet),
-/// then its non-empty positions by ascending account id: account, then the long and the
-/// short side, each its history price and quantity (both 0 when it has none) and its
-/// today entries (a count, then price and quantity each, oldest first).
+/// then its positions that hold or did something today, by ascending account id:
+/// account, realised today (zigzag), fees today, then the long and the short side, each
+/// its history price and quantity (both 0 when it has none), its open cost (up to 128
+/// bits) and its today entries (a count, then price and quantity each, oldest first).
+/// Then the day flows: a count, and per (account, asset) ascending: account, asset,
+/// deposited, withdrawn.
 fn encode_positions(exchange: &Exchange, out: &mut Vec<u8>) {
     for index in 0..exchange.instruments().len() {
         let Some(positions) = exchange.positions(InstrumentId(index as u32)) else { continue };
         put_varint(out, positions.mark_price().map_or(0, |price| price.0 as u64));
-        let mut held: Vec<_> = positions.all().iter().filter(|p| !p.is_empty()).collect();
+        let mut held: Vec<_> = positions.all().iter().filter(|p| !p.is_idle()).collect();
         held.sort_unstable_by_key(|position| position.account);
         put_varint(out, held.len() as u64);
         for position in held {
             put_varint(out, u64::from(position.account.0));
+            put_varint(out, zigzag(position.realised_today.0));
+            put_varint(out, position.fees_today.0 as u64);
             for side in PositionSide::BOTH {
                 let state = position.side(side);
                 put_varint(out, state.history_price.0 as u64);
                 put_varint(out, state.history_qty.0 as u64);
+                put_varint_u128(out, state.open_cost as u128);
                 put_varint(out, positions.today_entries(state).count() as u64);
                 for entry in positions.today_entries(state) {
                     put_varint(out, entry.price.0 as u64);
@@ -507,6 +522,7 @@ pub fn decode_state(bytes: &[u8], config: ExchangeConfig) -> Result<Exchange, Sn
     books.read_books()?;
     if futures {
         books.read_positions()?;
+        books.read_day_flows()?;
     }
     let BookReader { reader, exchange, unheld, .. } = books;
     if reader.offset != bytes.len() {
@@ -1104,10 +1120,15 @@ impl BookReader<'_> {
                     return Err(invalid(at, "positions not by ascending known account"));
                 }
                 previous = Some(account);
+                let realised = Amount(unzigzag(self.reader.varint()?));
+                let fees = Amount(self.reader.units("fees out of range")?);
                 let mut total_margin = 0i128;
                 let mut empty = true;
                 for side in PositionSide::BOTH {
                     let history = self.read_position_entry(tick, rules.lot.0, true)?;
+                    let cost_at = self.reader.offset;
+                    let open_cost = i128::try_from(self.reader.varint_u128()?)
+                        .map_err(|_| invalid(cost_at, "open cost out of range"))?;
                     let mut today = Vec::new();
                     for _ in 0..self.reader.count(2)? {
                         today.push(self.read_position_entry(tick, rules.lot.0, false)?);
@@ -1123,10 +1144,13 @@ impl BookReader<'_> {
                         .exchange
                         .positions_mut(instrument)
                         .ok_or_else(|| invalid(at, "positions of a spot instrument"))?;
-                    positions.restore_side(AccountId(account), side, history, &today);
+                    positions.restore_side(AccountId(account), side, history, &today, open_cost);
                 }
-                if empty {
-                    return Err(invalid(at, "an empty position listed"));
+                if empty && realised.is_zero() && fees.is_zero() {
+                    return Err(invalid(at, "an idle position listed"));
+                }
+                if let Some(positions) = self.exchange.positions_mut(instrument) {
+                    positions.restore_day(AccountId(account), realised, fees);
                 }
                 let unheld = &mut self.unheld[rules.settle.index()][account as usize];
                 *unheld = i64::try_from(i128::from(*unheld) - total_margin).unwrap_or(-1);
@@ -1137,6 +1161,32 @@ impl BookReader<'_> {
                     ));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Version 2: the day flows (`encode_state`), each of a settle asset and a known
+    /// account, ascending.
+    fn read_day_flows(&mut self) -> Result<(), SnapshotError> {
+        let mut previous: Option<(u32, u32)> = None;
+        for _ in 0..self.reader.count(4)? {
+            let at = self.reader.offset;
+            let account = self.reader.small("unknown account")?;
+            let asset = self.reader.small("unknown asset")?;
+            let deposited = Amount(self.reader.units("deposits out of range")?);
+            let withdrawn = Amount(self.reader.units("withdrawals out of range")?);
+            let known = (account as usize) < self.exchange.ledger().accounts().len()
+                && (asset as usize) < self.exchange.assets().len()
+                && self.exchange.is_settle_asset(AssetId(asset));
+            if !known || previous.is_some_and(|previous| previous >= (account, asset)) {
+                return Err(invalid(
+                    at,
+                    "day flows not of known accounts and settle assets, ascending",
+                ));
+            }
+            previous = Some((account, asset));
+            let flows = crate::exchange::DayFlows { deposited, withdrawn };
+            self.exchange.restore_day_flows(AccountId(account), AssetId(asset), flows);
         }
         Ok(())
     }

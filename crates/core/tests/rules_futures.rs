@@ -495,3 +495,57 @@ fn a_venue_keeps_futures_orders_and_liquidation_fills_and_snapshots_them() {
     encode_venue(&restored, &mut again);
     assert_eq!(again, bytes);
 }
+
+#[test]
+fn the_account_view_values_positions_at_the_mark_and_starts_a_new_day_at_settlement() {
+    use bourse_core::account_view::account_view;
+    use bourse_core::ids::AssetId;
+
+    let mut venue = opened();
+    fn exchange(venue: &Venue) -> &bourse_core::Exchange {
+        venue.replay.exchange()
+    }
+    let alice = exchange(&venue).ledger().find_account("alice").unwrap();
+    let cny = AssetId(0);
+    let (view, positions) = account_view(exchange(&venue), alice, cny).unwrap();
+    // Units of 0.01 CNY.
+    assert_eq!(view.balance, 19_999_850); // 200000 - 1.5 of maker fee
+    assert_eq!((view.deposit, view.commission, view.close_profit), (20_000_000, 150, 0));
+    assert_eq!((view.static_balance, view.pre_balance), (20_000_000, 0));
+    assert_eq!((view.margin, view.frozen_margin, view.position_profit), (2_500_000, 0, 0));
+    assert_eq!((view.available, view.withdrawable), (17_499_850, 17_499_850));
+    assert_eq!(positions[0].long.volume_today, bourse_core::Qty(1));
+
+    // A trade at 50200 moves the mark: +200 * 5 unrealised for the long.
+    venue.ok(&order("carol", "c1", "CU", "sell", "50200", "1", "open"));
+    venue.ok(&order("bob", "b2", "CU", "buy", "50200", "1", "open"));
+    let (view, positions) = account_view(exchange(&venue), alice, cny).unwrap();
+    assert_eq!((view.position_profit, view.float_profit), (100_000, 100_000));
+    assert_eq!(view.balance, 20_099_850);
+    assert_eq!(view.withdrawable, 17_499_850, "unrealised profit is not spendable");
+    assert_eq!(positions[0].long.position_cost, 25_000_000); // 50000 * 5 in 0.01 units
+
+    // Settlement at 50100: the mark is paid, the day starts again.
+    venue.ok(r#"{"cmd":"settle","symbol":"CU","price":"50100"}"#);
+    let (view, positions) = account_view(exchange(&venue), alice, cny).unwrap();
+    assert_eq!((view.position_profit, view.float_profit), (0, 50_000));
+    assert_eq!((view.deposit, view.commission, view.close_profit), (0, 0, 0));
+    assert_eq!(view.balance, 20_049_850);
+    assert_eq!((view.pre_balance, view.static_balance), (20_049_850, 20_049_850));
+    assert_eq!(
+        (positions[0].long.volume_his, positions[0].long.volume_today),
+        (bourse_core::Qty(1), bourse_core::Qty(0))
+    );
+    // The open price stays what opening cost; the position price is the settlement's.
+    assert_eq!(positions[0].long.open_cost, 25_000_000);
+    assert_eq!(positions[0].long.position_cost, 25_050_000);
+
+    // A close_today order freezes today's volume only under the close-today rule.
+    venue.ok(&order("alice", "a9", "CU", "sell", "60000", "1", "close"));
+    let (_, positions) = account_view(exchange(&venue), alice, cny).unwrap();
+    assert_eq!(
+        (positions[0].long.frozen_his, positions[0].long.frozen_today),
+        (bourse_core::Qty(1), bourse_core::Qty(0))
+    );
+    assert!(account_view(exchange(&venue), alice, AssetId(7)).is_none());
+}

@@ -193,6 +193,23 @@ pub fn state_digest(exchange: &Exchange) -> String {
             hash_positions(&mut hasher, exchange, positions);
         }
     }
+    // The day's deposits and withdrawals of settle assets, by account name and asset.
+    let flows: BTreeMap<(&str, &str), _> = exchange
+        .all_day_flows()
+        .map(|((account, asset), flows)| {
+            ((exchange.account_name(account), exchange.asset(asset).name.as_str()), flows)
+        })
+        .collect();
+    if !flows.is_empty() {
+        hasher.bytes(b"day-flows");
+        hasher.integer(flows.len() as i128);
+        for ((account, asset), flows) in flows {
+            hasher.bytes(account.as_bytes());
+            hasher.bytes(asset.as_bytes());
+            hasher.integer(i128::from(flows.deposited.0));
+            hasher.integer(i128::from(flows.withdrawn.0));
+        }
+    }
     let digest = hasher.0.finalize();
     let mut text = String::with_capacity(7 + 64);
     text.push_str("sha256:");
@@ -251,7 +268,7 @@ fn hash_positions(hasher: &mut CanonicalHasher, exchange: &Exchange, positions: 
         .all()
         .iter()
         .enumerate()
-        .filter(|(_, position)| !position.is_empty())
+        .filter(|(_, position)| !position.is_idle())
         .map(|(index, position)| (exchange.account_name(position.account), index))
         .collect();
     hasher.integer(i128::from(positions.mark_price().map_or(0, |price| price.0)));
@@ -259,10 +276,13 @@ fn hash_positions(hasher: &mut CanonicalHasher, exchange: &Exchange, positions: 
     for (name, index) in held {
         hasher.bytes(name.as_bytes());
         let position = &positions.all()[index];
+        hasher.integer(i128::from(position.realised_today.0));
+        hasher.integer(i128::from(position.fees_today.0));
         for side in PositionSide::BOTH {
             let state = position.side(side);
             hasher.integer(i128::from(state.history_price.0));
             hasher.integer(i128::from(state.history_qty.0));
+            hasher.integer(state.open_cost);
             let today: Vec<PositionEntry> = positions.today_entries(state).collect();
             hasher.integer(today.len() as i128);
             for entry in today {
