@@ -1329,7 +1329,7 @@ impl Exchange {
         let Some(positions) = positions[instrument.index()].as_deref_mut() else {
             unreachable!("a futures contract has positions")
         };
-        positions.set_mark_price(price);
+        positions.set_settlement_price(price);
         positions.start_day();
         // A new day for the settle asset's deposits and withdrawals too.
         let settle = rules.settle;

@@ -278,6 +278,8 @@ pub struct Positions {
     /// The long sides' total quantity, which equals the short sides' (every fill opens
     /// or closes as much on each).
     open_interest: Qty,
+    /// The price of the last settlement (zero before the first).
+    settlement_price: Price,
 }
 
 impl Default for Positions {
@@ -290,6 +292,7 @@ impl Default for Positions {
             by_name: Vec::new(),
             mark_price: Price::ZERO,
             open_interest: Qty::ZERO,
+            settlement_price: Price::ZERO,
         }
     }
 }
@@ -344,6 +347,17 @@ impl Positions {
     /// when it is more recent; `None` before either.
     pub fn mark_price(&self) -> Option<Price> {
         (self.mark_price.0 > 0).then_some(self.mark_price)
+    }
+
+    /// The price of the last settlement; `None` before the first.
+    pub fn settlement_price(&self) -> Option<Price> {
+        (self.settlement_price.0 > 0).then_some(self.settlement_price)
+    }
+
+    /// A settlement at `price`: the mark price and the settlement price.
+    pub fn set_settlement_price(&mut self, price: Price) {
+        self.settlement_price = price;
+        self.mark_price = price;
     }
 
     /// The long sides' total quantity (equal to the short sides').

@@ -255,8 +255,8 @@ pub fn encode_state(exchange: &Exchange, out: &mut Vec<u8>) {
     }
 }
 
-/// Version 2: per futures contract, in instrument order, its mark price (0: none yet),
-/// then its positions that hold or did something today, by ascending account id:
+/// Version 2: per futures contract, in instrument order, its mark price and its last
+/// settlement price (0: none yet), then its positions that hold or did something today, by ascending account id:
 /// account, realised today (zigzag), fees today, then the long and the short side, each
 /// its history price and quantity (both 0 when it has none), its open cost (up to 128
 /// bits) and its today entries (a count, then price and quantity each, oldest first).
@@ -266,6 +266,7 @@ fn encode_positions(exchange: &Exchange, out: &mut Vec<u8>) {
     for index in 0..exchange.instruments().len() {
         let Some(positions) = exchange.positions(InstrumentId(index as u32)) else { continue };
         put_varint(out, positions.mark_price().map_or(0, |price| price.0 as u64));
+        put_varint(out, positions.settlement_price().map_or(0, |price| price.0 as u64));
         let mut held: Vec<_> = positions.all().iter().filter(|p| !p.is_idle()).collect();
         held.sort_unstable_by_key(|position| position.account);
         put_varint(out, held.len() as u64);
@@ -1108,7 +1109,13 @@ impl BookReader<'_> {
             if mark < 0 || mark % tick != 0 {
                 return Err(invalid(mark_at, "mark price not a multiple of the tick"));
             }
+            let settled_at = self.reader.offset;
+            let settled = self.reader.units("settlement price out of range")?;
+            if settled < 0 || settled % tick != 0 {
+                return Err(invalid(settled_at, "settlement price not a multiple of the tick"));
+            }
             if let Some(positions) = self.exchange.positions_mut(instrument) {
+                positions.set_settlement_price(Price(settled));
                 positions.set_mark_price(Price(mark));
             }
             let mut previous: Option<u32> = None;

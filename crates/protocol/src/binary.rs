@@ -181,11 +181,14 @@ pub struct NewOrder<S = String> {
     pub side: u8,
     /// 1 limit, 2 market.
     pub kind: u8,
-    /// 1 gtc, 2 ioc, 3 fok.
+    /// 1 gtc, 2 ioc, 3 fok, 4 gfd (good for the day: futures).
     pub time_in_force: u8,
     pub post_only: bool,
     /// 1 cancel_taker, 2 cancel_maker, 3 cancel_both, 4 none.
     pub stp: u8,
+    /// Futures: 0 open, 1 close, 2 close_today (ignored on spot). The byte was
+    /// reserved (0) before futures, so older clients open.
+    pub offset: u8,
     pub price: WireDecimal,
     pub qty: WireDecimal,
 }
@@ -403,16 +406,18 @@ fn decode_new_order<'a, S: From<&'a str>>(
     let symbol = reader.text(SYMBOL_BYTES, "the symbol")?.into();
     let (side, kind, time_in_force, flags, stp) =
         (reader.u8()?, reader.u8()?, reader.u8()?, reader.u8()?, reader.u8()?);
-    let (price_scale, qty_scale) = (reader.u8()?, reader.u8()?);
-    reader.take(1)?;
+    let (price_scale, qty_scale, offset) = (reader.u8()?, reader.u8()?, reader.u8()?);
     let (price, qty) = (reader.i64()?, reader.i64()?);
     if !in_range(side, 2)
         || !in_range(kind, 2)
-        || !in_range(time_in_force, 3)
+        || !in_range(time_in_force, 4)
         || !in_range(stp, 4)
         || flags > 1
+        || offset > 2
     {
-        return Err(FrameError("side, type, time in force, flags or stp out of range".into()));
+        return Err(FrameError(
+            "side, type, time in force, flags, stp or offset out of range".into(),
+        ));
     }
     Ok(NewOrder {
         request_id,
@@ -423,6 +428,7 @@ fn decode_new_order<'a, S: From<&'a str>>(
         time_in_force,
         post_only: flags == 1,
         stp,
+        offset,
         price: WireDecimal { mantissa: price, scale: price_scale },
         qty: WireDecimal { mantissa: qty, scale: qty_scale },
     })
@@ -498,7 +504,7 @@ impl<S: AsRef<str>> NewOrder<S> {
             .u8(self.stp)
             .u8(self.price.scale)
             .u8(self.qty.scale)
-            .u8(0)
+            .u8(self.offset)
             .i64(self.price.mantissa)
             .i64(self.qty.mantissa)
     }
@@ -852,6 +858,7 @@ mod tests {
             time_in_force: 3,
             post_only: true,
             stp: 4,
+            offset: 2,
             price: decimal(6_000_050, 1),
             qty: decimal(-5, 18),
         };

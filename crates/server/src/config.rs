@@ -21,6 +21,34 @@ pub struct ServeConfig {
     pub limits: LimitsConfig,
     pub marketdata: MarketDataConfig,
     pub history: HistoryConfig,
+    pub futures: FuturesConfig,
+}
+
+/// Futures (`docs/futures.md`): the risk process and the daily settlement.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FuturesConfig {
+    /// Liquidate an account whose equity falls below this share of its positions'
+    /// margin (a decimal string, more than 0, at most 10).
+    pub maintenance_share: String,
+    /// How often the risk process checks every account; 0 turns it off.
+    pub risk_interval_ms: u64,
+    /// The daily settlement's time, `HH:MM` at `settlement_utc_offset_minutes`; absent:
+    /// settlement on demand only (the admin REST).
+    pub settlement_time: Option<String>,
+    /// The settlement time's offset from UTC, in minutes (480: China Standard Time).
+    pub settlement_utc_offset_minutes: i32,
+}
+
+impl Default for FuturesConfig {
+    fn default() -> Self {
+        FuturesConfig {
+            maintenance_share: "0.5".to_string(),
+            risk_interval_ms: 250,
+            settlement_time: None,
+            settlement_utc_offset_minutes: 480,
+        }
+    }
 }
 
 /// The history (`docs/history.md`): Parquet files of every order, trade and balance
@@ -159,6 +187,7 @@ impl Default for ServeConfig {
             limits: LimitsConfig::default(),
             marketdata: MarketDataConfig::default(),
             history: HistoryConfig::default(),
+            futures: FuturesConfig::default(),
         }
     }
 }

@@ -1,12 +1,18 @@
 //! `bourse serve --demo`: a working exchange in one step. On a data directory without
 //! instruments it declares USD, BTC and ETH, the instruments BTC-USD and ETH-USD, the
 //! accounts `alice`, `bob` and `maker` with money, a few resting orders of `maker` on
-//! each side, and API keys for alice and bob. Every step is an ordinary engine command
-//! (journaled like any other); on later starts it only shows the demo keys again.
+//! each side, and API keys for alice and bob. Without the futures contract
+//! `SHFE.cu2501` it declares that too: a copper-like contract as China's exchanges name
+//! them (settled in CNY, multiplier 5, tick 10, the close-today rule, margin 10% of the
+//! settlement price), CNY for the three accounts, and `maker`'s orders around 75,000.
+//! Every step is an ordinary engine command (journaled like any other); on later starts
+//! it only shows the demo keys again.
 
 use std::borrow::Cow;
 
-use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
+use bourse_core::command::{
+    FutureCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+};
 use bourse_core::{AccountRef, Command, Decimal, Event, Offset, Side, StpMode, TimeInForce};
 
 use crate::keys::{Role, Secret};
@@ -23,8 +29,11 @@ pub async fn set_up(state: &AppState) -> Result<Vec<(String, String, Secret)>, S
         declare_market(state).await?;
         fund_accounts(state).await?;
         seed_books(state).await?;
-        state.directory.refresh_reference().await.map_err(|error| error.message)?;
     }
+    if reference.find_instrument(FUTURE).is_none() {
+        declare_future(state).await?;
+    }
+    state.directory.refresh_reference().await.map_err(|error| error.message)?;
     demo_keys(state)
 }
 
@@ -106,6 +115,76 @@ async fn seed_books(state: &AppState) -> Result<(), String> {
                 };
                 submit(state, Command::Order(order)).await?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// The demo's futures contract.
+const FUTURE: &str = "SHFE.cu2501";
+/// Its margin: this share of a lot's value at the settlement price.
+const FUTURE_MARGIN_RATIO: &str = "0.1";
+/// The price its first margin is taken at, and the middle of `maker`'s orders.
+const FUTURE_REFERENCE_PRICE: i64 = 75_000;
+
+async fn declare_future(state: &AppState) -> Result<(), String> {
+    submit(state, Command::Asset { asset: Cow::Borrowed("CNY"), decimals: 2 }).await?;
+    let (lot, multiplier) = (decimal("1")?, decimal("5")?);
+    let reference = decimal(&FUTURE_REFERENCE_PRICE.to_string())?;
+    let ratio = decimal(FUTURE_MARGIN_RATIO)?;
+    let margin_units = crate::futures::settings::ratio_margin(ratio, reference, lot, multiplier, 2)
+        .ok_or("the demo's margin ratio gives no margin")?;
+    let future = FutureCommand {
+        symbol: Cow::Borrowed(FUTURE),
+        settle: Cow::Borrowed("CNY"),
+        tick: decimal("10")?,
+        lot,
+        min_qty: decimal("1")?,
+        max_qty: decimal("1000")?,
+        multiplier,
+        margin: Decimal::from_units(i128::from(margin_units), 2),
+        maker_fee: decimal("1.5")?,
+        taker_fee: decimal("3")?,
+        market_band_bps: 500,
+        close_today: true,
+    };
+    submit(state, Command::Future(Box::new(future))).await?;
+    state
+        .futures
+        .update(FUTURE, |contract| contract.margin_ratio = Some(FUTURE_MARGIN_RATIO.to_string()))
+        .map_err(|error| error.to_string())?;
+    for account in TRADERS.iter().chain([&MARKET_MAKER]) {
+        if state.keys.account(account).is_none() {
+            state
+                .keys
+                .create_account(account, bourse_protocol::signing::now_ms())
+                .map_err(|error| error.to_string())?;
+        }
+        let transfer = TransferCommand {
+            account: Cow::Borrowed(account),
+            asset: Cow::Borrowed("CNY"),
+            amount: decimal("10000000")?,
+        };
+        submit(state, Command::Deposit(transfer)).await?;
+    }
+    for level in 1..=5i64 {
+        for (side, price) in [
+            (Side::Buy, FUTURE_REFERENCE_PRICE - level * 10),
+            (Side::Sell, FUTURE_REFERENCE_PRICE + level * 10),
+        ] {
+            let order = OrderCommand {
+                account: AccountRef::Name(Cow::Borrowed(MARKET_MAKER)),
+                id: Cow::Owned(format!("cu-seed-{}-{level}", side.as_str())),
+                symbol: Cow::Borrowed(FUTURE),
+                side,
+                order_type: OrderType::Limit { price: decimal(&price.to_string())? },
+                qty: decimal("2")?,
+                time_in_force: TimeInForce::GoodTillCancel,
+                post_only: true,
+                stp: StpMode::CancelTaker,
+                offset: Offset::Open,
+            };
+            submit(state, Command::Order(order)).await?;
         }
     }
     Ok(())

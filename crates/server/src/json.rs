@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use bourse_core::command::OrderType;
 use bourse_core::ids::OrderId;
-use bourse_core::{Decimal, Side, StpMode, TimeInForce};
+use bourse_core::{Decimal, Offset, Side, StpMode, TimeInForce};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -32,6 +32,16 @@ pub struct OrderRequest {
     post_only: Option<bool>,
     stp: Option<StpText>,
     client_order_id: Option<String>,
+    /// Futures: `open` (the default), `close` or `close_today`; ignored on spot.
+    offset: Option<OffsetText>,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum OffsetText {
+    Open,
+    Close,
+    CloseToday,
 }
 
 #[derive(Clone, Copy, Deserialize)]
@@ -54,6 +64,7 @@ enum TimeInForceText {
     Gtc,
     Ioc,
     Fok,
+    Gfd,
 }
 
 #[derive(Clone, Copy, Deserialize)]
@@ -100,6 +111,7 @@ impl OrderRequest {
                 TimeInForceText::Gtc => TimeInForce::GoodTillCancel,
                 TimeInForceText::Ioc => TimeInForce::ImmediateOrCancel,
                 TimeInForceText::Fok => TimeInForce::FillOrKill,
+                TimeInForceText::Gfd => TimeInForce::GoodForDay,
             },
             post_only: self.post_only.unwrap_or(false),
             stp: match self.stp.unwrap_or(StpText::CancelTaker) {
@@ -107,6 +119,11 @@ impl OrderRequest {
                 StpText::CancelMaker => StpMode::CancelMaker,
                 StpText::CancelBoth => StpMode::CancelBoth,
                 StpText::None => StpMode::None,
+            },
+            offset: match self.offset.unwrap_or(OffsetText::Open) {
+                OffsetText::Open => Offset::Open,
+                OffsetText::Close => Offset::Close,
+                OffsetText::CloseToday => Offset::CloseToday,
             },
         }))
     }

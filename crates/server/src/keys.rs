@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -360,26 +360,11 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
 
 /// Replaces `path` with `bytes` so that a crash leaves the old or the new file, whole.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), KeyError> {
-    let temporary = path.with_extension("json.tmp");
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .map_err(|source| io(&temporary, source))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|source| io(&temporary, source))?;
-    fs::rename(&temporary, path).map_err(|source| io(path, source))?;
-    sync_parent(path)
+    crate::files::write_atomically(path, bytes).map_err(|(path, source)| io(&path, source))
 }
 
 fn sync_parent(path: &Path) -> Result<(), KeyError> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    File::open(parent)
-        .and_then(|directory| directory.sync_all())
-        .map_err(|source| io(parent, source))
+    crate::files::sync_parent(path).map_err(|(path, source)| io(&path, source))
 }
 
 fn io(path: &Path, source: std::io::Error) -> KeyError {

@@ -8,18 +8,20 @@
 //!
 //! Modules import downward only, in this order (a test checks it):
 //!
-//! - foundation: `config`, `keys`, `link` (the one way into the engine);
+//! - foundation: `config`, `files`, `keys`, `link` (the one way into the engine);
 //! - shared values: `reference`, `render`, `error`, `directory`, `auth`, `metrics`,
 //!   `connection`;
 //! - services: `feed` (the tap, the hub, recent trades), `md` (the market-data
-//!   publisher), `history`, `order_entry` (one order path for every gateway), `json`
-//!   (order entry's JSON, for the gateways that speak it);
+//!   publisher), `history`, `futures` (settlement, the risk process, the account view),
+//!   `order_entry` (one order path for every gateway), `json` (order entry's JSON, for
+//!   the gateways that speak it);
 //! - `state`: the services put together;
 //! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
 //!   (the pipelined order-entry loop), `rest`, `ws`, `tcp`;
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
+pub mod files;
 pub mod keys;
 pub mod link;
 
@@ -32,6 +34,7 @@ pub mod reference;
 pub mod render;
 
 pub mod feed;
+pub mod futures;
 pub mod history;
 pub mod json;
 pub mod md;

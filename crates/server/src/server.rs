@@ -3,6 +3,9 @@
 //! requests, let those in progress finish, stop the engine (which syncs and writes its
 //! snapshot), exit.
 
+use crate::futures::risk::{MaintenanceShare, RiskProcess};
+use crate::futures::settings::FuturesSettings;
+use crate::futures::settlement::DailyTime;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +44,8 @@ pub enum ServeError {
     Listen { address: SocketAddr, source: std::io::Error },
     #[error("the demo setup failed: {0}")]
     Demo(String),
+    #[error("futures settings: {0}")]
+    Futures(String),
     #[error("the engine stopped with a failure: {0}")]
     EngineFailed(String),
     #[error("internal: {0}")]
@@ -172,6 +177,29 @@ pub async fn start_with_sql(
     let (keys, first_start) =
         KeyStore::open_with_master(&server_dir, master_file, bourse_protocol::signing::now_ms())?;
     let keys = Arc::new(keys);
+    let futures_settings = Arc::new(
+        FuturesSettings::open(&server_dir)
+            .map_err(|error| ServeError::Futures(error.to_string()))?,
+    );
+    let maintenance_share =
+        MaintenanceShare::parse(&config.futures.maintenance_share).ok_or_else(|| {
+            ServeError::Futures(format!(
+                "maintenance_share {:?} is not a decimal share: more than 0, at most 10",
+                config.futures.maintenance_share
+            ))
+        })?;
+    let settlement_time = match &config.futures.settlement_time {
+        None => None,
+        Some(text) => {
+            Some(DailyTime::parse(text, config.futures.settlement_utc_offset_minutes).ok_or_else(
+                || {
+                    ServeError::Futures(format!(
+                        "settlement_time {text:?} is not HH:MM (offset -720 to 840 minutes)"
+                    ))
+                },
+            )?)
+        }
+    };
     let mut engine_config = EngineConfig::new(&config.data_dir);
     engine_config.durability = durability;
     engine_config.track_activity = true;
@@ -241,6 +269,7 @@ pub async fn start_with_sql(
         ready: std::sync::atomic::AtomicBool::new(false),
         market_data: md_sender.clone(),
         history: std::sync::OnceLock::new(),
+        futures: Arc::clone(&futures_settings),
     });
     let history_thread = match history_stats {
         Some(stats) => start_history(&config, &engine, &state, stats, sql).await,
@@ -276,6 +305,23 @@ pub async fn start_with_sql(
         _ => (None, None),
     };
     tokio::spawn(crate::tcp::serve(tcp_listener, Arc::clone(&state), tcp_stopped.clone()));
+    // Futures: a settlement's margin a crash cut off, then the risk process and the
+    // daily settlement.
+    crate::futures::settlement::reconcile_ratio_margins(&state.link, &state.futures).await;
+    if config.futures.risk_interval_ms > 0 {
+        let risk = RiskProcess::new(Arc::clone(&state.link), maintenance_share);
+        let interval = std::time::Duration::from_millis(config.futures.risk_interval_ms);
+        tokio::spawn(risk.run(interval, tcp_stopped.clone()));
+    }
+    if let Some(time) = settlement_time {
+        let (link, settings) = (Arc::clone(&state.link), Arc::clone(&state.futures));
+        tokio::spawn(crate::futures::settlement::run_daily(
+            link,
+            settings,
+            time,
+            tcp_stopped.clone(),
+        ));
+    }
     let (stop, stopped) = oneshot::channel::<()>();
     let router = rest::router(Arc::clone(&state));
     let (hand_off, http_drained) =

@@ -14,6 +14,7 @@ use crate::config::LimitsConfig;
 use crate::directory::Directory;
 use crate::feed::channel::HubCommand;
 use crate::feed::market::Market;
+use crate::futures::settings::FuturesSettings;
 use crate::history::HistoryAccess;
 use crate::keys::KeyStore;
 use crate::link::EngineLink;
@@ -42,6 +43,8 @@ pub struct AppState {
     pub market_data: Option<std::sync::mpsc::Sender<md::Input>>,
     /// The history's lookups and SQL, once it is open.
     pub history: OnceLock<Arc<HistoryAccess>>,
+    /// What the venue keeps about futures contracts beside the engine.
+    pub futures: Arc<FuturesSettings>,
 }
 
 pub type Shared = Arc<AppState>;

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use bourse_core::command::OrderType;
 use bourse_core::ids::AccountId;
 use bourse_core::venue::OrderRecord;
-use bourse_core::{RejectReason, Side, StpMode, TimeInForce};
+use bourse_core::{Offset, RejectReason, Side, StpMode, TimeInForce};
 use bourse_protocol::binary::{
     self as wire, ClientMessage, Fill, NewOrder, OrderReport, ServerMessage, WireDecimal,
 };
@@ -534,7 +534,8 @@ fn new_order(order: &NewOrder) -> Option<request::NewOrder<'_>> {
         time_in_force: match order.time_in_force {
             1 => TimeInForce::GoodTillCancel,
             2 => TimeInForce::ImmediateOrCancel,
-            _ => TimeInForce::FillOrKill,
+            3 => TimeInForce::FillOrKill,
+            _ => TimeInForce::GoodForDay,
         },
         post_only: order.post_only,
         stp: match order.stp {
@@ -542,6 +543,11 @@ fn new_order(order: &NewOrder) -> Option<request::NewOrder<'_>> {
             2 => StpMode::CancelMaker,
             3 => StpMode::CancelBoth,
             _ => StpMode::None,
+        },
+        offset: match order.offset {
+            0 => Offset::Open,
+            1 => Offset::Close,
+            _ => Offset::CloseToday,
         },
     })
 }

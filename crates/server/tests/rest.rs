@@ -29,7 +29,14 @@ fn the_demo_serves_instruments_depth_and_funded_accounts() {
         .iter()
         .map(|i| i["symbol"].as_str().unwrap())
         .collect();
-    assert_eq!(symbols, ["BTC-USD", "ETH-USD"]);
+    assert_eq!(symbols, ["BTC-USD", "ETH-USD", "SHFE.cu2501"]);
+    let kinds: Vec<&str> = instruments["instruments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["spot", "spot", "future"]);
     let (status, depth) =
         support::request(server.address, "GET", "/v1/depth/BTC-USD?levels=2", &[], b"");
     assert_eq!(status, 200, "{depth}");

@@ -72,7 +72,8 @@ fn frame(plan: &ConnectionPlan, request: &OrderRequest, request_id: u64, out: &m
                 TimeInForce::FillOrKill => 3,
             },
             post_only: false,
-            stp: 4, // none
+            stp: 4,    // none
+            offset: 0, // open
             price: WireDecimal { mantissa: order.price_ticks, scale: PRICE_SCALE },
             qty: WireDecimal { mantissa: order.qty_lots, scale: QTY_SCALE },
         }),

@@ -272,6 +272,7 @@ fn hash_positions(hasher: &mut CanonicalHasher, exchange: &Exchange, positions: 
         .map(|(index, position)| (exchange.account_name(position.account), index))
         .collect();
     hasher.integer(i128::from(positions.mark_price().map_or(0, |price| price.0)));
+    hasher.integer(i128::from(positions.settlement_price().map_or(0, |price| price.0)));
     hasher.integer(held.len() as i128);
     for (name, index) in held {
         hasher.bytes(name.as_bytes());

@@ -27,6 +27,8 @@ pub struct NewOrder<'a> {
     pub time_in_force: TimeInForce,
     pub post_only: bool,
     pub stp: StpMode,
+    /// Futures: what the order does to the position (ignored on spot).
+    pub offset: Offset,
 }
 
 /// Which of the caller's orders a cancel, an amend or a status request names.
@@ -122,7 +124,7 @@ pub fn order_command<'a>(
         time_in_force: order.time_in_force,
         post_only: order.post_only,
         stp: order.stp,
-        offset: Offset::Open,
+        offset: order.offset,
     })
 }
 

@@ -5,6 +5,7 @@
 
 mod admin;
 mod extract;
+mod futures;
 mod history;
 pub mod openapi;
 mod public;
@@ -38,6 +39,13 @@ pub fn router(state: Shared) -> Router {
         )
         .route("/v1/fills", get(trading::fills))
         .route("/v1/balances", get(trading::balances))
+        .route("/v1/positions", get(futures::positions))
+        .route("/v1/account", get(futures::account))
+        .route("/v1/admin/futures", post(futures::create_future))
+        .route("/v1/admin/futures/{symbol}/margin", post(futures::set_margin))
+        .route("/v1/admin/futures/{symbol}/settlement-price", post(futures::post_price))
+        .route("/v1/admin/futures/{symbol}/settle", post(futures::settle))
+        .route("/v1/admin/futures/{symbol}/liquidate", post(futures::liquidate))
         .route("/v1/admin/assets", post(admin::create_asset))
         .route("/v1/admin/instruments", post(admin::create_instrument))
         .route("/v1/admin/instruments/{symbol}/halt", post(admin::halt))
