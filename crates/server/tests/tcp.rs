@@ -357,3 +357,59 @@ fn half_open_and_silent_connections_are_closed_with_a_reason() {
         assert_eq!(alive.until(SERVER_HEARTBEAT, &mut seen).kind, SERVER_HEARTBEAT);
     }
 }
+
+#[test]
+fn futures_orders_carry_their_offset_and_its_rejections_in_a_byte() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let created = server.admin.post("/v1/admin/assets", r#"{"asset":"CNY","decimals":2}"#);
+    assert_eq!(created.0, 201, "{}", created.1);
+    for (symbol, close_today) in [("CU", true), ("IF", false)] {
+        let declared = server.admin.post(
+            "/v1/admin/futures",
+            &format!(
+                r#"{{"symbol":"{symbol}","settle":"CNY","tick":"10","lot":"1","min_qty":"1","max_qty":"100",
+                    "multiplier":"5","margin":"25000","maker_fee":"0","taker_fee":"0",
+                    "market_band_bps":500,"close_today":{close_today}}}"#
+            ),
+        );
+        assert_eq!(declared.0, 201, "{}", declared.1);
+    }
+    let trader = server.trader("trader", &[("CNY", "30000")]);
+    let mut client = TcpClient::connect(server.tcp_address);
+    client.login(&trader);
+    // request id, symbol, side (1 buy, 2 sell), time in force (1 gtc ... 4 gfd), offset.
+    let send = |client: &mut TcpClient, request_id: u64, symbol: &str, side: u8, tif: u8, offset: u8| {
+        let mut body = request_id.to_le_bytes().to_vec();
+        body.extend(padded(&format!("f{request_id}"), 36));
+        body.extend(padded(symbol, 16));
+        body.extend([side, 1, tif, 0, 1, 0, 0, offset]);
+        body.extend(50_000i64.to_le_bytes());
+        body.extend(1i64.to_le_bytes());
+        client.send(NEW_ORDER, &body);
+    };
+    send(&mut client, 1, "IF", 2, 4, 2); // close_today without the rule
+    send(&mut client, 2, "CU", 2, 4, 1); // close with nothing held
+    send(&mut client, 3, "CU", 1, 4, 0); // open: 25000 of 30000
+    send(&mut client, 4, "CU", 1, 4, 0); // open: 25000 more than is left
+    let mut seen = Vec::new();
+    let mut rejected = Vec::new();
+    for _ in 0..3 {
+        let frame = client.until(REJECTED, &mut seen);
+        rejected.push((frame.u64(0), frame.u16(8)));
+    }
+    rejected.sort();
+    assert_eq!(
+        rejected,
+        vec![
+            (1, reject_code(RejectReason::InvalidOffset)),
+            (2, reject_code(RejectReason::InsufficientPosition)),
+            (4, reject_code(RejectReason::InsufficientFunds)),
+        ]
+    );
+    assert!(seen.iter().any(|frame| frame.kind == ACCEPTED && frame.u64(0) == 3));
+    // An offset beyond 2 is a malformed frame: goodbye.
+    send(&mut client, 5, "CU", 1, 4, 3);
+    let frame = client.until(GOODBYE, &mut seen);
+    assert_eq!(frame.u16(0), code::MALFORMED_FRAME);
+}

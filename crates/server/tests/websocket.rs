@@ -749,3 +749,58 @@ fn the_feeds_channels_give_the_books_best_prices_and_candles_with_numbered_updat
     let error = until(&mut socket, |message| message["type"] == "error");
     assert_eq!(error["code"], "malformed", "{error}");
 }
+
+#[test]
+fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let created = server.admin.post("/v1/admin/assets", r#"{"asset":"CNY","decimals":2}"#);
+    assert_eq!(created.0, 201, "{}", created.1);
+    let declared = server.admin.post(
+        "/v1/admin/futures",
+        r#"{"symbol":"CU","settle":"CNY","tick":"10","lot":"1","min_qty":"1","max_qty":"100",
+            "multiplier":"5","margin":"25000","maker_fee":"0","taker_fee":"0","market_band_bps":500,
+            "close_today":true}"#,
+    );
+    assert_eq!(declared.0, 201, "{}", declared.1);
+    let alice = server.trader("alice", &[("CNY", "100000")]);
+    let bob = server.trader("bob", &[("CNY", "100000")]);
+    let mut socket = connect(server.address);
+    login(&mut socket, &alice);
+    send(&mut socket, json!({ "op": "subscribe", "channel": "positions" }));
+    assert_eq!(next(&mut socket)["type"], "subscribed");
+    let first = until(&mut socket, |m| m["channel"] == "positions");
+    assert_eq!(first["data"]["accounts"]["CNY"]["balance"], "100000");
+
+    let future = |req_id: u64, side: &str, price: &str, offset: &str, id: &str| {
+        json!({ "op": "order", "req_id": req_id, "symbol": "CU", "side": side, "type": "limit",
+                "price": price, "qty": "1", "time_in_force": "gfd", "offset": offset,
+                "client_order_id": id })
+    };
+    let placed = entry(&mut socket, future(1, "buy", "50000", "open", "a1"));
+    assert_eq!(placed["order"]["status"], "open", "{placed}");
+    let refused = entry(&mut socket, future(2, "sell", "50000", "close", "a2"));
+    assert_eq!(refused["code"], "insufficient_position", "{refused}");
+    let (status, taken) = bob.post(
+        "/v1/orders",
+        r#"{"symbol":"CU","side":"sell","type":"limit","price":"50000","qty":"1","offset":"open"}"#,
+    );
+    assert_eq!(status, 200, "{taken}");
+    let update = until(&mut socket, |m| {
+        m["channel"] == "positions" && m["data"]["positions"]["CU"]["volume_long_today"] == "1"
+    });
+    assert_eq!(update["data"]["accounts"]["CNY"]["margin"], "25000");
+    // Another trade moves the mark: alice's view is sent again.
+    let carol = server.trader("carol", &[("CNY", "100000")]);
+    for (trader, side) in [(&carol, "buy"), (&bob, "sell")] {
+        let (status, body) = trader.post(
+            "/v1/orders",
+            &format!(r#"{{"symbol":"CU","side":"{side}","type":"limit","price":"50100","qty":"1"}}"#),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    let moved = until(&mut socket, |m| {
+        m["channel"] == "positions" && m["data"]["positions"]["CU"]["last_price"] == "50100"
+    });
+    assert_eq!(moved["data"]["positions"]["CU"]["position_profit"], "500");
+}

@@ -23,6 +23,9 @@ pub enum Channel {
     Orders(AccountId),
     Fills(AccountId),
     Balances(AccountId),
+    /// The account's futures view: its account per settle asset and its positions
+    /// (`futures::view`), sent when it changes.
+    Positions(AccountId),
     /// The market-data feed's channels (served by its publisher, `md`): the best bid
     /// and offer, every order (L3), candles at one interval (`candles::INTERVALS`
     /// index).
@@ -40,6 +43,7 @@ impl Channel {
             Channel::Orders(_) => "orders",
             Channel::Fills(_) => "fills",
             Channel::Balances(_) => "balances",
+            Channel::Positions(_) => "positions",
             Channel::Bbo(_) => "bbo",
             Channel::L3(_) => "l3",
             Channel::Candles(..) => "candles",

@@ -72,6 +72,8 @@ pub struct Hub {
     seqs: HashMap<Channel, u64>,
     books: HashMap<InstrumentId, Book>,
     balances: HashMap<AccountId, Value>,
+    /// The futures view last sent on each `positions` channel.
+    positions: HashMap<AccountId, Value>,
     books_changed: bool,
     overflowed: Arc<AtomicBool>,
     /// `/metrics` counters of accepted and rejected commands, looked up once.
@@ -102,6 +104,7 @@ impl Hub {
             seqs: HashMap::new(),
             books: HashMap::new(),
             balances: HashMap::new(),
+            positions: HashMap::new(),
             books_changed: false,
             overflowed,
             accepted: commands_counter("accepted"),
@@ -251,6 +254,10 @@ impl Hub {
                 self.balances.remove(account);
                 self.publish_balances(vec![*account]).await;
             }
+            Channel::Positions(account) => {
+                self.positions.remove(account);
+                self.publish_positions(vec![*account]).await;
+            }
             _ => {}
         }
     }
@@ -319,7 +326,44 @@ impl Hub {
         }
         self.resolve_names(&mut touched).await;
         self.publish_orders(&reference, &touched).await;
+        // Any trade or settlement may move every futures account (positions are valued
+        // at the mark price): each subscriber's view is read again, sent when it changed.
+        let positions: Vec<AccountId> = self
+            .subscribers
+            .keys()
+            .filter_map(|channel| match channel {
+                Channel::Positions(account) => Some(*account),
+                _ => None,
+            })
+            .collect();
+        self.publish_positions(positions).await;
         self.publish_touched_balances(touched).await;
+    }
+
+    /// Each account's futures view, sent when it differs from what was sent last.
+    async fn publish_positions(&mut self, mut accounts: Vec<AccountId>) {
+        if accounts.is_empty() {
+            return;
+        }
+        accounts.sort();
+        let read = accounts.clone();
+        let views = self
+            .services
+            .link
+            .read(move |venue| {
+                read.iter()
+                    .map(|account| crate::futures::view::futures_json(venue, Some(*account)))
+                    .collect::<Vec<Value>>()
+            })
+            .await
+            .unwrap_or_default();
+        for (account, shown) in accounts.into_iter().zip(views) {
+            if self.positions.get(&account) == Some(&shown) {
+                continue;
+            }
+            self.positions.insert(account, shown.clone());
+            self.publish(Channel::Positions(account), json!({ "data": shown }));
+        }
     }
 
     fn on_event(
@@ -438,7 +482,13 @@ impl Hub {
     /// when anyone follows a private channel (account ids are cached after the first).
     async fn resolve_names(&self, touched: &mut Touched) {
         let private = self.subscribers.keys().any(|channel| {
-            matches!(channel, Channel::Orders(_) | Channel::Fills(_) | Channel::Balances(_))
+            matches!(
+                channel,
+                Channel::Orders(_)
+                    | Channel::Fills(_)
+                    | Channel::Balances(_)
+                    | Channel::Positions(_)
+            )
         });
         if !private {
             return;

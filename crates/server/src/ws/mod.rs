@@ -388,7 +388,7 @@ impl Connection {
                     _ => Err(("malformed", "the candles channel needs an interval".into())),
                 }
             }
-            "orders" | "fills" | "balances" => {
+            "orders" | "fills" | "balances" | "positions" => {
                 let caller = self
                     .caller
                     .as_ref()
@@ -407,13 +407,14 @@ impl Connection {
                 Ok(match name {
                     "orders" => Channel::Orders(id),
                     "fills" => Channel::Fills(id),
+                    "positions" => Channel::Positions(id),
                     _ => Channel::Balances(id),
                 })
             }
             other => Err((
                 "unknown_channel",
                 format!(
-                    "no channel {other:?}: depth, trades, ticker, bbo, l3, candles, orders, fills, balances"
+                    "no channel {other:?}: depth, trades, ticker, bbo, l3, candles, orders, fills, balances, positions"
                 ),
             )),
         }
