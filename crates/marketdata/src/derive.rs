@@ -79,6 +79,7 @@ impl FeedBuilder {
         symbol: &str,
         price_decimals: u8,
         qty_decimals: u8,
+        kind: u8,
         out: &mut Vec<Message>,
     ) {
         let index = instrument.index();
@@ -91,6 +92,7 @@ impl FeedBuilder {
             symbol: symbol.to_string(),
             price_decimals,
             qty_decimals,
+            kind,
         };
         self.directory[index] = Some(message.clone());
         out.push(message);

@@ -16,13 +16,24 @@ pub const SYMBOL_BYTES: usize = 16;
 /// System event codes.
 pub const START_OF_SESSION: u8 = b'O';
 pub const END_OF_SESSION: u8 = b'C';
+/// A directory entry's kind: a spot instrument.
+pub const KIND_SPOT: u8 = b'S';
+/// A directory entry's kind: a futures contract.
+pub const KIND_FUTURE: u8 = b'F';
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     /// `S`: the session starts (`O`) or ends (`C`).
     SystemEvent { ts: u64, code: u8 },
     /// `R`: an instrument, before its first book message.
-    Directory { instrument: InstrumentId, symbol: String, price_decimals: u8, qty_decimals: u8 },
+    /// `kind`: `KIND_SPOT` or `KIND_FUTURE`.
+    Directory {
+        instrument: InstrumentId,
+        symbol: String,
+        price_decimals: u8,
+        qty_decimals: u8,
+        kind: u8,
+    },
     /// `H`: trading on the instrument halted or resumed.
     TradingState { seq: u64, ts: u64, instrument: InstrumentId, halted: bool },
     /// `A`: a new order rests at the back of its price level.
@@ -106,7 +117,7 @@ impl std::error::Error for DecodeError {}
 pub fn layout_len(kind: u8) -> Option<usize> {
     Some(match kind {
         b'S' => 1 + 8 + 1,
-        b'R' => 1 + 4 + SYMBOL_BYTES + 1 + 1,
+        b'R' => 1 + 4 + SYMBOL_BYTES + 1 + 1 + 1,
         b'H' => 1 + 8 + 8 + 4 + 1,
         b'A' => 1 + 8 + 8 + 8 + 4 + 1 + 8 + 8,
         b'E' => 1 + 8 + 8 + 8 + 4 + 8 + 4,
@@ -170,7 +181,7 @@ impl Message {
                 out.extend_from_slice(&ts.to_be_bytes());
                 out.push(*code);
             }
-            Message::Directory { instrument, symbol, price_decimals, qty_decimals } => {
+            Message::Directory { instrument, symbol, price_decimals, qty_decimals, kind } => {
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 let mut padded = [b' '; SYMBOL_BYTES];
                 for (slot, byte) in padded.iter_mut().zip(symbol.bytes()) {
@@ -179,6 +190,7 @@ impl Message {
                 out.extend_from_slice(&padded);
                 out.push(*price_decimals);
                 out.push(*qty_decimals);
+                out.push(*kind);
             }
             Message::TradingState { seq, ts, instrument, halted } => {
                 stamp(out, *seq, *ts);
@@ -266,12 +278,11 @@ impl Message {
                     .ok_or(DecodeError::BadField("symbol"))?
                     .trim_end_matches(' ')
                     .to_string();
-                Message::Directory {
-                    instrument,
-                    symbol,
-                    price_decimals: reader.u8(),
-                    qty_decimals: reader.u8(),
+                let (price_decimals, qty_decimals, kind) = (reader.u8(), reader.u8(), reader.u8());
+                if kind != KIND_SPOT && kind != KIND_FUTURE {
+                    return Err(DecodeError::BadField("kind"));
                 }
+                Message::Directory { instrument, symbol, price_decimals, qty_decimals, kind }
             }
             b'H' => {
                 let (seq, ts, instrument) =
@@ -418,6 +429,7 @@ mod tests {
                 symbol: "BTC-USD".into(),
                 price_decimals: 2,
                 qty_decimals: 4,
+                kind: KIND_SPOT,
             },
             Message::TradingState { seq: 7, ts: 8, instrument, halted: true },
             Message::AddOrder {

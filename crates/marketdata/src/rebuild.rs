@@ -74,6 +74,8 @@ pub struct Instrument {
     pub symbol: String,
     pub price_decimals: u8,
     pub qty_decimals: u8,
+    /// `message::KIND_SPOT` or `KIND_FUTURE`.
+    pub kind: u8,
     pub halted: bool,
 }
 
@@ -297,13 +299,14 @@ impl Rebuilder {
         }
         match message {
             Message::SystemEvent { code, .. } => self.ended |= *code == END_OF_SESSION,
-            Message::Directory { instrument, symbol, price_decimals, qty_decimals } => {
+            Message::Directory { instrument, symbol, price_decimals, qty_decimals, kind } => {
                 let entry = self.instrument_entry(*instrument);
                 let halted = entry.as_ref().is_some_and(|known| known.halted);
                 *entry = Some(Instrument {
                     symbol: symbol.clone(),
                     price_decimals: *price_decimals,
                     qty_decimals: *qty_decimals,
+                    kind: *kind,
                     halted,
                 });
             }
@@ -316,6 +319,7 @@ impl Rebuilder {
                             symbol: String::new(),
                             price_decimals: 0,
                             qty_decimals: 0,
+                            kind: crate::message::KIND_SPOT,
                             halted: *halted,
                         })
                     }

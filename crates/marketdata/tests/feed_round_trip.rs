@@ -118,7 +118,14 @@ impl Run {
             run.apply(&parsed.command);
         }
         for (index, symbol) in SYMBOLS.iter().enumerate() {
-            run.builder.announce(InstrumentId(index as u32), symbol, 0, 2, &mut run.messages);
+            run.builder.announce(
+                InstrumentId(index as u32),
+                symbol,
+                0,
+                2,
+                bourse_marketdata::message::KIND_SPOT,
+                &mut run.messages,
+            );
         }
         run
     }

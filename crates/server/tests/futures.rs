@@ -59,9 +59,18 @@ fn a_contract_is_traded_with_offsets_and_shown_as_futures_traders_read_it() {
 
     let positions = ok(alice.get("/v1/positions"));
     let cu = &positions["positions"]["CU"];
-    assert_eq!((cu["volume_long_today"].as_str(), cu["volume_long_his"].as_str()), (Some("1"), Some("0")));
-    assert_eq!((cu["open_price_long"].as_str(), cu["margin_long"].as_str()), (Some("50000"), Some("25000")));
+    assert_eq!(
+        (cu["volume_long_today"].as_str(), cu["volume_long_his"].as_str()),
+        (Some("1"), Some("0"))
+    );
+    assert_eq!(
+        (cu["open_price_long"].as_str(), cu["margin_long"].as_str()),
+        (Some("50000"), Some("25000"))
+    );
     assert_eq!(cu["exchange_id"], "");
+    let (status, ticker) = support::request(server.address, "GET", "/v1/ticker/CU", &[], b"");
+    assert_eq!((status, ticker["data"]["open_interest"].as_str()), (200, Some("1")), "{ticker}");
+    assert_eq!(ticker["data"]["last"], "50000");
     let account = ok(alice.get("/v1/account"));
     let cny = &account["accounts"]["CNY"];
     assert_eq!(cny["balance"], "199998.5");
@@ -76,18 +85,36 @@ fn a_contract_is_traded_with_offsets_and_shown_as_futures_traders_read_it() {
     ok(alice.post("/v1/orders", &order("CU", "sell", "50500", "1", "close_today", "a2")));
     let positions = ok(alice.get("/v1/positions"));
     assert_eq!(positions["positions"]["CU"]["volume_long_frozen_today"], "1");
+    // The contract's book is market data like any other.
+    let get = |path: &str| support::request(server.address, "GET", path, &[], b"");
+    let (status, depth) = get("/v1/depth/CU");
+    assert_eq!((status, depth["asks"][0][0].as_str()), (200, Some("50500")), "{depth}");
+    let (status, l3) = get("/v1/l3/CU");
+    assert_eq!((status, l3["asks"].as_array().map(Vec::len)), (200, Some(1)), "{l3}");
 
     // Settlement on demand at 50100: marked, history, and the ratio margin restated
     // (10% of 50100 * 5 = 25050). The close_today order ends with the day.
     let settled = ok(server.admin.post("/v1/admin/futures/CU/settle", r#"{"price":"50100"}"#));
-    assert_eq!((settled["sides_settled"].as_u64(), settled["orders_expired"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        (settled["sides_settled"].as_u64(), settled["orders_expired"].as_u64()),
+        (Some(2), Some(1))
+    );
     assert_eq!(settled["margin"], "25050");
     let account = ok(alice.get("/v1/account"));
     let cny = &account["accounts"]["CNY"];
-    assert_eq!((cny["balance"].as_str(), cny["margin"].as_str()), (Some("200498.5"), Some("25050")));
-    assert_eq!((cny["pre_balance"].as_str(), cny["deposit"].as_str()), (Some("200498.5"), Some("0")));
+    assert_eq!(
+        (cny["balance"].as_str(), cny["margin"].as_str()),
+        (Some("200498.5"), Some("25050"))
+    );
+    assert_eq!(
+        (cny["pre_balance"].as_str(), cny["deposit"].as_str()),
+        (Some("200498.5"), Some("0"))
+    );
     let cu = &account["positions"]["CU"];
-    assert_eq!((cu["volume_long_his"].as_str(), cu["position_price_long"].as_str()), (Some("1"), Some("50100")));
+    assert_eq!(
+        (cu["volume_long_his"].as_str(), cu["position_price_long"].as_str()),
+        (Some("1"), Some("50100"))
+    );
     assert_eq!(cu["float_profit_long"], "500");
 
     // A restart gives the same view.
@@ -99,7 +126,10 @@ fn a_contract_is_traded_with_offsets_and_shown_as_futures_traders_read_it() {
     // And the ratio margin still applies after the next settlement (posted price).
     ok(server.admin.post("/v1/admin/futures/CU/settlement-price", r#"{"price":"50000"}"#));
     let settled = ok(server.admin.post("/v1/admin/futures/CU/settle", ""));
-    assert_eq!((settled["price"].as_str(), settled["margin"].as_str()), (Some("50000"), Some("25000")));
+    assert_eq!(
+        (settled["price"].as_str(), settled["margin"].as_str()),
+        (Some("50000"), Some("25000"))
+    );
 }
 
 #[test]
@@ -115,17 +145,41 @@ fn every_futures_rejection_is_a_clear_error_over_rest_and_changes_nothing() {
     ));
     let balances_before = ok(alice.get("/v1/balances"));
     // Orders.
-    refused(alice.post("/v1/orders", &order("IF", "sell", "4000", "1", "close_today", "x")), 422, "invalid_offset");
-    refused(alice.post("/v1/orders", &order("CU", "sell", "50000", "1", "close", "x")), 422, "insufficient_position");
-    refused(alice.post("/v1/orders", &order("CU", "buy", "50000", "9", "open", "x")), 422, "insufficient_funds");
-    refused(alice.post("/v1/orders", &order("CU", "buy", "50000", "1", "later", "x")), 400, "malformed");
-    refused(alice.post("/v1/orders", &order("NOPE", "buy", "1", "1", "open", "x")), 404, "unknown_symbol");
+    refused(
+        alice.post("/v1/orders", &order("IF", "sell", "4000", "1", "close_today", "x")),
+        422,
+        "invalid_offset",
+    );
+    refused(
+        alice.post("/v1/orders", &order("CU", "sell", "50000", "1", "close", "x")),
+        422,
+        "insufficient_position",
+    );
+    refused(
+        alice.post("/v1/orders", &order("CU", "buy", "50000", "9", "open", "x")),
+        422,
+        "insufficient_funds",
+    );
+    refused(
+        alice.post("/v1/orders", &order("CU", "buy", "50000", "1", "later", "x")),
+        400,
+        "malformed",
+    );
+    refused(
+        alice.post("/v1/orders", &order("NOPE", "buy", "1", "1", "open", "x")),
+        404,
+        "unknown_symbol",
+    );
     assert_eq!(ok(alice.get("/v1/balances")), balances_before);
     // An amend raising a close beyond the position.
     ok(alice.post("/v1/orders", &order("CU", "buy", "50000", "1", "open", "a1")));
     ok(bob.post("/v1/orders", &order("CU", "sell", "50000", "1", "open", "b1")));
     ok(alice.post("/v1/orders", &order("CU", "sell", "60000", "1", "close_today", "a2")));
-    refused(alice.patch("/v1/orders?client_order_id=a2", r#"{"qty":"2"}"#), 422, "insufficient_position");
+    refused(
+        alice.patch("/v1/orders?client_order_id=a2", r#"{"qty":"2"}"#),
+        422,
+        "insufficient_position",
+    );
     // Definitions and administration.
     refused(server.admin.post(
         "/v1/admin/futures",
@@ -143,18 +197,50 @@ fn every_futures_rejection_is_a_clear_error_over_rest_and_changes_nothing() {
         "/v1/admin/futures",
         r#"{"symbol":"X","settle":"CNY","tick":"10","lot":"1","min_qty":"1","max_qty":"100","multiplier":"5","maker_fee":"0","taker_fee":"0","market_band_bps":0}"#,
     ), 400, "malformed");
-    refused(server.admin.post("/v1/admin/futures/CU/margin", r#"{"margin":"0"}"#), 422, "invalid_amount");
-    refused(server.admin.post("/v1/admin/futures/NOPE/margin", r#"{"margin":"1"}"#), 404, "unknown_symbol");
-    refused(server.admin.post("/v1/admin/futures/IF/margin", r#"{"margin_ratio":"0.1"}"#), 409, "no_settlement_price");
-    refused(server.admin.post("/v1/admin/futures/CU/settle", r#"{"price":"15"}"#), 422, "invalid_price");
-    refused(server.admin.post("/v1/admin/futures/NOPE/settle", r#"{"price":"10"}"#), 404, "unknown_symbol");
+    refused(
+        server.admin.post("/v1/admin/futures/CU/margin", r#"{"margin":"0"}"#),
+        422,
+        "invalid_amount",
+    );
+    refused(
+        server.admin.post("/v1/admin/futures/NOPE/margin", r#"{"margin":"1"}"#),
+        404,
+        "unknown_symbol",
+    );
+    refused(
+        server.admin.post("/v1/admin/futures/IF/margin", r#"{"margin_ratio":"0.1"}"#),
+        409,
+        "no_settlement_price",
+    );
+    refused(
+        server.admin.post("/v1/admin/futures/CU/settle", r#"{"price":"15"}"#),
+        422,
+        "invalid_price",
+    );
+    refused(
+        server.admin.post("/v1/admin/futures/NOPE/settle", r#"{"price":"10"}"#),
+        404,
+        "unknown_symbol",
+    );
     refused(server.admin.post("/v1/admin/futures/IF/settle", ""), 409, "no_settlement_price");
-    refused(server.admin.post("/v1/admin/futures/CU/liquidate", r#"{"account":"nobody"}"#), 404, "unknown_order");
+    refused(
+        server.admin.post("/v1/admin/futures/CU/liquidate", r#"{"account":"nobody"}"#),
+        404,
+        "unknown_order",
+    );
     refused(alice.post("/v1/admin/futures/CU/settle", ""), 403, "forbidden");
     // Expiry: the contract is gone, its name taken.
     ok(server.admin.post("/v1/admin/futures/CU/settle", r#"{"price":"50000","final":true}"#));
-    refused(alice.post("/v1/orders", &order("CU", "buy", "50000", "1", "open", "z")), 404, "unknown_symbol");
-    refused(server.admin.post("/v1/admin/futures/CU/settle", r#"{"price":"50000"}"#), 404, "unknown_symbol");
+    refused(
+        alice.post("/v1/orders", &order("CU", "buy", "50000", "1", "open", "z")),
+        404,
+        "unknown_symbol",
+    );
+    refused(
+        server.admin.post("/v1/admin/futures/CU/settle", r#"{"price":"50000"}"#),
+        404,
+        "unknown_symbol",
+    );
     assert_eq!(ok(alice.get("/v1/positions"))["positions"], serde_json::json!({}));
 }
 

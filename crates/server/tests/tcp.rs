@@ -379,15 +379,16 @@ fn futures_orders_carry_their_offset_and_its_rejections_in_a_byte() {
     let mut client = TcpClient::connect(server.tcp_address);
     client.login(&trader);
     // request id, symbol, side (1 buy, 2 sell), time in force (1 gtc ... 4 gfd), offset.
-    let send = |client: &mut TcpClient, request_id: u64, symbol: &str, side: u8, tif: u8, offset: u8| {
-        let mut body = request_id.to_le_bytes().to_vec();
-        body.extend(padded(&format!("f{request_id}"), 36));
-        body.extend(padded(symbol, 16));
-        body.extend([side, 1, tif, 0, 1, 0, 0, offset]);
-        body.extend(50_000i64.to_le_bytes());
-        body.extend(1i64.to_le_bytes());
-        client.send(NEW_ORDER, &body);
-    };
+    let send =
+        |client: &mut TcpClient, request_id: u64, symbol: &str, side: u8, tif: u8, offset: u8| {
+            let mut body = request_id.to_le_bytes().to_vec();
+            body.extend(padded(&format!("f{request_id}"), 36));
+            body.extend(padded(symbol, 16));
+            body.extend([side, 1, tif, 0, 1, 0, 0, offset]);
+            body.extend(50_000i64.to_le_bytes());
+            body.extend(1i64.to_le_bytes());
+            client.send(NEW_ORDER, &body);
+        };
     send(&mut client, 1, "IF", 2, 4, 2); // close_today without the rule
     send(&mut client, 2, "CU", 2, 4, 1); // close with nothing held
     send(&mut client, 3, "CU", 1, 4, 0); // open: 25000 of 30000

@@ -795,7 +795,9 @@ fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
     for (trader, side) in [(&carol, "buy"), (&bob, "sell")] {
         let (status, body) = trader.post(
             "/v1/orders",
-            &format!(r#"{{"symbol":"CU","side":"{side}","type":"limit","price":"50100","qty":"1"}}"#),
+            &format!(
+                r#"{{"symbol":"CU","side":"{side}","type":"limit","price":"50100","qty":"1"}}"#
+            ),
         );
         assert_eq!(status, 200, "{body}");
     }

@@ -52,7 +52,14 @@ pub fn run(args: &MdArgs) -> Result<(), String> {
     // The venue and the feed's builder.
     let mut venue = Venue::new(Exchange::default(), false);
     let mut builder = FeedBuilder::default();
-    builder.announce(bourse_core::ids::InstrumentId(0), "EC", 0, 0, &mut Vec::new());
+    builder.announce(
+        bourse_core::ids::InstrumentId(0),
+        "EC",
+        0,
+        0,
+        bourse_marketdata::message::KIND_SPOT,
+        &mut Vec::new(),
+    );
     let mut messages: Vec<Message> = Vec::with_capacity(commands.len() * 3);
     let started = Instant::now();
     for (index, command) in commands.iter().enumerate() {

@@ -321,8 +321,14 @@ impl Hub {
                 }
             }
         }
-        for instrument in std::mem::take(&mut touched.traded) {
-            self.publish_ticker(&reference, instrument, touched.latest_ns);
+        let traded = std::mem::take(&mut touched.traded);
+        let open_interests = self.open_interests(&reference, &traded).await;
+        for instrument in traded {
+            let open_interest = open_interests
+                .iter()
+                .find(|(known, _)| *known == instrument)
+                .map(|(_, open_interest)| *open_interest);
+            self.publish_ticker(&reference, instrument, touched.latest_ns, open_interest);
         }
         self.resolve_names(&mut touched).await;
         self.publish_orders(&reference, &touched).await;
@@ -468,14 +474,54 @@ impl Hub {
         };
     }
 
-    fn publish_ticker(&mut self, reference: &Reference, instrument: InstrumentId, now_ns: u64) {
+    fn publish_ticker(
+        &mut self,
+        reference: &Reference,
+        instrument: InstrumentId,
+        now_ns: u64,
+        open_interest: Option<i64>,
+    ) {
         if !self.has(&Channel::Ticker(instrument)) {
             return;
         }
         let Some(info) = reference.instrument(instrument) else { return };
         let figures = self.market().figures(instrument, now_ns);
-        let message = json!({ "symbol": info.symbol, "data": ticker_json(info, figures) });
+        let data = ticker_json(info, figures, open_interest);
+        let message = json!({ "symbol": info.symbol, "data": data });
         self.publish(Channel::Ticker(instrument), message);
+    }
+
+    /// The open interest of the futures contracts among `traded` that have ticker
+    /// subscribers, read from the engine in one query.
+    async fn open_interests(
+        &self,
+        reference: &Reference,
+        traded: &HashSet<InstrumentId>,
+    ) -> Vec<(InstrumentId, i64)> {
+        let wanted: Vec<InstrumentId> = traded
+            .iter()
+            .copied()
+            .filter(|instrument| self.has(&Channel::Ticker(*instrument)))
+            .filter(|instrument| {
+                reference.instrument(*instrument).is_some_and(|info| info.is_future())
+            })
+            .collect();
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        self.services
+            .link
+            .read(move |venue| {
+                wanted
+                    .iter()
+                    .filter_map(|instrument| {
+                        let positions = venue.exchange().positions(*instrument)?;
+                        Some((*instrument, positions.open_interest().0))
+                    })
+                    .collect()
+            })
+            .await
+            .unwrap_or_default()
     }
 
     /// Folds the orders accepted by account name into `orders` and `accounts`, once,

@@ -62,7 +62,21 @@ impl Market {
 }
 
 /// A ticker as REST and WebSocket show it (nulls before the first trade of the day).
-pub fn ticker_json(info: &InstrumentInfo, figures: Option<TickerFigures>) -> Value {
+/// An instrument's ticker; a futures contract's also shows its open interest (the
+/// long sides' total quantity, read from the engine).
+pub fn ticker_json(
+    info: &InstrumentInfo,
+    figures: Option<TickerFigures>,
+    open_interest: Option<i64>,
+) -> Value {
+    let mut ticker = ticker_figures_json(info, figures);
+    if let (Some(open_interest), Value::Object(fields)) = (open_interest, &mut ticker) {
+        fields.insert("open_interest".into(), Value::String(info.qty(open_interest)));
+    }
+    ticker
+}
+
+fn ticker_figures_json(info: &InstrumentInfo, figures: Option<TickerFigures>) -> Value {
     match figures {
         Some(figures) => json!({
             "last": info.price(figures.last), "open_24h": info.price(figures.open),

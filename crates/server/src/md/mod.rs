@@ -272,7 +272,7 @@ impl Publisher {
             .map_err(|error| std::io::Error::other(format!("the engine's books: {error}")))?;
         self.reference = Arc::new(reference);
         // Every instrument is in the directory from the start (snapshots carry it).
-        let instruments: Vec<(InstrumentId, String, u8, u8)> = self
+        let instruments: Vec<(InstrumentId, String, u8, u8, u8)> = self
             .reference
             .instruments
             .iter()
@@ -284,15 +284,17 @@ impl Publisher {
                     info.symbol.clone(),
                     decimals(info.price_decimals),
                     decimals(info.qty_decimals),
+                    directory_kind(info),
                 )
             })
             .collect();
-        for (instrument, symbol, price_decimals, qty_decimals) in instruments {
+        for (instrument, symbol, price_decimals, qty_decimals, kind) in instruments {
             self.builder.announce(
                 instrument,
                 &symbol,
                 price_decimals,
                 qty_decimals,
+                kind,
                 &mut Vec::new(),
             );
         }
@@ -501,11 +503,13 @@ impl Publisher {
                 let price_decimals = u8::try_from(info.price_decimals).unwrap_or(u8::MAX);
                 let symbol = info.symbol.clone();
                 let qty_decimals = u8::try_from(info.qty_decimals).unwrap_or(u8::MAX);
+                let kind = directory_kind(info);
                 self.builder.announce(
                     instrument,
                     &symbol,
                     price_decimals,
                     qty_decimals,
+                    kind,
                     &mut self.messages,
                 );
             }
@@ -579,6 +583,14 @@ pub fn spawn(
     let mut publisher = Publisher::new(link, reference, config, session, figures)?;
     publisher.seed()?;
     std::thread::Builder::new().name("bourse-md".into()).spawn(move || publisher.run(inputs))
+}
+
+/// The feed directory's kind of an instrument.
+fn directory_kind(info: &crate::reference::InstrumentInfo) -> u8 {
+    match info.is_future() {
+        true => bourse_marketdata::message::KIND_FUTURE,
+        false => bourse_marketdata::message::KIND_SPOT,
+    }
 }
 
 #[cfg(test)]

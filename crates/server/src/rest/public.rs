@@ -144,7 +144,21 @@ pub async fn ticker(
     let (instrument, info) = instrument_of(&state, &symbol).await?;
     let now_ns = bourse_protocol::signing::now_ms().saturating_mul(1_000_000);
     let figures = state.market().figures(instrument, now_ns);
-    Ok(ok(json!({ "symbol": symbol, "data": ticker_json(&info, figures) })))
+    let open_interest = match info.is_future() {
+        true => {
+            state
+                .link
+                .read(move |venue| {
+                    venue
+                        .exchange()
+                        .positions(instrument)
+                        .map(|positions| positions.open_interest().0)
+                })
+                .await?
+        }
+        false => None,
+    };
+    Ok(ok(json!({ "symbol": symbol, "data": ticker_json(&info, figures, open_interest) })))
 }
 
 /// Orders per side an L3 snapshot shows, at most.
