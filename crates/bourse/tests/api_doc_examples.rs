@@ -106,6 +106,14 @@ fn every_example_of_the_api_document_works_against_the_demo() {
         "\"sql\":true",
         "[{\"moves\":",
         "\"fills\":[",
+        "\"volume_long_today\":\"1\"",
+        "\"withdrawable\":",
+        "\"open_interest\":",
+        "\"margin\":\"37500\"",
+        "\"posted_price\":\"75120\"",
+        "\"price\":\"75120\"",
+        "\"final\":true",
+        "\"orders_canceled\":1",
     ] {
         assert!(out.contains(expected), "{expected} is not in what the examples printed:\n{out}");
     }
