@@ -1,7 +1,8 @@
-//! `bourse bench memory`: what resting orders cost in resident memory. One instrument,
-//! `ACCOUNTS` funded accounts, then `--orders` GTC orders that never cross, spread over
-//! `--levels` price levels (half bids, half asks); the process's resident memory is read
-//! from `/proc/self/status` before and after the orders.
+//! `bourse bench memory`: what resting orders cost in resident memory. One instrument
+//! (spot, or with `--market futures` a futures contract whose orders open positions and
+//! hold margin), `ACCOUNTS` funded accounts, then `--orders` GTC orders that never
+//! cross, spread over `--levels` price levels (half bids, half asks); the process's
+//! resident memory is read from `/proc/self/status` before and after the orders.
 //!
 //! Each order command is built, applied and dropped in turn, so the figure after is the
 //! engine's (its books, open-order index and ledger), not a command list's. The
@@ -10,7 +11,9 @@
 use std::borrow::Cow;
 
 use bourse_core::book::BookCapacity;
-use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
+use bourse_core::command::{
+    FutureCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+};
 use bourse_core::ids::InstrumentId;
 use bourse_core::{
     Command, Decimal, Event, Exchange, ExchangeConfig, Offset, Seq, Side, StpMode, TimeInForce,
@@ -27,9 +30,18 @@ pub struct MemoryArgs {
     /// Price levels to spread them over, half a side.
     #[arg(long, default_value_t = 10_000)]
     levels: usize,
+    /// `spot` or `futures`.
+    #[arg(long, value_enum, default_value = "spot")]
+    market: MarketName,
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MarketName {
+    Spot,
+    Futures,
 }
 
 /// The target this measurement checks: the whole process resident in at most
@@ -87,7 +99,10 @@ fn units(value: i64) -> Decimal {
     Decimal::from_units(i128::from(value), 0)
 }
 
-fn definitions() -> Vec<Command<'static>> {
+fn definitions(market: MarketName) -> Vec<Command<'static>> {
+    if market == MarketName::Futures {
+        return futures_definitions();
+    }
     let mut commands = vec![
         Command::Asset { asset: text("BTC"), decimals: 0 },
         Command::Asset { asset: text("USD"), decimals: 0 },
@@ -112,6 +127,36 @@ fn definitions() -> Vec<Command<'static>> {
                 amount: units(FUNDING_UNITS),
             }));
         }
+    }
+    commands
+}
+
+/// CNY (no decimals) and the contract (tick 1, lot 1, multiplier 1, margin 1 a lot, no
+/// fees), every account funded.
+fn futures_definitions() -> Vec<Command<'static>> {
+    let mut commands = vec![
+        Command::Asset { asset: text("CNY"), decimals: 0 },
+        Command::Future(Box::new(FutureCommand {
+            symbol: text(SYMBOL),
+            settle: text("CNY"),
+            tick: units(1),
+            lot: units(1),
+            min_qty: units(1),
+            max_qty: units(1_000_000),
+            multiplier: units(1),
+            margin: units(1),
+            maker_fee: units(0),
+            taker_fee: units(0),
+            market_band_bps: 1_000,
+            close_today: false,
+        })),
+    ];
+    for account in 0..ACCOUNTS {
+        commands.push(Command::Deposit(TransferCommand {
+            account: text(format!("a{account}")),
+            asset: text("CNY"),
+            amount: units(FUNDING_UNITS),
+        }));
     }
     commands
 }
@@ -172,7 +217,7 @@ pub fn run(args: &MemoryArgs) -> Result<(), String> {
     });
     let mut events = Vec::with_capacity(16);
     let mut seq = 0u64;
-    for command in &definitions() {
+    for command in &definitions(args.market) {
         seq += 1;
         apply_accepted(&mut exchange, seq, command, &mut events)?;
     }
@@ -211,6 +256,7 @@ fn report(args: &MemoryArgs, before: &Resident, after: &Resident, orders: usize,
                 "orders": orders,
                 "levels": levels,
                 "accounts": ACCOUNTS,
+                "market": match args.market { MarketName::Spot => "spot", MarketName::Futures => "futures" },
                 "rss_before_mb": megabytes(before.rss_kb),
                 "hwm_before_mb": megabytes(before.hwm_kb),
                 "rss_after_mb": megabytes(after.rss_kb),
@@ -260,7 +306,14 @@ mod tests {
 
     #[test]
     fn a_small_run_rests_every_order_and_keeps_the_invariants() {
-        let args = MemoryArgs { orders: 2_000, levels: 100, json: true };
+        let args = MemoryArgs { orders: 2_000, levels: 100, market: MarketName::Spot, json: true };
+        assert_eq!(run(&args), Ok(()));
+    }
+
+    #[test]
+    fn a_small_futures_run_rests_every_order_and_keeps_the_invariants() {
+        let args =
+            MemoryArgs { orders: 2_000, levels: 100, market: MarketName::Futures, json: true };
         assert_eq!(run(&args), Ok(()));
     }
 }
