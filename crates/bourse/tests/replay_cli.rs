@@ -86,3 +86,37 @@ fn a_missing_file_is_a_clear_error_not_a_panic() {
     assert!(stderr.contains("cannot open /nonexistent/commands.jsonl"), "{stderr}");
     assert!(!stderr.contains("panicked"));
 }
+
+#[test]
+fn replays_a_futures_stream_with_settlement_liquidation_and_positions() {
+    let example = example().with_file_name("futures.jsonl");
+    let state_path =
+        std::env::temp_dir().join(format!("bourse-futures-state-{}.json", std::process::id()));
+    let output = bourse()
+        .arg("replay")
+        .arg(&example)
+        .arg("--state-out")
+        .arg(&state_path)
+        .output()
+        .expect("bourse runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let events = events(&output.stdout);
+    assert!(events.iter().all(|event| event["ev"] != "rejected"), "{events:#?}");
+    let settled: Vec<_> = events.iter().filter(|event| event["ev"] == "settled").collect();
+    // alice long 2 (a1), bob short 1 (b1), maker short 2 and long 1.
+    assert_eq!(settled.len(), 4, "{settled:#?}");
+    let liquidation = events
+        .iter()
+        .find(|event| event["ev"] == "trade" && event["taker_id"] == "liq-14-short")
+        .expect("bob's short is bought back");
+    assert_eq!(liquidation["price"], "75010");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    std::fs::remove_file(&state_path).ok();
+    // alice: 2 long settled into history at 75100, then 1 closed (a3 at 74990).
+    assert_eq!(
+        state["positions"]["alice"]["SHFE.cu2501"]["long"],
+        serde_json::json!({"history": [["75100", "1"]], "today": []})
+    );
+    assert!(state["positions"].get("bob").is_none(), "{}", state["positions"]);
+}

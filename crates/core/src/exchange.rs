@@ -1893,27 +1893,31 @@ impl FuturesFills<'_> {
     /// its fee and realised profit.
     fn settle_party(&mut self, party: FuturesParty, price: Price, qty: Qty) -> (Amount, Amount) {
         let rules = self.rules;
-        let fee = rules.fee(qty, party.is_taker);
+        let lots = rules.lots(qty);
+        let fee_per_lot = if party.is_taker { rules.taker_fee } else { rules.maker_fee };
+        let fee = Amount(lots * fee_per_lot.0);
+        let margin = Amount(lots * rules.margin.0);
         let position_side = PositionSide::of_order(party.side, party.offset);
+        // One lookup of the account's position for the whole fill.
+        let position = self.positions.index(party.account);
         match party.takes {
             None => {
                 // The hold of these lots falls by margin + taker fee; the margin stays
-                // held as the position's, the rest comes back less the fee.
-                let hold_used = rules.resting_hold(Offset::Open, qty);
-                let margin = rules.position_margin(qty);
-                self.ledger.release(party.account, rules.settle, hold_used - margin);
+                // held as the position's, the rest (the taker fee) comes back less the
+                // fee paid.
+                let fee_hold = Amount(lots * rules.taker_fee.0);
+                self.ledger.release(party.account, rules.settle, fee_hold);
                 self.ledger.pay_fee(party.account, rules.settle, fee);
-                self.positions.open(party.account, position_side, price, qty);
-                self.positions.record_fill(party.account, Amount::ZERO, fee);
+                self.positions.open_at(position, position_side, price, qty);
+                self.positions.record_fill_at(position, Amount::ZERO, fee);
                 (fee, Amount::ZERO)
             }
             Some(takes) => {
-                let basis = self.positions.close(party.account, position_side, takes, qty);
+                let basis = self.positions.close_at(position, position_side, takes, qty);
                 if party.reserved {
-                    self.positions.unreserve(party.account, position_side, party.offset, qty);
+                    self.positions.unreserve_at(position, position_side, party.offset, qty);
                 }
                 let profit = rules.profit(position_side, price, qty, basis);
-                let margin = rules.position_margin(qty);
                 self.ledger.release(party.account, rules.settle, margin);
                 self.ledger.credit_profit(
                     party.account,
@@ -1922,7 +1926,7 @@ impl FuturesFills<'_> {
                     BalanceMove::RealisedProfit,
                 );
                 self.ledger.pay_fee(party.account, rules.settle, fee);
-                self.positions.record_fill(party.account, profit, fee);
+                self.positions.record_fill_at(position, profit, fee);
                 (fee, profit)
             }
         }

@@ -365,9 +365,17 @@ impl Positions {
         self.open_interest
     }
 
-    /// What a fill realised and paid for `account` (today's totals of its position).
-    pub fn record_fill(&mut self, account: AccountId, realised: Amount, fee: Amount) {
-        let position = self.position_mut(account);
+    /// The index of `account`'s position, created empty if it has none: what the
+    /// `_at` methods take, so that a fill looks the account up once.
+    #[inline]
+    pub fn index(&mut self, account: AccountId) -> usize {
+        index_of(&mut self.positions, &mut self.by_account, account)
+    }
+
+    /// What a fill realised and paid for the position at `index` (today's totals).
+    #[inline]
+    pub fn record_fill_at(&mut self, index: usize, realised: Amount, fee: Amount) {
+        let position = &mut self.positions[index];
         position.realised_today += realised;
         position.fees_today += fee;
     }
@@ -410,7 +418,14 @@ impl Positions {
 
     /// Gives back what a close order with `offset` reserved of `qty`.
     pub fn unreserve(&mut self, account: AccountId, side: PositionSide, offset: Offset, qty: Qty) {
-        let reservation = self.position_mut(account).side_mut(side).reservation_mut(offset);
+        let index = self.index(account);
+        self.unreserve_at(index, side, offset, qty);
+    }
+
+    /// `unreserve` for the position at `index`.
+    #[inline]
+    pub fn unreserve_at(&mut self, index: usize, side: PositionSide, offset: Offset, qty: Qty) {
+        let reservation = self.positions[index].side_mut(side).reservation_mut(offset);
         debug_assert!(*reservation >= qty, "unreserve more than reserved");
         *reservation -= qty;
     }
@@ -420,8 +435,14 @@ impl Positions {
     /// An opening fill of `qty` at `price`: the side gains `(price, qty)` today (added to
     /// the newest entry when it has that price).
     pub fn open(&mut self, account: AccountId, side: PositionSide, price: Price, qty: Qty) {
-        let Positions { positions, by_account, today_entries, open_interest, .. } = self;
-        let index = index_of(positions, by_account, account);
+        let index = self.index(account);
+        self.open_at(index, side, price, qty);
+    }
+
+    /// `open` for the position at `index`.
+    #[inline]
+    pub fn open_at(&mut self, index: usize, side: PositionSide, price: Price, qty: Qty) {
+        let Positions { positions, today_entries, open_interest, .. } = self;
         if side == PositionSide::Long {
             *open_interest += qty;
         }
@@ -454,15 +475,18 @@ impl Positions {
         takes: Takes,
         qty: Qty,
     ) -> i128 {
-        let Positions { positions, by_account, today_entries, open_interest, .. } = self;
-        let index = by_account[&account] as usize;
+        let index = self.index(account);
+        self.close_at(index, side, takes, qty)
+    }
+
+    /// `close` for the position at `index`.
+    pub fn close_at(&mut self, index: usize, side: PositionSide, takes: Takes, qty: Qty) -> i128 {
+        let Positions { positions, today_entries, open_interest, .. } = self;
         if side == PositionSide::Long {
             *open_interest -= qty;
         }
         let state = positions[index].side_mut(side);
-        let held = state.qty();
-        // `held` is at least `qty` (checked below in debug builds).
-        state.open_cost -= state.open_cost * i128::from(qty.0) / i128::from(held.0.max(1));
+        state.open_cost -= open_cost_share(state.open_cost, qty, state.qty());
         let mut left = qty;
         let mut basis = 0i128;
         if takes != Takes::TodayOnly {
@@ -678,4 +702,18 @@ fn index_of(
         });
     }
     index as usize
+}
+
+/// The share of `open_cost` that closing `qty` of `held` takes: `open_cost * qty / held`
+/// rounded down (all of it when the side closes), in 64 bits when it fits.
+#[inline]
+fn open_cost_share(open_cost: i128, qty: Qty, held: Qty) -> i128 {
+    debug_assert!(qty <= held && held.0 > 0);
+    if qty >= held {
+        return open_cost;
+    }
+    match i64::try_from(open_cost).ok().and_then(|cost| cost.checked_mul(qty.0)) {
+        Some(scaled) => i128::from(scaled / held.0),
+        None => open_cost * i128::from(qty.0) / i128::from(held.0),
+    }
 }
