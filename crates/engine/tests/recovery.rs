@@ -546,3 +546,40 @@ fn periodic_snapshots_are_taken_pruned_and_restarted_from() {
     assert_eq!((recovered.replayed, recovered.last_seq), (EVERY + 20, Seq(last)));
     assert_eq!(digest_of(&recovered), expected);
 }
+
+/// Submits `lines` in order and waits until each is applied.
+fn run_lines(engine: &Engine, lines: &[String]) {
+    let (sink, receiver) = unbounded();
+    let session = engine.open_session(Arc::new(sink));
+    for (index, text) in lines.iter().enumerate() {
+        let command = parse_line(text).unwrap().command;
+        session.submit(&command, index as u64).unwrap();
+    }
+    let mut applied = 0;
+    while applied < lines.len() {
+        let released = receiver.recv_timeout(PATIENCE).expect("the engine applies commands");
+        applied += released.outcomes.len();
+    }
+}
+
+#[test]
+fn a_futures_stream_recovers_to_the_same_state_from_the_journal_and_from_a_snapshot() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/futures.jsonl");
+    let lines: Vec<String> =
+        fs::read_to_string(example).unwrap().lines().map(str::to_string).collect();
+    for snapshot in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config(dir.path());
+        config.snapshot_on_shutdown = snapshot;
+        let engine = Engine::start(config).unwrap();
+        run_lines(&engine, &lines);
+        let live = engine.query(state_digest).unwrap();
+        let positions = engine
+            .query(|exchange| bourse_core::format::state_document(exchange)["positions"].clone())
+            .unwrap();
+        assert!(positions["alice"]["SHFE.cu2501"]["long"].is_object(), "{positions}");
+        engine.shutdown().unwrap();
+        let recovered = recover_read_only(dir.path()).unwrap();
+        assert_eq!(digest_of(&recovered), live, "snapshot at shutdown: {snapshot}");
+    }
+}
