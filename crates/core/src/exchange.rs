@@ -1791,21 +1791,9 @@ impl MatchHandler for SpotFills<'_> {
             }
             Side::Sell => self.rules.settle_fill(self.ledger, maker_party, taker_party, price, qty),
         };
-        self.events.push(Event::Trade(TradeEvent {
-            seq: self.seq,
-            instrument: self.instrument,
-            price,
-            qty,
-            taker_side: self.taker.side,
-            maker_account: maker.account,
-            maker_id: maker.id.clone(),
-            taker_account: self.taker.account,
-            taker_id: self.taker_id.clone(),
-            maker_fee,
-            taker_fee,
-            maker_pnl: Amount::ZERO,
-            taker_pnl: Amount::ZERO,
-        }));
+        let parties = (maker, self.taker, self.taker_id);
+        let money = [(maker_fee, taker_fee), (Amount::ZERO, Amount::ZERO)];
+        self.events.push(trade_event((self.seq, self.instrument), parties, price, qty, money));
     }
 
     fn on_maker_done(&mut self, slot: u32, maker: &RestingOrder, reason: DoneReason) {
@@ -1813,17 +1801,55 @@ impl MatchHandler for SpotFills<'_> {
             let hold = self.rules.resting_hold(maker.side, maker.price, maker.remaining);
             self.ledger.release(maker.account, self.rules.hold_asset(maker.side), hold);
         }
-        let handle = OrderHandle { instrument: self.instrument, slot };
-        self.open_orders.remove(maker.account, &maker.id, handle);
-        self.events.push(Event::Done {
-            seq: self.seq,
-            instrument: self.instrument,
-            account: maker.account,
-            id: maker.id.clone(),
-            reason,
-            filled: maker.filled,
-        });
+        maker_left(self.open_orders, self.events, (self.seq, self.instrument), slot, maker, reason);
     }
+}
+
+/// The `trade` event of a fill of `taker` against `maker` at `price` for `qty`, with
+/// `[(maker_fee, taker_fee), (maker_pnl, taker_pnl)]`: what both account kinds report.
+fn trade_event(
+    (seq, instrument): (Seq, InstrumentId),
+    (maker, taker, taker_id): (&RestingOrder, &Taker, &ClientOrderId),
+    price: Price,
+    qty: Qty,
+    [(maker_fee, taker_fee), (maker_pnl, taker_pnl)]: [(Amount, Amount); 2],
+) -> Event {
+    Event::Trade(TradeEvent {
+        seq,
+        instrument,
+        price,
+        qty,
+        taker_side: taker.side,
+        maker_account: maker.account,
+        maker_id: maker.id.clone(),
+        taker_account: taker.account,
+        taker_id: taker_id.clone(),
+        maker_fee,
+        taker_fee,
+        maker_pnl,
+        taker_pnl,
+    })
+}
+
+/// A maker that left the book while matching (filled, or stp) after its release: out of
+/// the index, and its `done`.
+fn maker_left(
+    open_orders: &mut OrderIndex,
+    events: &mut Vec<Event>,
+    (seq, instrument): (Seq, InstrumentId),
+    slot: u32,
+    maker: &RestingOrder,
+    reason: DoneReason,
+) {
+    open_orders.remove(maker.account, &maker.id, OrderHandle { instrument, slot });
+    events.push(Event::Done {
+        seq,
+        instrument,
+        account: maker.account,
+        id: maker.id.clone(),
+        reason,
+        filled: maker.filled,
+    });
 }
 
 /// What is left of an order that finishes, as its release needs it.
@@ -1956,21 +1982,9 @@ impl MatchHandler for FuturesFills<'_> {
         let (maker_fee, maker_pnl) = self.settle_party(maker_party, price, qty);
         let (taker_fee, taker_pnl) = self.settle_party(taker_party, price, qty);
         self.ledger.end_fill();
-        self.events.push(Event::Trade(TradeEvent {
-            seq: self.seq,
-            instrument: self.instrument,
-            price,
-            qty,
-            taker_side: self.taker.side,
-            maker_account: maker.account,
-            maker_id: maker.id.clone(),
-            taker_account: self.taker.account,
-            taker_id: self.taker_id.clone(),
-            maker_fee,
-            taker_fee,
-            maker_pnl,
-            taker_pnl,
-        }));
+        let parties = (maker, self.taker, self.taker_id);
+        let money = [(maker_fee, taker_fee), (maker_pnl, taker_pnl)];
+        self.events.push(trade_event((self.seq, self.instrument), parties, price, qty, money));
     }
 
     fn on_maker_done(&mut self, slot: u32, maker: &RestingOrder, reason: DoneReason) {
@@ -1989,15 +2003,6 @@ impl MatchHandler for FuturesFills<'_> {
                 ),
             }
         }
-        let handle = OrderHandle { instrument: self.instrument, slot };
-        self.open_orders.remove(maker.account, &maker.id, handle);
-        self.events.push(Event::Done {
-            seq: self.seq,
-            instrument: self.instrument,
-            account: maker.account,
-            id: maker.id.clone(),
-            reason,
-            filled: maker.filled,
-        });
+        maker_left(self.open_orders, self.events, (self.seq, self.instrument), slot, maker, reason);
     }
 }

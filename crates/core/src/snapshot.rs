@@ -727,14 +727,7 @@ fn read_instrument(
     {
         return Err(invalid(at, "instrument decimals break the decimals constraint"));
     }
-    let tick = read_step(reader, price_decimals, "tick")?;
-    let lot = read_step(reader, qty_decimals, "lot")?;
-    let at = reader.offset;
-    let min_qty = read_qty_bound(reader, lot)?;
-    let max_qty = read_qty_bound(reader, lot)?;
-    if min_qty > max_qty {
-        return Err(invalid(at, "min qty above max qty"));
-    }
+    let (tick, lot, min_qty, max_qty) = read_sizes(reader, price_decimals, qty_decimals)?;
     let maker_fee_bps = read_rate(reader, FEE_BPS_MAX, "maker fee out of range")?;
     let taker_fee_bps = read_rate(reader, FEE_BPS_MAX, "taker fee out of range")?;
     let market_band_bps = read_rate(reader, MARKET_BAND_BPS_MAX, "market band out of range")?;
@@ -769,14 +762,7 @@ fn read_future(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Instrumen
     let at = reader.offset;
     let price_decimals = reader.small("price decimals out of range")?;
     let qty_decimals = reader.small("qty decimals out of range")?;
-    let tick = read_step(reader, price_decimals, "tick")?;
-    let lot = read_step(reader, qty_decimals, "lot")?;
-    let bounds_at = reader.offset;
-    let min_qty = read_qty_bound(reader, lot)?;
-    let max_qty = read_qty_bound(reader, lot)?;
-    if min_qty > max_qty {
-        return Err(invalid(bounds_at, "min qty above max qty"));
-    }
+    let (tick, lot, min_qty, max_qty) = read_sizes(reader, price_decimals, qty_decimals)?;
     let multiplier_at = reader.offset;
     let multiplier = reader.units("multiplier out of range")?;
     let multiplier_decimals = reader.small("multiplier decimals out of range")?;
@@ -828,6 +814,23 @@ fn read_future(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Instrumen
         }),
         expired: false,
     })
+}
+
+/// An instrument's tick, lot and quantity bounds (spot and futures alike).
+fn read_sizes(
+    reader: &mut Reader<'_>,
+    price_decimals: u32,
+    qty_decimals: u32,
+) -> Result<(i64, i64, i128, i128), SnapshotError> {
+    let tick = read_step(reader, price_decimals, "tick")?;
+    let lot = read_step(reader, qty_decimals, "lot")?;
+    let at = reader.offset;
+    let min_qty = read_qty_bound(reader, lot)?;
+    let max_qty = read_qty_bound(reader, lot)?;
+    if min_qty > max_qty {
+        return Err(invalid(at, "min qty above max qty"));
+    }
+    Ok((tick, lot, min_qty, max_qty))
 }
 
 fn read_asset_index(

@@ -10,6 +10,8 @@
 //! lot 1, multiplier 5, margin 25000, maker fee 1.5, taker fee 3, band 5%; `IF` (no
 //! close-today rule) tick 0.2, lot 1, multiplier 300, margin 100000, fees 0 and 2.3.
 
+mod support;
+
 use bourse_core::format::state_digest;
 use bourse_core::snapshot::{decode_state, encode_state};
 use bourse_core::{ExchangeConfig, Replay};
@@ -89,31 +91,15 @@ impl Venue {
 /// Decimal strings in canonical form ("1.50" -> "1.5"), recursively.
 fn normalized(value: &Value) -> Value {
     match value {
-        Value::String(text) => Value::String(canonical(text).unwrap_or_else(|| text.clone())),
+        Value::String(text) => {
+            Value::String(support::canonical_decimal(text).unwrap_or_else(|| text.clone()))
+        }
         Value::Array(items) => Value::Array(items.iter().map(normalized).collect()),
         Value::Object(fields) => Value::Object(
             fields.iter().map(|(key, field)| (key.clone(), normalized(field))).collect(),
         ),
         other => other.clone(),
     }
-}
-
-fn canonical(text: &str) -> Option<String> {
-    let unsigned = text.strip_prefix('-').unwrap_or(text);
-    let (integer, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
-    if integer.is_empty() || !integer.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let integer = integer.trim_start_matches('0');
-    let fraction = fraction.trim_end_matches('0');
-    let integer = if integer.is_empty() { "0" } else { integer };
-    let magnitude =
-        if fraction.is_empty() { integer.to_string() } else { format!("{integer}.{fraction}") };
-    Some(if text.starts_with('-') && magnitude != "0" {
-        format!("-{magnitude}")
-    } else {
-        magnitude
-    })
 }
 
 fn order(

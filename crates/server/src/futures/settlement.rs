@@ -72,7 +72,7 @@ pub async fn contract(link: &EngineLink, symbol: &str) -> ApiResult<ContractFact
 }
 
 /// Submits `command`; its rejection becomes the error. Returns its seq and events.
-async fn submit(link: &EngineLink, command: &Command<'_>) -> ApiResult<(u64, Vec<Event>)> {
+pub async fn submit(link: &EngineLink, command: &Command<'_>) -> ApiResult<(u64, Vec<Event>)> {
     let reply = link.submit(command).await?;
     let events = reply.events().to_vec();
     match events.first() {

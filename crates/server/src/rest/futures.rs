@@ -135,12 +135,7 @@ fn parse_ratio(text: &str) -> ApiResult<Decimal> {
 
 /// Submits an administration command; a rejection becomes the error.
 async fn submit(state: &AppState, command: &Command<'_>) -> ApiResult<(u64, Vec<Event>)> {
-    let reply = state.link.submit(command).await?;
-    let events = reply.events().to_vec();
-    match events.first() {
-        Some(Event::Rejected { reason, .. }) => Err(ApiError::rejected(*reason)),
-        _ => Ok((reply.result().map_or(0, |result| result.seq.0), events)),
-    }
+    settlement::submit(&state.link, command).await
 }
 
 /// `POST /v1/admin/futures`: declares a contract.
