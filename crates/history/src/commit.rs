@@ -22,7 +22,9 @@ use crate::error::{io_error, HistoryError};
 use crate::files::{partition_dir, write_part};
 use crate::index::Index;
 use crate::stats::HistoryStats;
-use crate::tables::{candle_batch, ledger_batch, order_batch, trade_batch, Table};
+use crate::tables::{
+    candle_batch, ledger_batch, order_batch, settlement_batch, trade_batch, Table,
+};
 
 /// Threads a commit's part files are written on.
 const WRITERS: usize = 2;
@@ -61,6 +63,7 @@ enum Part<'a> {
     Trades(&'a Partition, &'a [crate::rows::TradeRow]),
     Ledger(&'a Partition, &'a [crate::rows::LedgerRow]),
     Candles(&'a Partition, &'a [crate::rows::CandleRow]),
+    Settlements(&'a Partition, &'a [crate::rows::SettlementRow]),
 }
 
 impl Part<'_> {
@@ -70,6 +73,7 @@ impl Part<'_> {
             Part::Trades(_, rows) => rows.len(),
             Part::Ledger(_, rows) => rows.len(),
             Part::Candles(_, rows) => rows.len(),
+            Part::Settlements(_, rows) => rows.len(),
         }
     }
 
@@ -79,6 +83,9 @@ impl Part<'_> {
             Part::Trades(partition, rows) => (Table::Trades, *partition, trade_batch(rows)?),
             Part::Ledger(partition, rows) => (Table::Ledger, *partition, ledger_batch(rows)?),
             Part::Candles(partition, rows) => (Table::Candles, *partition, candle_batch(rows)?),
+            Part::Settlements(partition, rows) => {
+                (Table::Settlements, *partition, settlement_batch(rows)?)
+            }
         })
     }
 }
@@ -99,6 +106,9 @@ fn parts(pending: &Pending) -> Vec<Part<'_>> {
     }
     for (partition, rows) in &pending.candles {
         parts.push(Part::Candles(partition, rows));
+    }
+    for (partition, rows) in &pending.settlements {
+        parts.push(Part::Settlements(partition, rows));
     }
     // A partition kept from an earlier commit may have no rows in this one.
     parts.retain(|part| part.rows() > 0);

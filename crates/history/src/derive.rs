@@ -1,13 +1,13 @@
 //! From each applied command to the history's rows: the command, its events, the
 //! balance changes the ledger recorded and the venue right after it give the order
-//! states, trades, ledger moves and candles. Pure and deterministic: the same commands
+//! states, trades, ledger moves, candles and futures settlements. Pure and deterministic: the same commands
 //! give the same rows, which is what makes the history exactly-once (`follower`).
 //! The engine's identities (`Seq`, `TimestampNs`, `OrderId`) become the rows' plain
 //! numbers here: the rows are the Parquet files' columns.
 
 use std::collections::BTreeMap;
 
-use bourse_core::command::OrderType;
+use bourse_core::command::{OrderType, PositionSide};
 use bourse_core::ids::{AccountId, InstrumentId};
 use bourse_core::ledger::{BalanceChange, BalanceMove};
 use bourse_core::venue::{OrderRecord, OrderStatus};
@@ -17,7 +17,10 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::civil::{day_of, NS_PER_MINUTE};
-use crate::rows::{scaled, scaled_decimal, CandleRow, LedgerRow, OrderRow, TradeRow};
+use crate::rows::{
+    scaled, scaled_decimal, CandleRow, LedgerRow, OrderRow, SettlementRow, TradeRow,
+};
+use crate::tables::Table;
 
 /// Where a row is stored: its day and its instrument's symbol (for the ledger, its
 /// asset's name).
@@ -35,6 +38,7 @@ pub struct Pending {
     pub trades: BTreeMap<Partition, Vec<TradeRow>>,
     pub ledger: BTreeMap<Partition, Vec<LedgerRow>>,
     pub candles: BTreeMap<Partition, Vec<CandleRow>>,
+    pub settlements: BTreeMap<Partition, Vec<SettlementRow>>,
     /// Rows in all tables.
     pub rows: usize,
 }
@@ -56,11 +60,12 @@ impl Pending {
         recycle(&mut self.trades);
         recycle(&mut self.ledger);
         recycle(&mut self.candles);
+        recycle(&mut self.settlements);
         self.rows = 0;
     }
 
     /// Rows per table, indexed by `Table as usize`.
-    pub fn rows_by_table(&self) -> [u64; 5] {
+    pub fn rows_by_table(&self) -> [u64; Table::ALL.len()] {
         fn count<Row>(table: &BTreeMap<Partition, Vec<Row>>) -> u64 {
             table.values().map(|rows| rows.len() as u64).sum()
         }
@@ -70,6 +75,7 @@ impl Pending {
             count(&self.trades),
             count(&self.ledger),
             count(&self.candles),
+            count(&self.settlements),
         ]
     }
 }
@@ -195,24 +201,36 @@ impl Deriver {
                     rejected_order(seq, ts, order, events, venue, out)
                 }
                 (Command::Order(_) | Command::Cancel { .. } | Command::Amend(_), true)
-                | (Command::CancelAll { .. }, true) => {
+                | (Command::CancelAll { .. } | Command::Settle { .. }, true)
+                | (Command::Liquidate { .. }, true) => {
                     self.order_states(seq, ts, command, events, venue, out)
                 }
                 _ => {}
             }
             self.ledger_rows(applied, venue, out);
         }
+        // A liquidation's trades are all its own market orders' (they take liquidity;
+        // nothing else does in that command), whose id is the command's seq.
+        let liquidation = matches!(command, Command::Liquidate { .. });
         let mut trade_index = 0u32;
         for event in events {
-            if let Event::Trade(trade) = event {
-                let row = trade_row(seq, trade_index, ts, trade, venue);
-                self.add_to_candle(trade.instrument, &row, out);
-                if emit {
-                    let day = day_of(ts);
-                    out.rows += 1;
-                    push(&mut out.trades, day, &row.symbol.clone(), row);
+            match event {
+                Event::Trade(trade) => {
+                    let row = trade_row(seq, trade_index, ts, trade, liquidation, venue);
+                    self.add_to_candle(trade.instrument, &row, out);
+                    if emit {
+                        let day = day_of(ts);
+                        out.rows += 1;
+                        push(&mut out.trades, day, &row.symbol.clone(), row);
+                    }
+                    trade_index += 1;
                 }
-                trade_index += 1;
+                Event::Settled(settled) if emit => {
+                    let row = settlement_row(seq, ts, settled, venue);
+                    out.rows += 1;
+                    push(&mut out.settlements, day_of(ts), &row.symbol.clone(), row);
+                }
+                _ => {}
             }
         }
     }
@@ -255,8 +273,24 @@ impl Deriver {
                 touch(account, &order.id, "placed");
             }
         }
+        // A liquidation's own market orders have no records (they never rest, and both
+        // carry the command's seq): their trades and ledger moves say what they did.
+        let liquidation_orders = match command {
+            Command::Liquidate { account, .. } => exchange.resolve(account).map(|account| {
+                let ids = PositionSide::BOTH.map(|side| format!("liq-{seq}-{}", side.as_str()));
+                (account, ids)
+            }),
+            _ => None,
+        };
         let day = day_of(ts);
         for (account, id, change) in &self.touched {
+            let is_liquidation_order =
+                liquidation_orders.as_ref().is_some_and(|(liquidated, ids)| {
+                    liquidated == account && ids.iter().any(|known| known == id)
+                });
+            if is_liquidation_order {
+                continue;
+            }
             let record = match (command, *change) {
                 (Command::Order(_), "placed") => activity.order(OrderId(seq)),
                 _ => activity.order_by_client(*account, id),
@@ -295,6 +329,8 @@ impl Deriver {
             (Event::Done { id, .. }, Command::Order(order)) => **id != *order.id,
             _ => false,
         });
+        // Every change of a liquidation is its cause, its trades' included.
+        let liquidation = matches!(command, Command::Liquidate { .. });
         // The order an accepted cancel or amend named (only accepted commands move
         // balances).
         let named_order = || acted_on.map(|order_id| order_id.0);
@@ -307,13 +343,17 @@ impl Deriver {
                 let trade = trades.get(index as usize);
                 let order_id = trade.and_then(|trade| {
                     let (account, id) = if change.account == trade.taker_account {
+                        // A liquidation's market order: the command's seq (no record).
+                        if liquidation {
+                            return Some(seq);
+                        }
                         (trade.taker_account, &trade.taker_id)
                     } else {
                         (trade.maker_account, &trade.maker_id)
                     };
                     Some(activity?.order_by_client(account, id)?.order_id.0)
                 });
-                ("trade", order_id, Some(index))
+                (if liquidation { "liquidation" } else { "trade" }, order_id, Some(index))
             } else {
                 match command {
                     Command::Deposit(_) => ("deposit", None, None),
@@ -322,6 +362,9 @@ impl Deriver {
                     Command::Amend(_) => ("amend", named_order(), None),
                     Command::Cancel { .. } => ("cancel", named_order(), None),
                     Command::CancelAll { .. } => ("cancel_all", None, None),
+                    Command::Settle { .. } => ("settlement", None, None),
+                    Command::Margin { .. } => ("margin", None, None),
+                    Command::Liquidate { .. } => ("liquidation", None, None),
                     _ => ("other", None, None),
                 }
             };
@@ -519,11 +562,14 @@ fn tif_code(time_in_force: TimeInForce) -> &'static str {
     }
 }
 
+/// A trade's row; `liquidation`: a `liquidate` command's, whose taker is a liquidation
+/// market order (no record; its id is the command's seq, as the API's fills have it).
 fn trade_row(
     seq: u64,
     trade_index: u32,
     ts: u64,
     trade: &bourse_core::event::TradeEvent,
+    liquidation: bool,
     venue: &Venue,
 ) -> TradeRow {
     let exchange = venue.exchange();
@@ -531,10 +577,10 @@ fn trade_row(
     // The notional is in the quote asset (a futures contract's: its value, in the
     // settle asset); each fee is in the asset its side receives.
     let (notional, notional_asset) = match (instrument.spot(), instrument.future()) {
-        (Some(rules), _) => (rules.notional(trade.price, trade.qty).unwrap_or(0), rules.quote),
-        (None, Some(rules)) => {
-            (i64::try_from(rules.value(trade.price, trade.qty)).unwrap_or(i64::MAX), rules.settle)
+        (Some(rules), _) => {
+            (i128::from(rules.notional(trade.price, trade.qty).unwrap_or(0)), rules.quote)
         }
+        (None, Some(rules)) => (rules.value(trade.price, trade.qty), rules.settle),
         (None, None) => unreachable!("an instrument is spot or a future"),
     };
     let quote = exchange.asset(notional_asset);
@@ -545,7 +591,8 @@ fn trade_row(
             .map(|record| record.order_id.0)
     };
     // The taker's order is the command's own (its id is `seq`) unless it is forgotten.
-    let taker_order_id = order_id(trade.taker_account, &trade.taker_id);
+    let taker_order_id =
+        if liquidation { Some(seq) } else { order_id(trade.taker_account, &trade.taker_id) };
     let maker_fee_asset = exchange.asset(instrument.fee_asset(trade.taker_side.opposite()));
     let taker_fee_asset = exchange.asset(instrument.fee_asset(trade.taker_side));
     let (maker_decimals, taker_decimals) = (maker_fee_asset.decimals, taker_fee_asset.decimals);
@@ -557,7 +604,7 @@ fn trade_row(
         symbol: instrument.symbol.clone(),
         price: scaled(i128::from(trade.price.0), instrument.price_decimals),
         qty: scaled(i128::from(trade.qty.0), instrument.qty_decimals),
-        notional: scaled(i128::from(notional), quote.decimals),
+        notional: scaled(notional, quote.decimals),
         taker_side: trade.taker_side.as_str(),
         maker_order_id: order_id(trade.maker_account, &trade.maker_id),
         taker_order_id,
@@ -569,5 +616,32 @@ fn trade_row(
         maker_fee_asset: maker_fee_asset.clone(),
         taker_fee: scaled(i128::from(trade.taker_fee.0), taker_decimals),
         taker_fee_asset: taker_fee_asset.clone(),
+    }
+}
+
+/// The row of one side of one account's position that a settlement marked.
+fn settlement_row(
+    seq: u64,
+    ts: u64,
+    settled: &bourse_core::event::SettledEvent,
+    venue: &Venue,
+) -> SettlementRow {
+    let exchange = venue.exchange();
+    // Found even once expired (a final settlement's own rows).
+    let instrument = exchange.instrument(settled.instrument);
+    let Some(rules) = instrument.future() else {
+        unreachable!("only a futures contract is settled")
+    };
+    let asset = exchange.asset(rules.settle);
+    SettlementRow {
+        seq,
+        ts,
+        account: CompactString::new(exchange.account_name(settled.account)),
+        symbol: instrument.symbol.clone(),
+        side: settled.side.as_str(),
+        qty: scaled(i128::from(settled.qty.0), instrument.qty_decimals),
+        price: scaled(i128::from(settled.price.0), instrument.price_decimals),
+        pnl: scaled(i128::from(settled.pnl.0), asset.decimals),
+        asset: asset.name.clone(),
     }
 }

@@ -1,5 +1,6 @@
-//! Bourse's history: every order state, trade, balance change and candle, long after
-//! it left the book, as Parquet files any tool reads, plus lookups by id.
+//! Bourse's history: every order state, trade, balance change, candle and futures
+//! settlement, long after it left the book, as Parquet files any tool reads, plus
+//! lookups by id.
 //!
 //! It owns the `history/` directory: the tables (`files`: Hive-style partitions by
 //! date and instrument, one file per commit and partition), the lookup index

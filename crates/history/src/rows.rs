@@ -62,7 +62,8 @@ pub struct TradeRow {
     pub symbol: CompactString,
     pub price: i128,
     pub qty: i128,
-    /// What the buyer paid, in the quote asset.
+    /// What the buyer paid, in the quote asset; on a futures contract its value
+    /// (`price * qty * multiplier`), in the settle asset.
     pub notional: i128,
     pub taker_side: &'static str,
     pub maker_order_id: Option<u64>,
@@ -87,22 +88,50 @@ pub struct LedgerRow {
     pub ts: u64,
     pub account: CompactString,
     pub asset: CompactString,
-    /// `deposit`, `withdrawal`, `hold`, `release`, `pay` or `receive`.
+    /// `deposit`, `withdrawal`, `hold`, `release`, `pay` or `receive`; for a futures
+    /// contract's settle asset also `fee` (a fill's fee, from available),
+    /// `realised_profit` (what a closing fill realised), `settlement` (a settlement's
+    /// mark of a position) and `margin` (a new margin rate re-pricing what is open).
     pub movement: &'static str,
-    /// Why: `deposit`, `withdrawal`, `trade`, or the command that held or released
-    /// (`order`, `amend`, `cancel`, `cancel_all`).
+    /// Why: `deposit`, `withdrawal`, `trade`, the command that held or released
+    /// (`order`, `amend`, `cancel`, `cancel_all`), or a futures contract's `settlement`
+    /// (every change of a `settle`: its marks, the holds of the orders it expired and,
+    /// at expiry, the margin it returned), `margin` (of a `margin` command) or
+    /// `liquidation` (every change of a `liquidate`, its trades' included).
     pub cause: &'static str,
-    /// The order it concerns, when one order does.
+    /// The order it concerns, when one order does (a liquidation's own market orders:
+    /// the `liquidate` command's seq, as the API's fills have it).
     pub order_id: Option<u64>,
     /// The trade it settles: the command's trade of this index (its id is
     /// `seq-trade_index`).
     pub trade_index: Option<u32>,
     pub available_delta: i128,
     pub held_delta: i128,
-    /// What the exchange kept of a `receive`.
+    /// What the exchange kept of a `receive`, or the fee a `fee` paid.
     pub fee: i128,
     pub available_after: i128,
     pub held_after: i128,
+}
+
+/// One side (long or short) of one account's position in a futures contract, as a
+/// settlement marked it (`Event::Settled`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettlementRow {
+    /// The `settle` command.
+    pub seq: u64,
+    pub ts: u64,
+    pub account: CompactString,
+    pub symbol: CompactString,
+    /// `long` or `short`.
+    pub side: &'static str,
+    /// The side's whole quantity.
+    pub qty: i128,
+    /// The settlement price.
+    pub price: i128,
+    /// What the mark paid the account (negative: took from it), in `asset`.
+    pub pnl: i128,
+    /// The contract's settle asset.
+    pub asset: CompactString,
 }
 
 /// One minute of one instrument's trades (minutes without trades have no row).

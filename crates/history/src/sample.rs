@@ -1,6 +1,7 @@
-//! Sample trading for tests, examples and benchmarks: deterministic random command
-//! streams as replay-format lines, and writing them into a journal the way the engine
-//! does, so that a history can be made without running a server.
+//! Sample trading for tests, examples and benchmarks: deterministic command streams as
+//! replay-format lines (random spot trading, two days of a futures contract), and
+//! writing them into a journal the way the engine does, so that a history can be made
+//! without running a server.
 
 use std::path::Path;
 
@@ -130,4 +131,61 @@ pub fn write_journal(dir: &Path, lines: &[(String, u64)]) -> Result<(), String> 
         writer.sync().map_err(|error| error.to_string())?;
     }
     Ok(())
+}
+
+/// `DAY_START` plus `day` days, `hour` hours and `minute` minutes, in ns.
+fn at(day: u64, hour: u64, minute: u64) -> u64 {
+    DAY_START + ((day * 24 + hour) * 60 + minute) * 60_000_000_000
+}
+
+/// Two days of one futures contract, as replay-format lines with their timestamps, for
+/// tests and the worked examples of `docs/history.md`: `CU` settled in CNY (2
+/// decimals), tick 10, lot 1, multiplier 5, margin 10000 (12000 from the second day
+/// on), fees 1.5 (maker) and 3 (taker) per lot; alice, bob, carol and dave with
+/// 500000 CNY each.
+///
+/// On 2026-11-24 alice sells 2 to open at 75000 and bob buys them, carol offers 3 at
+/// 75100, alice buys 1 of them back to close (a loss of 500) and dave's `gfd` bid
+/// rests; at 15:00 the contract settles at 75200 (dave's bid expires; alice's short
+/// 1, bob's long 2 and carol's short 1 are marked). On 2026-11-25 the margin goes up
+/// to 12000; bob offers 1 at 75300 to close and dave buys 3 (carol's 2 at 75100 open,
+/// bob's 1 closes at a profit of 500); alice offers 5 at 75400 and carol bids 1 at
+/// 74000; carol is liquidated (her bid is canceled, her short 3 is bought back from
+/// alice's offer for a loss of 4000); at 15:00 the contract expires at 75500 (the rest
+/// of alice's offer expires, every position is marked and closed).
+pub fn futures_trading() -> Vec<(String, u64)> {
+    let order = |account: &str, id: &str, side: &str, price: &str, qty: &str, extra: &str| {
+        format!(
+            r#"{{"cmd":"order","account":"{account}","id":"{id}","symbol":"CU","side":"{side}","type":"limit","price":"{price}","qty":"{qty}"{extra}}}"#
+        )
+    };
+    let close = r#","offset":"close""#;
+    let mut lines = vec![
+        (r#"{"cmd":"asset","asset":"CNY","decimals":2}"#.to_string(), at(0, 8, 0)),
+        (r#"{"cmd":"future","symbol":"CU","settle":"CNY","tick":"10","lot":"1","min_qty":"1","max_qty":"100","multiplier":"5","margin":"10000","maker_fee":"1.5","taker_fee":"3","market_band_bps":500}"#.to_string(), at(0, 8, 1)),
+    ];
+    for (index, account) in ["alice", "bob", "carol", "dave"].into_iter().enumerate() {
+        let deposit =
+            format!(r#"{{"cmd":"deposit","account":"{account}","asset":"CNY","amount":"500000"}}"#);
+        lines.push((deposit, at(0, 8, 2 + index as u64)));
+    }
+    lines.extend([
+        (order("alice", "a1", "sell", "75000", "2", ""), at(0, 9, 0)),
+        (order("bob", "b1", "buy", "75000", "2", ""), at(0, 9, 1)),
+        (order("carol", "c1", "sell", "75100", "3", ""), at(0, 9, 30)),
+        (order("alice", "a2", "buy", "75100", "1", close), at(0, 10, 0)),
+        (order("dave", "d1", "buy", "74800", "1", r#","tif":"gfd""#), at(0, 11, 0)),
+        (r#"{"cmd":"settle","symbol":"CU","price":"75200"}"#.to_string(), at(0, 15, 0)),
+        (r#"{"cmd":"margin","symbol":"CU","margin":"12000"}"#.to_string(), at(1, 8, 30)),
+        (order("bob", "b2", "sell", "75300", "1", close), at(1, 9, 0)),
+        (order("dave", "d2", "buy", "75300", "3", ""), at(1, 9, 5)),
+        (order("alice", "a3", "sell", "75400", "5", ""), at(1, 10, 0)),
+        (order("carol", "c2", "buy", "74000", "1", ""), at(1, 10, 30)),
+        (r#"{"cmd":"liquidate","account":"carol","symbol":"CU"}"#.to_string(), at(1, 11, 0)),
+        (
+            r#"{"cmd":"settle","symbol":"CU","price":"75500","final":true}"#.to_string(),
+            at(1, 15, 0),
+        ),
+    ]);
+    lines
 }

@@ -12,7 +12,7 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use crate::rows::{CandleRow, LedgerRow, OrderRow, TradeRow, SCALE};
+use crate::rows::{CandleRow, LedgerRow, OrderRow, SettlementRow, TradeRow, SCALE};
 
 /// Precision of every decimal column: 38 digits, 18 of them after the point.
 pub const PRECISION: u8 = 38;
@@ -24,11 +24,20 @@ pub enum Table {
     Trades,
     Ledger,
     Candles,
+    /// Futures settlements' marks of positions (appended: `Table as usize` indexes the
+    /// per-table counts).
+    Settlements,
 }
 
 impl Table {
-    pub const ALL: [Table; 5] =
-        [Table::OrderEvents, Table::Orders, Table::Trades, Table::Ledger, Table::Candles];
+    pub const ALL: [Table; 6] = [
+        Table::OrderEvents,
+        Table::Orders,
+        Table::Trades,
+        Table::Ledger,
+        Table::Candles,
+        Table::Settlements,
+    ];
 
     /// The table's directory and its name in SQL.
     pub fn name(self) -> &'static str {
@@ -38,6 +47,7 @@ impl Table {
             Table::Trades => "trades",
             Table::Ledger => "ledger",
             Table::Candles => "candles",
+            Table::Settlements => "settlements",
         }
     }
 
@@ -55,6 +65,7 @@ impl Table {
             Table::Trades => trade_fields(),
             Table::Ledger => ledger_fields(),
             Table::Candles => candle_fields(),
+            Table::Settlements => settlement_fields(),
         };
         Arc::new(Schema::new(fields))
     }
@@ -154,6 +165,20 @@ fn candle_fields() -> Vec<Field> {
         decimal("notional", false),
         id("trades", false),
         id("last_seq", false),
+    ]
+}
+
+fn settlement_fields() -> Vec<Field> {
+    vec![
+        id("seq", false),
+        timestamp("ts"),
+        text("account", false),
+        text("symbol", false),
+        text("side", false),
+        decimal("qty", false),
+        decimal("price", false),
+        decimal("pnl", false),
+        text("asset", false),
     ]
 }
 
@@ -391,4 +416,40 @@ pub fn candle_batch(rows: &[CandleRow]) -> Result<RecordBatch, ArrowError> {
         Arc::new(last_seq.finish()),
     ];
     RecordBatch::try_new(Table::Candles.schema(), columns)
+}
+
+pub fn settlement_batch(rows: &[SettlementRow]) -> Result<RecordBatch, ArrowError> {
+    let n = rows.len();
+    let mut seq = UInt64Builder::with_capacity(n);
+    let mut ts = timestamp_builder(n);
+    let mut account = text_builder(n, 8);
+    let mut symbol = text_builder(n, 8);
+    let mut side = text_builder(n, 5);
+    let mut qty = decimal_builder(n);
+    let mut price = decimal_builder(n);
+    let mut pnl = decimal_builder(n);
+    let mut asset = text_builder(n, 4);
+    for row in rows {
+        seq.append_value(row.seq);
+        ts.append_value(row.ts as i64);
+        account.append_value(&row.account);
+        symbol.append_value(&row.symbol);
+        side.append_value(row.side);
+        qty.append_value(row.qty);
+        price.append_value(row.price);
+        pnl.append_value(row.pnl);
+        asset.append_value(&row.asset);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(seq.finish()),
+        Arc::new(ts.finish()),
+        Arc::new(account.finish()),
+        Arc::new(symbol.finish()),
+        Arc::new(side.finish()),
+        Arc::new(qty.finish()),
+        Arc::new(price.finish()),
+        Arc::new(pnl.finish()),
+        Arc::new(asset.finish()),
+    ];
+    RecordBatch::try_new(Table::Settlements.schema(), columns)
 }

@@ -1,7 +1,8 @@
 //! SQL over the history: each table of `bourse-history` (`order_events`, `orders`,
-//! `trades`, `ledger`, `candles`) registered by name over its Parquet files, with the
-//! Hive partitions as columns (`date`, and `instrument` or, for the ledger,
-//! `asset_partition`), so that `WHERE date = '2026-11-24'` reads only that day's files.
+//! `trades`, `ledger`, `candles`, `settlements`: `Table::ALL`) registered by name over
+//! its Parquet files, with the Hive partitions as columns (`date`, and `instrument` or,
+//! for the ledger, `asset_partition`), so that `WHERE date = '2026-11-24'` reads only
+//! that day's files.
 //! Each query lists the files again, so it sees every commit made before it.
 //!
 //! It owns only the query engine (DataFusion) and the rendering of answers; it never

@@ -1,21 +1,25 @@
 //! SQL over a history made from the sample trading: every `sql` block of
-//! `docs/history.md` runs; counts, sums and an account's balance at a past time agree
-//! with a plain venue over the same commands; bad SQL is an error with its code; the
-//! three formats render.
+//! `docs/history.md` runs (those on futures over the futures sample, answering exactly
+//! the output the doc shows); counts, sums and an account's balance at a past time
+//! agree with a plain venue over the same commands; bad SQL is an error with its code;
+//! the three formats render.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use bourse_core::format::parse_line;
 use bourse_core::{Event, Exchange, ExchangeConfig, Seq, TimestampNs, Venue};
-use bourse_history::sample::{trading, write_journal};
+use bourse_history::sample::{futures_trading, trading, write_journal};
 use bourse_history::{Follower, HistoryConfig, HistoryStats};
 use bourse_query::{render, Format, HistorySql};
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::{Decimal128Type, Int64Type};
 
 fn sample_history(data: &Path, commands: usize) -> Vec<(String, u64)> {
-    let lines = trading(7, commands);
+    history_of(data, trading(7, commands))
+}
+
+fn history_of(data: &Path, lines: Vec<(String, u64)>) -> Vec<(String, u64)> {
     write_journal(&data.join("journal"), &lines).unwrap();
     let mut follower =
         Follower::open(HistoryConfig::under(data), Arc::new(HistoryStats::default())).unwrap();
@@ -36,27 +40,42 @@ fn one_count(sql: &HistorySql, query: &str) -> i64 {
     batches[0].column(0).as_primitive::<Int64Type>().value(0)
 }
 
-fn doc_queries() -> Vec<String> {
+/// The doc's `sql` blocks, each with the `text` block right after it (the answer it
+/// shows), if there is one.
+fn doc_blocks() -> Vec<(String, Option<String>)> {
     let doc =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/history.md"))
             .unwrap();
-    let mut queries = Vec::new();
-    let mut current: Option<String> = None;
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    let mut current: Option<(String, String)> = None;
     for line in doc.lines() {
         match (&mut current, line.trim_end()) {
-            (None, "```sql") => current = Some(String::new()),
-            (Some(query), "```") => {
-                queries.push(std::mem::take(query));
-                current = None;
+            (None, fence) if fence.starts_with("```") => {
+                current = Some((fence[3..].to_string(), String::new()));
             }
-            (Some(query), text) => {
-                query.push_str(text);
-                query.push('\n');
+            (Some(_), "```") => blocks.extend(current.take()),
+            (Some((_, body)), text) => {
+                body.push_str(text);
+                body.push('\n');
             }
             _ => {}
         }
     }
+    let mut queries = Vec::new();
+    for (index, (language, body)) in blocks.iter().enumerate() {
+        if language == "sql" {
+            let shown = blocks
+                .get(index + 1)
+                .filter(|(language, _)| language == "text")
+                .map(|(_, body)| body.clone());
+            queries.push((body.clone(), shown));
+        }
+    }
     queries
+}
+
+fn doc_queries() -> Vec<String> {
+    doc_blocks().into_iter().map(|(query, _)| query).collect()
 }
 
 #[test]
@@ -67,14 +86,40 @@ fn the_documented_queries_run_and_answer() {
     let queries = doc_queries();
     assert!(queries.len() >= 7, "the doc's sql blocks: {}", queries.len());
     for query in queries {
-        // DuckDB's read_parquet is for DuckDB.
-        if query.contains("read_parquet") {
+        // DuckDB's read_parquet is for DuckDB; the spot sample settles nothing (the
+        // futures queries run over the futures sample, below).
+        if query.contains("read_parquet") || query.contains("settlements") {
             continue;
         }
         let batches = sql.query(&query).unwrap_or_else(|error| panic!("{error}\n{query}"));
         let rows: usize = batches.iter().map(|batch| batch.num_rows()).sum();
         assert!(rows > 0, "no rows from\n{query}");
     }
+}
+
+#[test]
+fn the_documented_futures_queries_answer_what_the_doc_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    history_of(dir.path(), futures_trading());
+    let sql = HistorySql::open(&dir.path().join("history"), 2).unwrap();
+    let futures: Vec<(String, Option<String>)> =
+        doc_blocks().into_iter().filter(|(query, _)| query.contains("settlements")).collect();
+    assert!(!futures.is_empty(), "no futures query in the doc");
+    for (query, shown) in futures {
+        let answer = sql.query_rendered(&query, Format::Table).unwrap();
+        let shown =
+            shown.unwrap_or_else(|| panic!("no answer shown after\n{query}\nit is\n{answer}"));
+        assert_eq!(answer.trim(), shown.trim(), "{query}");
+    }
+    // The settlements table over SQL: one row per marked side, with its partitions.
+    let batches = sql
+        .query("SELECT count(*), sum(pnl), count(DISTINCT date), min(instrument) FROM settlements")
+        .unwrap();
+    let batch = &batches[0];
+    assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 6);
+    assert_eq!(batch.column(1).as_primitive::<Decimal128Type>().value(0), 4_000 * 10i128.pow(18));
+    assert_eq!(batch.column(2).as_primitive::<Int64Type>().value(0), 2);
+    assert_eq!(batch.column(3).as_string::<i32>().value(0), "CU");
 }
 
 #[test]
