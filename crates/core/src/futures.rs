@@ -208,11 +208,6 @@ impl PositionSideState {
             Offset::Open | Offset::Close => &mut self.reserved_close,
         }
     }
-
-    /// The reserved quantity of all open orders of the account on this side.
-    pub fn reserved(&self) -> Qty {
-        self.reserved_close + self.reserved_close_today
-    }
 }
 
 /// One account's position in one contract.
@@ -432,14 +427,8 @@ impl Positions {
 
     // ----- fills -----
 
-    /// An opening fill of `qty` at `price`: the side gains `(price, qty)` today (added to
-    /// the newest entry when it has that price).
-    pub fn open(&mut self, account: AccountId, side: PositionSide, price: Price, qty: Qty) {
-        let index = self.index(account);
-        self.open_at(index, side, price, qty);
-    }
-
-    /// `open` for the position at `index`.
+    /// An opening fill of `qty` at `price` for the position at `index`: the side gains
+    /// `(price, qty)` today (added to the newest entry when it has that price).
     #[inline]
     pub fn open_at(&mut self, index: usize, side: PositionSide, price: Price, qty: Qty) {
         let Positions { positions, today_entries, open_interest, .. } = self;
@@ -465,21 +454,10 @@ impl Positions {
         state.today_tail = slot;
     }
 
-    /// A closing fill of `qty` taking `takes` from `account`'s `side`, oldest first;
-    /// returns `sum(q_i * p_i)` of what it took. The quantity is there: a close order
-    /// never takes more than it reserved, a liquidation more than the side holds.
-    pub fn close(
-        &mut self,
-        account: AccountId,
-        side: PositionSide,
-        takes: Takes,
-        qty: Qty,
-    ) -> i128 {
-        let index = self.index(account);
-        self.close_at(index, side, takes, qty)
-    }
-
-    /// `close` for the position at `index`.
+    /// A closing fill of `qty` taking `takes` from the `side` of the position at
+    /// `index`, oldest first; returns `sum(q_i * p_i)` of what it took. The quantity is
+    /// there: a close order never takes more than it reserved, a liquidation more than
+    /// the side holds.
     pub fn close_at(&mut self, index: usize, side: PositionSide, takes: Takes, qty: Qty) -> i128 {
         let Positions { positions, today_entries, open_interest, .. } = self;
         if side == PositionSide::Long {

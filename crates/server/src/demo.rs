@@ -74,6 +74,12 @@ async fn declare_market(state: &AppState) -> Result<(), String> {
 }
 
 async fn fund_accounts(state: &AppState) -> Result<(), String> {
+    fund(state, &[("USD", "1000000"), ("BTC", "10"), ("ETH", "100")]).await
+}
+
+/// Makes the demo accounts (when the key store lacks them) and deposits `amounts` of
+/// each asset into each.
+async fn fund(state: &AppState, amounts: &[(&str, &str)]) -> Result<(), String> {
     for account in TRADERS.iter().chain([&MARKET_MAKER]) {
         if state.keys.account(account).is_none() {
             state
@@ -81,7 +87,7 @@ async fn fund_accounts(state: &AppState) -> Result<(), String> {
                 .create_account(account, bourse_protocol::signing::now_ms())
                 .map_err(|error| error.to_string())?;
         }
-        for (asset, amount) in [("USD", "1000000"), ("BTC", "10"), ("ETH", "100")] {
+        for (asset, amount) in amounts {
             let transfer = TransferCommand {
                 account: Cow::Borrowed(account),
                 asset: Cow::Borrowed(asset),
@@ -153,20 +159,7 @@ async fn declare_future(state: &AppState) -> Result<(), String> {
         .futures
         .update(FUTURE, |contract| contract.margin_ratio = Some(FUTURE_MARGIN_RATIO.to_string()))
         .map_err(|error| error.to_string())?;
-    for account in TRADERS.iter().chain([&MARKET_MAKER]) {
-        if state.keys.account(account).is_none() {
-            state
-                .keys
-                .create_account(account, bourse_protocol::signing::now_ms())
-                .map_err(|error| error.to_string())?;
-        }
-        let transfer = TransferCommand {
-            account: Cow::Borrowed(account),
-            asset: Cow::Borrowed("CNY"),
-            amount: decimal("10000000")?,
-        };
-        submit(state, Command::Deposit(transfer)).await?;
-    }
+    fund(state, &[("CNY", "10000000")]).await?;
     for level in 1..=5i64 {
         for (side, price) in [
             (Side::Buy, FUTURE_REFERENCE_PRICE - level * 10),
