@@ -89,6 +89,9 @@ class Rest:
 
     def ok(self, method, path, body=None):
         status, answer = self.request(method, path, body)
+        if status == 401 and isinstance(answer, dict) and answer.get("code") == "replayed_request":
+            # Another process signed the same request in the same millisecond: sign anew.
+            status, answer = self.request(method, path, body)
         if status not in (200, 201):
             raise Mismatch(f"REST {method} {path} {body or ''} as {self.account}: {status} {answer}")
         return answer
@@ -214,18 +217,41 @@ def endpoints():
     return ", ".join(f"{name}={os.environ.get(name)}" for name in ("TQ_AUTH_URL", "TQ_MD_URL", "TQ_TD_URL"))
 
 
-def log_in(who, make_api):
+def log_in(who, make_api, debug_log=None):
     """make_api() (a TqApi constructor call), with a clear failure when tqsdk cannot log
-    in or never receives its first complete snapshot."""
+    in or never receives its first complete snapshot: what it was doing, and why its
+    connections closed (from its log of packs, `debug_log`, when there is one)."""
     started = time.time()
     try:
         api = make_api()
     except Exception as error:
+        auth = os.environ.get("TQ_AUTH_URL", "https://auth.shinnytech.com")
         raise Mismatch(
-            f"tqsdk could not log in as {who} after {time.time() - started:.1f} s ({endpoints()}): "
-            f"{type(error).__name__}: {error}") from None
+            f"tqsdk could not log in as {who} after {time.time() - started:.1f} s: {type(error).__name__}: {error}\n"
+            f"  (tqsdk asks {auth}/auth/realms/shinnytech/protocol/openid-connect/token for a token, then opens "
+            f"TQ_MD_URL={os.environ.get('TQ_MD_URL')} and TQ_TD_URL={os.environ.get('TQ_TD_URL')}, sends req_login "
+            f"on the latter and waits 60 s for mdhis_more_data false and trade.{who}.trade_more_data false)"
+            + closed_connections(debug_log)) from None
     print(f"ok: {who} logged in with tqsdk in {time.time() - started:.1f} s", flush=True)
     return api
+
+
+def closed_connections(debug_log):
+    """Why tqsdk's websocket connections closed, from its log of packs."""
+    if not debug_log or not os.path.exists(debug_log):
+        return ""
+    reasons = {}
+    with open(debug_log, encoding="utf-8") as log:
+        for line in log:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("msg") == "websocket connection closed":
+                key = (entry.get("conn_id"), entry.get("url"), entry.get("error"))
+                reasons[key] = reasons.get(key, 0) + 1
+    return "".join(f"\n  tqsdk's connection {conn} to {url} closed ({count}x): {error}"
+                   for (conn, url, error), count in reasons.items())
 
 
 def run(main):

@@ -15,6 +15,7 @@ Besides the TQ_* variables: BOURSE_URL and the REST keys BOURSE_{ALICE,MAKER}_{K
 TQSDK_DEBUG_LOG, if set, is where tqsdk logs every pack it sends and receives."""
 
 import os
+import time
 
 from tqsdk import TqAccount, TqApi, TqAuth
 
@@ -27,10 +28,13 @@ PASSWORD = "alice-demo-password"
 BROKER = "Bourse"
 PRICE = 75000  # between the demo maker's best bid (74,990) and best ask (75,010)
 FAR_PRICE = 74000  # far below the asks: rests
+RUN = int(time.time())  # in maker's client order ids
 
 
 def main():
     alice_rest, maker = Rest(ACCOUNT), Rest("maker")
+    check(SYMBOL not in alice_rest.positions() and not alice_rest.ok("GET", "/v1/orders")["orders"],
+          f"{ACCOUNT} starts with no position and no open order (a fresh demo)")
     print(f"tqsdk against Bourse: {os.environ.get('BOURSE_URL')} (tqsdk endpoints: "
           f"TQ_AUTH_URL={os.environ.get('TQ_AUTH_URL')}, TQ_MD_URL={os.environ.get('TQ_MD_URL')}, "
           f"TQ_TD_URL={os.environ.get('TQ_TD_URL')})", flush=True)
@@ -39,7 +43,7 @@ def main():
         TqAccount(BROKER, ACCOUNT, PASSWORD),
         auth=TqAuth(ACCOUNT, PASSWORD),
         debug=os.environ.get("TQSDK_DEBUG_LOG"),
-    ))
+    ), os.environ.get("TQSDK_DEBUG_LOG"))
     try:
         trade(api, alice_rest, maker)
     finally:
@@ -84,7 +88,7 @@ def trade(api, alice_rest, maker):
     print(f"klines, last row before trading: {klines.iloc[-1][['datetime', 'open', 'close', 'volume']].to_dict()}", flush=True)
 
     # Open: buy 1 lot against maker's resting sell.
-    check(maker.order("sell", PRICE, 1, "open", "tq-open-sell")["status"] == "open", "maker's sell rests")
+    check(maker.order("sell", PRICE, 1, "open", f"tq-open-sell-{RUN}")["status"] == "open", "maker's sell rests")
     order = api.insert_order(SYMBOL, "BUY", "OPEN", 1, limit_price=PRICE)
     wait_until(api, lambda: order.status == "FINISHED", f"alice's BUY OPEN 1 @ {PRICE} is FINISHED",
                show=lambda: describe(order, ORDER_FIELDS))
@@ -118,7 +122,7 @@ def trade(api, alice_rest, maker):
     check(api.get_account().commission == 3, "commission 3 (the taker fee of one lot)")
 
     # Close today's position against maker's resting buy.
-    check(maker.order("buy", PRICE, 1, "open", "tq-close-buy")["status"] == "open", "maker's buy rests")
+    check(maker.order("buy", PRICE, 1, "open", f"tq-close-buy-{RUN}")["status"] == "open", "maker's buy rests")
     close = api.insert_order(SYMBOL, "SELL", "CLOSETODAY", 1, limit_price=PRICE)
     wait_until(api, lambda: close.status == "FINISHED", f"alice's SELL CLOSETODAY 1 @ {PRICE} is FINISHED",
                show=lambda: describe(close, ORDER_FIELDS))

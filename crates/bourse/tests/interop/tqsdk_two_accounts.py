@@ -32,11 +32,12 @@ def main():
     apis = {}
     try:
         for user, password in USERS.items():
+            debug_log = f"{debug}.{user}" if debug else None
             apis[user] = log_in(user, lambda: TqApi(
                 TqAccount(BROKER, user, password),
                 auth=TqAuth(user, password),
-                debug=f"{debug}.{user}" if debug else None,
-            ))
+                debug=debug_log,
+            ), debug_log)
         trade_with_each_other(apis["alice"], apis["bob"])
     finally:
         for api in apis.values():
@@ -64,6 +65,8 @@ def one_trade(order):
 
 def trade_with_each_other(alice, bob):
     both = {"alice": alice, "bob": bob}
+    for user in both:
+        check(SYMBOL not in Rest(user).positions(), f"{user} starts with no position (a fresh demo)")
     apis = [alice, bob]
     quote = alice.get_quote(SYMBOL)
     check(quote.price_tick == 10 and quote.volume_multiple == 5,
