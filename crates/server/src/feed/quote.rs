@@ -99,7 +99,13 @@ impl Quotes {
     }
 
     /// The book's best levels; whether they changed.
-    pub fn on_book(&mut self, instrument: InstrumentId, bids: &[Level], asks: &[Level], now_ns: u64) -> bool {
+    pub fn on_book(
+        &mut self,
+        instrument: InstrumentId,
+        bids: &[Level],
+        asks: &[Level],
+        now_ns: u64,
+    ) -> bool {
         let state = self.states.entry(instrument).or_default();
         let bids = &bids[..bids.len().min(QUOTE_LEVELS)];
         let asks = &asks[..asks.len().min(QUOTE_LEVELS)];
@@ -123,7 +129,11 @@ impl Quotes {
 
     /// The fields that changed since the channel's last message, if any; remembered as
     /// sent.
-    pub fn changes(&mut self, instrument: InstrumentId, info: &InstrumentInfo) -> Option<Map<String, Value>> {
+    pub fn changes(
+        &mut self,
+        instrument: InstrumentId,
+        info: &InstrumentInfo,
+    ) -> Option<Map<String, Value>> {
         let state = self.states.get(&instrument).cloned().unwrap_or_default();
         let now = dynamic_fields(info, &state);
         let sent = self.sent.entry(instrument).or_default();
@@ -226,12 +236,17 @@ fn dynamic_fields(info: &InstrumentInfo, state: &QuoteState) -> Map<String, Valu
     let mut fields = Map::new();
     fields.insert(
         "datetime".into(),
-        if state.updated_ns == 0 { Value::String(String::new()) } else { Value::String(diff_datetime(state.updated_ns)) },
+        if state.updated_ns == 0 {
+            Value::String(String::new())
+        } else {
+            Value::String(diff_datetime(state.updated_ns))
+        },
     );
     for (side, levels) in [("bid", &state.bids), ("ask", &state.asks)] {
         for position in 0..QUOTE_LEVELS {
             let level = levels.get(position);
-            fields.insert(format!("{side}_price{}", position + 1), price(level.map(|level| level.0)));
+            fields
+                .insert(format!("{side}_price{}", position + 1), price(level.map(|level| level.0)));
             fields.insert(
                 format!("{side}_volume{}", position + 1),
                 Value::from(level.map_or(0, |level| lots(info, i128::from(level.1)))),
@@ -260,7 +275,8 @@ fn dynamic_fields(info: &InstrumentInfo, state: &QuoteState) -> Map<String, Valu
         unknown()
     };
     fields.insert("average".into(), average);
-    let interest = |units: Option<i64>| Value::from(units.map_or(0, |units| lots(info, i128::from(units))));
+    let interest =
+        |units: Option<i64>| Value::from(units.map_or(0, |units| lots(info, i128::from(units))));
     fields.insert("open_interest".into(), interest(state.open_interest));
     fields.insert("pre_open_interest".into(), interest(state.pre_open_interest));
     fields.insert("pre_settlement".into(), price(state.pre_settlement));
@@ -271,4 +287,105 @@ fn dynamic_fields(info: &InstrumentInfo, state: &QuoteState) -> Map<String, Valu
     fields.insert("upper_limit".into(), unknown());
     fields.insert("lower_limit".into(), unknown());
     fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract() -> InstrumentInfo {
+        InstrumentInfo {
+            symbol: "SHFE.cu2501".into(),
+            price_decimals: 0,
+            qty_decimals: 0,
+            tick: 10,
+            lot: 1,
+            min_qty: 1,
+            max_qty: 100,
+            market_band_bps: 500,
+            terms: Terms::Future {
+                settle: "CNY".into(),
+                settle_decimals: 2,
+                multiplier: "5".into(),
+                maker_fee: "1.5".into(),
+                taker_fee: "3".into(),
+                close_today: true,
+            },
+        }
+    }
+
+    #[test]
+    fn a_trading_day_counts_its_trades_until_a_settlement_starts_the_next() {
+        let info = contract();
+        let cu = InstrumentId(0);
+        let mut quotes = Quotes::default();
+        quotes
+            .on_contract(cu, ContractFigures { open_interest: 0, settlement_price: Some(75_000) });
+        quotes.on_trade(cu, 75_010, 2, 1);
+        quotes.on_trade(cu, 74_990, 1, 2);
+        quotes
+            .on_contract(cu, ContractFigures { open_interest: 3, settlement_price: Some(75_000) });
+        let full = quotes.full_of(cu, &info);
+        assert_eq!(full["instrument_id"], "SHFE.cu2501");
+        assert_eq!(full["exchange_id"], "SHFE");
+        assert_eq!(full["price_tick"], 10.0);
+        assert_eq!(full["volume_multiple"], 5.0);
+        assert_eq!(
+            (&full["open"], &full["highest"], &full["lowest"], &full["last_price"]),
+            (
+                &Value::from(75_010.0),
+                &Value::from(75_010.0),
+                &Value::from(74_990.0),
+                &Value::from(74_990.0)
+            )
+        );
+        assert_eq!(full["volume"], 3);
+        // Turnover: (75010 x 2 + 74990) x 5.
+        assert_eq!(full["amount"], 1_125_050.0);
+        assert_eq!(full["open_interest"], 3);
+        assert_eq!(full["pre_settlement"], 75_000.0);
+        assert_eq!(full["upper_limit"], "-");
+
+        // The first changes are everything; then only what moved.
+        assert!(quotes.changes(cu, &info).is_some_and(|changed| changed.len() > 20));
+        assert_eq!(quotes.changes(cu, &info), None);
+        quotes.on_trade(cu, 75_000, 1, 3);
+        let changed = quotes.changes(cu, &info).unwrap();
+        assert_eq!(changed["last_price"], 75_000.0);
+        assert_eq!(changed["volume"], 4);
+        assert!(!changed.contains_key("open") && !changed.contains_key("pre_settlement"));
+
+        // The day settles at 75,020: a new day, the old close and interest are "pre".
+        quotes
+            .on_contract(cu, ContractFigures { open_interest: 3, settlement_price: Some(75_020) });
+        let full = quotes.full_of(cu, &info);
+        assert_eq!((&full["volume"], &full["open"]), (&Value::from(0), &Value::from("-")));
+        assert_eq!(full["pre_close"], 75_000.0);
+        assert_eq!(full["pre_settlement"], 75_020.0);
+        assert_eq!(full["pre_open_interest"], 3);
+    }
+
+    #[test]
+    fn the_book_shows_five_levels_and_only_a_change_counts() {
+        let info = contract();
+        let cu = InstrumentId(0);
+        let mut quotes = Quotes::default();
+        let bids: Vec<Level> = (0..7).map(|step| (74_990 - 10 * step, 2, 1)).collect();
+        let asks: Vec<Level> = vec![(75_010, 3, 2)];
+        assert!(quotes.on_book(cu, &bids, &asks, 5));
+        assert!(!quotes.on_book(cu, &bids, &asks, 6));
+        let full = quotes.full_of(cu, &info);
+        assert_eq!(full["bid_price5"], 74_950.0);
+        assert_eq!(full["bid_volume5"], 2);
+        assert_eq!(full["ask_price1"], 75_010.0);
+        assert_eq!(full["ask_price2"], "-");
+        assert_eq!(full["ask_volume2"], 0);
+    }
+
+    #[test]
+    fn times_are_shown_in_beijing_time_to_the_microsecond() {
+        // 2024-12-31 16:30:00.123456789 UTC.
+        let ns = 1_735_662_600_123_456_789;
+        assert_eq!(diff_datetime(ns), "2025-01-01 00:30:00.123456");
+    }
 }
