@@ -25,8 +25,10 @@ use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
 use crate::metrics::{EngineFigures, FeedFigures, Metrics};
 use crate::order_entry::OrderEntry;
+use crate::passwords::Passwords;
 use crate::rest;
 use crate::state::AppState;
+use crate::tokens::Tokens;
 
 /// Why the server could not start (or stopped badly). Each has a clear message; the
 /// command line prints it and exits non-zero.
@@ -261,6 +263,8 @@ pub async fn start_with_sql(
         market: Arc::new(std::sync::Mutex::new(Market::default())),
         metrics,
         hub: hub_sender,
+        passwords: Arc::new(Passwords::new(Arc::clone(&keys))),
+        tokens: Arc::new(Tokens::new(Arc::clone(&keys))),
         keys: Arc::clone(&keys),
         auth: authenticator,
         logged_in: LoggedIn::new(config.limits.connections_per_key),
