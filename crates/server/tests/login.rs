@@ -1,7 +1,7 @@
 //! Logging in with an account's name and password, as tqsdk does, over real sockets:
 //! the operator's password routes, the token endpoint at Keycloak's path (the form
 //! tqsdk sends, the errors it prints), adding an account to a login's grants and
-//! refreshing, and `get-grant`.
+//! refreshing, `get-grant`, and the demo's passwords.
 
 mod support;
 
@@ -289,4 +289,27 @@ fn tokens_survive_a_restart_with_the_same_master_key() {
     let access = tokens["access_token"].as_str().unwrap();
     assert_eq!(with_bearer(&server, "GET", GRANT_PATH, access).0, 200);
     assert_eq!(login(&server, "alice", "alice-password").0, 200, "the password is durable");
+}
+
+#[test]
+fn the_demo_gives_alice_and_bob_a_password_and_keeps_one_the_operator_changed() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), true);
+    let shown = &server.server.as_ref().unwrap().notes.demo_passwords;
+    let expected = [
+        ("alice".to_string(), "alice-demo-password".to_string()),
+        ("bob".to_string(), "bob-demo-password".to_string()),
+    ];
+    assert_eq!(shown, &expected);
+    let (status, tokens) = login(&server, "alice", "alice-demo-password");
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(claims(tokens["access_token"].as_str().unwrap())["sub"], "alice");
+    assert_eq!(login(&server, "bob", "bob-demo-password").0, 200);
+    set_password(&server, "alice", "the operator's own");
+    server.stop();
+    let server = TestServer::start(directory.path(), true);
+    let shown = &server.server.as_ref().unwrap().notes.demo_passwords;
+    assert_eq!(shown, &expected[1..], "alice's password is no longer the demo's: not shown");
+    assert_eq!(login(&server, "alice", "alice-demo-password").0, 401);
+    assert_eq!(login(&server, "alice", "the operator's own").0, 200);
 }
