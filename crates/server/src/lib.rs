@@ -17,7 +17,8 @@
 //!   the gateways that speak it);
 //! - `state`: the services put together;
 //! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
-//!   (the pipelined order-entry loop), `rest`, `ws`, `tcp`;
+//!   (the pipelined order-entry loop), `rest`, `ws`, `diff` (the DIFF protocol's
+//!   WebSocket, which tqsdk speaks), `tcp`;
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
@@ -42,6 +43,7 @@ pub mod order_entry;
 
 pub mod state;
 
+pub mod diff;
 pub mod http;
 pub mod rest;
 pub mod tcp;
