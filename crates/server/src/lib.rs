@@ -19,7 +19,8 @@
 //!   tqsdk holds);
 //! - `state`: the services put together;
 //! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
-//!   (the pipelined order-entry loop), `rest`, `ws`, `tcp`;
+//!   (the pipelined order-entry loop), `rest`, `ws`, `diff` (the DIFF protocol's
+//!   WebSocket, which tqsdk speaks), `tcp`;
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
@@ -46,6 +47,7 @@ pub mod tokens;
 
 pub mod state;
 
+pub mod diff;
 pub mod http;
 pub mod rest;
 pub mod tcp;
