@@ -2,3 +2,4 @@
 
 pub mod patch;
 pub mod request;
+pub mod symbols;
