@@ -81,6 +81,9 @@ struct User {
     name: String,
     /// Each order's offset, from its record (a fill's offset is its order's).
     offsets: HashMap<String, &'static str>,
+    /// Trades sent before their order's record (a fill comes first): their ids by
+    /// order, to set their offset when the record comes.
+    offsetless: HashMap<String, Vec<String>>,
     /// The accounts and positions last sent.
     view: Value,
 }
@@ -476,6 +479,7 @@ impl Session {
         let mut user = User {
             name: user_name.to_string(),
             offsets: HashMap::new(),
+            offsetless: HashMap::new(),
             view: json!({ "accounts": {}, "positions": {} }),
         };
         let mut tree = json!({
@@ -536,6 +540,9 @@ impl Session {
 
     async fn insert_order(&mut self, order: request::InsertOrder, in_flight: &mut InFlight<Meta>) {
         let symbol = order.symbol();
+        if let (Some(user), Ok(terms)) = (&mut self.user, request::order_terms(&order)) {
+            user.offsets.insert(order.order_id.clone(), trading::offset_name(terms.offset));
+        }
         let meta = Meta::Insert {
             order_id: order.order_id.clone(),
             exchange_id: order.exchange_id.clone(),
@@ -683,7 +690,8 @@ impl Session {
                 let Some(user) = &mut self.user else { return };
                 let reference = self.state.directory.reference();
                 let view = message.get("data").cloned().unwrap_or(Value::Null);
-                let now = trading::accounts_and_positions(&view, &reference, &user.name);
+                let mut now = trading::accounts_and_positions(&view, &reference, &user.name);
+                trading::keep_flat_positions(&user.view, &mut now);
                 if let Some(changed) = super::patch::diff(&user.view, &now) {
                     let name = user.name.clone();
                     user.view = now;
@@ -702,18 +710,34 @@ impl Session {
             FeedBody::Order { record, reference, .. } => {
                 let Some(user) = &mut self.user else { return };
                 let Some(info) = reference.instrument(record.instrument) else { return };
-                user.offsets
-                    .insert(record.client_id.to_string(), trading::offset_name(record.offset));
+                let offset = trading::offset_name(record.offset);
+                user.offsets.insert(record.client_id.to_string(), offset);
                 let order = trading::order_json(info, record, &user.name);
+                let mut trades = Map::new();
+                for trade_id in
+                    user.offsetless.remove(record.client_id.as_str()).unwrap_or_default()
+                {
+                    trades.insert(trade_id, json!({ "offset": offset }));
+                }
                 let name = user.name.clone();
-                self.pending.push(json!({ "trade": { name: { "orders": { record.client_id.as_str(): order } } } }));
+                self.pending.push(json!({ "trade": { name: {
+                    "orders": { record.client_id.as_str(): order }, "trades": trades,
+                } } }));
             }
             FeedBody::Fill { fill, reference, .. } => {
-                let Some(user) = &self.user else { return };
+                let Some(user) = &mut self.user else { return };
                 let Some(info) = reference.instrument(fill.instrument) else { return };
-                let offset =
-                    user.offsets.get(fill.client_order_id.as_str()).copied().unwrap_or("OPEN");
-                let (trade_id, trade) = trading::trade_json(info, fill, offset, &user.name);
+                let known = user.offsets.get(fill.client_order_id.as_str()).copied();
+                let (trade_id, trade) =
+                    trading::trade_json(info, fill, known.unwrap_or("OPEN"), &user.name);
+                if known.is_none() {
+                    let waiting =
+                        user.offsetless.entry(fill.client_order_id.to_string()).or_default();
+                    // (Bounded: the order's record follows its fills in the same round.)
+                    if waiting.len() < ORDERS_AT_LOGIN_MAX {
+                        waiting.push(trade_id.clone());
+                    }
+                }
                 let name = user.name.clone();
                 self.pending.push(json!({ "trade": { name: { "trades": { trade_id: trade } } } }));
             }
