@@ -347,7 +347,7 @@ impl Session {
             self.kline_history(&info, instrument, duration_ns, view_width).await
         };
         let state = Value::Object(request.raw.clone());
-        self.chart_patch(&mut chart, &chart_id, &info, series, Some(&state));
+        self.chart_patch(&mut chart, &chart_id, series, Some(&state));
         self.charts.insert(chart_id, chart);
         if self.chart_channels.insert(channel.clone()) {
             self.subscribe(channel).await;
@@ -369,7 +369,6 @@ impl Session {
         &mut self,
         chart: &mut Chart,
         chart_id: &str,
-        info: &InstrumentInfo,
         series: Vec<(i64, Value)>,
         state: Option<&Value>,
     ) {
@@ -401,7 +400,6 @@ impl Session {
             shown["state"] = state.clone();
         }
         self.pending.push(json!({ "charts": { chart_id: shown }, "mdhis_more_data": false }));
-        let _ = info;
     }
 
     /// The instrument's klines from the publisher, oldest first, as (id, kline): a
@@ -762,7 +760,6 @@ impl Session {
             return;
         };
         let point = tick(info, ts, price, qty);
-        let info = info.clone();
         let ids: Vec<String> = self
             .charts
             .iter()
@@ -771,7 +768,7 @@ impl Session {
             .collect();
         for chart_id in ids {
             if let Some(mut chart) = self.charts.remove(&chart_id) {
-                self.chart_patch(&mut chart, &chart_id, &info, vec![(id, point.clone())], None);
+                self.chart_patch(&mut chart, &chart_id, vec![(id, point.clone())], None);
                 self.charts.insert(chart_id, chart);
             }
         }
@@ -787,7 +784,6 @@ impl Session {
         let Some((_, info)) = reference.find_instrument(symbol) else { return };
         let Some(candle) = candle_from_json(info, fields) else { return };
         let point = kline(info, duration_ns, &candle);
-        let info = info.clone();
         let ids: Vec<String> = self
             .charts
             .iter()
@@ -796,7 +792,7 @@ impl Session {
             .collect();
         for chart_id in ids {
             if let Some(mut chart) = self.charts.remove(&chart_id) {
-                self.chart_patch(&mut chart, &chart_id, &info, vec![point.clone()], None);
+                self.chart_patch(&mut chart, &chart_id, vec![point.clone()], None);
                 self.charts.insert(chart_id, chart);
             }
         }
