@@ -142,10 +142,10 @@ impl Demo {
             if let Some(rest) = line.strip_prefix("bourse: serving REST and WebSocket on http://") {
                 http = rest.split_whitespace().next().unwrap().to_string();
             }
-            // "bourse: demo account alice: key bk_... secret ..."
+            // "bourse: demo account alice: key bk_... secret ... password ..."
             if let Some(rest) = line.strip_prefix("bourse: demo account ") {
                 let words: Vec<&str> = rest.split_whitespace().collect();
-                if let [account, "key", key, "secret", secret] = words[..] {
+                if let [account, "key", key, "secret", secret, ..] = words[..] {
                     let account = account.trim_end_matches(':').to_string();
                     keys.insert(account, (key.to_string(), secret.to_string()));
                 }
@@ -160,7 +160,9 @@ impl Demo {
         std::thread::spawn(move || lines.for_each(drop));
         let mut demo = Demo { child, http, directory, keys };
         assert!(
-            !demo.http.is_empty() && demo.keys.contains_key("alice") && demo.keys.contains_key("bob"),
+            !demo.http.is_empty()
+                && demo.keys.contains_key("alice")
+                && demo.keys.contains_key("bob"),
             "the demo did not start as expected: {seen:?}\n{}",
             demo.server_log()
         );
@@ -354,7 +356,11 @@ fn passes(script: &str) {
         text.push_str(&demo.server_log());
         text
     };
-    assert!(run.stderr.contains("bourse-offline-guard: active"), "the guard was not loaded\n{}", report());
+    assert!(
+        run.stderr.contains("bourse-offline-guard: active"),
+        "the guard was not loaded\n{}",
+        report()
+    );
     let left: Vec<&str> = run
         .stderr
         .lines()
@@ -368,6 +374,8 @@ fn passes(script: &str) {
         report()
     );
     assert!(run.stdout.contains(&format!("PASSED: {script}")), "{}", report());
+    // What the script checked (shown with --nocapture).
+    println!("{}", run.stdout);
 }
 
 #[test]

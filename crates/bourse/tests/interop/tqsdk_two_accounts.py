@@ -9,7 +9,7 @@ tests/tqsdk_interop.rs.
 
 The environment: TQ_AUTH_URL, TQ_MD_URL, TQ_TD_URL (tqsdk's own variables), BOURSE_URL
 and the REST keys BOURSE_{ALICE,BOB}_{KEY,SECRET}; TQSDK_DEBUG_LOG, if set, is where
-tqsdk logs every pack."""
+tqsdk logs every pack (both TqApi's)."""
 
 import os
 
@@ -32,12 +32,12 @@ def main():
     apis = {}
     try:
         for user, password in USERS.items():
-            debug_log = f"{debug}.{user}" if debug else None
+            # tqsdk's logger is one per process: both TqApi log to the first one's file.
             apis[user] = log_in(user, lambda: TqApi(
                 TqAccount(BROKER, user, password),
                 auth=TqAuth(user, password),
-                debug=debug_log,
-            ), debug_log)
+                debug=debug,
+            ), debug)
         trade_with_each_other(apis["alice"], apis["bob"])
     finally:
         for api in apis.values():
