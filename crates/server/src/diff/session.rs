@@ -141,10 +141,7 @@ impl Session {
             let readable = !in_flight.is_full();
             tokio::select! {
                 Some(released) = releases.recv() => {
-                    in_flight.take_released(&entry, &released).await;
-                    while let Ok(released) = releases.try_recv() {
-                        in_flight.take_released(&entry, &released).await;
-                    }
+                    in_flight.take_released_and_waiting(&entry, &released, &mut releases).await;
                     self.answered(&mut in_flight);
                 }
                 incoming = socket.recv(), if readable => match incoming {

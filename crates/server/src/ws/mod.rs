@@ -143,10 +143,7 @@ impl Connection {
             let readable = !in_flight.is_full();
             tokio::select! {
                 Some(released) = releases.recv() => {
-                    in_flight.take_released(&entry, &released).await;
-                    while let Ok(released) = releases.try_recv() {
-                        in_flight.take_released(&entry, &released).await;
-                    }
+                    in_flight.take_released_and_waiting(&entry, &released, &mut releases).await;
                     if !self.send_answered(&mut socket, &mut in_flight).await {
                         break Some("slow_consumer");
                     }
