@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use axum::extract::State;
 use axum::response::Response;
 use bourse_core::command::OrderType;
@@ -56,23 +56,10 @@ const ORDERS_AT_LOGIN_MAX: usize = 1_000;
 
 const _: () = assert!(INBOUND_MESSAGE_BYTES_MAX < PENDING_BYTES_MAX);
 
-pub async fn upgrade(
-    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
-    State(state): State<Shared>,
-) -> Response {
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => {
-            let message =
-                format!("{} (a WebSocket upgrade request is needed)", rejection.body_text());
-            return axum::response::IntoResponse::into_response(ApiError::malformed(message));
-        }
-    };
-    upgrade
-        .read_buffer_size(crate::ws::READ_BUFFER_BYTES)
-        .max_message_size(INBOUND_MESSAGE_BYTES_MAX)
-        .max_frame_size(INBOUND_MESSAGE_BYTES_MAX)
-        .on_upgrade(move |socket| async move { Session::new(state).run(socket).await })
+pub async fn upgrade(upgrade: crate::ws::Upgrade, State(state): State<Shared>) -> Response {
+    crate::ws::accept(upgrade, INBOUND_MESSAGE_BYTES_MAX, move |socket| async move {
+        Session::new(state).run(socket).await
+    })
 }
 
 /// The logged-in account of a session.
@@ -154,10 +141,7 @@ impl Session {
             let readable = !in_flight.is_full();
             tokio::select! {
                 Some(released) = releases.recv() => {
-                    in_flight.take_released(&entry, &released).await;
-                    while let Ok(released) = releases.try_recv() {
-                        in_flight.take_released(&entry, &released).await;
-                    }
+                    in_flight.take_released_and_waiting(&entry, &released, &mut releases).await;
                     self.answered(&mut in_flight);
                 }
                 incoming = socket.recv(), if readable => match incoming {
