@@ -14,6 +14,7 @@ tqsdk's account and position must equal Bourse's REST view (GET /v1/account,
 Besides the TQ_* variables: BOURSE_URL and the REST keys BOURSE_{ALICE,MAKER}_{KEY,SECRET};
 TQSDK_DEBUG_LOG, if set, is where tqsdk logs every pack it sends and receives."""
 
+import math
 import os
 import time
 
@@ -133,6 +134,9 @@ def trade(api, alice_rest, maker):
                show=lambda: describe(position, POSITION_SUMMARY))
     check((position.pos_long_today, position.pos_long, position.volume_long_today) == (0, 0, 0),
           f"pos_long_today, pos_long and volume_long_today are 0 (got {describe(position, POSITION_SUMMARY)})")
+    check(math.isnan(position.open_price_long) and math.isnan(position.position_price_long),
+          "an emptied side has no average price (NaN, as tqsdk's own TqSim shows one, and as a side never held) "
+          f"(got open_price_long {position.open_price_long!r}, position_price_long {position.position_price_long!r})")
     check(len([t for t in api.get_trade().values() if t.order_id in (order.order_id, close.order_id)]) == 2,
           "api.get_trade() has both trades")
     compare_with_rest(api, alice_rest, position, "after closing")
