@@ -1,13 +1,23 @@
-//! What every gateway's connection shares, in one place: its limits (requests in
+//! What every gateway's connection shares, in one place: its number (one sequence for
+//! every gateway, so the hub tells connections apart whatever their protocol), its limits (requests in
 //! flight, how long the client may leave answers unread), how often its deadlines are
 //! checked, and the output buffer of the gateways that write a raw socket themselves
 //! (the pipelined HTTP loop and binary TCP): answers and updates are appended and
 //! written without waiting, and whatever the socket does not take stays queued.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
+
+/// A new connection's number, unique among this process's connections of every
+/// gateway (the hub's subscriptions are keyed by it).
+pub fn next_connection_id() -> u64 {
+    NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed)
+}
 
 /// Requests of one connection waiting for the engine, at most: at this many the
 /// connection is not read until answers go out (TCP flow control holds the client

@@ -22,7 +22,6 @@
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,7 +56,6 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 const _: () = assert!(READ_BUFFER_BYTES >= wire::FRAME_HEADER_BYTES + wire::FRAME_BYTES_MAX);
 
-static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1_000_000_000);
 
 /// Accepts connections until `stop` turns true.
 pub async fn serve(listener: TcpListener, state: Shared, mut stop: watch::Receiver<bool>) {
@@ -141,7 +139,7 @@ impl Connection {
         let login_timeout = state.login_timeout;
         let mut connection = Connection {
             hub_outbound: Outbound { sender: hub_sender, kill: Arc::clone(&kill) },
-            id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
+            id: crate::connection::next_connection_id(),
             state,
             kill: Arc::clone(&kill),
             caller: None,

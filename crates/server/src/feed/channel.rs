@@ -20,6 +20,9 @@ pub enum Channel {
     Trades(InstrumentId),
     Ticker(InstrumentId),
     Depth(InstrumentId),
+    /// The instrument's quote as the DIFF protocol names it (`quote`): the fields
+    /// that changed, the whole quote first.
+    Quote(InstrumentId),
     Orders(AccountId),
     Fills(AccountId),
     Balances(AccountId),
@@ -40,6 +43,7 @@ impl Channel {
             Channel::Trades(_) => "trades",
             Channel::Ticker(_) => "ticker",
             Channel::Depth(_) => "depth",
+            Channel::Quote(_) => "quote",
             Channel::Orders(_) => "orders",
             Channel::Fills(_) => "fills",
             Channel::Balances(_) => "balances",

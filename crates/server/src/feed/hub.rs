@@ -28,6 +28,7 @@ use super::channel::{
     Channel, FeedBody, FeedMessage, FillMessage, ForwardTo, HubCommand, Outbound,
 };
 use super::market::{ticker_json, Market, TradeRecord};
+use super::quote::{ContractFigures, Quotes};
 use crate::directory::Directory;
 use crate::link::EngineLink;
 use crate::metrics::{Metrics, ReasonLabels, ResultLabels};
@@ -74,6 +75,8 @@ pub struct Hub {
     balances: HashMap<AccountId, Value>,
     /// The futures view last sent on each `positions` channel.
     positions: HashMap<AccountId, Value>,
+    /// Every instrument's DIFF quote, from the trades and settlements seen.
+    quotes: Quotes,
     books_changed: bool,
     overflowed: Arc<AtomicBool>,
     /// `/metrics` counters of accepted and rejected commands, looked up once.
@@ -105,6 +108,7 @@ impl Hub {
             books: HashMap::new(),
             balances: HashMap::new(),
             positions: HashMap::new(),
+            quotes: Quotes::default(),
             books_changed: false,
             overflowed,
             accepted: commands_counter("accepted"),
@@ -250,6 +254,26 @@ impl Hub {
                 });
                 outbound.send(&FeedMessage::text_message(message.to_string()));
             }
+            Channel::Quote(instrument) => {
+                if let Some((_, book)) = self.read_books(vec![*instrument]).await.pop() {
+                    self.quotes.on_book(*instrument, &book.bids, &book.asks, now_ns());
+                }
+                for (_, figures) in self.read_contract_figures(vec![*instrument]).await {
+                    self.quotes.on_contract(*instrument, figures);
+                }
+                let reference = self.services.directory.reference();
+                let Some(info) = reference.instrument(*instrument) else { return };
+                let seq = self.seqs.get(channel).copied().unwrap_or(0);
+                let message = json!({
+                    "channel": "quote", "symbol": info.symbol, "seq": seq, "type": "snapshot",
+                    "data": self.quotes.full_of(*instrument, info),
+                });
+                outbound.send(&FeedMessage::new(FeedBody::Json {
+                    channel: "quote",
+                    seq,
+                    message,
+                }));
+            }
             Channel::Balances(account) => {
                 self.balances.remove(account);
                 self.publish_balances(vec![*account]).await;
@@ -322,13 +346,18 @@ impl Hub {
             }
         }
         let traded = std::mem::take(&mut touched.traded);
-        let open_interests = self.open_interests(&reference, &traded).await;
+        let contracts = self.contract_figures(&reference, &traded).await;
         for instrument in traded {
-            let open_interest = open_interests
+            let figures = contracts
                 .iter()
                 .find(|(known, _)| *known == instrument)
-                .map(|(_, open_interest)| *open_interest);
+                .map(|(_, figures)| *figures);
+            let open_interest = figures.map(|figures| figures.open_interest);
             self.publish_ticker(&reference, instrument, touched.latest_ns, open_interest);
+            if let Some(figures) = figures {
+                self.quotes.on_contract(instrument, figures);
+            }
+            self.publish_quote(&reference, instrument);
         }
         self.resolve_names(&mut touched).await;
         self.publish_orders(&reference, &touched).await;
@@ -394,6 +423,7 @@ impl Hub {
                     ts_ns: ts,
                 };
                 self.market().record(trade.instrument, record);
+                self.quotes.on_trade(trade.instrument, trade.price.0, trade.qty.0, ts);
                 touched.traded.insert(trade.instrument);
                 touched.latest_ns = touched.latest_ns.max(ts);
                 if self.has(&Channel::Trades(trade.instrument)) {
@@ -456,6 +486,8 @@ impl Hub {
             Event::Accepted { order: None, .. } => touched.every_balance = true,
             Event::Settled(settled) => {
                 touched.accounts.insert(settled.account);
+                self.quotes.on_settled(settled.instrument);
+                touched.traded.insert(settled.instrument);
             }
             Event::Rejected { .. } => {}
         }
@@ -491,37 +523,61 @@ impl Hub {
         self.publish(Channel::Ticker(instrument), message);
     }
 
-    /// The open interest of the futures contracts among `traded` that have ticker
-    /// subscribers, read from the engine in one query.
-    async fn open_interests(
+    /// The open interest and settlement price of the futures contracts among `traded`
+    /// that have ticker or quote followers, read from the engine in one query.
+    async fn contract_figures(
         &self,
         reference: &Reference,
         traded: &HashSet<InstrumentId>,
-    ) -> Vec<(InstrumentId, i64)> {
+    ) -> Vec<(InstrumentId, ContractFigures)> {
         let wanted: Vec<InstrumentId> = traded
             .iter()
             .copied()
-            .filter(|instrument| self.has(&Channel::Ticker(*instrument)))
+            .filter(|instrument| {
+                self.has(&Channel::Ticker(*instrument)) || self.has(&Channel::Quote(*instrument))
+            })
             .filter(|instrument| {
                 reference.instrument(*instrument).is_some_and(|info| info.is_future())
             })
             .collect();
-        if wanted.is_empty() {
+        self.read_contract_figures(wanted).await
+    }
+
+    async fn read_contract_figures(
+        &self,
+        instruments: Vec<InstrumentId>,
+    ) -> Vec<(InstrumentId, ContractFigures)> {
+        if instruments.is_empty() {
             return Vec::new();
         }
         self.services
             .link
             .read(move |venue| {
-                wanted
+                instruments
                     .iter()
                     .filter_map(|instrument| {
                         let positions = venue.exchange().positions(*instrument)?;
-                        Some((*instrument, positions.open_interest().0))
+                        let figures = ContractFigures {
+                            open_interest: positions.open_interest().0,
+                            settlement_price: positions.settlement_price().map(|price| price.0),
+                        };
+                        Some((*instrument, figures))
                     })
                     .collect()
             })
             .await
             .unwrap_or_default()
+    }
+
+    /// Sends the instrument's quote fields that changed to its followers.
+    fn publish_quote(&mut self, reference: &Reference, instrument: InstrumentId) {
+        if !self.has(&Channel::Quote(instrument)) {
+            return;
+        }
+        let Some(info) = reference.instrument(instrument) else { return };
+        let Some(changed) = self.quotes.changes(instrument, info) else { return };
+        let message = json!({ "symbol": info.symbol, "data": changed });
+        self.publish(Channel::Quote(instrument), message);
     }
 
     /// Folds the orders accepted by account name into `orders` and `accounts`, once,
@@ -657,19 +713,30 @@ impl Hub {
             return;
         }
         self.books_changed = false;
-        let followed: Vec<InstrumentId> = self
+        let mut followed: Vec<InstrumentId> = self
             .subscribers
             .keys()
             .filter_map(|channel| match channel {
-                Channel::Depth(instrument) => Some(*instrument),
+                Channel::Depth(instrument) | Channel::Quote(instrument) => Some(*instrument),
                 _ => None,
             })
             .collect();
+        followed.sort();
+        followed.dedup();
         if followed.is_empty() {
             return;
         }
         let reference = self.services.directory.reference();
+        let now = now_ns();
         for (instrument, book) in self.read_books(followed).await {
+            if self.has(&Channel::Quote(instrument))
+                && self.quotes.on_book(instrument, &book.bids, &book.asks, now)
+            {
+                self.publish_quote(&reference, instrument);
+            }
+            if !self.has(&Channel::Depth(instrument)) {
+                continue;
+            }
             let previous = self.books.insert(instrument, book.clone()).unwrap_or_default();
             if previous == book {
                 continue;
@@ -683,6 +750,13 @@ impl Hub {
             self.publish(Channel::Depth(instrument), message);
         }
     }
+}
+
+/// The wall clock, for quote times that no event stamps (a book read on the tick).
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// The levels of `now` that differ from `before`, and `before`'s levels that are gone

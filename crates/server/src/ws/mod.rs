@@ -10,7 +10,6 @@
 pub mod orders;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -47,8 +46,6 @@ const ANSWERS_PER_WRITE_MAX: usize = 256;
 const _: () = assert!(ANSWERS_PER_WRITE_MAX <= crate::connection::IN_FLIGHT_PER_CONNECTION_MAX);
 // A whole message fits what one read takes.
 const _: () = assert!(INBOUND_MESSAGE_BYTES_MAX <= READ_BUFFER_BYTES);
-
-static NEXT_CONNECTION: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
@@ -107,7 +104,7 @@ impl Connection {
         let outbound = Outbound { sender, kill: Arc::new(Kill::default()) };
         let (in_flight, releases) = InFlight::open(&state.entry);
         Connection {
-            id: NEXT_CONNECTION.fetch_add(1, Ordering::Relaxed),
+            id: crate::connection::next_connection_id(),
             in_flight: Some(in_flight),
             releases: Some(releases),
             state,

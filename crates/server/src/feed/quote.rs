@@ -1,0 +1,391 @@
+//! Quotes as the DIFF protocol names them (`quotes.<symbol>` of its tree): each
+//! instrument's five best levels a side, last price, the trading day's open, high,
+//! low, volume and turnover, open interest and settlement prices. The hub keeps one
+//! `Quotes` from every trade and settlement it sees, reads the books and the contracts'
+//! figures from the engine, and sends each `quote` channel the fields that changed
+//! (rendered once, however many sessions follow it). Everything here is derived from
+//! the released events since the server started; nothing is business state.
+//!
+//! A trading day ends at a settlement: the engine's settlement price of the contract
+//! changes (or a `settled` event names it), and the day's figures start again (the
+//! last price becomes the previous close, the open interest the previous one). Values
+//! not known yet are `"-"`, which DIFF clients read as not-a-number. Volumes are in
+//! lots; prices and amounts are JSON numbers (DIFF's own form).
+
+use std::collections::HashMap;
+
+use bourse_core::ids::InstrumentId;
+use bourse_history::civil::{date_text, day_of, NS_PER_DAY};
+use serde_json::{Map, Value};
+
+use crate::reference::{InstrumentInfo, Terms};
+use crate::render::Level;
+
+/// Levels a side a quote shows.
+pub const QUOTE_LEVELS: usize = 5;
+/// China's exchanges and their clients show times in Beijing time (UTC+8).
+pub const DIFF_UTC_OFFSET_NS: u64 = 8 * 3_600 * 1_000_000_000;
+
+// A quote's levels are read with the depth channel's.
+const _: () = assert!(QUOTE_LEVELS <= super::hub::DEPTH_LEVELS);
+
+/// One instrument's figures, in engine units.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuoteState {
+    pub last: Option<i64>,
+    pub open: Option<i64>,
+    pub high: Option<i64>,
+    pub low: Option<i64>,
+    /// Quantity units traded today.
+    pub volume: i128,
+    /// Sum of price units x quantity units traded today.
+    pub turnover: i128,
+    pub pre_close: Option<i64>,
+    pub open_interest: Option<i64>,
+    pub pre_open_interest: Option<i64>,
+    /// The engine's latest settlement price: the previous day's settlement.
+    pub pre_settlement: Option<i64>,
+    pub bids: Vec<Level>,
+    pub asks: Vec<Level>,
+    /// The engine time of the latest change.
+    pub updated_ns: u64,
+}
+
+/// What the engine says of a futures contract when a quote is refreshed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContractFigures {
+    pub open_interest: i64,
+    pub settlement_price: Option<i64>,
+}
+
+/// Every instrument's quote, and what each `quote` channel was last sent.
+#[derive(Default)]
+pub struct Quotes {
+    states: HashMap<InstrumentId, QuoteState>,
+    sent: HashMap<InstrumentId, Map<String, Value>>,
+}
+
+impl Quotes {
+    pub fn on_trade(&mut self, instrument: InstrumentId, price: i64, qty: i64, ts_ns: u64) {
+        let state = self.states.entry(instrument).or_default();
+        state.last = Some(price);
+        state.open.get_or_insert(price);
+        state.high = Some(state.high.map_or(price, |high| high.max(price)));
+        state.low = Some(state.low.map_or(price, |low| low.min(price)));
+        state.volume += i128::from(qty);
+        state.turnover += i128::from(price) * i128::from(qty);
+        state.updated_ns = state.updated_ns.max(ts_ns);
+    }
+
+    /// A settlement of the contract: a new trading day starts.
+    pub fn on_settled(&mut self, instrument: InstrumentId) {
+        if let Some(state) = self.states.get_mut(&instrument) {
+            state.start_day();
+        }
+    }
+
+    /// The contract's figures as the engine has them now (a changed settlement price
+    /// is a settlement the events did not show: a day with no positions).
+    pub fn on_contract(&mut self, instrument: InstrumentId, figures: ContractFigures) {
+        let state = self.states.entry(instrument).or_default();
+        if state.pre_settlement.is_some() && state.pre_settlement != figures.settlement_price {
+            state.start_day();
+        }
+        state.pre_settlement = figures.settlement_price;
+        if state.pre_open_interest.is_none() {
+            state.pre_open_interest = Some(figures.open_interest);
+        }
+        state.open_interest = Some(figures.open_interest);
+    }
+
+    /// The book's best levels; whether they changed.
+    pub fn on_book(
+        &mut self,
+        instrument: InstrumentId,
+        bids: &[Level],
+        asks: &[Level],
+        now_ns: u64,
+    ) -> bool {
+        let state = self.states.entry(instrument).or_default();
+        let bids = &bids[..bids.len().min(QUOTE_LEVELS)];
+        let asks = &asks[..asks.len().min(QUOTE_LEVELS)];
+        if state.bids == bids && state.asks == asks {
+            return false;
+        }
+        state.bids = bids.to_vec();
+        state.asks = asks.to_vec();
+        state.updated_ns = state.updated_ns.max(now_ns);
+        true
+    }
+
+    /// Every field of the quote of `instrument`, static ones included (a new
+    /// follower's first message).
+    pub fn full_of(&self, instrument: InstrumentId, info: &InstrumentInfo) -> Map<String, Value> {
+        let mut fields = static_fields(info);
+        let state = self.states.get(&instrument).cloned().unwrap_or_default();
+        fields.extend(dynamic_fields(info, &state));
+        fields
+    }
+
+    /// The fields that changed since the channel's last message, if any; remembered as
+    /// sent.
+    pub fn changes(
+        &mut self,
+        instrument: InstrumentId,
+        info: &InstrumentInfo,
+    ) -> Option<Map<String, Value>> {
+        let state = self.states.get(&instrument).cloned().unwrap_or_default();
+        let now = dynamic_fields(info, &state);
+        let sent = self.sent.entry(instrument).or_default();
+        let changed: Map<String, Value> = now
+            .iter()
+            .filter(|(name, value)| sent.get(*name) != Some(*value))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        *sent = now;
+        if changed.is_empty() {
+            None
+        } else {
+            Some(changed)
+        }
+    }
+}
+
+impl QuoteState {
+    fn start_day(&mut self) {
+        self.pre_close = self.last.or(self.pre_close);
+        self.pre_open_interest = self.open_interest;
+        self.open = None;
+        self.high = None;
+        self.low = None;
+        self.volume = 0;
+        self.turnover = 0;
+    }
+}
+
+/// `SHFE.cu2501` as DIFF splits it: (`SHFE`, `cu2501`); a symbol without a dot has no
+/// exchange.
+pub fn exchange_and_code(symbol: &str) -> (&str, &str) {
+    symbol.split_once('.').unwrap_or(("", symbol))
+}
+
+/// The instrument's contract multiplier (1 for spot).
+pub fn multiplier(info: &InstrumentInfo) -> f64 {
+    match &info.terms {
+        Terms::Future { multiplier, .. } => multiplier.parse().unwrap_or(1.0),
+        Terms::Spot { .. } => 1.0,
+    }
+}
+
+/// A price in units as DIFF's number.
+pub fn price_number(info: &InstrumentInfo, units: i64) -> Value {
+    number(info.price(units))
+}
+
+/// A quantity in units as DIFF's volume: whole lots.
+pub fn lots(info: &InstrumentInfo, units: i128) -> i64 {
+    let lot = i128::from(info.lot.max(1));
+    i64::try_from(units / lot).unwrap_or(i64::MAX)
+}
+
+/// A decimal string as a JSON number (the nearest double); `"-"` when it is none.
+pub fn number(text: String) -> Value {
+    text.parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or_else(|| Value::String("-".into()), Value::Number)
+}
+
+fn unknown() -> Value {
+    Value::String("-".into())
+}
+
+/// `YYYY-MM-DD HH:MM:SS.ffffff` in Beijing time, as DIFF shows times.
+pub fn diff_datetime(ns: u64) -> String {
+    let local = ns + DIFF_UTC_OFFSET_NS;
+    let in_day = local % NS_PER_DAY;
+    let seconds = in_day / 1_000_000_000;
+    format!(
+        "{} {:02}:{:02}:{:02}.{:06}",
+        date_text(day_of(local)),
+        seconds / 3_600,
+        seconds / 60 % 60,
+        seconds % 60,
+        in_day % 1_000_000_000 / 1_000
+    )
+}
+
+fn static_fields(info: &InstrumentInfo) -> Map<String, Value> {
+    let (exchange, _) = exchange_and_code(&info.symbol);
+    let mut fields = Map::new();
+    fields.insert("instrument_id".into(), Value::String(info.symbol.clone()));
+    fields.insert("exchange_id".into(), Value::String(exchange.to_string()));
+    let class = if info.is_future() { "FUTURE" } else { "SPOT" };
+    fields.insert("ins_class".into(), Value::String(class.into()));
+    fields.insert("price_tick".into(), price_number(info, info.tick));
+    fields.insert("price_decs".into(), Value::from(info.price_decimals));
+    fields.insert(
+        "volume_multiple".into(),
+        serde_json::Number::from_f64(multiplier(info)).map_or_else(unknown, Value::Number),
+    );
+    fields
+}
+
+fn dynamic_fields(info: &InstrumentInfo, state: &QuoteState) -> Map<String, Value> {
+    let price = |units: Option<i64>| units.map_or_else(unknown, |units| price_number(info, units));
+    let mut fields = Map::new();
+    fields.insert(
+        "datetime".into(),
+        if state.updated_ns == 0 {
+            Value::String(String::new())
+        } else {
+            Value::String(diff_datetime(state.updated_ns))
+        },
+    );
+    for (side, levels) in [("bid", &state.bids), ("ask", &state.asks)] {
+        for position in 0..QUOTE_LEVELS {
+            let level = levels.get(position);
+            fields
+                .insert(format!("{side}_price{}", position + 1), price(level.map(|level| level.0)));
+            fields.insert(
+                format!("{side}_volume{}", position + 1),
+                Value::from(level.map_or(0, |level| lots(info, i128::from(level.1)))),
+            );
+        }
+    }
+    fields.insert("last_price".into(), price(state.last));
+    fields.insert("open".into(), price(state.open));
+    fields.insert("highest".into(), price(state.high));
+    fields.insert("lowest".into(), price(state.low));
+    // The day's close is known at its settlement; until then it is the last price.
+    fields.insert("close".into(), price(state.last));
+    let volume = lots(info, state.volume);
+    fields.insert("volume".into(), Value::from(volume));
+    let scale = 10f64.powi(info.price_decimals as i32 + info.qty_decimals as i32);
+    let amount = state.turnover as f64 / scale * multiplier(info);
+    fields.insert(
+        "amount".into(),
+        serde_json::Number::from_f64(amount).map_or_else(unknown, Value::Number),
+    );
+    let average = if volume > 0 {
+        let lot_qty = info.lot.max(1) as f64 / 10f64.powi(info.qty_decimals as i32);
+        serde_json::Number::from_f64(amount / (volume as f64 * lot_qty * multiplier(info)))
+            .map_or_else(unknown, Value::Number)
+    } else {
+        unknown()
+    };
+    fields.insert("average".into(), average);
+    let interest =
+        |units: Option<i64>| Value::from(units.map_or(0, |units| lots(info, i128::from(units))));
+    fields.insert("open_interest".into(), interest(state.open_interest));
+    fields.insert("pre_open_interest".into(), interest(state.pre_open_interest));
+    fields.insert("pre_settlement".into(), price(state.pre_settlement));
+    fields.insert("pre_close".into(), price(state.pre_close));
+    // Today's settlement is made at the day's end (and then a new day starts).
+    fields.insert("settlement".into(), unknown());
+    // Bourse sets no daily price limits.
+    fields.insert("upper_limit".into(), unknown());
+    fields.insert("lower_limit".into(), unknown());
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contract() -> InstrumentInfo {
+        InstrumentInfo {
+            symbol: "SHFE.cu2501".into(),
+            price_decimals: 0,
+            qty_decimals: 0,
+            tick: 10,
+            lot: 1,
+            min_qty: 1,
+            max_qty: 100,
+            market_band_bps: 500,
+            terms: Terms::Future {
+                settle: "CNY".into(),
+                settle_decimals: 2,
+                multiplier: "5".into(),
+                maker_fee: "1.5".into(),
+                taker_fee: "3".into(),
+                close_today: true,
+            },
+        }
+    }
+
+    #[test]
+    fn a_trading_day_counts_its_trades_until_a_settlement_starts_the_next() {
+        let info = contract();
+        let cu = InstrumentId(0);
+        let mut quotes = Quotes::default();
+        quotes
+            .on_contract(cu, ContractFigures { open_interest: 0, settlement_price: Some(75_000) });
+        quotes.on_trade(cu, 75_010, 2, 1);
+        quotes.on_trade(cu, 74_990, 1, 2);
+        quotes
+            .on_contract(cu, ContractFigures { open_interest: 3, settlement_price: Some(75_000) });
+        let full = quotes.full_of(cu, &info);
+        assert_eq!(full["instrument_id"], "SHFE.cu2501");
+        assert_eq!(full["exchange_id"], "SHFE");
+        assert_eq!(full["price_tick"], 10.0);
+        assert_eq!(full["volume_multiple"], 5.0);
+        assert_eq!(
+            (&full["open"], &full["highest"], &full["lowest"], &full["last_price"]),
+            (
+                &Value::from(75_010.0),
+                &Value::from(75_010.0),
+                &Value::from(74_990.0),
+                &Value::from(74_990.0)
+            )
+        );
+        assert_eq!(full["volume"], 3);
+        // Turnover: (75010 x 2 + 74990) x 5.
+        assert_eq!(full["amount"], 1_125_050.0);
+        assert_eq!(full["open_interest"], 3);
+        assert_eq!(full["pre_settlement"], 75_000.0);
+        assert_eq!(full["upper_limit"], "-");
+
+        // The first changes are everything; then only what moved.
+        assert!(quotes.changes(cu, &info).is_some_and(|changed| changed.len() > 20));
+        assert_eq!(quotes.changes(cu, &info), None);
+        quotes.on_trade(cu, 75_000, 1, 3);
+        let changed = quotes.changes(cu, &info).unwrap();
+        assert_eq!(changed["last_price"], 75_000.0);
+        assert_eq!(changed["volume"], 4);
+        assert!(!changed.contains_key("open") && !changed.contains_key("pre_settlement"));
+
+        // The day settles at 75,020: a new day, the old close and interest are "pre".
+        quotes
+            .on_contract(cu, ContractFigures { open_interest: 3, settlement_price: Some(75_020) });
+        let full = quotes.full_of(cu, &info);
+        assert_eq!((&full["volume"], &full["open"]), (&Value::from(0), &Value::from("-")));
+        assert_eq!(full["pre_close"], 75_000.0);
+        assert_eq!(full["pre_settlement"], 75_020.0);
+        assert_eq!(full["pre_open_interest"], 3);
+    }
+
+    #[test]
+    fn the_book_shows_five_levels_and_only_a_change_counts() {
+        let info = contract();
+        let cu = InstrumentId(0);
+        let mut quotes = Quotes::default();
+        let bids: Vec<Level> = (0..7).map(|step| (74_990 - 10 * step, 2, 1)).collect();
+        let asks: Vec<Level> = vec![(75_010, 3, 2)];
+        assert!(quotes.on_book(cu, &bids, &asks, 5));
+        assert!(!quotes.on_book(cu, &bids, &asks, 6));
+        let full = quotes.full_of(cu, &info);
+        assert_eq!(full["bid_price5"], 74_950.0);
+        assert_eq!(full["bid_volume5"], 2);
+        assert_eq!(full["ask_price1"], 75_010.0);
+        assert_eq!(full["ask_price2"], "-");
+        assert_eq!(full["ask_volume2"], 0);
+    }
+
+    #[test]
+    fn times_are_shown_in_beijing_time_to_the_microsecond() {
+        // 2024-12-31 16:30:00.123456789 UTC.
+        let ns = 1_735_662_600_123_456_789;
+        assert_eq!(diff_datetime(ns), "2025-01-01 00:30:00.123456");
+    }
+}
