@@ -285,7 +285,7 @@ fn trade(
             std::thread::sleep(wait);
         }
         let symbol = &contracts[made as usize % CONTRACTS];
-        let opening = (made / CONTRACTS as u64) % 2 == 0;
+        let opening = (made / CONTRACTS as u64).is_multiple_of(2);
         let (resting, taking, offset) =
             if opening { ("sell", "buy", "open") } else { ("buy", "sell", "close") };
         let body = |side: &str| {
@@ -490,7 +490,7 @@ fn quote_volumes(pack: &Value, contracts: &[String]) -> (Vec<(usize, u64)>, u64)
 /// Each contract's volume before trading: the lowest first volume any session read
 /// (every session's first, when all were ready before the first trade).
 fn bases(sessions: &[Vec<Arrival>]) -> Vec<u64> {
-    let mut base = vec![u64::MAX; CONTRACTS];
+    let mut base = [u64::MAX; CONTRACTS];
     for session in sessions {
         let mut first = [true; CONTRACTS];
         for arrival in session {
