@@ -145,7 +145,12 @@ fn print_notes(notes: &StartNotes) {
         None => println!("bourse: the admin API key is in {}", notes.admin_key_file.display()),
     }
     for (account, key, secret) in &notes.demo_keys {
-        println!("bourse: demo account {account}: key {key} secret {}", secret.expose());
+        let password = notes
+            .demo_passwords
+            .iter()
+            .find(|(demo_account, _)| demo_account == account)
+            .map_or(String::new(), |(_, password)| format!(" password {password}"));
+        println!("bourse: demo account {account}: key {key} secret {}{password}", secret.expose());
     }
     if !notes.demo_keys.is_empty() {
         println!("bourse: try the examples in docs/api.md");

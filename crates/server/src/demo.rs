@@ -7,6 +7,10 @@
 //! settlement price), CNY for the three accounts, and `maker`'s orders around 75,000.
 //! Every step is an ordinary engine command (journaled like any other); on later starts
 //! it only shows the demo keys again.
+//!
+//! alice and bob get a password too (`alice-demo-password`, `bob-demo-password`), so
+//! that tqsdk can log in at once (`TQ_AUTH_URL`, `docs/api.md`), set only while they
+//! have none: a password the operator set stays, and is then not shown.
 
 use std::borrow::Cow;
 
@@ -22,8 +26,21 @@ const DEMO_LABEL: &str = "demo";
 const TRADERS: [&str; 2] = ["alice", "bob"];
 const MARKET_MAKER: &str = "maker";
 
-/// Sets the demo up (once) and returns the demo keys: (account, key id, secret).
-pub async fn set_up(state: &AppState) -> Result<Vec<(String, String, Secret)>, String> {
+/// What the demo shows at start.
+pub struct Demo {
+    /// The demo keys: (account, key id, secret).
+    pub keys: Vec<(String, String, Secret)>,
+    /// (account, password) of the demo accounts whose password is still the demo's.
+    pub passwords: Vec<(String, String)>,
+}
+
+/// A demo account's password.
+fn demo_password(account: &str) -> String {
+    format!("{account}-demo-password")
+}
+
+/// Sets the demo up (once) and returns what it shows: the demo keys and passwords.
+pub async fn set_up(state: &AppState) -> Result<Demo, String> {
     let reference = state.directory.refresh_reference().await.map_err(|error| error.message)?;
     if reference.instruments.is_empty() {
         declare_market(state).await?;
@@ -34,7 +51,26 @@ pub async fn set_up(state: &AppState) -> Result<Vec<(String, String, Secret)>, S
         declare_future(state).await?;
     }
     state.directory.refresh_reference().await.map_err(|error| error.message)?;
-    demo_keys(state)
+    let keys = demo_keys(state)?;
+    let passwords = demo_passwords(state).await?;
+    Ok(Demo { keys, passwords })
+}
+
+/// Gives alice and bob their demo password when they have none; the passwords that are
+/// still the demo's.
+async fn demo_passwords(state: &AppState) -> Result<Vec<(String, String)>, String> {
+    let mut shown = Vec::new();
+    for trader in TRADERS {
+        let password = demo_password(trader);
+        let has_one = state.keys.account(trader).is_some_and(|record| record.has_password());
+        if !has_one {
+            state.passwords.set(trader, &password).await.map_err(|error| error.message)?;
+        } else if state.passwords.verify(trader, &password).await.is_err() {
+            continue;
+        }
+        shown.push((trader.to_string(), password));
+    }
+    Ok(shown)
 }
 
 fn decimal(text: &str) -> Result<Decimal, String> {

@@ -9,8 +9,13 @@
 //! place a secret is on disk, so the operator can read it once and move it. Secrets
 //! and the master key never appear in logs or `Debug` output.
 //!
-//! The account registry lives here too: an account is a name that keys can act for.
-//! Balances and orders are the engine's; this module never holds business state.
+//! The account registry lives here too: an account is a name that keys can act for,
+//! and that may have a password (for clients that log in with a name and a password,
+//! such as tqsdk: `passwords`, `tokens`). This module stores the password's Argon2id
+//! PHC string beside the account and never sees a password itself; it hands out keys
+//! derived from the master key for other purposes (`token_signing_key`), never the
+//! master key. Balances and orders are the engine's; this module never holds business
+//! state.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,6 +36,8 @@ const KEYS_FILE: &str = "keys.json";
 /// Where the admin key is written on first start (in the server's directory).
 pub const ADMIN_KEY_FILE: &str = "admin.key";
 const SECRET_CONTEXT: &[u8] = b"bourse-api-secret:";
+/// What the signing key of login tokens is derived with (`token_signing_key`).
+const TOKEN_KEY_CONTEXT: &[u8] = b"bourse-token-key";
 /// Account names: 1 to 64 of `A-Z a-z 0-9 _ - .`.
 pub const ACCOUNT_NAME_BYTES_MAX: usize = 64;
 
@@ -110,10 +117,33 @@ struct StoredKeys {
     keys: BTreeMap<String, KeyRecord>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountRecord {
     pub name: String,
     pub created_ms: u64,
+    /// The account's password as an Argon2id PHC string (`passwords` makes and checks
+    /// it); `None`: the account cannot log in with a password. Absent from stores
+    /// written before passwords existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_hash: Option<String>,
+}
+
+impl AccountRecord {
+    pub fn has_password(&self) -> bool {
+        self.password_hash.is_some()
+    }
+}
+
+/// Without the password's hash: it is nobody's business in a log.
+impl fmt::Debug for AccountRecord {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("AccountRecord")
+            .field("name", &self.name)
+            .field("created_ms", &self.created_ms)
+            .field("has_password", &self.has_password())
+            .finish()
+    }
 }
 
 /// A key made on first start: the admin key, with its secret (which `Debug` hides).
@@ -191,7 +221,8 @@ impl KeyStore {
         if stored.accounts.contains_key(name) {
             return Err(KeyError::DuplicateAccount(name.to_string()));
         }
-        let record = AccountRecord { name: name.to_string(), created_ms: now_ms };
+        let record =
+            AccountRecord { name: name.to_string(), created_ms: now_ms, password_hash: None };
         let mut next = stored.clone();
         next.accounts.insert(name.to_string(), record.clone());
         self.save(&next)?;
@@ -205,6 +236,26 @@ impl KeyStore {
 
     pub fn accounts(&self) -> Vec<AccountRecord> {
         self.read().accounts.values().cloned().collect()
+    }
+
+    /// Sets (`Some`: an Argon2id PHC string, made by `passwords`) or removes (`None`)
+    /// `account`'s password hash, durably. The account as it was before.
+    pub fn set_password_hash(
+        &self,
+        account: &str,
+        password_hash: Option<String>,
+    ) -> Result<AccountRecord, KeyError> {
+        let mut stored = self.write();
+        let mut next = stored.clone();
+        let record = next
+            .accounts
+            .get_mut(account)
+            .ok_or_else(|| KeyError::UnknownAccount(account.to_string()))?;
+        let before = record.clone();
+        record.password_hash = password_hash;
+        self.save(&next)?;
+        *stored = next;
+        Ok(before)
     }
 
     /// Makes a key for `account` (a trader key) or an admin key (`account` `None`).
@@ -282,11 +333,24 @@ impl KeyStore {
 
     /// The secret of key `id` (derived, never stored): for showing a demo's keys again.
     pub(crate) fn secret_of(&self, id: &str) -> Secret {
+        Secret(hex::encode(self.derive(&[SECRET_CONTEXT, id.as_bytes()])))
+    }
+
+    /// The key login tokens are signed with (`tokens`): `HMAC-SHA256(master key,
+    /// "bourse-token-key")`. Another master key, another token key: every token signed
+    /// before is then refused.
+    pub fn token_signing_key(&self) -> [u8; 32] {
+        self.derive(&[TOKEN_KEY_CONTEXT])
+    }
+
+    /// `HMAC-SHA256(master key, parts concatenated)`: every key made from the master.
+    fn derive(&self, parts: &[&[u8]]) -> [u8; 32] {
         let mut mac =
             HmacSha256::new_from_slice(&self.master).expect("HMAC takes a key of any length");
-        mac.update(SECRET_CONTEXT);
-        mac.update(id.as_bytes());
-        Secret(hex::encode(mac.finalize().into_bytes()))
+        for part in parts {
+            mac.update(part);
+        }
+        mac.finalize().into_bytes().into()
     }
 
     fn save(&self, stored: &StoredKeys) -> Result<(), KeyError> {
@@ -471,6 +535,59 @@ mod tests {
         assert!(KeyStore::open_with_master(directory.path(), Some(&missing), 3).is_err());
         fs::write(&master_file, "short").unwrap();
         assert!(KeyStore::open_with_master(directory.path(), Some(&master_file), 3).is_err());
+    }
+
+    #[test]
+    fn a_password_hash_is_kept_beside_its_account_durably_and_removed() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, _) = KeyStore::open(directory.path(), 1).unwrap();
+        store.create_account("alice", 1).unwrap();
+        assert!(!store.account("alice").unwrap().has_password());
+        let before = store.set_password_hash("alice", Some("$argon2id$v=19$x".into())).unwrap();
+        assert!(!before.has_password(), "the record as it was");
+        let (reopened, _) = KeyStore::open(directory.path(), 2).unwrap();
+        let record = reopened.account("alice").unwrap();
+        assert_eq!(record.password_hash.as_deref(), Some("$argon2id$v=19$x"));
+        assert!(!format!("{record:?}").contains("argon2"), "Debug hides the hash");
+        assert!(reopened.set_password_hash("alice", None).unwrap().has_password());
+        assert!(!reopened.account("alice").unwrap().has_password());
+        let on_disk = fs::read_to_string(directory.path().join(KEYS_FILE)).unwrap();
+        assert!(!on_disk.contains("password_hash"), "no field without a password: {on_disk}");
+        assert!(matches!(
+            reopened.set_password_hash("bob", None),
+            Err(KeyError::UnknownAccount(_))
+        ));
+    }
+
+    #[test]
+    fn a_store_written_before_passwords_existed_still_loads() {
+        let directory = tempfile::tempdir().unwrap();
+        KeyStore::open(directory.path(), 1).unwrap();
+        let path = directory.path().join(KEYS_FILE);
+        let mut stored: serde_json::Value =
+            serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        stored["accounts"]["alice"] = serde_json::json!({ "name": "alice", "created_ms": 5 });
+        fs::write(&path, serde_json::to_vec(&stored).unwrap()).unwrap();
+        let (store, _) = KeyStore::open(directory.path(), 2).unwrap();
+        let alice = store.account("alice").unwrap();
+        assert_eq!((alice.created_ms, alice.password_hash), (5, None));
+    }
+
+    #[test]
+    fn the_token_key_is_derived_from_the_master_key_and_is_not_it() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, _) = KeyStore::open(directory.path(), 1).unwrap();
+        let master = fs::read_to_string(directory.path().join(MASTER_FILE)).unwrap();
+        let master: [u8; 32] = hex::decode(master.trim()).unwrap().try_into().unwrap();
+        let mut mac = HmacSha256::new_from_slice(&master).unwrap();
+        mac.update(b"bourse-token-key");
+        let expected: [u8; 32] = mac.finalize().into_bytes().into();
+        assert_eq!(store.token_signing_key(), expected);
+        assert_ne!(store.token_signing_key(), master);
+        drop(store);
+        fs::write(directory.path().join(MASTER_FILE), "cd".repeat(32)).unwrap();
+        let (rotated, _) = KeyStore::open(directory.path(), 2).unwrap();
+        assert_ne!(rotated.token_signing_key(), expected, "a new master, a new token key");
     }
 
     #[test]

@@ -14,10 +14,13 @@
 //! - services: `feed` (the tap, the hub, recent trades), `md` (the market-data
 //!   publisher), `history`, `futures` (settlement, the risk process, the account view),
 //!   `order_entry` (one order path for every gateway), `json` (order entry's JSON, for
-//!   the gateways that speak it);
+//!   the gateways that speak it), `passwords` (accounts' passwords: setting and
+//!   checking them, for every login by name and password), `tokens` (the login tokens
+//!   tqsdk holds);
 //! - `state`: the services put together;
 //! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
-//!   (the pipelined order-entry loop), `rest`, `ws`, `tcp`;
+//!   (the pipelined order-entry loop), `rest`, `ws`, `diff` (the DIFF protocol's
+//!   WebSocket, which tqsdk speaks), `tcp`;
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
@@ -39,9 +42,12 @@ pub mod history;
 pub mod json;
 pub mod md;
 pub mod order_entry;
+pub mod passwords;
+pub mod tokens;
 
 pub mod state;
 
+pub mod diff;
 pub mod http;
 pub mod rest;
 pub mod tcp;

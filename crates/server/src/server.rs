@@ -25,8 +25,10 @@ use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
 use crate::metrics::{EngineFigures, FeedFigures, Metrics};
 use crate::order_entry::OrderEntry;
+use crate::passwords::Passwords;
 use crate::rest;
 use crate::state::AppState;
+use crate::tokens::Tokens;
 
 /// Why the server could not start (or stopped badly). Each has a clear message; the
 /// command line prints it and exits non-zero.
@@ -66,6 +68,9 @@ pub struct StartNotes {
     pub admin_key_file: PathBuf,
     /// `--demo`: the demo accounts' keys.
     pub demo_keys: Vec<(String, String, Secret)>,
+    /// `--demo`: the demo accounts' passwords, (account, password), while they are the
+    /// demo's (an operator's change is not shown).
+    pub demo_passwords: Vec<(String, String)>,
     pub recovered_seq: u64,
     /// Where the market-data feed goes and its recovery services listen, when it is on.
     pub market_data: Option<MarketDataNotes>,
@@ -261,6 +266,8 @@ pub async fn start_with_sql(
         market: Arc::new(std::sync::Mutex::new(Market::default())),
         metrics,
         hub: hub_sender,
+        passwords: Arc::new(Passwords::new(Arc::clone(&keys))),
+        tokens: Arc::new(Tokens::new(Arc::clone(&keys))),
         keys: Arc::clone(&keys),
         auth: authenticator,
         logged_in: LoggedIn::new(config.limits.connections_per_key),
@@ -283,10 +290,11 @@ pub async fn start_with_sql(
         .await
         .map_err(|error| ServeError::Internal(error.message))?;
     apply_limits(&state, config.limits.open_orders_per_account).await?;
-    let demo_keys = if demo {
-        crate::demo::set_up(&state).await.map_err(ServeError::Demo)?
+    let (demo_keys, demo_passwords) = if demo {
+        let shown = crate::demo::set_up(&state).await.map_err(ServeError::Demo)?;
+        (shown.keys, shown.passwords)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     tracing::info!(%http, %tcp, data_dir = %config.data_dir.display(), recovered_seq, "serving");
@@ -370,6 +378,7 @@ pub async fn start_with_sql(
         first_start,
         admin_key_file: server_dir.join(crate::keys::ADMIN_KEY_FILE),
         demo_keys,
+        demo_passwords,
         recovered_seq,
         market_data: md_notes,
     };

@@ -21,6 +21,8 @@ use crate::link::EngineLink;
 use crate::md;
 use crate::metrics::Metrics;
 use crate::order_entry::OrderEntry;
+use crate::passwords::Passwords;
+use crate::tokens::Tokens;
 
 pub struct AppState {
     pub link: Arc<EngineLink>,
@@ -33,6 +35,11 @@ pub struct AppState {
     pub hub: mpsc::Sender<HubCommand>,
     pub keys: Arc<KeyStore>,
     pub auth: Authenticator,
+    /// Accounts' passwords: `passwords.verify(account, password).await` for every login
+    /// by name and password.
+    pub passwords: Arc<Passwords>,
+    /// The login tokens of the token endpoint (`rest::openid`).
+    pub tokens: Arc<Tokens>,
     /// Logged-in WebSocket and TCP connections per key.
     pub logged_in: LoggedIn,
     pub limits: LimitsConfig,

@@ -1,6 +1,7 @@
-//! Administration: assets, instruments, accounts, API keys and money in and out. Every
-//! handler needs an admin key. Assets, instruments, deposits and withdrawals are engine
-//! commands (journaled, replayed); accounts and keys are the key store's.
+//! Administration: assets, instruments, accounts (and their passwords), API keys and
+//! money in and out. Every handler needs an admin key. Assets, instruments, deposits
+//! and withdrawals are engine commands (journaled, replayed); accounts and keys are the
+//! key store's; passwords are set and removed through `passwords`, and never shown.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -49,6 +50,13 @@ pub struct InstrumentRequest {
 #[serde(deny_unknown_fields)]
 pub struct AccountRequest {
     name: String,
+}
+
+/// `PUT /v1/admin/accounts/{account}/password`. No `Debug`: it holds a password.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordRequest {
+    password: String,
 }
 
 #[derive(Deserialize)]
@@ -158,9 +166,40 @@ pub async fn list_accounts(
         .keys
         .accounts()
         .into_iter()
-        .map(|account| json!({ "account": account.name, "created_ms": account.created_ms }))
+        .map(|account| {
+            json!({
+                "account": account.name,
+                "created_ms": account.created_ms,
+                "has_password": account.has_password(),
+            })
+        })
         .collect();
     Ok(ok(json!({ "accounts": accounts })))
+}
+
+/// Sets an account's password (for logins by name and password: tqsdk's); replaces
+/// any it had, which ends the tokens issued under that one.
+pub async fn set_password(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(account): ApiPath<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: PasswordRequest = parse_body(&body)?;
+    state.passwords.set(&account, &request.password).await?;
+    Ok(ok(json!({ "account": account, "has_password": true })))
+}
+
+/// Removes an account's password: it can no longer log in with one.
+pub async fn remove_password(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(account): ApiPath<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let removed = state.passwords.remove(&account).await?;
+    Ok(ok(json!({ "account": account, "has_password": false, "removed": removed })))
 }
 
 pub async fn account_balances_admin(state: &Shared, account: &str) -> ApiResult<Value> {

@@ -1,13 +1,16 @@
 //! The REST/JSON gateway: routes, the signing check in front of private routes, and the
 //! handlers. Handlers translate: a request becomes an engine command or a read, the
 //! outcome becomes JSON. They hold nothing between requests but caches of values that
-//! never change (instruments, assets, account ids).
+//! never change (instruments, assets, account ids). Besides the API itself it serves
+//! tqsdk's login routes under `/auth/realms/shinnytech/` (`openid`), which are the
+//! login and so are not signed.
 
 mod admin;
 mod extract;
 mod futures;
 mod history;
 pub mod openapi;
+mod openid;
 mod public;
 mod trading;
 
@@ -18,7 +21,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 
 use crate::error::ApiError;
@@ -53,6 +56,10 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/admin/accounts/{account}/cancel-all", post(admin::cancel_all))
         .route("/v1/admin/accounts", post(admin::create_account).get(admin::list_accounts))
         .route("/v1/admin/accounts/{account}/balances", get(admin::account_balances_route))
+        .route(
+            "/v1/admin/accounts/{account}/password",
+            put(admin::set_password).delete(admin::remove_password),
+        )
         .route("/v1/admin/keys", post(admin::create_key).get(admin::list_keys))
         .route("/v1/admin/keys/{key_id}", delete(admin::revoke_key))
         .route("/v1/admin/history", get(history::status))
@@ -79,6 +86,12 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/l3/{symbol}", get(public::l3))
         .route("/v1/candles/{symbol}", get(public::candles))
         .route("/metrics", get(public::metrics))
+        .route("/auth/realms/shinnytech/protocol/openid-connect/token", post(openid::token))
+        .route(
+            "/auth/realms/shinnytech/rest/update-grant-accounts/{account}",
+            put(openid::update_grant_accounts),
+        )
+        .route("/auth/realms/shinnytech/rest/get-grant/tq", get(openid::get_grant))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&state.metrics),
             crate::metrics::count_requests,

@@ -7,105 +7,140 @@ use serde_json::{json, Value};
 
 use super::extract::ok;
 
-/// Every route: (path, method, summary, needs a key, request body schema name).
-pub const ROUTES: &[(&str, &str, &str, bool, Option<&str>)] = &[
-    ("/health", "get", "The process is up", false, None),
-    ("/ready", "get", "The engine has recovered and takes commands", false, None),
-    ("/openapi.json", "get", "This document", false, None),
-    ("/v1/instruments", "get", "All instruments", false, None),
-    ("/v1/depth/{symbol}", "get", "Aggregated depth, best first (?levels=1..1000)", false, None),
+/// What a route needs of its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    /// Signed with an API key (docs/api.md, Signing).
+    Signed,
+    /// `Authorization: Bearer` with an access token of the token endpoint.
+    Bearer,
+}
+
+use Access::{Bearer, Public, Signed};
+
+/// Every route: (path, method, summary, what it needs, request body schema name).
+pub const ROUTES: &[(&str, &str, &str, Access, Option<&str>)] = &[
+    ("/health", "get", "The process is up", Public, None),
+    ("/ready", "get", "The engine has recovered and takes commands", Public, None),
+    ("/openapi.json", "get", "This document", Public, None),
+    ("/v1/instruments", "get", "All instruments", Public, None),
+    ("/v1/depth/{symbol}", "get", "Aggregated depth, best first (?levels=1..1000)", Public, None),
     (
         "/v1/trades/{symbol}",
         "get",
         "Recent trades, oldest first (?limit=1..1000, since the server started)",
-        false,
+        Public,
         None,
     ),
     (
         "/v1/ticker/{symbol}",
         "get",
         "The 24-hour ticker (trades since the server started)",
-        false,
+        Public,
         None,
     ),
     (
         "/v1/l3/{symbol}",
         "get",
         "Every resting order in priority order, with the engine sequence number of that state",
-        false,
+        Public,
         None,
     ),
     (
         "/v1/candles/{symbol}",
         "get",
         "Candles, empty intervals included (?interval=1s|1m|5m|15m|1h|1d&from_ns=&limit=1..1000)",
-        false,
+        Public,
         None,
     ),
     (
         "/v1/orders",
         "post",
         "Place an order (acknowledged once durable)",
-        true,
+        Signed,
         Some("OrderRequest"),
     ),
     (
         "/v1/orders",
         "get",
         "Open orders (?status=open|finished, ?client_order_id=, ?symbol=)",
-        true,
+        Signed,
         None,
     ),
-    ("/v1/orders", "delete", "Cancel by client order id (?client_order_id=)", true, None),
+    ("/v1/orders", "delete", "Cancel by client order id (?client_order_id=)", Signed, None),
     (
         "/v1/orders",
         "patch",
         "Amend by client order id (?client_order_id=)",
-        true,
+        Signed,
         Some("AmendRequest"),
     ),
-    ("/v1/orders/{order_id}", "get", "One order by the exchange's id", true, None),
-    ("/v1/orders/{order_id}", "delete", "Cancel an order", true, None),
+    ("/v1/orders/{order_id}", "get", "One order by the exchange's id", Signed, None),
+    ("/v1/orders/{order_id}", "delete", "Cancel an order", Signed, None),
     (
         "/v1/orders/{order_id}",
         "patch",
         "Amend an order's price and/or remaining quantity",
-        true,
+        Signed,
         Some("AmendRequest"),
     ),
-    ("/v1/fills", "get", "The account's latest fills (?symbol=, ?limit=)", true, None),
-    ("/v1/balances", "get", "The account's balances", true, None),
-    ("/v1/admin/assets", "post", "Declare an asset", true, Some("AssetRequest")),
-    ("/v1/admin/instruments", "post", "Declare a spot instrument", true, Some("InstrumentRequest")),
+    ("/v1/fills", "get", "The account's latest fills (?symbol=, ?limit=)", Signed, None),
+    ("/v1/balances", "get", "The account's balances", Signed, None),
+    ("/v1/admin/assets", "post", "Declare an asset", Signed, Some("AssetRequest")),
+    ("/v1/admin/instruments", "post", "Declare a spot instrument", Signed, Some("InstrumentRequest")),
     (
         "/v1/admin/instruments/{symbol}/halt",
         "post",
         "Halt an instrument (new orders and amends rejected; cancels work)",
-        true,
+        Signed,
         None,
     ),
-    ("/v1/admin/instruments/{symbol}/resume", "post", "Resume a halted instrument", true, None),
+    ("/v1/admin/instruments/{symbol}/resume", "post", "Resume a halted instrument", Signed, None),
     (
         "/v1/admin/accounts/{account}/cancel-all",
         "post",
         "Cancel every open order of an account (?symbol=)",
-        true,
+        Signed,
         None,
     ),
-    ("/v1/admin/accounts", "post", "Create an account", true, Some("AccountRequest")),
-    ("/v1/admin/accounts", "get", "All accounts", true, None),
-    ("/v1/admin/accounts/{account}/balances", "get", "An account's balances", true, None),
+    ("/v1/admin/accounts", "post", "Create an account", Signed, Some("AccountRequest")),
+    ("/v1/admin/accounts", "get", "All accounts", Signed, None),
+    ("/v1/admin/accounts/{account}/balances", "get", "An account's balances", Signed, None),
     (
         "/v1/admin/keys",
         "post",
         "Create a trader key (the answer holds its secret, once)",
-        true,
+        Signed,
         Some("KeyRequest"),
     ),
-    ("/v1/admin/keys", "get", "All keys (no secrets)", true, None),
-    ("/v1/admin/keys/{key_id}", "delete", "Revoke a key", true, None),
-    ("/v1/admin/deposits", "post", "Credit an account", true, Some("TransferRequest")),
-    ("/v1/admin/withdrawals", "post", "Debit an account", true, Some("TransferRequest")),
+    ("/v1/admin/keys", "get", "All keys (no secrets)", Signed, None),
+    ("/v1/admin/keys/{key_id}", "delete", "Revoke a key", Signed, None),
+    ("/v1/admin/deposits", "post", "Credit an account", Signed, Some("TransferRequest")),
+    ("/v1/admin/withdrawals", "post", "Debit an account", Signed, Some("TransferRequest")),
+    (
+        "/v1/admin/accounts/{account}/password",
+        "put",
+        "Set an account's password (for logins by name and password: tqsdk's)",
+        Signed,
+        Some("PasswordRequest"),
+    ),
+    ("/v1/admin/accounts/{account}/password", "delete", "Remove an account's password", Signed, None),
+    (
+        "/auth/realms/shinnytech/protocol/openid-connect/token",
+        "post",
+        "tqsdk's login: a form (grant_type=password with username and password, or grant_type=refresh_token with refresh_token) answered with tokens",
+        Public,
+        Some("TokenForm"),
+    ),
+    (
+        "/auth/realms/shinnytech/rest/update-grant-accounts/{account}",
+        "put",
+        "tqsdk: the caller's next tokens also grant this account",
+        Bearer,
+        None,
+    ),
+    ("/auth/realms/shinnytech/rest/get-grant/tq", "get", "tqsdk: when the access token expires and what it grants", Bearer, None),
 ];
 
 pub async fn document() -> Response {
@@ -114,7 +149,7 @@ pub async fn document() -> Response {
 
 pub fn openapi() -> Value {
     let mut paths = serde_json::Map::new();
-    for (path, method, summary, signed, body) in ROUTES {
+    for (path, method, summary, access, body) in ROUTES {
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
         let mut operation = json!({
             "summary": summary,
@@ -124,13 +159,21 @@ pub fn openapi() -> Value {
                 "default": { "description": "An error", "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } }
             }
         });
-        if *signed {
-            operation["security"] = json!([{ "key": [], "timestamp": [], "signature": [] }]);
+        match access {
+            Public => {}
+            Signed => {
+                operation["security"] = json!([{ "key": [], "timestamp": [], "signature": [] }]);
+            }
+            Bearer => operation["security"] = json!([{ "bearer": [] }]),
         }
         if let Some(schema) = body {
+            let media = match *schema {
+                "TokenForm" => "application/x-www-form-urlencoded",
+                _ => "application/json",
+            };
             operation["requestBody"] = json!({
                 "required": true,
-                "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } }
+                "content": { media: { "schema": { "$ref": format!("#/components/schemas/{schema}") } } }
             });
         }
         entry[*method] = operation;
@@ -145,7 +188,9 @@ pub fn openapi() -> Value {
                 "key": { "type": "apiKey", "in": "header", "name": "X-Bourse-Key" },
                 "timestamp": { "type": "apiKey", "in": "header", "name": "X-Bourse-Timestamp" },
                 "signature": { "type": "apiKey", "in": "header", "name": "X-Bourse-Signature",
-                               "description": "hex HMAC-SHA256(secret, timestamp \\n METHOD \\n path_and_query \\n body)" }
+                               "description": "hex HMAC-SHA256(secret, timestamp \\n METHOD \\n path_and_query \\n body)" },
+                "bearer": { "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                            "description": "an access token of POST /auth/realms/shinnytech/protocol/openid-connect/token" }
             },
             "schemas": schemas()
         }
@@ -197,6 +242,13 @@ fn schemas() -> Value {
         "KeyRequest": { "type": "object", "additionalProperties": false, "required": ["account"],
             "properties": { "account": { "type": "string" }, "label": { "type": "string" },
                             "requests_per_second": { "type": "integer", "minimum": 1 } } },
+        "PasswordRequest": { "type": "object", "additionalProperties": false, "required": ["password"],
+            "properties": { "password": { "type": "string", "description": "8 to 128 bytes" } } },
+        "TokenForm": { "type": "object", "required": ["grant_type"],
+            "properties": { "grant_type": { "enum": ["password", "refresh_token"] },
+                            "username": { "type": "string" }, "password": { "type": "string" },
+                            "refresh_token": { "type": "string" },
+                            "client_id": { "type": "string" }, "client_secret": { "type": "string" } } },
         "TransferRequest": { "type": "object", "additionalProperties": false, "required": ["account", "asset", "amount"],
             "properties": { "account": { "type": "string" }, "asset": { "type": "string" }, "amount": decimal() } }
     })

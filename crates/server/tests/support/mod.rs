@@ -187,6 +187,10 @@ impl Client {
         self.signed("DELETE", path, "")
     }
 
+    pub fn put(&self, path: &str, body: &str) -> (u16, Value) {
+        self.signed("PUT", path, body)
+    }
+
     pub fn signed(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
         let headers = self.signature_headers(method, path, body, unique_timestamp_ms());
         request(self.address, method, path, &headers, body.as_bytes())
@@ -239,7 +243,8 @@ pub fn raw_request(
         "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
-    if !body.is_empty() {
+    let typed = headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+    if !body.is_empty() && !typed {
         head.push_str("Content-Type: application/json\r\n");
     }
     for (name, value) in headers {
