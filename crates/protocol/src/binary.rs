@@ -28,6 +28,69 @@ pub const TEXT_BYTES: usize = 64;
 /// A login's signature: HMAC-SHA256, raw.
 pub const SIGNATURE_BYTES: usize = crate::signing::SIGNATURE_BYTES;
 
+/// Each message type's body (what follows its type byte), in bytes: the sum of its
+/// fields' widths in the order `docs/protocol-binary.md` lists them, so a field that
+/// widens (the client order id's, with its rule) moves every size with it.
+pub mod body {
+    use super::{
+        ASSET_BYTES, CLIENT_ORDER_ID_BYTES, KEY_BYTES, SIGNATURE_BYTES, SYMBOL_BYTES, TEXT_BYTES,
+    };
+
+    /// A decimal's mantissa (its scale is a byte of its own).
+    const MANTISSA: usize = 8;
+    const U64: usize = 8;
+
+    pub const LOGIN: usize = KEY_BYTES + U64 + SIGNATURE_BYTES;
+    /// request id, id, symbol, 8 bytes (side, type, time in force, flags, stp, two
+    /// scales, offset), price, qty.
+    pub const NEW_ORDER: usize = U64 + CLIENT_ORDER_ID_BYTES + SYMBOL_BYTES + 8 + 2 * MANTISSA;
+    pub const CANCEL: usize = U64 + CLIENT_ORDER_ID_BYTES;
+    /// request id, id, flags, two scales, reserved, price, qty.
+    pub const AMEND: usize = U64 + CLIENT_ORDER_ID_BYTES + 4 + 2 * MANTISSA;
+    pub const ORDER_STATUS: usize = U64 + CLIENT_ORDER_ID_BYTES;
+    pub const LOGGED_IN: usize = TEXT_BYTES;
+    /// request id, order id, seq, time, id.
+    pub const ACCEPTED: usize = 4 * U64 + CLIENT_ORDER_ID_BYTES;
+    /// request id, code, id.
+    pub const REJECTED: usize = U64 + 2 + CLIENT_ORDER_ID_BYTES;
+    /// id, trade seq, trade index (u32), side, liquidity, three scales, reserved [3],
+    /// price, qty, fee, fee asset, time.
+    pub const FILL: usize =
+        CLIENT_ORDER_ID_BYTES + U64 + 4 + 5 + 3 + 3 * MANTISSA + ASSET_BYTES + U64;
+    /// order id, id, status, three scales, price, filled, remaining, time.
+    pub const ORDER_UPDATE: usize = U64 + CLIENT_ORDER_ID_BYTES + 4 + 3 * MANTISSA + U64;
+    /// request id, then an order update's body.
+    pub const ORDER_STATE: usize = U64 + ORDER_UPDATE;
+    pub const GOODBYE: usize = 2 + TEXT_BYTES;
+
+    /// Every layout with a body (the heartbeats have none).
+    pub const ALL: [usize; 12] = [
+        LOGIN,
+        NEW_ORDER,
+        CANCEL,
+        AMEND,
+        ORDER_STATUS,
+        LOGGED_IN,
+        ACCEPTED,
+        REJECTED,
+        FILL,
+        ORDER_UPDATE,
+        ORDER_STATE,
+        GOODBYE,
+    ];
+}
+
+// Every frame (its type byte and body) fits the length a frame may announce.
+const _: () = {
+    let mut index = 0;
+    while index < body::ALL.len() {
+        assert!(1 + body::ALL[index] <= FRAME_BYTES_MAX);
+        index += 1;
+    }
+};
+// A frame's length fits its `u16` header.
+const _: () = assert!(FRAME_BYTES_MAX <= u16::MAX as usize);
+
 pub mod client {
     pub const LOGIN: u8 = 0x01;
     pub const NEW_ORDER: u8 = 0x02;
@@ -700,7 +763,7 @@ pub struct FrameWriter {
 
 impl FrameWriter {
     pub fn new(kind: u8) -> FrameWriter {
-        FrameWriter::after(Vec::with_capacity(128), kind)
+        FrameWriter::after(Vec::with_capacity(FRAME_HEADER_BYTES + FRAME_BYTES_MAX), kind)
     }
 
     /// A frame appended to `bytes` (frames already written stay before it): `finish`
@@ -864,8 +927,8 @@ mod tests {
         };
         vec![
             (ClientMessage::Login { key: "bk_1", timestamp_ms: 1, signature: [7; 32] }, 72),
-            (ClientMessage::NewOrder(order), 84),
-            (ClientMessage::Cancel { request_id: 1, client_order_id: "x" }, 44),
+            (ClientMessage::NewOrder(order), 112),
+            (ClientMessage::Cancel { request_id: 1, client_order_id: "x" }, 72),
             (
                 ClientMessage::Amend {
                     request_id: u64::MAX,
@@ -873,7 +936,7 @@ mod tests {
                     price: Some(decimal(1, 2)),
                     qty: Some(decimal(i64::MIN, 255)),
                 },
-                64,
+                92,
             ),
             (
                 ClientMessage::Amend {
@@ -882,9 +945,9 @@ mod tests {
                     price: None,
                     qty: Some(decimal(3, 4)),
                 },
-                64,
+                92,
             ),
-            (ClientMessage::OrderStatus { request_id: 3, client_order_id: "y" }, 44),
+            (ClientMessage::OrderStatus { request_id: 3, client_order_id: "y" }, 72),
             (ClientMessage::Heartbeat, 0),
         ]
     }
@@ -922,15 +985,34 @@ mod tests {
                     ts_ns: 4,
                     client_order_id: "c-1",
                 },
-                68,
+                96,
             ),
-            (ServerMessage::Rejected { request_id: 5, code: 8, client_order_id: "" }, 46),
-            (ServerMessage::Fill(fill), 104),
-            (ServerMessage::OrderUpdate(order.clone()), 80),
-            (ServerMessage::OrderState { request_id: 6, order }, 88),
+            (ServerMessage::Rejected { request_id: 5, code: 8, client_order_id: "" }, 74),
+            (ServerMessage::Fill(fill), 132),
+            (ServerMessage::OrderUpdate(order.clone()), 108),
+            (ServerMessage::OrderState { request_id: 6, order }, 116),
             (ServerMessage::Heartbeat, 0),
             (ServerMessage::Goodbye { code: code::SLOW_CONSUMER, text: "slow_consumer" }, 66),
         ]
+    }
+
+    /// `body::`'s size of a message type.
+    fn layout_bytes(kind: u8) -> usize {
+        match kind {
+            client::LOGIN => body::LOGIN,
+            client::NEW_ORDER => body::NEW_ORDER,
+            client::CANCEL => body::CANCEL,
+            client::AMEND => body::AMEND,
+            client::ORDER_STATUS => body::ORDER_STATUS,
+            server::LOGGED_IN => body::LOGGED_IN,
+            server::ACCEPTED => body::ACCEPTED,
+            server::REJECTED => body::REJECTED,
+            server::FILL => body::FILL,
+            server::ORDER_UPDATE => body::ORDER_UPDATE,
+            server::ORDER_STATE => body::ORDER_STATE,
+            server::GOODBYE => body::GOODBYE,
+            _ => 0,
+        }
     }
 
     #[test]
@@ -940,6 +1022,7 @@ mod tests {
             assert_eq!(frame.len(), FRAME_HEADER_BYTES + 1 + body_bytes, "{message:?}");
             assert_eq!(frame_length([frame[0], frame[1]]), Ok(1 + body_bytes));
             assert_eq!(frame[2], message.kind());
+            assert_eq!(layout_bytes(message.kind()), body_bytes, "body::'s size, {message:?}");
             assert_eq!(decode_client_borrowed(&frame[2..]).as_ref(), Ok(&message));
             let owned = decode_client(&frame[2..]).unwrap();
             assert_eq!(owned.encode(), frame, "the owned form encodes the same bytes");
@@ -953,9 +1036,45 @@ mod tests {
             assert_eq!(frame.len(), FRAME_HEADER_BYTES + 1 + body_bytes, "{message:?}");
             assert_eq!(frame_length([frame[0], frame[1]]), Ok(1 + body_bytes));
             assert_eq!(frame[2], message.kind());
+            assert_eq!(layout_bytes(message.kind()), body_bytes, "body::'s size, {message:?}");
             assert_eq!(decode_server_borrowed(&frame[2..]).as_ref(), Ok(&message));
             let owned = decode_server(&frame[2..]).unwrap();
             assert_eq!(owned.encode(), frame, "the owned form encodes the same bytes");
+        }
+    }
+
+    #[test]
+    fn the_longest_id_the_rule_allows_travels_whole_in_every_message_that_carries_one() {
+        let longest = "x".repeat(crate::client_order_id::CLIENT_ORDER_ID_BYTES_MAX);
+        let tqsdk = "PYSDK_insert_0123456789abcdef0123456789abcdef";
+        for id in [longest.as_str(), tqsdk] {
+            assert!(crate::client_order_id::is_valid(id));
+            for (mut message, body_bytes) in client_messages() {
+                match &mut message {
+                    ClientMessage::NewOrder(order) => order.client_order_id = id,
+                    ClientMessage::Cancel { client_order_id, .. }
+                    | ClientMessage::Amend { client_order_id, .. }
+                    | ClientMessage::OrderStatus { client_order_id, .. } => *client_order_id = id,
+                    ClientMessage::Login { .. } | ClientMessage::Heartbeat => continue,
+                }
+                let frame = message.encode();
+                assert_eq!(frame.len(), FRAME_HEADER_BYTES + 1 + body_bytes);
+                assert_eq!(decode_client_borrowed(&frame[2..]), Ok(message));
+            }
+            for (mut message, body_bytes) in server_messages() {
+                match &mut message {
+                    ServerMessage::Accepted { client_order_id, .. }
+                    | ServerMessage::Rejected { client_order_id, .. } => *client_order_id = id,
+                    ServerMessage::Fill(fill) => fill.client_order_id = id,
+                    ServerMessage::OrderUpdate(order) | ServerMessage::OrderState { order, .. } => {
+                        order.client_order_id = id
+                    }
+                    _ => continue,
+                }
+                let frame = message.encode();
+                assert_eq!(frame.len(), FRAME_HEADER_BYTES + 1 + body_bytes);
+                assert_eq!(decode_server_borrowed(&frame[2..]), Ok(message));
+            }
         }
     }
 
@@ -979,8 +1098,13 @@ mod tests {
         };
         let frame = amend.encode();
         let body = &frame[3..];
-        assert_eq!(&body[44..48], &[2, 0, 4, 0], "flags, price scale, qty scale, reserved");
-        assert_eq!(&body[48..56], &[0; 8], "price");
+        let flags = 8 + CLIENT_ORDER_ID_BYTES;
+        assert_eq!(
+            &body[flags..flags + 4],
+            &[2, 0, 4, 0],
+            "flags, price scale, qty scale, reserved"
+        );
+        assert_eq!(&body[flags + 4..flags + 12], &[0; 8], "price");
     }
 
     #[test]
@@ -1003,10 +1127,10 @@ mod tests {
             }
         }
         let mut fill = server_messages()[3].0.encode();
-        fill[2 + 1 + 36 + 8 + 4] = 3; // side
+        fill[2 + 1 + CLIENT_ORDER_ID_BYTES + 8 + 4] = 3; // side
         assert!(decode_server_borrowed(&fill[2..]).is_err());
         let mut update = server_messages()[4].0.encode();
-        update[2 + 1 + 8 + 36] = 6; // status
+        update[2 + 1 + 8 + CLIENT_ORDER_ID_BYTES] = 6; // status
         assert!(decode_server_borrowed(&update[2..]).is_err());
         assert!(decode_server_borrowed(&[client::HEARTBEAT]).is_err(), "a client's type");
     }

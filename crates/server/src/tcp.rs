@@ -56,7 +56,6 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 const _: () = assert!(READ_BUFFER_BYTES >= wire::FRAME_HEADER_BYTES + wire::FRAME_BYTES_MAX);
 
-
 /// Accepts connections until `stop` turns true.
 pub async fn serve(listener: TcpListener, state: Shared, mut stop: watch::Receiver<bool>) {
     loop {

@@ -87,7 +87,7 @@ fn malformed_mistyped_unknown_and_oversized_bodies_get_clear_errors() {
     expect(trader.post("/v1/orders", no_price), 400, "malformed");
     let long_id = format!(
         r#"{{"symbol":"BTC-USD","side":"buy","type":"limit","price":"1","qty":"1","client_order_id":"{}"}}"#,
-        "x".repeat(37)
+        "x".repeat(bourse_protocol::client_order_id::CLIENT_ORDER_ID_BYTES_MAX + 1)
     );
     expect(trader.post("/v1/orders", &long_id), 400, "malformed");
     let huge = format!(r#"{{"pad":"{}"}}"#, "x".repeat(100_000));

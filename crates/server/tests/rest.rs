@@ -91,6 +91,64 @@ fn an_order_is_acknowledged_with_its_fills_and_reads_back_the_same() {
 }
 
 #[test]
+fn a_tqsdk_order_id_is_kept_whole_and_one_longer_than_the_rule_is_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), true);
+    let alice = &server.demo[0];
+    // tqsdk's ids: `PYSDK_insert_` and 32 hex digits; it keys its orders by them.
+    let id = "PYSDK_insert_0123456789abcdef0123456789abcdef";
+    assert_eq!(id.len(), 45);
+    let order = format!(
+        r#"{{"symbol":"SHFE.cu2501","side":"buy","type":"limit","price":"74000","qty":"1","offset":"open","time_in_force":"gfd","client_order_id":"{id}"}}"#
+    );
+    let (status, placed) = alice.post("/v1/orders", &order);
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(
+        (placed["order"]["client_order_id"].as_str(), placed["order"]["status"].as_str()),
+        (Some(id), Some("open"))
+    );
+    let (status, shown) = alice.get(&format!("/v1/orders?client_order_id={id}"));
+    assert_eq!((status, shown["client_order_id"].as_str()), (200, Some(id)), "{shown}");
+    let (_, open) = alice.get("/v1/orders");
+    let open_ids: Vec<&str> = open["orders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|order| order["client_order_id"].as_str())
+        .collect();
+    assert!(open_ids.contains(&id), "{open}");
+    let (status, canceled) = alice.delete(&format!("/v1/orders?client_order_id={id}"));
+    assert_eq!(status, 200, "{canceled}");
+    assert_eq!(
+        (canceled["client_order_id"].as_str(), canceled["status"].as_str()),
+        (Some(id), Some("canceled"))
+    );
+    let (_, finished) = alice.get("/v1/orders?status=finished");
+    assert_eq!(finished["orders"][0]["client_order_id"].as_str(), Some(id), "{finished}");
+
+    // The longest id the rule allows is taken; one character more is refused.
+    let max = bourse_protocol::client_order_id::CLIENT_ORDER_ID_BYTES_MAX;
+    let spot = |client_id: &str| order_body("BTC-USD", "buy", "50000", "0.001", client_id);
+    let (status, placed) = alice.post("/v1/orders", &spot(&"L".repeat(max)));
+    assert_eq!(status, 200, "{placed}");
+    assert_eq!(placed["order"]["client_order_id"].as_str().map(str::len), Some(max));
+    let (status, refused) = alice.post("/v1/orders", &spot(&"L".repeat(max + 1)));
+    assert_eq!((status, refused["code"].as_str()), (400, Some("malformed")), "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains(&format!("1 to {max} printable ASCII")), "{message}");
+
+    // Both ids come back whole after a restart (the snapshot and the journal keep them).
+    let alice = alice.clone();
+    server.stop();
+    let server = TestServer::start(directory.path(), false);
+    let alice = server.client(&alice.key, &alice.secret);
+    let (status, longest) = alice.get(&format!("/v1/orders?client_order_id={}", "L".repeat(max)));
+    assert_eq!((status, longest["status"].as_str()), (200, Some("open")), "{longest}");
+    let (status, shown) = alice.get(&format!("/v1/orders?client_order_id={id}"));
+    assert_eq!((status, shown["status"].as_str()), (200, Some("canceled")), "{shown}");
+}
+
+#[test]
 fn cancel_and_amend_act_on_the_callers_order_by_exchange_or_client_id() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);

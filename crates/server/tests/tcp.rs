@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use bourse_core::RejectReason;
-use bourse_protocol::binary::{code, reject_code};
+use bourse_protocol::binary::{code, reject_code, CLIENT_ORDER_ID_BYTES, SYMBOL_BYTES};
 use bourse_protocol::signing::sign;
 use support::{Client, TestServer};
 
@@ -25,6 +25,22 @@ const ORDER_UPDATE: u8 = 0x85;
 const ORDER_STATE: u8 = 0x86;
 const SERVER_HEARTBEAT: u8 = 0x87;
 const GOODBYE: u8 = 0x8F;
+
+/// Where fields sit in the bodies these tests read (`docs/protocol-binary.md`), after
+/// the client order id's field, whose width is the id rule's.
+const ID: usize = CLIENT_ORDER_ID_BYTES;
+/// Accepted: request id, order id, seq, time, then the id.
+const ACCEPTED_ID_AT: usize = 32;
+/// Fill: the id, trade seq (8), trade index (4), side, then liquidity and the scales.
+const FILL_LIQUIDITY_AT: usize = ID + 13;
+const FILL_PRICE_SCALE_AT: usize = ID + 14;
+const FILL_QTY_SCALE_AT: usize = ID + 15;
+/// ... the fee scale and 3 reserved bytes, then the price and quantity mantissas.
+const FILL_PRICE_AT: usize = ID + 20;
+const FILL_QTY_AT: usize = ID + 28;
+/// OrderState: request id, order id, the id, then the status.
+const STATE_ID_AT: usize = 16;
+const STATE_STATUS_AT: usize = STATE_ID_AT + ID;
 
 fn padded(text: &str, width: usize) -> Vec<u8> {
     let mut bytes = text.as_bytes().to_vec();
@@ -113,8 +129,8 @@ impl TcpClient {
         qty_scale: u8,
     ) {
         let mut body = request_id.to_le_bytes().to_vec();
-        body.extend(padded(id, 36));
-        body.extend(padded("BTC-USD", 16));
+        body.extend(padded(id, ID));
+        body.extend(padded("BTC-USD", SYMBOL_BYTES));
         body.extend([side, 1, 1, 0, 1, price_scale, qty_scale, 0]);
         body.extend(price.to_le_bytes());
         body.extend(qty.to_le_bytes());
@@ -123,7 +139,7 @@ impl TcpClient {
 
     fn by_id(&mut self, kind: u8, request_id: u64, id: &str) {
         let mut body = request_id.to_le_bytes().to_vec();
-        body.extend(padded(id, 36));
+        body.extend(padded(id, ID));
         self.send(kind, &body);
     }
 
@@ -170,13 +186,13 @@ fn pipelined_orders_are_all_answered_and_both_sides_hear_of_their_fills() {
     taker.new_order(1, "sweep", 1, 10_009, 2, 10, 2);
     let mut seen = Vec::new();
     let accepted = taker.until(ACCEPTED, &mut seen);
-    assert_eq!(accepted.text(32, 36), "sweep");
+    assert_eq!(accepted.text(ACCEPTED_ID_AT, ID), "sweep");
     let mut fills = seen.iter().filter(|frame| frame.kind == FILL).count();
     while fills < 10 {
         let frame = taker.read().unwrap();
         if frame.kind == FILL {
-            assert_eq!(frame.text(0, 36), "sweep");
-            assert_eq!(frame.body[49], 2, "the taker's liquidity");
+            assert_eq!(frame.text(0, ID), "sweep");
+            assert_eq!(frame.body[FILL_LIQUIDITY_AT], 2, "the taker's liquidity");
             fills += 1;
         }
     }
@@ -186,11 +202,12 @@ fn pipelined_orders_are_all_answered_and_both_sides_hear_of_their_fills() {
     while maker_fills < 10 {
         let frame = maker.read().unwrap();
         if frame.kind == FILL {
-            assert_eq!(frame.body[49], 1, "the maker's liquidity");
-            assert_eq!((frame.i64(64), frame.body[51]), (1, 2), "qty 0.01");
-            let cents = frame.i64(56) * 10i64.pow(2 - u32::from(frame.body[50]));
+            assert_eq!(frame.body[FILL_LIQUIDITY_AT], 1, "the maker's liquidity");
+            assert_eq!((frame.i64(FILL_QTY_AT), frame.body[FILL_QTY_SCALE_AT]), (1, 2), "qty 0.01");
+            let cents = frame.i64(FILL_PRICE_AT)
+                * 10i64.pow(2 - u32::from(frame.body[FILL_PRICE_SCALE_AT]));
             assert!((10_000..10_010).contains(&cents), "one of the ten best prices: {cents}");
-            ids.push(frame.text(0, 36));
+            ids.push(frame.text(0, ID));
             maker_fills += 1;
         }
     }
@@ -229,7 +246,7 @@ fn after_a_reconnect_a_client_learns_every_outcome_by_client_order_id() {
         })
         .expect("the order is known");
     assert_eq!(
-        (state.u64(0), state.text(16, 36).as_str(), state.body[52]),
+        (state.u64(0), state.text(STATE_ID_AT, ID).as_str(), state.body[STATE_STATUS_AT]),
         (7, "lost-ack", 1),
         "open"
     );
@@ -247,9 +264,43 @@ fn after_a_reconnect_a_client_learns_every_outcome_by_client_order_id() {
     assert_eq!(second.until(ACCEPTED, &mut seen).u64(0), 10);
     second.by_id(ORDER_STATUS, 11, "lost-ack");
     let state = second.until(ORDER_STATE, &mut seen);
-    assert_eq!(state.body[52], 3, "canceled");
+    assert_eq!(state.body[STATE_STATUS_AT], 3, "canceled");
     let (_, open) = buyer.get("/v1/orders");
     assert_eq!(open["orders"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn ids_as_long_as_the_rule_allows_travel_whole_both_ways() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    server.declare_btc_usd();
+    let buyer = server.trader("buyer", &[("USD", "1000")]);
+    let mut client = TcpClient::connect(server.tcp_address);
+    client.login(&buyer);
+    let longest = "L".repeat(bourse_protocol::client_order_id::CLIENT_ORDER_ID_BYTES_MAX);
+    let tqsdk = "PYSDK_insert_0123456789abcdef0123456789abcdef";
+    let mut seen = Vec::new();
+    for (request, id) in [(1u64, tqsdk), (10, longest.as_str())] {
+        client.new_order(request, id, 1, 5_000, 2, 1, 0);
+        let accepted = client.until(ACCEPTED, &mut seen);
+        assert_eq!((accepted.u64(0), accepted.text(ACCEPTED_ID_AT, ID)), (request, id.to_string()));
+        client.by_id(ORDER_STATUS, request + 1, id);
+        let state = client.until(ORDER_STATE, &mut seen);
+        assert_eq!(
+            (state.u64(0), state.text(STATE_ID_AT, ID).as_str(), state.body[STATE_STATUS_AT]),
+            (request + 1, id, 1),
+            "open"
+        );
+        client.by_id(CANCEL, request + 2, id);
+        let canceled = client.until(ACCEPTED, &mut seen);
+        assert_eq!(canceled.text(ACCEPTED_ID_AT, ID), id);
+        let (status, order) = buyer.get(&format!("/v1/orders?client_order_id={id}"));
+        assert_eq!(status, 200, "{order}");
+        assert_eq!(
+            (order["client_order_id"].as_str(), order["status"].as_str()),
+            (Some(id), Some("canceled"))
+        );
+    }
 }
 
 #[test]
@@ -382,8 +433,8 @@ fn futures_orders_carry_their_offset_and_its_rejections_in_a_byte() {
     let send =
         |client: &mut TcpClient, request_id: u64, symbol: &str, side: u8, tif: u8, offset: u8| {
             let mut body = request_id.to_le_bytes().to_vec();
-            body.extend(padded(&format!("f{request_id}"), 36));
-            body.extend(padded(symbol, 16));
+            body.extend(padded(&format!("f{request_id}"), ID));
+            body.extend(padded(symbol, SYMBOL_BYTES));
             body.extend([side, 1, tif, 0, 1, 0, 0, offset]);
             body.extend(50_000i64.to_le_bytes());
             body.extend(1i64.to_le_bytes());

@@ -268,11 +268,7 @@ impl Hub {
                     "channel": "quote", "symbol": info.symbol, "seq": seq, "type": "snapshot",
                     "data": self.quotes.full_of(*instrument, info),
                 });
-                outbound.send(&FeedMessage::new(FeedBody::Json {
-                    channel: "quote",
-                    seq,
-                    message,
-                }));
+                outbound.send(&FeedMessage::new(FeedBody::Json { channel: "quote", seq, message }));
             }
             Channel::Balances(account) => {
                 self.balances.remove(account);

@@ -11,7 +11,8 @@ use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInFor
 
 use crate::error::{ApiError, ApiResult};
 
-/// Client order ids: 1 to this many printable ASCII characters, no spaces (a UUID fits).
+/// Client order ids: 1 to this many printable ASCII characters, no spaces (a UUID and
+/// tqsdk's 45-character ids fit).
 pub use bourse_protocol::client_order_id::CLIENT_ORDER_ID_BYTES_MAX;
 
 /// A new order, as decoded.

@@ -79,6 +79,7 @@ pub fn router(state: Shared) -> Router {
         .route("/ready", get(public::ready))
         .route("/openapi.json", get(openapi::document))
         .route("/v1/ws", get(crate::ws::upgrade))
+        .route("/ws/diff", get(crate::diff::session::upgrade))
         .route("/v1/instruments", get(public::instruments))
         .route("/v1/depth/{symbol}", get(public::depth))
         .route("/v1/trades/{symbol}", get(public::trades))

@@ -3,6 +3,7 @@
 //! the same routes as the router.
 
 use axum::response::Response;
+use bourse_protocol::client_order_id::CLIENT_ORDER_ID_BYTES_MAX;
 use serde_json::{json, Value};
 
 use super::extract::ok;
@@ -227,7 +228,7 @@ fn schemas() -> Value {
                 "time_in_force": { "enum": ["gtc", "ioc", "fok"] },
                 "post_only": { "type": "boolean" },
                 "stp": { "enum": ["cancel_taker", "cancel_maker", "cancel_both", "none"] },
-                "client_order_id": { "type": "string", "minLength": 1, "maxLength": 36 } } },
+                "client_order_id": { "type": "string", "minLength": 1, "maxLength": CLIENT_ORDER_ID_BYTES_MAX } } },
         "AmendRequest": { "type": "object", "additionalProperties": false,
             "properties": { "price": decimal(), "qty": decimal() } },
         "AssetRequest": { "type": "object", "additionalProperties": false, "required": ["asset", "decimals"],
@@ -252,4 +253,16 @@ fn schemas() -> Value {
         "TransferRequest": { "type": "object", "additionalProperties": false, "required": ["account", "asset", "amount"],
             "properties": { "account": { "type": "string" }, "asset": { "type": "string" }, "amount": decimal() } }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_order_s_client_order_id_is_described_by_the_rule() {
+        let id = &schemas()["OrderRequest"]["properties"]["client_order_id"];
+        assert_eq!(id["maxLength"], CLIENT_ORDER_ID_BYTES_MAX);
+        assert_eq!(id["minLength"], 1);
+    }
 }

@@ -1,0 +1,365 @@
+//! The DIFF gateway (`/ws/diff`) through a real demo server, spoken to as tqsdk speaks
+//! it: `peek_message` and one `rtn_data` of merge patches each time, applied here to
+//! one tree as a client does. Market data (quotes, the instrument query, charts),
+//! logging in with the account's password, orders that open and close a position with
+//! the same numbers as REST, cancels, and bad input: each answered with a `notify` and
+//! the session kept, or a clean disconnect for a client that stops asking.
+
+mod support;
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{Client, TestServer};
+use tungstenite::stream::MaybeTlsStream;
+use tungstenite::{Message, WebSocket};
+
+const SYMBOL: &str = "SHFE.cu2501";
+
+/// RFC 7386, as a DIFF client applies each patch to its tree.
+fn apply(target: &mut Value, patch: &Value) {
+    let Value::Object(members) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let Value::Object(fields) = target else { return };
+    for (name, value) in members {
+        if value.is_null() {
+            fields.remove(name);
+        } else {
+            apply(fields.entry(name.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+struct Diff {
+    socket: WebSocket<MaybeTlsStream<TcpStream>>,
+    tree: Value,
+}
+
+impl Diff {
+    fn connect(server: &TestServer) -> Diff {
+        let url = format!("ws://{}/ws/diff", server.address);
+        let (socket, _) = tungstenite::connect(url).unwrap();
+        if let MaybeTlsStream::Plain(stream) = socket.get_ref() {
+            stream.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        }
+        Diff { socket, tree: json!({}) }
+    }
+
+    fn send(&mut self, pack: Value) {
+        self.socket.send(Message::text(pack.to_string())).unwrap();
+    }
+
+    /// One `peek_message` and its `rtn_data`, applied to the tree (nothing when none
+    /// comes within the read timeout: the peek then stays open at the server).
+    fn peek(&mut self) -> Vec<Value> {
+        self.send(json!({ "aid": "peek_message" }));
+        self.read_answer()
+    }
+
+    fn read_answer(&mut self) -> Vec<Value> {
+        loop {
+            let message = match self.socket.read() {
+                Ok(message) => message,
+                Err(tungstenite::Error::Io(error))
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Vec::new()
+                }
+                Err(error) => panic!("the session failed: {error}"),
+            };
+            match message {
+                Message::Text(text) => {
+                    let pack: Value = serde_json::from_str(text.as_str()).unwrap();
+                    assert_eq!(pack["aid"], "rtn_data", "{pack}");
+                    let data = pack["data"].as_array().unwrap().clone();
+                    for patch in &data {
+                        apply(&mut self.tree, patch);
+                    }
+                    return data;
+                }
+                Message::Close(frame) => panic!("closed: {frame:?}"),
+                _ => {}
+            }
+        }
+    }
+
+    /// Peeks until `holds` is true of the tree (10 s at most).
+    fn until(&mut self, what: &str, holds: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut peeked = false;
+        while !holds(&self.tree) {
+            assert!(Instant::now() < deadline, "never: {what}; the tree: {}", self.tree);
+            // One peek at a time: an unanswered one stays open until there is news.
+            if peeked {
+                peeked = self.read_answer().is_empty();
+            } else {
+                peeked = self.peek().is_empty();
+            }
+        }
+        self.tree.clone()
+    }
+
+    /// The notices of level ERROR seen so far, by code.
+    fn errors(&self) -> Vec<String> {
+        self.tree["notify"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, notice)| notice["level"] == "ERROR")
+            .map(|(_, notice)| notice["code"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    fn login(&mut self, user: &str, password: &str) {
+        self.send(
+            json!({ "aid": "req_login", "bid": "bourse", "user_name": user, "password": password }),
+        );
+        self.send(json!({ "aid": "confirm_settlement" }));
+    }
+}
+
+fn demo() -> (tempfile::TempDir, TestServer) {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), true);
+    (directory, server)
+}
+
+fn alice(server: &TestServer) -> &Client {
+    &server.demo[0]
+}
+
+fn number(value: &Value) -> f64 {
+    value
+        .as_f64()
+        .unwrap_or_else(|| value.as_str().and_then(|text| text.parse().ok()).unwrap_or(f64::NAN))
+}
+
+#[test]
+fn quotes_the_instrument_query_and_charts_reach_a_client_that_peeks() {
+    let (_directory, server) = demo();
+    let mut diff = Diff::connect(&server);
+    let first = diff.peek();
+    assert!(first.iter().any(|patch| patch["mdhis_more_data"] == false), "{first:?}");
+
+    diff.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
+    let tree = diff.until("the quote", |tree| tree["quotes"][SYMBOL]["ask_price1"].is_number());
+    let quote = &tree["quotes"][SYMBOL];
+    assert_eq!(tree["ins_list"], SYMBOL);
+    assert_eq!(quote["price_tick"], 10.0);
+    assert_eq!(quote["volume_multiple"], 5.0);
+    assert_eq!(quote["exchange_id"], "SHFE");
+    assert_eq!(quote["ins_class"], "FUTURE");
+    let (bid, ask) = (number(&quote["bid_price1"]), number(&quote["ask_price1"]));
+    assert!(bid < ask && (74_900.0..=75_100.0).contains(&bid), "{quote}");
+    assert!(quote["bid_volume1"].as_i64().unwrap() > 0);
+
+    let query = r#"query ($instrument_id: [String]) { multi_symbol_info(instrument_id: $instrument_id) { __typename ...on basic { instrument_id exchange_id class price_tick price_decs } ...on future { volume_multiple } } }"#;
+    diff.send(json!({
+        "aid": "ins_query", "query_id": "PYSDK_quote_1", "query": query,
+        "variables": { "instrument_id": [SYMBOL] },
+    }));
+    let tree = diff.until("the query's answer", |tree| {
+        tree["symbols"]["PYSDK_quote_1"]["result"]["multi_symbol_info"].is_array()
+    });
+    let found = &tree["symbols"]["PYSDK_quote_1"]["result"]["multi_symbol_info"];
+    assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
+    assert_eq!(found[0]["instrument_id"], SYMBOL);
+    assert_eq!(number(&found[0]["price_tick"]), 10.0);
+    assert_eq!(number(&found[0]["volume_multiple"]), 5.0);
+
+    diff.send(json!({
+        "aid": "set_chart", "chart_id": "PYSDK_realtime_1", "ins_list": SYMBOL,
+        "duration": 60_000_000_000u64, "view_width": 100,
+    }));
+    let tree = diff.until("the chart", |tree| tree["charts"]["PYSDK_realtime_1"]["ready"] == true);
+    assert_eq!(tree["charts"]["PYSDK_realtime_1"]["state"]["ins_list"], SYMBOL);
+}
+
+#[test]
+fn a_logged_in_client_opens_and_closes_a_position_with_the_numbers_rest_shows() {
+    let (_directory, server) = demo();
+    let mut diff = Diff::connect(&server);
+    diff.login("alice", "wrong password");
+    diff.until("the refusal", |tree| tree["notify"].is_object());
+    assert!(diff.errors().contains(&"invalid_credentials".to_string()), "{}", diff.tree);
+    assert!(diff.tree["trade"]["alice"].is_null(), "{}", diff.tree);
+
+    diff.login("alice", "alice-demo-password");
+    diff.until("the trading tree", |tree| tree["trade"]["alice"]["trade_more_data"] == false);
+    diff.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
+    let tree = diff.until("the quote", |tree| tree["quotes"][SYMBOL]["ask_price1"].is_number());
+    let ask = number(&tree["quotes"][SYMBOL]["ask_price1"]);
+
+    diff.send(json!({
+        "aid": "insert_order", "user_id": "alice", "order_id": "PYSDK_insert_0123456789abcdef0123456789abcdef",
+        "exchange_id": "SHFE", "instrument_id": "cu2501", "direction": "BUY", "offset": "OPEN",
+        "volume": 1, "price_type": "LIMIT", "limit_price": ask, "volume_condition": "ANY",
+        "time_condition": "GFD",
+    }));
+    let tree = diff.until("the fill", |tree| {
+        tree["trade"]["alice"]["positions"][SYMBOL]["volume_long_today"] == 1
+            && tree["trade"]["alice"]["orders"]["PYSDK_insert_0123456789abcdef0123456789abcdef"]
+                ["status"]
+                == "FINISHED"
+    });
+    let trade = &tree["trade"]["alice"];
+    assert_eq!(trade["positions"][SYMBOL]["pos_long_today"], 1);
+    assert_eq!(trade["trades"].as_object().unwrap().len(), 1, "{trade}");
+    let (status, account) = alice(&server).get("/v1/account");
+    assert_eq!(status, 200, "{account}");
+    let shown = &account["accounts"]["CNY"];
+    let tree = diff.until("the account as REST shows it", |tree| {
+        let diff_account = &tree["trade"]["alice"]["accounts"]["CNY"];
+        ["balance", "margin", "available"]
+            .iter()
+            .all(|field| number(&diff_account[*field]) == number(&shown[*field]))
+    });
+    assert!(number(&tree["trade"]["alice"]["accounts"]["CNY"]["margin"]) > 0.0);
+
+    let bid = number(&tree["quotes"][SYMBOL]["bid_price1"]);
+    diff.send(json!({
+        "aid": "insert_order", "user_id": "alice", "order_id": "close-1", "exchange_id": "SHFE",
+        "instrument_id": "cu2501", "direction": "SELL", "offset": "CLOSETODAY", "volume": 1,
+        "price_type": "LIMIT", "limit_price": bid, "volume_condition": "ANY", "time_condition": "GFD",
+    }));
+    diff.until("the flat position", |tree| {
+        let position = &tree["trade"]["alice"]["positions"][SYMBOL];
+        position["volume_long"] == 0
+            && tree["trade"]["alice"]["orders"]["close-1"]["status"] == "FINISHED"
+    });
+
+    diff.send(json!({
+        "aid": "insert_order", "user_id": "alice", "order_id": "far-1", "exchange_id": "SHFE",
+        "instrument_id": "cu2501", "direction": "BUY", "offset": "OPEN", "volume": 2,
+        "price_type": "LIMIT", "limit_price": 70000.0, "volume_condition": "ANY", "time_condition": "GFD",
+    }));
+    diff.until("the resting order", |tree| {
+        tree["trade"]["alice"]["orders"]["far-1"]["status"] == "ALIVE"
+    });
+    diff.send(json!({ "aid": "cancel_order", "user_id": "alice", "order_id": "far-1" }));
+    let tree = diff.until("the cancel", |tree| {
+        tree["trade"]["alice"]["orders"]["far-1"]["status"] == "FINISHED"
+    });
+    assert_eq!(tree["trade"]["alice"]["orders"]["far-1"]["volume_left"], 2);
+    assert!(diff.errors().iter().all(|code| code == "invalid_credentials"), "{:?}", diff.errors());
+}
+
+#[test]
+fn bad_input_gets_a_notice_and_the_session_goes_on() {
+    let (_directory, server) = demo();
+    let mut diff = Diff::connect(&server);
+    diff.send(json!({ "aid": "req_login", "bid": "bourse", "user_name": "alice", "password": "alice-demo-password" }));
+    diff.until("the login", |tree| tree["trade"]["alice"]["trade_more_data"] == false);
+    diff.socket.send(Message::text("{not json")).unwrap();
+    diff.send(json!({ "aid": "no_such_thing" }));
+    diff.send(json!({ "aid": "subscribe_quote", "ins_list": 42 }));
+    let order = |order_id: &str, instrument: &str, offset: &str| {
+        json!({
+            "aid": "insert_order", "user_id": "alice", "order_id": order_id, "exchange_id": "SHFE",
+            "instrument_id": instrument, "direction": "SELL", "offset": offset, "volume": 1,
+            "price_type": "LIMIT", "limit_price": 75000.0, "volume_condition": "ANY",
+            "time_condition": "GFD",
+        })
+    };
+    diff.send(order("unknown-1", "zz9999", "OPEN"));
+    diff.send(order("offset-1", "cu2501", "CLOSE"));
+    diff.send(order("offset-2", "cu2501", "SIDEWAYS"));
+    diff.send(json!({
+        "aid": "insert_order", "user_id": "alice", "order_id": "best-1", "exchange_id": "SHFE",
+        "instrument_id": "cu2501", "direction": "BUY", "offset": "OPEN", "volume": 1,
+        "price_type": "BEST", "volume_condition": "ANY", "time_condition": "IOC",
+    }));
+    diff.send(json!({ "aid": "cancel_order", "user_id": "alice", "order_id": "never-placed" }));
+    diff.send(json!({ "aid": "insert_order", "user_id": "bob", "order_id": "not-mine", "exchange_id": "SHFE",
+        "instrument_id": "cu2501", "direction": "BUY", "offset": "OPEN", "volume": 1,
+        "price_type": "LIMIT", "limit_price": 75000.0 }));
+    let tree = diff.until("every refusal", |tree| {
+        ["unknown-1", "offset-1"]
+            .iter()
+            .all(|id| tree["trade"]["alice"]["orders"][*id]["status"] == "FINISHED")
+            && tree["notify"].as_object().is_some_and(|notices| notices.len() >= 9)
+    });
+    let errors = diff.errors();
+    for code in [
+        "malformed",
+        "unknown_aid",
+        "unknown_symbol",
+        "insufficient_position",
+        "unsupported",
+        "unknown_order",
+        "forbidden",
+    ] {
+        assert!(errors.iter().any(|seen| seen == code), "no {code} among {errors:?}");
+    }
+    assert_eq!(tree["trade"]["alice"]["orders"]["unknown-1"]["volume_left"], 1);
+    assert!(tree["trade"]["alice"]["orders"]["offset-1"]["last_msg"]
+        .as_str()
+        .unwrap()
+        .contains("insufficient_position"));
+    // The session still answers.
+    diff.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
+    diff.until("the quote after it all", |tree| tree["quotes"][SYMBOL]["price_tick"] == 10.0);
+}
+
+#[test]
+fn a_peek_flood_is_answered_once_per_peek_and_a_client_that_never_reads_is_dropped() {
+    let (_directory, server) = demo();
+    let mut diff = Diff::connect(&server);
+    diff.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
+    for _ in 0..1_000 {
+        diff.send(json!({ "aid": "peek_message" }));
+    }
+    // Each rtn_data answers one peek; with nothing new there is nothing to send.
+    let mut answers = 0;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    if let MaybeTlsStream::Plain(stream) = diff.socket.get_ref() {
+        stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    }
+    while Instant::now() < deadline {
+        match diff.socket.read() {
+            Ok(Message::Text(text)) => {
+                let pack: Value = serde_json::from_str(text.as_str()).unwrap();
+                assert_eq!(pack["aid"], "rtn_data");
+                answers += 1;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    assert!((1..=3).contains(&answers), "{answers} answers to 1,000 peeks with little news");
+
+    // A client that asks and never reads: the server stops writing to it in time and
+    // lets it go, and serves others meanwhile.
+    let url = format!("ws://{}/ws/diff", server.address);
+    let (mut silent, _) = tungstenite::connect(url).unwrap();
+    // Each answer echoes its query: a long comment makes every answer long.
+    let query = json!({
+        "aid": "ins_query", "query_id": "q",
+        "query": format!("query {{ multi_symbol_info(instrument_id: [\"{SYMBOL}\"]) {{ instrument_id }} }} # {}", "x".repeat(60_000)),
+    })
+    .to_string();
+    let started = Instant::now();
+    let mut closed = false;
+    while started.elapsed() < Duration::from_secs(60) {
+        let sent = silent
+            .send(Message::text(query.clone()))
+            .and_then(|_| silent.send(Message::text(r#"{"aid":"peek_message"}"#)));
+        if sent.is_err() {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the server kept a client that never reads");
+    let mut other = Diff::connect(&server);
+    other.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
+    other.until("a quote for another client", |tree| tree["quotes"][SYMBOL]["price_tick"] == 10.0);
+}
