@@ -114,6 +114,12 @@ fn every_example_of_the_api_document_works_against_the_demo() {
         "\"price\":\"75120\"",
         "\"final\":true",
         "\"orders_canceled\":1",
+        "\"has_password\":true",
+        "\"removed\":true",
+        "\"token_type\":\"Bearer\"",
+        "\"error\":\"invalid_grant\"",
+        "\"daysleft\":3650",
+        "\"accounts\":[\"alice\",\"bob\"]",
     ] {
         assert!(out.contains(expected), "{expected} is not in what the examples printed:\n{out}");
     }

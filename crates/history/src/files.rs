@@ -285,6 +285,7 @@ mod tests {
     #[test]
     fn segments_escape_what_paths_and_hive_cannot_hold() {
         assert_eq!(escape_segment("BTC-USD"), "BTC-USD");
+        assert_eq!(escape_segment("SHFE.cu2501"), "SHFE.cu2501", "a futures symbol");
         assert_eq!(escape_segment("BTC/USD"), "BTC%2FUSD");
         assert_eq!(escape_segment("a=b c"), "a%3Db%20c");
         assert_eq!(escape_segment(".."), "%2E.");

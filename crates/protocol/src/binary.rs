@@ -80,11 +80,14 @@ pub mod body {
     ];
 }
 
-// Every frame (its type byte and body) fits the length a frame may announce.
+/// A frame's type, before its body.
+const TYPE_BYTES: usize = 1;
+
+// Every frame (its type and body) fits the length a frame may announce.
 const _: () = {
     let mut index = 0;
     while index < body::ALL.len() {
-        assert!(1 + body::ALL[index] <= FRAME_BYTES_MAX);
+        assert!(TYPE_BYTES + body::ALL[index] <= FRAME_BYTES_MAX);
         index += 1;
     }
 };

@@ -5,6 +5,8 @@
 //! - `binary`: the binary order-entry protocol's codec (`docs/protocol-binary.md`):
 //!   framing, every message's layout, reason codes.
 //! - `client_order_id`: the rule every protocol checks a client order id by.
+//! - `futures_symbol`: the rule a futures contract's symbol follows (`SHFE.cu2501`),
+//!   and its split into exchange and code and join back, as tqsdk's DIFF carries them.
 //! - `signing`: the request-signing scheme (`docs/api.md`, Signing): the message a
 //!   client signs, HMAC-SHA256, the header names, the paths a login signs and the clock
 //!   of signed timestamps.
@@ -16,4 +18,5 @@
 
 pub mod binary;
 pub mod client_order_id;
+pub mod futures_symbol;
 pub mod signing;

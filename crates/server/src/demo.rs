@@ -251,3 +251,14 @@ fn demo_keys(state: &AppState) -> Result<Vec<(String, String, Secret)>, String> 
     }
     Ok(shown)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_contract_is_named_by_the_futures_rule() {
+        let parts = bourse_protocol::futures_symbol::split(FUTURE).unwrap();
+        assert_eq!((parts.exchange_id, parts.instrument_id), ("SHFE", "cu2501"));
+    }
+}

@@ -415,7 +415,7 @@ fn futures_orders_carry_their_offset_and_its_rejections_in_a_byte() {
     let server = TestServer::start(directory.path(), false);
     let created = server.admin.post("/v1/admin/assets", r#"{"asset":"CNY","decimals":2}"#);
     assert_eq!(created.0, 201, "{}", created.1);
-    for (symbol, close_today) in [("CU", true), ("IF", false)] {
+    for (symbol, close_today) in [("SHFE.cu2501", true), ("CFFEX.IF2501", false)] {
         let declared = server.admin.post(
             "/v1/admin/futures",
             &format!(
@@ -440,10 +440,10 @@ fn futures_orders_carry_their_offset_and_its_rejections_in_a_byte() {
             body.extend(1i64.to_le_bytes());
             client.send(NEW_ORDER, &body);
         };
-    send(&mut client, 1, "IF", 2, 4, 2); // close_today without the rule
-    send(&mut client, 2, "CU", 2, 4, 1); // close with nothing held
-    send(&mut client, 3, "CU", 1, 4, 0); // open: 25000 of 30000
-    send(&mut client, 4, "CU", 1, 4, 0); // open: 25000 more than is left
+    send(&mut client, 1, "CFFEX.IF2501", 2, 4, 2); // close_today without the rule
+    send(&mut client, 2, "SHFE.cu2501", 2, 4, 1); // close with nothing held
+    send(&mut client, 3, "SHFE.cu2501", 1, 4, 0); // open: 25000 of 30000
+    send(&mut client, 4, "SHFE.cu2501", 1, 4, 0); // open: 25000 more than is left
     let mut seen = Vec::new();
     let mut rejected = Vec::new();
     for _ in 0..3 {
@@ -461,7 +461,7 @@ fn futures_orders_carry_their_offset_and_its_rejections_in_a_byte() {
     );
     assert!(seen.iter().any(|frame| frame.kind == ACCEPTED && frame.u64(0) == 3));
     // An offset beyond 2 is a malformed frame: goodbye.
-    send(&mut client, 5, "CU", 1, 4, 3);
+    send(&mut client, 5, "SHFE.cu2501", 1, 4, 3);
     let frame = client.until(GOODBYE, &mut seen);
     assert_eq!(frame.u16(0), code::MALFORMED_FRAME);
 }

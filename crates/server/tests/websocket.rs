@@ -758,7 +758,7 @@ fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
     assert_eq!(created.0, 201, "{}", created.1);
     let declared = server.admin.post(
         "/v1/admin/futures",
-        r#"{"symbol":"CU","settle":"CNY","tick":"10","lot":"1","min_qty":"1","max_qty":"100",
+        r#"{"symbol":"SHFE.cu2501","settle":"CNY","tick":"10","lot":"1","min_qty":"1","max_qty":"100",
             "multiplier":"5","margin":"25000","maker_fee":"0","taker_fee":"0","market_band_bps":500,
             "close_today":true}"#,
     );
@@ -773,7 +773,7 @@ fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
     assert_eq!(first["data"]["accounts"]["CNY"]["balance"], "100000");
 
     let future = |req_id: u64, side: &str, price: &str, offset: &str, id: &str| {
-        json!({ "op": "order", "req_id": req_id, "symbol": "CU", "side": side, "type": "limit",
+        json!({ "op": "order", "req_id": req_id, "symbol": "SHFE.cu2501", "side": side, "type": "limit",
                 "price": price, "qty": "1", "time_in_force": "gfd", "offset": offset,
                 "client_order_id": id })
     };
@@ -788,11 +788,12 @@ fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
     assert_eq!(refused["code"], "insufficient_position", "{refused}");
     let (status, taken) = bob.post(
         "/v1/orders",
-        r#"{"symbol":"CU","side":"sell","type":"limit","price":"50000","qty":"1","offset":"open"}"#,
+        r#"{"symbol":"SHFE.cu2501","side":"sell","type":"limit","price":"50000","qty":"1","offset":"open"}"#,
     );
     assert_eq!(status, 200, "{taken}");
     let update = until(&mut socket, |m| {
-        m["channel"] == "positions" && m["data"]["positions"]["CU"]["volume_long_today"] == "1"
+        m["channel"] == "positions"
+            && m["data"]["positions"]["SHFE.cu2501"]["volume_long_today"] == "1"
     });
     assert_eq!(update["data"]["accounts"]["CNY"]["margin"], "25000");
     // Another trade moves the mark: alice's view is sent again.
@@ -801,13 +802,14 @@ fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
         let (status, body) = trader.post(
             "/v1/orders",
             &format!(
-                r#"{{"symbol":"CU","side":"{side}","type":"limit","price":"50100","qty":"1"}}"#
+                r#"{{"symbol":"SHFE.cu2501","side":"{side}","type":"limit","price":"50100","qty":"1"}}"#
             ),
         );
         assert_eq!(status, 200, "{body}");
     }
     let moved = until(&mut socket, |m| {
-        m["channel"] == "positions" && m["data"]["positions"]["CU"]["last_price"] == "50100"
+        m["channel"] == "positions"
+            && m["data"]["positions"]["SHFE.cu2501"]["last_price"] == "50100"
     });
-    assert_eq!(moved["data"]["positions"]["CU"]["position_profit"], "500");
+    assert_eq!(moved["data"]["positions"]["SHFE.cu2501"]["position_profit"], "500");
 }

@@ -9,7 +9,9 @@
 //!
 //! Fields the client adds beyond the ones read here are ignored (tqsdk sends
 //! `account_key`, `client_mac_address` and others); a field read here that is missing,
-//! of the wrong type or out of range is `malformed`, naming it.
+//! of the wrong type or out of range is `malformed`, naming it. `decode` (with
+//! `diff::symbols::parse` on the queries it lets through) is fuzzed:
+//! `cargo +nightly fuzz run diff_request`, from `crates/server`.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};

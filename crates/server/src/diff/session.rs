@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use axum::extract::State;
 use axum::response::Response;
 use bourse_core::command::OrderType;
@@ -56,23 +56,10 @@ const ORDERS_AT_LOGIN_MAX: usize = 1_000;
 
 const _: () = assert!(INBOUND_MESSAGE_BYTES_MAX < PENDING_BYTES_MAX);
 
-pub async fn upgrade(
-    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
-    State(state): State<Shared>,
-) -> Response {
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => {
-            let message =
-                format!("{} (a WebSocket upgrade request is needed)", rejection.body_text());
-            return axum::response::IntoResponse::into_response(ApiError::malformed(message));
-        }
-    };
-    upgrade
-        .read_buffer_size(crate::ws::READ_BUFFER_BYTES)
-        .max_message_size(INBOUND_MESSAGE_BYTES_MAX)
-        .max_frame_size(INBOUND_MESSAGE_BYTES_MAX)
-        .on_upgrade(move |socket| async move { Session::new(state).run(socket).await })
+pub async fn upgrade(upgrade: crate::ws::Upgrade, State(state): State<Shared>) -> Response {
+    crate::ws::accept(upgrade, INBOUND_MESSAGE_BYTES_MAX, move |socket| async move {
+        Session::new(state).run(socket).await
+    })
 }
 
 /// The logged-in account of a session.
@@ -81,6 +68,9 @@ struct User {
     name: String,
     /// Each order's offset, from its record (a fill's offset is its order's).
     offsets: HashMap<String, &'static str>,
+    /// Trades sent before their order's record (a fill comes first): their ids by
+    /// order, to set their offset when the record comes.
+    offsetless: HashMap<String, Vec<String>>,
     /// The accounts and positions last sent.
     view: Value,
 }
@@ -151,10 +141,7 @@ impl Session {
             let readable = !in_flight.is_full();
             tokio::select! {
                 Some(released) = releases.recv() => {
-                    in_flight.take_released(&entry, &released).await;
-                    while let Ok(released) = releases.try_recv() {
-                        in_flight.take_released(&entry, &released).await;
-                    }
+                    in_flight.take_released_and_waiting(&entry, &released, &mut releases).await;
                     self.answered(&mut in_flight);
                 }
                 incoming = socket.recv(), if readable => match incoming {
@@ -344,7 +331,7 @@ impl Session {
             self.kline_history(&info, instrument, duration_ns, view_width).await
         };
         let state = Value::Object(request.raw.clone());
-        self.chart_patch(&mut chart, &chart_id, &info, series, Some(&state));
+        self.chart_patch(&mut chart, &chart_id, series, Some(&state));
         self.charts.insert(chart_id, chart);
         if self.chart_channels.insert(channel.clone()) {
             self.subscribe(channel).await;
@@ -366,7 +353,6 @@ impl Session {
         &mut self,
         chart: &mut Chart,
         chart_id: &str,
-        info: &InstrumentInfo,
         series: Vec<(i64, Value)>,
         state: Option<&Value>,
     ) {
@@ -398,7 +384,6 @@ impl Session {
             shown["state"] = state.clone();
         }
         self.pending.push(json!({ "charts": { chart_id: shown }, "mdhis_more_data": false }));
-        let _ = info;
     }
 
     /// The instrument's klines from the publisher, oldest first, as (id, kline): a
@@ -476,6 +461,7 @@ impl Session {
         let mut user = User {
             name: user_name.to_string(),
             offsets: HashMap::new(),
+            offsetless: HashMap::new(),
             view: json!({ "accounts": {}, "positions": {} }),
         };
         let mut tree = json!({
@@ -536,6 +522,9 @@ impl Session {
 
     async fn insert_order(&mut self, order: request::InsertOrder, in_flight: &mut InFlight<Meta>) {
         let symbol = order.symbol();
+        if let (Some(user), Ok(terms)) = (&mut self.user, request::order_terms(&order)) {
+            user.offsets.insert(order.order_id.clone(), trading::offset_name(terms.offset));
+        }
         let meta = Meta::Insert {
             order_id: order.order_id.clone(),
             exchange_id: order.exchange_id.clone(),
@@ -683,7 +672,8 @@ impl Session {
                 let Some(user) = &mut self.user else { return };
                 let reference = self.state.directory.reference();
                 let view = message.get("data").cloned().unwrap_or(Value::Null);
-                let now = trading::accounts_and_positions(&view, &reference, &user.name);
+                let mut now = trading::accounts_and_positions(&view, &reference, &user.name);
+                trading::keep_flat_positions(&user.view, &mut now);
                 if let Some(changed) = super::patch::diff(&user.view, &now) {
                     let name = user.name.clone();
                     user.view = now;
@@ -702,18 +692,34 @@ impl Session {
             FeedBody::Order { record, reference, .. } => {
                 let Some(user) = &mut self.user else { return };
                 let Some(info) = reference.instrument(record.instrument) else { return };
-                user.offsets
-                    .insert(record.client_id.to_string(), trading::offset_name(record.offset));
+                let offset = trading::offset_name(record.offset);
+                user.offsets.insert(record.client_id.to_string(), offset);
                 let order = trading::order_json(info, record, &user.name);
+                let mut trades = Map::new();
+                for trade_id in
+                    user.offsetless.remove(record.client_id.as_str()).unwrap_or_default()
+                {
+                    trades.insert(trade_id, json!({ "offset": offset }));
+                }
                 let name = user.name.clone();
-                self.pending.push(json!({ "trade": { name: { "orders": { record.client_id.as_str(): order } } } }));
+                self.pending.push(json!({ "trade": { name: {
+                    "orders": { record.client_id.as_str(): order }, "trades": trades,
+                } } }));
             }
             FeedBody::Fill { fill, reference, .. } => {
-                let Some(user) = &self.user else { return };
+                let Some(user) = &mut self.user else { return };
                 let Some(info) = reference.instrument(fill.instrument) else { return };
-                let offset =
-                    user.offsets.get(fill.client_order_id.as_str()).copied().unwrap_or("OPEN");
-                let (trade_id, trade) = trading::trade_json(info, fill, offset, &user.name);
+                let known = user.offsets.get(fill.client_order_id.as_str()).copied();
+                let (trade_id, trade) =
+                    trading::trade_json(info, fill, known.unwrap_or("OPEN"), &user.name);
+                if known.is_none() {
+                    let waiting =
+                        user.offsetless.entry(fill.client_order_id.to_string()).or_default();
+                    // (Bounded: the order's record follows its fills in the same round.)
+                    if waiting.len() < ORDERS_AT_LOGIN_MAX {
+                        waiting.push(trade_id.clone());
+                    }
+                }
                 let name = user.name.clone();
                 self.pending.push(json!({ "trade": { name: { "trades": { trade_id: trade } } } }));
             }
@@ -738,7 +744,6 @@ impl Session {
             return;
         };
         let point = tick(info, ts, price, qty);
-        let info = info.clone();
         let ids: Vec<String> = self
             .charts
             .iter()
@@ -747,7 +752,7 @@ impl Session {
             .collect();
         for chart_id in ids {
             if let Some(mut chart) = self.charts.remove(&chart_id) {
-                self.chart_patch(&mut chart, &chart_id, &info, vec![(id, point.clone())], None);
+                self.chart_patch(&mut chart, &chart_id, vec![(id, point.clone())], None);
                 self.charts.insert(chart_id, chart);
             }
         }
@@ -763,7 +768,6 @@ impl Session {
         let Some((_, info)) = reference.find_instrument(symbol) else { return };
         let Some(candle) = candle_from_json(info, fields) else { return };
         let point = kline(info, duration_ns, &candle);
-        let info = info.clone();
         let ids: Vec<String> = self
             .charts
             .iter()
@@ -772,7 +776,7 @@ impl Session {
             .collect();
         for chart_id in ids {
             if let Some(mut chart) = self.charts.remove(&chart_id) {
-                self.chart_patch(&mut chart, &chart_id, &info, vec![point.clone()], None);
+                self.chart_patch(&mut chart, &chart_id, vec![point.clone()], None);
                 self.charts.insert(chart_id, chart);
             }
         }

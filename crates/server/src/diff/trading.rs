@@ -61,7 +61,9 @@ pub fn order_json(info: &InstrumentInfo, record: &OrderRecord, user: &str) -> Va
         "direction": direction(record.side),
         "offset": offset_name(record.offset),
         "volume_orign": lots(info, i128::from(record.qty.0)),
-        "volume_left": lots(info, i128::from(record.remaining.0)),
+        // (A finished order's remaining is zero; DIFF's volume_left is what did not
+        // trade.)
+        "volume_left": lots(info, i128::from(if alive { record.remaining.0 } else { record.qty.0 - record.filled.0 })),
         "price_type": price_type,
         "limit_price": limit_price,
         "volume_condition": volume_condition,
@@ -173,6 +175,33 @@ pub fn accounts_and_positions(view: &Value, reference: &Reference, user: &str) -
         }
     }
     json!({ "accounts": accounts, "positions": positions })
+}
+
+/// Positions sent before and no longer held stay, flat: DIFF clients keep the position
+/// objects they were given and read their volumes going to zero (a removed one would
+/// never change again). Their numbers become 0; their names stay.
+pub fn keep_flat_positions(sent: &Value, now: &mut Value) {
+    let Some(sent) = sent.get("positions").and_then(Value::as_object) else { return };
+    let Some(held) = now.get_mut("positions").and_then(Value::as_object_mut) else { return };
+    for (symbol, position) in sent {
+        if held.contains_key(symbol) {
+            continue;
+        }
+        let flat: Map<String, Value> = position
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| {
+                let value = match value {
+                    Value::Number(number) if number.is_i64() || number.is_u64() => json!(0),
+                    Value::Number(_) => json!(0.0),
+                    other => other.clone(),
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        held.insert(symbol.clone(), Value::Object(flat));
+    }
 }
 
 /// Every decimal-string member of `fields` as a JSON number (`"-"` for a null: DIFF

@@ -163,10 +163,13 @@ impl QuoteState {
     }
 }
 
-/// `SHFE.cu2501` as DIFF splits it: (`SHFE`, `cu2501`); a symbol without a dot has no
-/// exchange.
+/// `SHFE.cu2501` as DIFF splits it: (`SHFE`, `cu2501`), by the futures symbol rule
+/// (`bourse_protocol::futures_symbol`); a spot symbol has no exchange.
 pub fn exchange_and_code(symbol: &str) -> (&str, &str) {
-    symbol.split_once('.').unwrap_or(("", symbol))
+    match bourse_protocol::futures_symbol::split(symbol) {
+        Ok(split) => (split.exchange_id, split.instrument_id),
+        Err(_) => ("", symbol),
+    }
 }
 
 /// The instrument's contract multiplier (1 for spot).

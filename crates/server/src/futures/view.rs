@@ -9,6 +9,7 @@ use bourse_core::account_view::{
 };
 use bourse_core::ids::{AccountId, AssetId};
 use bourse_core::Venue;
+use bourse_protocol::futures_symbol;
 use serde_json::{json, Map, Value};
 
 /// Extra decimals of an average price beyond the tick's.
@@ -92,7 +93,7 @@ fn position_json(
     let (long, short) = (&position.long, &position.short);
     json!({
         "instrument_id": symbol,
-        "exchange_id": symbol.split_once('.').map_or("", |(exchange, _)| exchange),
+        "exchange_id": futures_symbol::split(symbol).map_or("", |parts| parts.exchange_id),
         "volume_long_today": qty(long.volume_today),
         "volume_long_his": qty(long.volume_his),
         "volume_long": qty(long.volume()),

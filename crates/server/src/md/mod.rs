@@ -33,6 +33,12 @@ use crate::reference::Reference;
 
 /// Messages of one retransmission answer, at most.
 pub const RETRANSMIT_MESSAGES_MAX: u64 = 2_000;
+
+// Every futures symbol the venue allows fits the feed's directory field whole (the
+// feed pads a shorter one and would cut a longer one).
+const _: () = assert!(
+    bourse_protocol::futures_symbol::SYMBOL_BYTES_MAX <= bourse_marketdata::message::SYMBOL_BYTES
+);
 pub use bourse_marketdata::mold::RANGE_GONE;
 
 /// What the publisher thread takes: the tap's releases, and requests.

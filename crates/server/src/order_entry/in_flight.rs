@@ -125,6 +125,20 @@ impl<M> InFlight<M> {
         Some((slot.meta, slot.answer?))
     }
 
+    /// Answers the requests of `released` and of every release already waiting behind
+    /// it on the lane (taken together, they go out in one write).
+    pub async fn take_released_and_waiting(
+        &mut self,
+        entry: &OrderEntry,
+        released: &Arc<Released>,
+        releases: &mut LaneReleases,
+    ) {
+        self.take_released(entry, released).await;
+        while let Ok(released) = releases.try_recv() {
+            self.take_released(entry, &released).await;
+        }
+    }
+
     /// Answers the requests whose outcomes `released` carries. A lane's outcomes come
     /// in submission order, so each is at or after the one before it.
     pub async fn take_released(&mut self, entry: &OrderEntry, released: &Arc<Released>) {

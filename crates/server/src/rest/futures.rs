@@ -14,6 +14,7 @@ use axum::response::Response;
 use axum::Extension;
 use bourse_core::command::FutureCommand;
 use bourse_core::{AccountRef, Command, Decimal, Event};
+use bourse_protocol::futures_symbol;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -138,6 +139,19 @@ async fn submit(state: &AppState, command: &Command<'_>) -> ApiResult<(u64, Vec<
     settlement::submit(&state.link, command).await
 }
 
+/// A contract's symbol must follow the futures rule (`EXCHANGE.code`, as China's
+/// exchanges and tqsdk name contracts): `400 invalid_symbol` with the form and an
+/// example otherwise.
+fn check_symbol(symbol: &str) -> ApiResult<()> {
+    futures_symbol::split(symbol).map(|_| ()).map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_symbol",
+            format!("symbol {symbol:?}: {error}"),
+        )
+    })
+}
+
 /// `POST /v1/admin/futures`: declares a contract.
 pub async fn create_future(
     State(state): State<Shared>,
@@ -146,6 +160,7 @@ pub async fn create_future(
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let request: FutureRequest = parse_body(&body)?;
+    check_symbol(&request.symbol)?;
     let lot = parse_decimal("lot", &request.lot)?;
     let multiplier = parse_decimal("multiplier", &request.multiplier)?;
     let (margin, ratio) = match (&request.margin, &request.margin_ratio, &request.settlement_price)

@@ -123,8 +123,9 @@ impl Form {
                     "the body must be a form (application/x-www-form-urlencoded): {error}"
                 ))
             })?;
-        for (index, (name, _)) in fields.iter().enumerate() {
-            if fields[..index].iter().any(|(earlier, _)| earlier == name) {
+        let mut names = std::collections::HashSet::with_capacity(fields.len());
+        for (name, _) in &fields {
+            if !names.insert(name.as_str()) {
                 return Err(OAuthError::invalid_request(format!("{name} is given twice")));
             }
         }

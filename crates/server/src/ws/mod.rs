@@ -56,10 +56,23 @@ enum Request {
     Ping,
 }
 
-pub async fn upgrade(
-    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
-    State(state): State<Shared>,
-) -> Response {
+pub async fn upgrade(upgrade: Upgrade, State(state): State<Shared>) -> Response {
+    accept(upgrade, INBOUND_MESSAGE_BYTES_MAX, move |socket| async move {
+        Connection::new(state).run(socket).await
+    })
+}
+
+/// A WebSocket upgrade request as axum hands it over (a rejection when it is none).
+pub type Upgrade =
+    Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>;
+
+/// Upgrades to a WebSocket whose messages are at most `message_bytes_max`, run by
+/// `run`; a request that is no upgrade gets `malformed` (every WebSocket gateway's).
+pub fn accept<F, R>(upgrade: Upgrade, message_bytes_max: usize, run: F) -> Response
+where
+    F: FnOnce(WebSocket) -> R + Send + 'static,
+    R: std::future::Future<Output = ()> + Send + 'static,
+{
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(rejection) => {
@@ -73,9 +86,9 @@ pub async fn upgrade(
         // connection's loop tries one whenever it wakes to send: 128 KiB by default
         // made a fan-out to 2,000 subscribers spend 64% of its time in memset.)
         .read_buffer_size(READ_BUFFER_BYTES)
-        .max_message_size(INBOUND_MESSAGE_BYTES_MAX)
-        .max_frame_size(INBOUND_MESSAGE_BYTES_MAX)
-        .on_upgrade(move |socket| async move { Connection::new(state).run(socket).await })
+        .max_message_size(message_bytes_max)
+        .max_frame_size(message_bytes_max)
+        .on_upgrade(run)
 }
 
 struct Connection {
@@ -130,10 +143,7 @@ impl Connection {
             let readable = !in_flight.is_full();
             tokio::select! {
                 Some(released) = releases.recv() => {
-                    in_flight.take_released(&entry, &released).await;
-                    while let Ok(released) = releases.try_recv() {
-                        in_flight.take_released(&entry, &released).await;
-                    }
+                    in_flight.take_released_and_waiting(&entry, &released, &mut releases).await;
                     if !self.send_answered(&mut socket, &mut in_flight).await {
                         break Some("slow_consumer");
                     }
