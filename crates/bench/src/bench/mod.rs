@@ -4,6 +4,7 @@
 
 mod compare;
 mod crash;
+mod diff;
 mod durable;
 mod engine;
 mod fanout;
@@ -43,6 +44,9 @@ pub enum BenchCommand {
     /// Many WebSocket subscribers to one instrument's trades on a running server:
     /// delivery latency from each trade's release.
     Fanout(fanout::FanoutArgs),
+    /// Many DIFF sessions (tqsdk's protocol) following 10 futures quotes on a running
+    /// server: latency from each trade's release to the quote patch that shows it.
+    Diff(diff::DiffArgs),
     /// The market-data feed on exchange-core's stream: deriving it, publishing it,
     /// rebuilding books from it.
     Md(md::MdArgs),
@@ -60,6 +64,7 @@ pub fn run(bench: BenchCommand) -> Result<(), String> {
         BenchCommand::Md(args) => md::run(&args),
         BenchCommand::History(args) => history::run(&args),
         BenchCommand::Fanout(args) => fanout::run(&args),
+        BenchCommand::Diff(args) => diff::run(&args),
         BenchCommand::Crash(args) => crash::run(&args),
         BenchCommand::CrashChild(args) => crash::run_child(&args),
         BenchCommand::Durable(args) => durable::run(&args),

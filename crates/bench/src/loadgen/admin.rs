@@ -1,6 +1,7 @@
-//! Setting up a load run through the server's admin API: an instrument, funded
-//! accounts and a key for each connection. A small blocking HTTP/1.1 client that signs
-//! requests as `docs/api.md` says; it runs before the measurement, never during it.
+//! Setting up a load run through the server's admin API: spot instruments or futures
+//! contracts, funded accounts and a key for each connection. A small blocking HTTP/1.1
+//! client that signs requests as `docs/api.md` says; it runs before the measurement,
+//! never during it.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -112,10 +113,42 @@ pub fn set_up(
         );
         ensure(http, admin, "/v1/admin/instruments", &instrument)?;
     }
+    accounts_with_keys(http, admin, accounts, &[("USD", "1000000000"), ("BTC", "1000000")])
+}
+
+/// A futures market: the settle asset `settle` (2 decimals) and `symbols`, each a
+/// contract in it (tick 1, lot 1, multiplier 10, a fixed margin of 100 a lot, no fees,
+/// no close-today rule), then `accounts` accounts with 100,000,000 of `settle` and a
+/// key each.
+pub fn set_up_futures(
+    http: SocketAddr,
+    admin: &Credentials,
+    settle: &str,
+    symbols: &[String],
+    accounts: &[String],
+) -> Result<Vec<Credentials>, String> {
+    ensure(http, admin, "/v1/admin/assets", &format!(r#"{{"asset":"{settle}","decimals":2}}"#))?;
+    for symbol in symbols {
+        let contract = format!(
+            r#"{{"symbol":"{symbol}","settle":"{settle}","tick":"1","lot":"1","min_qty":"1","max_qty":"1000","multiplier":"10","margin":"100","maker_fee":"0","taker_fee":"0","market_band_bps":500,"close_today":false}}"#
+        );
+        ensure(http, admin, "/v1/admin/futures", &contract)?;
+    }
+    accounts_with_keys(http, admin, accounts, &[(settle, "100000000")])
+}
+
+/// `accounts` accounts (made if absent), each given `deposits` (asset, amount) and a
+/// new key; the keys in the same order.
+fn accounts_with_keys(
+    http: SocketAddr,
+    admin: &Credentials,
+    accounts: &[String],
+    deposits: &[(&str, &str)],
+) -> Result<Vec<Credentials>, String> {
     let mut keys = Vec::with_capacity(accounts.len());
     for account in accounts {
         ensure(http, admin, "/v1/admin/accounts", &format!(r#"{{"name":"{account}"}}"#))?;
-        for (asset, amount) in [("USD", "1000000000"), ("BTC", "1000000")] {
+        for (asset, amount) in deposits {
             let body =
                 format!(r#"{{"account":"{account}","asset":"{asset}","amount":"{amount}"}}"#);
             ensure(http, admin, "/v1/admin/deposits", &body)?;
