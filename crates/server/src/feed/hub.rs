@@ -45,6 +45,8 @@ const RELEASES_PER_ROUND: usize = 1_024;
 // A round takes at most what the tap's queue holds, so a full queue is always several
 // rounds behind, never one.
 const _: () = assert!(RELEASES_PER_ROUND < super::tap::TAP_QUEUE_RELEASES);
+// A quote's levels are read with the depth channel's.
+const _: () = assert!(super::quote::QUOTE_LEVELS <= DEPTH_LEVELS);
 // The depth channel's snapshot fits what REST's depth may show.
 const _: () = assert!(DEPTH_LEVELS <= crate::render::DEPTH_LEVELS_MAX);
 
