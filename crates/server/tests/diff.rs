@@ -231,11 +231,25 @@ fn a_logged_in_client_opens_and_closes_a_position_with_the_numbers_rest_shows() 
         "instrument_id": "cu2501", "direction": "SELL", "offset": "CLOSETODAY", "volume": 1,
         "price_type": "LIMIT", "limit_price": bid, "volume_condition": "ANY", "time_condition": "GFD",
     }));
-    diff.until("the flat position", |tree| {
+    let tree = diff.until("the flat position", |tree| {
         let position = &tree["trade"]["alice"]["positions"][SYMBOL];
         position["volume_long"] == 0
             && tree["trade"]["alice"]["orders"]["close-1"]["status"] == "FINISHED"
     });
+    // A flat position stays, with no average price (a client keeps the object).
+    let flat = &tree["trade"]["alice"]["positions"][SYMBOL];
+    assert_eq!(
+        (&flat["pos_long_today"], &flat["margin"], &flat["open_price_long"]),
+        (&json!(0), &json!(0.0), &json!("-")),
+        "{flat}"
+    );
+    let trades = tree["trade"]["alice"]["trades"].as_object().unwrap();
+    assert!(
+        trades
+            .values()
+            .any(|trade| trade["order_id"] == "close-1" && trade["offset"] == "CLOSETODAY"),
+        "{trades:?}"
+    );
 
     diff.send(json!({
         "aid": "insert_order", "user_id": "alice", "order_id": "far-1", "exchange_id": "SHFE",

@@ -179,7 +179,8 @@ pub fn accounts_and_positions(view: &Value, reference: &Reference, user: &str) -
 
 /// Positions sent before and no longer held stay, flat: DIFF clients keep the position
 /// objects they were given and read their volumes going to zero (a removed one would
-/// never change again). Their numbers become 0; their names stay.
+/// never change again). Their volumes and amounts become 0, their average prices
+/// not-a-number (`"-"`, as an empty side's are); their names and last price stay.
 pub fn keep_flat_positions(sent: &Value, now: &mut Value) {
     let Some(sent) = sent.get("positions").and_then(Value::as_object) else { return };
     let Some(held) = now.get_mut("positions").and_then(Value::as_object_mut) else { return };
@@ -193,6 +194,12 @@ pub fn keep_flat_positions(sent: &Value, now: &mut Value) {
             .flatten()
             .map(|(name, value)| {
                 let value = match value {
+                    // An empty side has no average price (as REST's null shows it).
+                    _ if name.starts_with("open_price_") || name.starts_with("position_price_") => {
+                        json!("-")
+                    }
+                    // The contract's price is still the contract's.
+                    _ if name == "last_price" => value.clone(),
                     Value::Number(number) if number.is_i64() || number.is_u64() => json!(0),
                     Value::Number(_) => json!(0.0),
                     other => other.clone(),
