@@ -19,6 +19,8 @@
 //! the server closed, as closed. Nothing is hidden: every session's count of trades
 //! shown is reported against the trades that happened.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use futures_util::{SinkExt, StreamExt};
 use hdrhistogram::Histogram;
+use serde::Deserialize;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -143,6 +146,7 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
         follower_closed: AtomicU64::new(0),
     });
     runtime.block_on(follow_trades(args.http, Arc::clone(&seen)))?;
+    let opening = Instant::now();
     let connected = runtime.block_on(connect_all(args, Arc::clone(&seen)))?;
     // Every session's first quotes (the volumes before trading) before the first trade.
     let waited = Instant::now();
@@ -153,6 +157,8 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let ready = seen.ready.load(Ordering::Relaxed);
+    let ready_ms = opening.elapsed().as_millis() as u64;
+    let cpu_before = cpu_seconds();
     eprintln!(
         "bench diff: {connected} DIFF sessions ({ready} with their first quotes) on {}..{}; trading {} per second for {} s",
         contracts[0],
@@ -163,6 +169,7 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
     let (made, refused, refusal) = trade(args, &contracts, &keys)?;
     // The last deliveries.
     std::thread::sleep(Duration::from_secs(2));
+    let client_cpu_s = cpu_seconds() - cpu_before;
     let arrivals = std::mem::take(&mut *seen.arrivals.lock().map_err(|_| "a session panicked")?);
     let releases = seen.releases.lock().map_err(|_| "the trades follower panicked")?.clone();
     let reasons = seen.reasons.lock().map_err(|_| "a session panicked")?.clone();
@@ -171,6 +178,9 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
     let base = bases(&arrivals);
     let mut latency = histogram()?;
     let mut visible = histogram()?;
+    // Each trade's earliest and latest delivery over the sessions that showed it.
+    let mut spread: Vec<Vec<(u64, u64)>> =
+        releases.iter().map(|trades| vec![(u64::MAX, 0); trades.len()]).collect();
     let mut total = Tally::default();
     let mut shown_per_session = Vec::with_capacity(arrivals.len());
     for session in &arrivals {
@@ -178,8 +188,13 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
             session,
             &base,
             &releases,
-            |ns| {
+            |contract, trade, ns| {
                 let _ = latency.record(ns.max(1_000));
+                if let Some((first, last)) =
+                    spread.get_mut(contract).and_then(|trades| trades.get_mut(trade))
+                {
+                    (*first, *last) = ((*first).min(ns), (*last).max(ns));
+                }
             },
             |ns| {
                 let _ = visible.record(ns.max(1_000));
@@ -189,6 +204,12 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
         total.add(&tally);
     }
     shown_per_session.sort_unstable();
+    let (mut first, mut last) = (histogram()?, histogram()?);
+    for &(earliest, latest) in spread.iter().flatten().filter(|(earliest, _)| *earliest != u64::MAX)
+    {
+        let _ = first.record(earliest.max(1_000));
+        let _ = last.record(latest.max(1_000));
+    }
     let recorded: u64 = releases.iter().map(|trades| trades.len() as u64).sum();
     let closed = seen.closed.load(Ordering::Relaxed);
     let us = |histogram: &Histogram<u64>, quantile: f64| {
@@ -197,6 +218,8 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
     let result = serde_json::json!({
         "sessions": connected,
         "sessions_ready": ready,
+        "ready_ms": ready_ms,
+        "client_cpu_s": client_cpu_s,
         "contracts": CONTRACTS,
         "trades": made,
         "trades_refused": refused,
@@ -219,12 +242,14 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
         "p999_us": us(&latency, 0.999), "max_us": latency.max() as f64 / 1_000.0,
         "visible_p50_us": us(&visible, 0.5), "visible_p99_us": us(&visible, 0.99),
         "visible_max_us": visible.max() as f64 / 1_000.0,
+        "first_session_p50_us": us(&first, 0.5), "first_session_max_us": first.max() as f64 / 1_000.0,
+        "last_session_p50_us": us(&last, 0.5), "last_session_max_us": last.max() as f64 / 1_000.0,
     });
     if args.json {
         println!("{result}");
     } else {
         println!(
-            "bench diff: {made} trades ({recorded} on the trades channel, {refused} refused) on {CONTRACTS} contracts to {connected} DIFF sessions ({ready} ready before trading)"
+            "bench diff: {made} trades ({recorded} on the trades channel, {refused} refused) on {CONTRACTS} contracts to {connected} DIFF sessions ({ready} ready before trading, {ready_ms} ms after the first connection); this process's CPU while trading and 2 s after: {client_cpu_s:.2} s"
         );
         println!(
             "bench diff: trades shown in a patch of their own: {} of {} (per session min {}, median {}); {} merged, {} unseen, {} unexplained; {} sessions closed, {} quote patches without volume",
@@ -257,6 +282,13 @@ pub fn run(args: &DiffArgs) -> Result<(), String> {
             us(&visible, 0.5),
             us(&visible, 0.99),
             visible.max() as f64 / 1_000.0
+        );
+        println!(
+            "bench diff: each trade's first session, µs: p50 {:.0} max {:.0}; its last session: p50 {:.0} max {:.0}",
+            us(&first, 0.5),
+            first.max() as f64 / 1_000.0,
+            us(&last, 0.5),
+            last.max() as f64 / 1_000.0
         );
     }
     Ok(())
@@ -370,11 +402,13 @@ async fn connect_all(args: &DiffArgs, seen: Arc<Seen>) -> Result<usize, String> 
             let url = url.clone();
             let subscribe = subscribe.clone();
             pending.push(async move {
-                // (A small read buffer: tungstenite zeroes all of it before each read.)
+                // (A small read buffer: tungstenite zeroes all of it before each read.
+                // No Nagle: a session writes a peek after every answer, and tqsdk's
+                // asyncio sets TCP_NODELAY on its connections too.)
                 let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                     .read_buffer_size(4_096);
                 let (mut socket, _) =
-                    tokio_tungstenite::connect_async_with_config(&url, Some(config), false)
+                    tokio_tungstenite::connect_async_with_config(&url, Some(config), true)
                         .await
                         .map_err(|error| error.to_string())?;
                 for pack in [subscribe, PEEK.to_string()] {
@@ -426,16 +460,22 @@ async fn read_quotes(mut socket: Socket, session: usize, seen: Arc<Seen>) {
             }
         };
         let arrival_ns = now_ns();
-        let Ok(pack) = serde_json::from_str::<Value>(text.as_str()) else {
-            seen.unreadable.fetch_add(1, Ordering::Relaxed);
-            continue;
-        };
-        if pack["aid"] != "rtn_data" {
+        let (volumes, without) = match read_pack(text.as_str(), &seen.contracts) {
+            Read::Data { volumes, without } => (volumes, without),
             // (A notify: not an answer to the peek.)
-            continue;
-        }
+            Read::Other => continue,
+            Read::Unreadable => {
+                // Counted; and a peek, so that the session goes on (one peek more than
+                // needed is harmless: the server only notes that the client waits).
+                seen.unreadable.fetch_add(1, Ordering::Relaxed);
+                if let Err(error) = socket.send(Message::Text(PEEK.into())).await {
+                    seen.close(error.to_string());
+                    return;
+                }
+                continue;
+            }
+        };
         seen.rtn_data.fetch_add(1, Ordering::Relaxed);
-        let (volumes, without) = quote_volumes(&pack, &seen.contracts);
         seen.without_volume.fetch_add(without, Ordering::Relaxed);
         if let Ok(mut arrivals) = seen.arrivals.lock() {
             arrivals[session].extend(volumes.iter().map(|&(contract, volume)| Arrival {
@@ -459,24 +499,59 @@ async fn read_quotes(mut socket: Socket, session: usize, seen: Arc<Seen>) {
     seen.close("the connection ended".into());
 }
 
-/// The `volume` of each followed contract's quote in an `rtn_data` pack's patches, in
-/// the order they come, as (place in `contracts`, volume); and how many followed
-/// quotes' patches had no volume.
-fn quote_volumes(pack: &Value, contracts: &[String]) -> (Vec<(usize, u64)>, u64) {
-    let mut volumes = Vec::new();
-    let mut without = 0;
-    let patches = pack["data"].as_array().map_or(&[][..], Vec::as_slice);
-    for quotes in patches.iter().filter_map(|patch| patch["quotes"].as_object()) {
+/// The parts of a DIFF pack a session reads; serde skips the rest without building it.
+#[derive(Deserialize)]
+struct Pack<'a> {
+    #[serde(borrow, default)]
+    aid: Cow<'a, str>,
+    #[serde(borrow, default)]
+    data: Vec<Option<Patch<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct Patch<'a> {
+    #[serde(borrow, default)]
+    quotes: Option<HashMap<Cow<'a, str>, Option<QuotePatch>>>,
+}
+
+#[derive(Deserialize)]
+struct QuotePatch {
+    #[serde(default)]
+    volume: Option<Value>,
+}
+
+/// What a session made of a message.
+#[derive(Debug, PartialEq, Eq)]
+enum Read {
+    /// An `rtn_data`: the `volume` of each followed contract's quote in its patches, in
+    /// the order they come, as (place in `contracts`, volume); and how many followed
+    /// quotes' patches had no volume.
+    Data { volumes: Vec<(usize, u64)>, without: u64 },
+    /// Another pack (a `notify`).
+    Other,
+    /// Not a DIFF pack.
+    Unreadable,
+}
+
+fn read_pack(text: &str, contracts: &[String]) -> Read {
+    let Ok(pack) = serde_json::from_str::<Pack<'_>>(text) else { return Read::Unreadable };
+    if pack.aid != "rtn_data" {
+        return Read::Other;
+    }
+    let (mut volumes, mut without) = (Vec::new(), 0);
+    for quotes in pack.data.iter().flatten().filter_map(|patch| patch.quotes.as_ref()) {
         for (symbol, quote) in quotes {
             let Some(contract) = contracts.iter().position(|known| known == symbol) else {
                 continue;
             };
-            let volume = &quote["volume"];
-            let lots = volume.as_u64().or_else(|| {
-                volume
-                    .as_f64()
-                    .filter(|lots| *lots >= 0.0 && lots.fract() == 0.0)
-                    .map(|lots| lots as u64)
+            let volume = quote.as_ref().and_then(|quote| quote.volume.as_ref());
+            let lots = volume.and_then(|volume| {
+                volume.as_u64().or_else(|| {
+                    volume
+                        .as_f64()
+                        .filter(|lots| *lots >= 0.0 && lots.fract() == 0.0)
+                        .map(|lots| lots as u64)
+                })
             });
             match lots {
                 Some(lots) => volumes.push((contract, lots)),
@@ -484,7 +559,7 @@ fn quote_volumes(pack: &Value, contracts: &[String]) -> (Vec<(usize, u64)>, u64)
             }
         }
     }
-    (volumes, without)
+    Read::Data { volumes, without }
 }
 
 /// Each contract's volume before trading: the lowest first volume any session read
@@ -527,13 +602,14 @@ impl Tally {
 
 /// Goes through one session's arrivals in order: a volume `v` of contract `c` shows
 /// the trade `v - base[c]` (counted from 1) of `releases[c]`. Calls `shown` with each
-/// trade shown on its own's latency (arrival less release, ns), and `visible` with
-/// that of every trade a patch revealed, merged ones included.
+/// trade shown on its own (contract, place from 0 in `releases[c]`, latency: arrival
+/// less release, ns), and `visible` with the latency of every trade a patch revealed,
+/// merged ones included.
 fn tally_session(
     arrivals: &[Arrival],
     base: &[u64],
     releases: &[Vec<u64>],
-    mut shown: impl FnMut(u64),
+    mut shown: impl FnMut(usize, usize, u64),
     mut visible: impl FnMut(u64),
 ) -> Tally {
     let mut tally = Tally::default();
@@ -553,8 +629,9 @@ fn tally_session(
             tally.unexplained += 1;
             continue;
         }
-        let release_of = |volume: u64| trades[(volume - from - 1) as usize];
-        shown(arrival.arrival_ns.saturating_sub(release_of(volume)));
+        let place = |volume: u64| (volume - from - 1) as usize;
+        let release_of = |volume: u64| trades[place(volume)];
+        shown(contract, place(volume), arrival.arrival_ns.saturating_sub(release_of(volume)));
         for passed in reached + 1..=volume {
             visible(arrival.arrival_ns.saturating_sub(release_of(passed)));
         }
@@ -566,6 +643,18 @@ fn tally_session(
         tally.unseen += (trades.len() as u64).saturating_sub(reached - from);
     }
     tally
+}
+
+/// This process's CPU time so far (user and system, all threads), in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: `getrusage` only writes the zeroed struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 fn median(sorted: &[u64]) -> u64 {
@@ -590,10 +679,15 @@ mod tests {
         arrivals: &[Arrival],
         base: &[u64],
         releases: &[Vec<u64>],
-    ) -> (Tally, Vec<u64>, Vec<u64>) {
+    ) -> (Tally, Vec<(usize, usize, u64)>, Vec<u64>) {
         let (mut shown, mut visible) = (Vec::new(), Vec::new());
-        let tally =
-            tally_session(arrivals, base, releases, |ns| shown.push(ns), |ns| visible.push(ns));
+        let tally = tally_session(
+            arrivals,
+            base,
+            releases,
+            |contract, place, ns| shown.push((contract, place, ns)),
+            |ns| visible.push(ns),
+        );
         (tally, shown, visible)
     }
 
@@ -604,8 +698,8 @@ mod tests {
         let arrivals = [at(0, 7, 50), at(1, 0, 50), at(0, 8, 150), at(0, 9, 260), at(0, 10, 390)];
         let (tally, shown, visible) = run(&arrivals, &[7, 0], &releases);
         assert_eq!(tally, Tally { shown: 3, merged: 0, unseen: 0, unexplained: 0 });
-        assert_eq!(shown, vec![50, 60, 90]);
-        assert_eq!(visible, shown);
+        assert_eq!(shown, vec![(0, 0, 50), (0, 1, 60), (0, 2, 90)]);
+        assert_eq!(visible, vec![50, 60, 90]);
     }
 
     #[test]
@@ -615,7 +709,7 @@ mod tests {
         let arrivals = [at(0, 0, 10), at(0, 1, 110), at(0, 4, 450)];
         let (tally, shown, visible) = run(&arrivals, &[0], &releases);
         assert_eq!(tally, Tally { shown: 2, merged: 2, unseen: 1, unexplained: 0 });
-        assert_eq!(shown, vec![10, 50]);
+        assert_eq!(shown, vec![(0, 0, 10), (0, 3, 50)]);
         assert_eq!(visible, vec![10, 250, 150, 50]);
         assert_eq!(tally.shown + tally.merged + tally.unseen, 5);
     }
@@ -627,10 +721,10 @@ mod tests {
         let arrivals = [at(0, 1, 150), at(0, 1, 160), at(0, 3, 170), at(0, 0, 180)];
         let (tally, shown, _) = run(&arrivals, &[0], &releases);
         assert_eq!(tally, Tally { shown: 1, merged: 0, unseen: 0, unexplained: 2 });
-        assert_eq!(shown, vec![50]);
+        assert_eq!(shown, vec![(0, 0, 50)]);
         // An arrival before its trade's release (clocks apart) is timed as 0, not a wrap.
         let (_, shown, _) = run(&[at(0, 1, 90)], &[0], &releases);
-        assert_eq!(shown, vec![0]);
+        assert_eq!(shown, vec![(0, 0, 0)]);
     }
 
     #[test]
@@ -642,14 +736,28 @@ mod tests {
     }
 
     #[test]
-    fn quote_volumes_reads_every_patch_of_a_pack() {
+    fn a_pack_gives_its_quote_volumes_in_order() {
         let contracts = vec!["SHFE.a".to_string(), "SHFE.b".to_string()];
-        let pack = serde_json::json!({"aid": "rtn_data", "data": [
-            {"quotes": {"SHFE.a": {"last_price": 5000.0, "volume": 3}, "SHFE.x": {"volume": 9}}},
-            {"ins_list": "SHFE.a,SHFE.b"},
-            {"quotes": {"SHFE.b": {"ask_price1": 5001.0}, "SHFE.a": {"volume": 4.0}}},
-        ]});
-        assert_eq!(quote_volumes(&pack, &contracts), (vec![(0, 3), (0, 4)], 1));
-        assert_eq!(quote_volumes(&serde_json::json!({"aid": "rtn_data"}), &contracts), (vec![], 0));
+        let pack = r#"{"aid":"rtn_data","data":[
+            {"quotes":{"SHFE.a":{"last_price":5000.0,"volume":3},"SHFE.x":{"volume":9}}},
+            {"ins_list":"SHFE.a,SHFE.b"},
+            {"quotes":{"SHFE.b":{"ask_price1":5001.0,"ask_volume1":2}}},
+            {"quotes":{"SHFE.a":{"volume":4.0}}}]}"#;
+        let read = read_pack(pack, &contracts);
+        assert_eq!(read, Read::Data { volumes: vec![(0, 3), (0, 4)], without: 1 });
+        assert_eq!(
+            read_pack(r#"{"aid":"rtn_data"}"#, &contracts),
+            Read::Data { volumes: vec![], without: 0 }
+        );
+        // A volume not yet known ("-": not-a-number for DIFF clients) is no volume.
+        assert_eq!(
+            read_pack(
+                r#"{"aid":"rtn_data","data":[{"quotes":{"SHFE.b":{"volume":"-"}}}]}"#,
+                &contracts
+            ),
+            Read::Data { volumes: vec![], without: 1 }
+        );
+        assert_eq!(read_pack(r#"{"aid":"notify","notify":{}}"#, &contracts), Read::Other);
+        assert_eq!(read_pack("not json", &contracts), Read::Unreadable);
     }
 }
