@@ -26,7 +26,6 @@ pub const QUOTE_LEVELS: usize = 5;
 /// China's exchanges and their clients show times in Beijing time (UTC+8).
 pub const DIFF_UTC_OFFSET_NS: u64 = 8 * 3_600 * 1_000_000_000;
 
-
 /// One instrument's figures, in engine units.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QuoteState {
