@@ -394,52 +394,31 @@ async fn connect_all(args: &DiffArgs, seen: Arc<Seen>) -> Result<usize, String> 
     let subscribe =
         serde_json::json!({ "aid": "subscribe_quote", "ins_list": seen.contracts.join(",") })
             .to_string();
-    let mut connected = 0;
-    let mut pending = futures_util::stream::FuturesUnordered::new();
-    let mut started = 0;
-    while connected < args.sessions {
-        while started < args.sessions && pending.len() < 256 {
-            let url = url.clone();
-            let subscribe = subscribe.clone();
-            pending.push(async move {
-                // (A small read buffer: tungstenite zeroes all of it before each read.
-                // No Nagle: a session writes a peek after every answer, and tqsdk's
-                // asyncio sets TCP_NODELAY on its connections too.)
-                let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-                    .read_buffer_size(4_096);
-                let (mut socket, _) =
-                    tokio_tungstenite::connect_async_with_config(&url, Some(config), true)
-                        .await
-                        .map_err(|error| error.to_string())?;
-                for pack in [subscribe, PEEK.to_string()] {
-                    socket
-                        .send(Message::Text(pack.into()))
-                        .await
-                        .map_err(|error| error.to_string())?;
-                }
-                Ok::<_, String>(socket)
-            });
-            started += 1;
-        }
-        match pending.next().await {
-            Some(Ok(socket)) => {
-                let session = {
-                    let mut arrivals = seen.arrivals.lock().map_err(|_| "a session panicked")?;
-                    arrivals.push(Vec::new());
-                    arrivals.len() - 1
-                };
-                connected += 1;
-                tokio::spawn(read_quotes(socket, session, Arc::clone(&seen)));
+    let open = |_| {
+        let (url, subscribe) = (url.clone(), subscribe.clone());
+        async move {
+            // (No Nagle: a session writes a peek after every answer, and tqsdk's asyncio
+            // sets TCP_NODELAY on its connections too.)
+            let mut socket = super::fanout::open_websocket(&url, true).await?;
+            for pack in [subscribe, PEEK.to_string()] {
+                socket.send(Message::Text(pack.into())).await.map_err(|error| error.to_string())?;
             }
-            Some(Err(error)) => return Err(format!("session {connected}: {error}")),
-            None => break,
+            Ok(socket)
         }
-    }
-    Ok(connected)
+    };
+    super::fanout::connect_many(args.sessions, open, |socket| {
+        let session = {
+            let mut arrivals = seen.arrivals.lock().map_err(|_| "a session panicked")?;
+            arrivals.push(Vec::new());
+            arrivals.len() - 1
+        };
+        tokio::spawn(read_quotes(socket, session, Arc::clone(&seen)));
+        Ok(())
+    })
+    .await
 }
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+use super::fanout::Socket;
 
 /// A session as tqsdk runs one: reads an `rtn_data`, records the quote volumes in it,
 /// peeks again.

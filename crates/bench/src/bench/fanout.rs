@@ -143,46 +143,71 @@ async fn connect_all(args: &FanoutArgs, symbol: &str, seen: Arc<Seen>) -> Result
     let url = format!("ws://{}/v1/ws", args.http);
     let subscribe =
         serde_json::json!({ "op": "subscribe", "channel": "trades", "symbol": symbol }).to_string();
+    let open = |_| {
+        let (url, subscribe) = (url.clone(), subscribe.clone());
+        async move {
+            let mut socket = open_websocket(&url, false).await?;
+            socket
+                .send(Message::Text(subscribe.into()))
+                .await
+                .map_err(|error| error.to_string())?;
+            // The acknowledgement first.
+            match socket.next().await {
+                Some(Ok(Message::Text(text))) if text.contains("\"subscribed\"") => Ok(socket),
+                other => Err(format!("no subscription: {other:?}")),
+            }
+        }
+    };
+    connect_many(args.subscribers, open, |socket| {
+        tokio::spawn(read_trades(socket, Arc::clone(&seen)));
+        Ok(())
+    })
+    .await
+}
+
+/// A WebSocket client as the benches open them: a small read buffer (tungstenite
+/// zeroes all of it before each read), Nagle off when `nodelay`.
+pub(super) async fn open_websocket(url: &str, nodelay: bool) -> Result<Socket, String> {
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(4_096);
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), nodelay)
+        .await
+        .map_err(|error| error.to_string())?;
+    Ok(socket)
+}
+
+/// Opens `count` connections with `open` (given each one's number), a few hundred
+/// handshakes at a time, handing each to `opened` as it comes; returns how many.
+pub(super) async fn connect_many<O, F>(
+    count: usize,
+    open: O,
+    mut opened: impl FnMut(Socket) -> Result<(), String>,
+) -> Result<usize, String>
+where
+    O: Fn(usize) -> F,
+    F: std::future::Future<Output = Result<Socket, String>>,
+{
     let mut connected = 0;
     let mut pending = futures_util::stream::FuturesUnordered::new();
     let mut started = 0;
-    while connected < args.subscribers {
-        while started < args.subscribers && pending.len() < 256 {
-            let url = url.clone();
-            let subscribe = subscribe.clone();
-            pending.push(async move {
-                // (A small read buffer: tungstenite zeroes all of it before each read.)
-                let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-                    .read_buffer_size(4_096);
-                let (mut socket, _) =
-                    tokio_tungstenite::connect_async_with_config(&url, Some(config), false)
-                        .await
-                        .map_err(|error| error.to_string())?;
-                socket
-                    .send(Message::Text(subscribe.into()))
-                    .await
-                    .map_err(|error| error.to_string())?;
-                // The acknowledgement first.
-                match socket.next().await {
-                    Some(Ok(Message::Text(text))) if text.contains("\"subscribed\"") => Ok(socket),
-                    other => Err(format!("no subscription: {other:?}")),
-                }
-            });
+    while connected < count {
+        while started < count && pending.len() < 256 {
+            pending.push(open(started));
             started += 1;
         }
         match pending.next().await {
             Some(Ok(socket)) => {
                 connected += 1;
-                tokio::spawn(read_trades(socket, Arc::clone(&seen)));
+                opened(socket)?;
             }
-            Some(Err(error)) => return Err(format!("subscriber {connected}: {error}")),
+            Some(Err(error)) => return Err(format!("connection {connected}: {error}")),
             None => break,
         }
     }
     Ok(connected)
 }
 
-type Socket =
+pub(super) type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Times each trade message from its `released_ns` to now.
