@@ -17,14 +17,12 @@
 //! script's output, the end of tqsdk's log of every pack it sent and received (kept
 //! whole under the target directory, `tqsdk-interop/`) and the end of the server's log.
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use support::{hosts_left_for, pinned_python, run_script, tail, target_dir, Demo};
 
 /// How long one script may run.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -32,292 +30,23 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(180);
 /// imported, in `tqsdk/changelog_notification.py`; errors are ignored there.
 const TOLERATED_HOSTS: [&str; 1] = ["shinny-tqsdk.oss-cn-shanghai.aliyuncs.com"];
 
-fn interop_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
-
-fn target_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_bourse")).parent().unwrap().to_path_buf()
-}
-
-/// The tqsdk version the requirements pin.
-fn pinned_tqsdk() -> String {
-    let requirements =
-        std::fs::read_to_string(interop_dir().join("requirements-tqsdk.txt")).unwrap();
-    requirements
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("tqsdk=="))
-        .expect("requirements-tqsdk.txt pins tqsdk")
-        .to_string()
-}
-
-/// A python with tqsdk: `BOURSE_TQSDK_PYTHON`, or a virtual environment made once beside
-/// the test binaries from the pinned requirements.
-fn python() -> PathBuf {
-    static MADE: Mutex<Option<PathBuf>> = Mutex::new(None);
-    let mut made = MADE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(python) = made.as_ref() {
-        return python.clone();
-    }
-    let pinned = pinned_tqsdk();
-    let has_tqsdk = |python: &Path| {
-        Command::new(python)
-            .args(["-c", "import sys, tqsdk; sys.exit(tqsdk.__version__ != sys.argv[1])"])
-            .arg(&pinned)
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    };
-    if let Ok(python) = std::env::var("BOURSE_TQSDK_PYTHON") {
-        let python = PathBuf::from(python);
-        assert!(
-            has_tqsdk(&python),
-            "BOURSE_TQSDK_PYTHON={} has no tqsdk {pinned}",
-            python.display()
-        );
-        *made = Some(python.clone());
-        return python;
-    }
-    let venv = target_dir().join("interop-venv-tqsdk");
-    let python = venv.join("bin").join("python");
-    let requirements = interop_dir().join("requirements-tqsdk.txt");
-    let installed = venv.join("requirements-tqsdk.txt");
-    let current = std::fs::read(&requirements).unwrap();
-    if !(has_tqsdk(&python) && std::fs::read(&installed).is_ok_and(|text| text == current)) {
-        let created = Command::new("python3")
-            .args(["-m", "venv", "--clear"])
-            .arg(&venv)
-            .status()
-            .expect("python3 is needed");
-        assert!(created.success(), "python3 -m venv {} failed", venv.display());
-        let output = Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&requirements)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "pip install -r {} failed (PyPI needed): {}",
-            requirements.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        std::fs::write(&installed, &current).unwrap();
-        assert!(has_tqsdk(&python), "{} has no tqsdk {pinned} after pip", python.display());
-    }
-    *made = Some(python.clone());
-    python
-}
-
-/// `bourse serve --demo` on free ports in a temporary directory.
-struct Demo {
-    child: Child,
-    http: String,
-    directory: tempfile::TempDir,
-    /// account -> (key, secret)
-    keys: HashMap<String, (String, String)>,
-}
-
-impl Demo {
-    fn start() -> Demo {
-        let directory = tempfile::tempdir().unwrap();
-        let log = File::create(directory.path().join("server.log")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bourse"))
-            .args(["serve", "--demo", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0"])
-            .args(["--md-snapshot", "127.0.0.1:0", "--md-retransmit", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(directory.path().join("data"))
-            .env("BOURSE_REQUESTS_PER_SECOND", "1000000")
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut http = String::new();
-        let mut keys = HashMap::new();
-        let mut seen = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            if let Some(rest) = line.strip_prefix("bourse: serving REST and WebSocket on http://") {
-                http = rest.split_whitespace().next().unwrap().to_string();
-            }
-            // "bourse: demo account alice: key bk_... secret ... password ..."
-            if let Some(rest) = line.strip_prefix("bourse: demo account ") {
-                let words: Vec<&str> = rest.split_whitespace().collect();
-                if let [account, "key", key, "secret", secret, ..] = words[..] {
-                    let account = account.trim_end_matches(':').to_string();
-                    keys.insert(account, (key.to_string(), secret.to_string()));
-                }
-            }
-            let last = line.contains("try the examples");
-            seen.push(line);
-            if last {
-                break;
-            }
-        }
-        // Keep reading stdout so that the server never writes into a closed pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        let mut demo = Demo { child, http, directory, keys };
-        assert!(
-            !demo.http.is_empty()
-                && demo.keys.contains_key("alice")
-                && demo.keys.contains_key("bob"),
-            "the demo did not start as expected: {seen:?}\n{}",
-            demo.server_log()
-        );
-        // maker's key, from the admin key.
-        let admin = demo.admin_credentials();
-        let (status, response) =
-            signed(&demo.http, &admin, "POST", "/v1/admin/keys", r#"{"account":"maker"}"#);
-        assert!(status == 200 || status == 201, "making maker's key: {response}");
-        demo.keys.insert(
-            "maker".to_string(),
-            (json_field(&response, "key"), json_field(&response, "secret")),
-        );
-        demo
-    }
-
-    fn admin_credentials(&self) -> (String, String) {
-        let text =
-            std::fs::read_to_string(self.directory.path().join("data/server/admin.key")).unwrap();
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|line| line.strip_prefix(&format!("{name} = \"")))
-                .and_then(|rest| rest.strip_suffix('"'))
-                .unwrap()
-                .to_string()
-        };
-        (field("key"), field("secret"))
-    }
-
-    fn server_log(&self) -> String {
-        let text =
-            std::fs::read_to_string(self.directory.path().join("server.log")).unwrap_or_default();
-        format!("--- the server's log (last 40 lines) ---\n{}", tail(&text, 40, 400))
-    }
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        // SAFETY: kill sends a signal to the child we started; no memory is involved.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One signed request (the admin's); (status, whole response).
-fn signed(
-    address: &str,
-    credentials: &(String, String),
-    method: &str,
-    path: &str,
-    body: &str,
-) -> (u16, String) {
-    let timestamp = bourse_protocol::signing::now_ms();
-    let message = format!("{timestamp}\n{method}\n{path}\n{body}");
-    let signature = bourse_protocol::signing::sign(&credentials.1, message.as_bytes());
-    let mut stream = TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nX-Bourse-Key: {}\r\nX-Bourse-Timestamp: {timestamp}\r\nX-Bourse-Signature: {signature}\r\n\r\n{body}",
-        body.len(),
-        credentials.0
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
-    (status, response)
-}
-
-fn json_field(response: &str, field: &str) -> String {
-    let start = response.find(&format!("\"{field}\":\"")).unwrap() + field.len() + 4;
-    response[start..].split('"').next().unwrap().to_string()
-}
-
-/// The last `lines` lines of `text`, each cut to `width` characters.
-fn tail(text: &str, lines: usize, width: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..]
-        .iter()
-        .map(|line| match line.char_indices().nth(width) {
-            Some((cut, _)) => format!("{}...", &line[..cut]),
-            None => line.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-struct Run {
-    passed: bool,
-    stdout: String,
-    stderr: String,
-    /// tqsdk's logs of every pack (one per TqApi), whole.
-    debug_logs: Vec<(PathBuf, String)>,
-}
-
-/// Runs one script against the demo with tqsdk's endpoints in its environment.
-fn run_script(demo: &Demo, script: &str) -> Run {
-    let python = python();
-    let work = tempfile::tempdir().unwrap();
-    let home = work.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let debug_log = work.path().join("tqsdk-debug.log");
-    let (stdout_path, stderr_path) = (work.path().join("stdout"), work.path().join("stderr"));
-    let mut command = Command::new(&python);
-    command
-        .arg(interop_dir().join(script))
-        .current_dir(work.path())
-        .env("TQ_AUTH_URL", format!("http://{}", demo.http))
-        .env("TQ_MD_URL", format!("ws://{}/ws/diff", demo.http))
-        .env("TQ_TD_URL", format!("ws://{}/ws/diff", demo.http))
-        .env("BOURSE_URL", format!("http://{}", demo.http))
-        .env("TQSDK_DEBUG_LOG", &debug_log)
-        .env("HOME", &home)
-        .env("PYTHONPATH", interop_dir().join("offline"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .stdin(Stdio::null())
-        .stdout(File::create(&stdout_path).unwrap())
-        .stderr(File::create(&stderr_path).unwrap());
-    for variable in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"] {
-        command.env_remove(variable);
-    }
-    for (account, (key, secret)) in &demo.keys {
-        let prefix = format!("BOURSE_{}_", account.to_uppercase());
-        command.env(format!("{prefix}KEY"), key).env(format!("{prefix}SECRET"), secret);
-    }
-    let mut child = command.spawn().unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > SCRIPT_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    if status.is_none() {
-        stderr.push_str(&format!("\n(killed after {} s)", SCRIPT_TIMEOUT.as_secs()));
-    }
-    let mut debug_logs = Vec::new();
-    for entry in std::fs::read_dir(work.path()).unwrap().flatten() {
+/// Runs `script` against a fresh demo; panics with everything needed to see why when
+/// it fails or when tqsdk tried to leave this machine.
+fn passes(script: &str) {
+    let demo = Demo::start();
+    let python = pinned_python("BOURSE_TQSDK_PYTHON", "requirements-tqsdk.txt", "tqsdk");
+    // tqsdk logs every pack to TQSDK_DEBUG_LOG (one file per TqApi, numbered after it).
+    let debug_dir = tempfile::tempdir().unwrap();
+    let debug_log = debug_dir.path().join("tqsdk-debug.log");
+    let env = [
+        ("TQ_AUTH_URL", format!("http://{}", demo.http)),
+        ("TQ_MD_URL", format!("ws://{}/ws/diff", demo.http)),
+        ("TQ_TD_URL", format!("ws://{}/ws/diff", demo.http)),
+        ("TQSDK_DEBUG_LOG", debug_log.display().to_string()),
+    ];
+    let run = run_script(&demo, &python, script, &env, SCRIPT_TIMEOUT);
+    let mut debug_logs: Vec<(PathBuf, String)> = Vec::new();
+    for entry in std::fs::read_dir(debug_dir.path()).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
         if name.starts_with("tqsdk-debug.log") {
             let kept = target_dir().join("tqsdk-interop").join(format!("{script}.{name}"));
@@ -327,26 +56,13 @@ fn run_script(demo: &Demo, script: &str) -> Run {
             debug_logs.push((kept, text));
         }
     }
-    Run {
-        passed: status.is_some_and(|status| status.success()),
-        stdout: std::fs::read_to_string(&stdout_path).unwrap_or_default(),
-        stderr,
-        debug_logs,
-    }
-}
-
-/// Runs `script` against a fresh demo; panics with everything needed to see why when
-/// it fails or when tqsdk tried to leave this machine.
-fn passes(script: &str) {
-    let demo = Demo::start();
-    let run = run_script(&demo, script);
     let report = || {
         let mut text = format!(
             "--- {script}: stdout ---\n{}\n--- stderr ---\n{}\n",
             run.stdout,
             tail(&run.stderr, 80, 2000)
         );
-        for (path, log) in &run.debug_logs {
+        for (path, log) in &debug_logs {
             text.push_str(&format!(
                 "--- tqsdk's log of packs, last 30 lines (whole: {}) ---\n{}\n",
                 path.display(),
@@ -356,17 +72,8 @@ fn passes(script: &str) {
         text.push_str(&demo.server_log());
         text
     };
-    assert!(
-        run.stderr.contains("bourse-offline-guard: active"),
-        "the guard was not loaded\n{}",
-        report()
-    );
-    let left: Vec<&str> = run
-        .stderr
-        .lines()
-        .filter_map(|line| line.strip_prefix("bourse-offline-guard: blocked "))
-        .filter(|host| !TOLERATED_HOSTS.iter().any(|tolerated| host.starts_with(tolerated)))
-        .collect();
+    let (guarded, left) = hosts_left_for(&run, &TOLERATED_HOSTS);
+    assert!(guarded, "the guard was not loaded\n{}", report());
     assert!(run.passed, "{script} failed\n{}", report());
     assert!(
         left.is_empty(),

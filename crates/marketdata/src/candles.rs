@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Price, Qty};
+use bourse_core::{Price, Qty, Side};
 
 /// The intervals: name and length in nanoseconds.
 pub const INTERVALS: [(&str, u64); 6] = [
@@ -39,12 +39,19 @@ pub struct Candle {
     pub close: Price,
     /// Base quantity traded.
     pub volume: Qty,
+    /// Quote amount traded: price units times quantity units.
+    pub notional: i128,
+    /// What buyers took (trades whose taker bought): base quantity and quote amount.
+    pub taker_buy_volume: Qty,
+    pub taker_buy_notional: i128,
     pub trades: u32,
 }
 
 impl Candle {
-    fn opening(start_ns: u64, price: Price, qty: Qty) -> Candle {
-        Candle { volume: qty, trades: 1, ..Candle::empty(start_ns, price) }
+    fn opening(start_ns: u64, price: Price, qty: Qty, taker: Side) -> Candle {
+        let mut candle = Candle::empty(start_ns, price);
+        candle.add(price, qty, taker);
+        candle
     }
 
     fn empty(start_ns: u64, price: Price) -> Candle {
@@ -55,15 +62,24 @@ impl Candle {
             low: price,
             close: price,
             volume: Qty(0),
+            notional: 0,
+            taker_buy_volume: Qty(0),
+            taker_buy_notional: 0,
             trades: 0,
         }
     }
 
-    fn add(&mut self, price: Price, qty: Qty) {
+    fn add(&mut self, price: Price, qty: Qty, taker: Side) {
         self.high = self.high.max(price);
         self.low = self.low.min(price);
         self.close = price;
         self.volume = Qty(self.volume.0 + qty.0);
+        let notional = i128::from(price.0) * i128::from(qty.0);
+        self.notional += notional;
+        if taker == Side::Buy {
+            self.taker_buy_volume = Qty(self.taker_buy_volume.0 + qty.0);
+            self.taker_buy_notional += notional;
+        }
         self.trades += 1;
     }
 }
@@ -92,6 +108,7 @@ impl Candles {
         ts_ns: u64,
         price: Price,
         qty: Qty,
+        taker: Side,
     ) -> [Candle; INTERVALS.len()] {
         let index = instrument.index();
         if index >= self.series.len() {
@@ -102,12 +119,12 @@ impl Candles {
             let start_ns = ts_ns - ts_ns % length;
             let candles = &mut self.series[index][position].candles;
             match candles.back_mut() {
-                Some(current) if current.start_ns == start_ns => current.add(price, qty),
+                Some(current) if current.start_ns == start_ns => current.add(price, qty, taker),
                 // (A trade stamped before the current candle cannot happen: the engine's
                 // clock never goes back. It counts in the current one.)
-                Some(current) if current.start_ns > start_ns => current.add(price, qty),
+                Some(current) if current.start_ns > start_ns => current.add(price, qty, taker),
                 _ => {
-                    candles.push_back(Candle::opening(start_ns, price, qty));
+                    candles.push_back(Candle::opening(start_ns, price, qty, taker));
                     if candles.len() > HISTORY_MAX {
                         candles.pop_front();
                     }
@@ -203,16 +220,22 @@ mod tests {
     fn trades_make_candles_on_interval_boundaries_and_gaps_are_empty_candles() {
         let mut candles = Candles::default();
         let base = 1_764_000_000 * SECOND; // a whole minute
-        candles.on_trade(BTC, base + 100, Price(10), Qty(1));
-        candles.on_trade(BTC, base + SECOND - 1, Price(12), Qty(2)); // the same second
-        candles.on_trade(BTC, base + SECOND, Price(9), Qty(1)); // the next one
-        let updated = candles.on_trade(BTC, base + 4 * SECOND + 5, Price(11), Qty(3));
+        candles.on_trade(BTC, base + 100, Price(10), Qty(1), Side::Buy);
+        candles.on_trade(BTC, base + SECOND - 1, Price(12), Qty(2), Side::Buy); // the same second
+        candles.on_trade(BTC, base + SECOND, Price(9), Qty(1), Side::Sell); // the next one
+        let updated = candles.on_trade(BTC, base + 4 * SECOND + 5, Price(11), Qty(3), Side::Buy);
         assert_eq!(updated[0].start_ns, base + 4 * SECOND);
         assert_eq!(
             (updated[1].open, updated[1].high, updated[1].low, updated[1].close),
             (Price(10), Price(12), Price(9), Price(11))
         );
         assert_eq!((updated[1].volume, updated[1].trades), (Qty(7), 4));
+        // Quote amounts, and what buyers took (all but the sell at 9).
+        assert_eq!(updated[1].notional, 10 + 24 + 9 + 33);
+        assert_eq!(
+            (updated[1].taker_buy_volume, updated[1].taker_buy_notional),
+            (Qty(6), 10 + 24 + 33)
+        );
         let seconds = candles.series(BTC, SECOND, 0, u64::MAX, 100);
         let shown: Vec<(u64, i64, i64, i64, i64, i64)> = seconds
             .iter()

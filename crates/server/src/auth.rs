@@ -55,6 +55,16 @@ pub struct Signed<'a> {
     pub body: &'a [u8],
 }
 
+/// A message to check against a key's signature: the bytes signed, the signature in
+/// hex, and when the request stops being valid (its signature is remembered until then,
+/// so that a replay is refused).
+#[derive(Clone, Copy, Debug)]
+pub struct SignedMessage<'a> {
+    pub message: &'a [u8],
+    pub signature_hex: &'a str,
+    pub expires_ms: u64,
+}
+
 /// The server side of signing: key lookup, time window, signature, replay and rate.
 pub struct Authenticator {
     timestamp_window_ms: u64,
@@ -171,15 +181,31 @@ impl Authenticator {
                 ),
             ));
         }
-        let signature = parse_signature(signature_hex)?;
         let message = signing_message(timestamp, method, path_and_query, body);
-        if !keys.verify(key_id, &message, &signature) {
+        let expires_ms = timestamp_ms + self.timestamp_window_ms + 1;
+        let signed = SignedMessage { message: &message, signature_hex, expires_ms };
+        self.verified(keys, key, &signed, now_ms)
+    }
+
+    /// The checks after the key and the time window, for a message however a protocol
+    /// builds it (Bourse's own signing, Binance's query strings): the signature over
+    /// it with the key's secret, the replay check, and the key's rate. `key` is the
+    /// active key the message names.
+    pub fn verified(
+        &self,
+        keys: &KeyStore,
+        key: KeyRecord,
+        signed: &SignedMessage<'_>,
+        now_ms: u64,
+    ) -> Result<Caller, ApiError> {
+        let signature = parse_signature(signed.signature_hex)?;
+        if !keys.verify(&key.id, signed.message, &signature) {
             return Err(ApiError::unauthenticated(
                 "invalid_signature",
                 "the signature does not match the request (see docs/api.md, Signing)",
             ));
         }
-        self.remember(signature, timestamp_ms, now_ms)?;
+        self.remember(signature, signed.expires_ms, now_ms)?;
         // The operator's own keys are not rate limited: a venue under load must still be
         // manageable.
         if key.role != Role::Admin {
@@ -188,20 +214,15 @@ impl Authenticator {
         Ok(Caller { key })
     }
 
-    /// A signature seen before within the window is a replay.
-    fn remember(
-        &self,
-        signature: [u8; 32],
-        timestamp_ms: u64,
-        now_ms: u64,
-    ) -> Result<(), ApiError> {
+    /// A signature seen before, until its request's time window closes (`expires_ms`),
+    /// is a replay.
+    fn remember(&self, signature: [u8; 32], expires_ms: u64, now_ms: u64) -> Result<(), ApiError> {
         let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if now_ms >= seen.next_sweep_ms {
             seen.expires_ms.retain(|_, expires| *expires > now_ms);
             seen.next_sweep_ms = now_ms + self.timestamp_window_ms.max(1_000);
         }
-        let expires = timestamp_ms + self.timestamp_window_ms + 1;
-        if seen.expires_ms.insert(signature, expires).is_some() {
+        if seen.expires_ms.insert(signature, expires_ms).is_some() {
             return Err(ApiError::unauthenticated(
                 "replayed_request",
                 "this exact request was received before; sign each request anew",

@@ -20,7 +20,8 @@
 //! - `state`: the services put together;
 //! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
 //!   (the pipelined order-entry loop), `rest`, `ws`, `diff` (the DIFF protocol's
-//!   WebSocket, which tqsdk speaks), `tcp`;
+//!   WebSocket, which tqsdk speaks), `binance` (Binance's `/api/v3/` for spot, which
+//!   ccxt speaks), `tcp`;
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
@@ -47,6 +48,7 @@ pub mod tokens;
 
 pub mod state;
 
+pub mod binance;
 pub mod diff;
 pub mod http;
 pub mod rest;

@@ -840,6 +840,10 @@ fn candle_from_json(info: &InstrumentInfo, fields: &[Value]) -> Option<Candle> {
         low: price(3)?,
         close: price(4)?,
         volume: bourse_core::Qty(units(fields.get(5)?.as_str()?, info.qty_decimals)?),
+        // Not in the publisher's JSON, and DIFF's klines do not show them.
+        notional: 0,
+        taker_buy_volume: bourse_core::Qty(0),
+        taker_buy_notional: 0,
         trades: u32::try_from(fields.get(6)?.as_u64()?).ok()?,
     })
 }

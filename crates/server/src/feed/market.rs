@@ -81,10 +81,12 @@ fn ticker_figures_json(info: &InstrumentInfo, figures: Option<TickerFigures>) ->
         Some(figures) => json!({
             "last": info.price(figures.last), "open_24h": info.price(figures.open),
             "high_24h": info.price(figures.high), "low_24h": info.price(figures.low),
-            "volume_24h": decimal(figures.volume, info.qty_decimals), "trades_24h": figures.trades }),
+            "volume_24h": decimal(figures.volume, info.qty_decimals),
+            "quote_volume_24h": decimal(figures.notional, info.price_decimals + info.qty_decimals),
+            "trades_24h": figures.trades }),
         None => json!({
             "last": null, "open_24h": null, "high_24h": null, "low_24h": null,
-            "volume_24h": "0", "trades_24h": 0 }),
+            "volume_24h": "0", "quote_volume_24h": "0", "trades_24h": 0 }),
     }
 }
 

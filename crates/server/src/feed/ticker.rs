@@ -15,6 +15,8 @@ struct Bucket {
     low: i64,
     close: i64,
     volume: i128,
+    /// Price units times quantity units.
+    notional: i128,
     trades: u64,
 }
 
@@ -31,6 +33,8 @@ pub struct TickerFigures {
     pub high: i64,
     pub low: i64,
     pub volume: i128,
+    /// The quote amount traded: price units times quantity units.
+    pub notional: i128,
     pub trades: u64,
 }
 
@@ -44,6 +48,7 @@ impl Ticker {
                 bucket.low = bucket.low.min(price);
                 bucket.close = price;
                 bucket.volume += i128::from(qty);
+                bucket.notional += i128::from(price) * i128::from(qty);
                 bucket.trades += 1;
             }
             _ => self.buckets.push_back(Bucket {
@@ -53,6 +58,7 @@ impl Ticker {
                 low: price,
                 close: price,
                 volume: i128::from(qty),
+                notional: i128::from(price) * i128::from(qty),
                 trades: 1,
             }),
         }
@@ -77,6 +83,7 @@ impl Ticker {
             high: self.buckets.iter().map(|bucket| bucket.high).max()?,
             low: self.buckets.iter().map(|bucket| bucket.low).min()?,
             volume: self.buckets.iter().map(|bucket| bucket.volume).sum(),
+            notional: self.buckets.iter().map(|bucket| bucket.notional).sum(),
             trades: self.buckets.iter().map(|bucket| bucket.trades).sum(),
         })
     }
@@ -99,7 +106,15 @@ mod tests {
         let figures = ticker.figures(10 * MINUTE).unwrap();
         assert_eq!(
             figures,
-            TickerFigures { last: 120, open: 100, high: 120, low: 90, volume: 6, trades: 3 }
+            TickerFigures {
+                last: 120,
+                open: 100,
+                high: 120,
+                low: 90,
+                volume: 6,
+                notional: 100 + 180 + 360,
+                trades: 3
+            }
         );
         // A day after the first minute it is gone; the trade of minute 10 remains.
         let figures = ticker.figures(DAY + 5 * MINUTE).unwrap();

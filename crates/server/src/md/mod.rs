@@ -470,8 +470,8 @@ impl Publisher {
             self.builder.apply(result.seq, result.ts, events, note, &mut self.messages);
         }
         for message in &self.messages[first_new..] {
-            if let Message::Trade { instrument, price, qty, ts, .. } = message {
-                self.candles.on_trade(*instrument, *ts, *price, *qty);
+            if let Message::Trade { instrument, price, qty, ts, taker_side, .. } = message {
+                self.candles.on_trade(*instrument, *ts, *price, *qty, *taker_side);
             }
         }
         self.figures

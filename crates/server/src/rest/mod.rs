@@ -97,9 +97,14 @@ pub fn router(state: Shared) -> Router {
             Arc::clone(&state.metrics),
             crate::metrics::count_requests,
         ));
+    let binance = crate::binance::router().route_layer(middleware::from_fn_with_state(
+        Arc::clone(&state.metrics),
+        crate::metrics::count_requests,
+    ));
     Router::new()
         .merge(private)
         .merge(public)
+        .merge(binance)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), limit_body))

@@ -1,5 +1,6 @@
 """Keeps a Python process off the network except for this machine: loaded by
-tests/tqsdk_interop.rs (this directory on PYTHONPATH) before the tqsdk scripts run.
+tests/tqsdk_interop.rs and tests/ccxt_interop.rs (this directory on PYTHONPATH) before
+their scripts run.
 
 Every name lookup and every connection to a host that is not loopback is refused at
 once (OSError) and reported on stderr as `bourse-offline-guard: blocked HOST:PORT`, so
