@@ -33,6 +33,9 @@ pub enum Protocol {
     Rest,
     /// The WebSocket `order` op (`docs/websocket.md`), on `--http`.
     Ws,
+    /// Binance's signed `POST /api/v3/order` (`docs/binance.md`), pipelined, on
+    /// `--http`; the `cross` flow only.
+    Binance,
 }
 
 impl Protocol {
@@ -41,6 +44,7 @@ impl Protocol {
             Protocol::Tcp => "tcp",
             Protocol::Rest => "rest",
             Protocol::Ws => "ws",
+            Protocol::Binance => "binance",
         }
     }
 }

@@ -11,6 +11,7 @@
 //! the server's memory once a second (`memory`).
 
 pub mod admin;
+pub mod binance;
 pub mod drive;
 pub mod flow;
 pub mod memory;
@@ -38,8 +39,8 @@ use flow::{Burst, Profile, Schedule};
 
 #[derive(Args, Clone, Debug)]
 pub struct LoadgenArgs {
-    /// The order-entry protocol: binary TCP (on `--tcp`), REST or WebSocket (on
-    /// `--http`).
+    /// The order-entry protocol: binary TCP (on `--tcp`), REST, WebSocket or Binance's
+    /// REST (on `--http`).
     #[arg(long, value_enum, default_value = "tcp")]
     protocol: Protocol,
     /// The server's REST and WebSocket address (also for the setup through the admin
@@ -152,6 +153,13 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
         return Err(format!(
             "the binary protocol carries symbols of up to {SYMBOL_BYTES} bytes; --symbol (with \
              its -N suffix for --symbols) is {longest}"
+        ));
+    }
+    if args.protocol == Protocol::Binance && args.profile != Profile::Cross {
+        return Err(format!(
+            "--protocol binance drives the cross flow only: --profile {} amends orders, which \
+             Binance's spot API cannot do",
+            args.profile.name()
         ));
     }
     if let Some(pid) = args.watch_pid {
@@ -293,7 +301,7 @@ fn run_once(
             let plan = ConnectionPlan {
                 address: match args.protocol {
                     Protocol::Tcp => args.tcp,
-                    Protocol::Rest | Protocol::Ws => args.http,
+                    Protocol::Rest | Protocol::Ws | Protocol::Binance => args.http,
                 },
                 credentials,
                 symbols: symbols.clone(),
@@ -316,6 +324,9 @@ fn run_once(
                         drive::run(plan, tally, closed, start, duration, rest::connect)
                     }
                     Protocol::Ws => drive::run(plan, tally, closed, start, duration, ws::connect),
+                    Protocol::Binance => {
+                        drive::run(plan, tally, closed, start, duration, binance::connect)
+                    }
                 })
                 .map_err(|error| error.to_string())
         })

@@ -16,7 +16,7 @@ use super::flow::{price_text, qty_text, Flow, OrderRequest};
 
 const PATH: &str = "/v1/orders";
 /// A batch of requests stops growing past this many bytes.
-const BATCH_BYTES: usize = 60 * 1024;
+pub const BATCH_BYTES: usize = 60 * 1024;
 /// The largest response head or body taken.
 const RESPONSE_BYTES_MAX: usize = 1 << 20;
 
@@ -38,13 +38,14 @@ pub fn connect(plan: &ConnectionPlan) -> Result<(RestRequests, RestAnswers), Str
             message: Vec::with_capacity(512),
             flow: plan.flow(),
         },
-        RestAnswers {
-            reader: BufReader::with_capacity(256 * 1024, reader),
-            answered: 0,
-            line: Vec::with_capacity(256),
-            body: Vec::with_capacity(1024),
-        },
+        RestAnswers::new(reader, bourse_code),
     ))
+}
+
+/// The code of Bourse's error body, `{"code": "…", "message": …}`.
+fn bourse_code(body: &[u8]) -> Option<u16> {
+    let body = serde_json::from_slice::<serde_json::Value>(body).ok()?;
+    body["code"].as_str().map(code_of)
 }
 
 pub struct RestRequests {
@@ -131,14 +132,27 @@ impl Requests for RestRequests {
     }
 }
 
+/// The answers of one HTTP/1.1 connection, in order: the `n`th response answers
+/// request `n`; an error's code is read from its body by the API's `code_of_body`.
 pub struct RestAnswers {
     reader: BufReader<TcpStream>,
     answered: u64,
     line: Vec<u8>,
     body: Vec<u8>,
+    code_of_body: fn(&[u8]) -> Option<u16>,
 }
 
 impl RestAnswers {
+    pub fn new(reader: TcpStream, code_of_body: fn(&[u8]) -> Option<u16>) -> RestAnswers {
+        RestAnswers {
+            reader: BufReader::with_capacity(256 * 1024, reader),
+            answered: 0,
+            line: Vec::with_capacity(256),
+            body: Vec::with_capacity(1024),
+            code_of_body,
+        }
+    }
+
     /// One line of the response's head, without its CRLF.
     fn read_line(&mut self) -> Result<(), String> {
         self.line.clear();
@@ -196,12 +210,8 @@ impl Answers for RestAnswers {
         let outcome = if status == 200 {
             Outcome::Ok
         } else {
-            // An error's body is `{"code": ..., "message": ...}`.
-            let code = serde_json::from_slice::<serde_json::Value>(&self.body)
-                .ok()
-                .and_then(|body| body["code"].as_str().map(code_of));
             // (255 when it has none: not one of the server's answers.)
-            Outcome::Rejected(code.unwrap_or(255))
+            Outcome::Rejected((self.code_of_body)(&self.body).unwrap_or(255))
         };
         Ok(Some(Answer { request, outcome }))
     }

@@ -13,30 +13,26 @@ use crate::reference::{decimal, InstrumentInfo, Reference, Terms};
 /// `seq * TRADES_PER_COMMAND + index`); a command's trades beyond this share ids.
 pub const TRADES_PER_COMMAND: u64 = 1_000_000;
 
-/// The symbol Binance's clients use for a spot instrument: base and quote without a
-/// separator (`BTCUSD` for `BTC-USD`). Futures contracts have none (not listed).
+/// The symbol Binance's clients use for a spot instrument: Bourse's without its dashes
+/// (`BTCUSD` for `BTC-USD`). Futures contracts have none (they are not listed).
 pub fn binance_symbol(info: &InstrumentInfo) -> Option<String> {
     match &info.terms {
-        Terms::Spot { base, quote, .. } => Some(format!("{base}{quote}")),
+        Terms::Spot { .. } => Some(info.symbol.replace('-', "")),
         Terms::Future { .. } => None,
     }
 }
 
 /// The spot instrument whose Binance symbol is `symbol` (the first declared, should
-/// two instruments' assets spell the same letters).
+/// two symbols differ only in their dashes).
 pub fn find_spot<'r>(
     reference: &'r Reference,
     symbol: &str,
 ) -> Option<(bourse_core::ids::InstrumentId, &'r InstrumentInfo)> {
-    reference.instruments.iter().enumerate().find_map(|(index, info)| match &info.terms {
-        Terms::Spot { base, quote, .. }
-            if symbol.len() == base.len() + quote.len()
-                && symbol.starts_with(base.as_str())
-                && symbol.ends_with(quote.as_str()) =>
-        {
-            Some((bourse_core::ids::InstrumentId(index as u32), info))
-        }
-        _ => None,
+    reference.instruments.iter().enumerate().find_map(|(index, info)| {
+        let same = matches!(info.terms, Terms::Spot { .. })
+            && info.symbol.len() >= symbol.len()
+            && info.symbol.bytes().filter(|byte| *byte != b'-').eq(symbol.bytes());
+        same.then_some((bourse_core::ids::InstrumentId(index as u32), info))
     })
 }
 
