@@ -3,7 +3,7 @@
 //! and tickers, and the market-data publisher's candles — the same sources as
 //! Bourse's own `/v1/` reads, so both answer with the same figures.
 
-use axum::extract::{RawQuery, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bourse_core::ids::InstrumentId;
@@ -11,8 +11,9 @@ use bourse_core::Side;
 use serde_json::{json, Value};
 
 use super::error::{BinanceError, BinanceResult};
-use super::params::Params;
+use super::params::{Params, Selection};
 use super::shapes::{self, binance_symbol, find_spot, ms, notional, trade_id_of_text};
+use super::BinanceRequest;
 use crate::error::ApiError;
 use crate::feed::market::RECENT_TRADES_KEPT;
 use crate::feed::ticker::TickerFigures;
@@ -28,22 +29,6 @@ const DAY_MS: u64 = 24 * 60 * 60 * 1_000;
 
 fn ok(value: Value) -> Response {
     Json(value).into_response()
-}
-
-fn public_params(query: &Option<String>) -> BinanceResult<Params<'_>> {
-    Params::parse(query.as_deref().unwrap_or(""), b"")
-}
-
-/// A `limit` parameter: `default` when absent, 1 to `max`.
-fn limit(params: &Params<'_>, default: usize, max: usize) -> BinanceResult<usize> {
-    match params.number("limit")? {
-        None => Ok(default),
-        Some(limit) if (1..=max as u64).contains(&limit) => Ok(limit as usize),
-        Some(limit) => Err(BinanceError::bad_request(
-            -1100,
-            format!("Illegal value for parameter 'limit': {limit}; it is 1 to {max}."),
-        )),
-    }
 }
 
 /// The spot instrument a `symbol` parameter names.
@@ -73,9 +58,9 @@ pub async fn time() -> Response {
 /// `symbol`, `symbols` (a JSON array) or neither: every spot instrument.
 pub async fn exchange_info(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let params = public_params(&query)?;
+    let params = request.public()?;
     params.only(&["symbol", "symbols", "permissions", "showPermissionSets"])?;
     let wanted = wanted_symbols(&params)?;
     let reference = state.directory.refresh_reference().await?;
@@ -132,13 +117,13 @@ fn wanted_symbols(params: &Params<'_>) -> BinanceResult<Option<Vec<String>>> {
 
 pub async fn depth(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let params = public_params(&query)?;
+    let params = request.public()?;
     params.only(&["symbol", "limit"])?;
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
     // Binance takes up to 5,000; Bourse's depth reads show up to `DEPTH_LEVELS_MAX`.
-    let levels = limit(&params, DEPTH_DEFAULT, 5_000)?.min(DEPTH_LEVELS_MAX);
+    let levels = Selection::read(&params, DEPTH_DEFAULT, 5_000, None)?.limit.min(DEPTH_LEVELS_MAX);
     let ((bids, asks), seq) = state
         .link
         .read_at_seq(move |venue| {
@@ -168,14 +153,15 @@ fn recent_trades(
 
 pub async fn trades(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let params = public_params(&query)?;
+    let params = request.public()?;
     params.only(&["symbol", "limit"])?;
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
-    let limit = limit(&params, LIST_DEFAULT, LIST_MAX)?;
+    let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, None)?;
     let trades = recent_trades(&state, instrument);
-    let shown: Vec<Value> = trades[trades.len().saturating_sub(limit)..]
+    let shown: Vec<Value> = selection
+        .window(&trades)
         .iter()
         .map(|(id, trade)| {
             json!({
@@ -196,29 +182,18 @@ pub async fn trades(
 /// Binance's aggregation, which may but need not merge a taker's trades at one price.
 pub async fn agg_trades(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let params = public_params(&query)?;
+    let params = request.public()?;
     params.only(&["symbol", "limit", "fromId", "startTime", "endTime"])?;
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
-    let limit = limit(&params, LIST_DEFAULT, LIST_MAX)?;
-    let from_id = params.number("fromId")?;
-    let (start, end) = (params.number("startTime")?, params.number("endTime")?);
+    let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, Some("fromId"))?;
     let trades: Vec<_> = recent_trades(&state, instrument)
         .into_iter()
-        .filter(|(id, trade)| {
-            from_id.is_none_or(|from| *id >= from)
-                && start.is_none_or(|start| ms(trade.ts_ns) >= start)
-                && end.is_none_or(|end| ms(trade.ts_ns) <= end)
-        })
+        .filter(|(id, trade)| selection.admits(*id, ms(trade.ts_ns)))
         .collect();
-    // From an id or a time: the first `limit` after it; else the latest `limit`.
-    let window = if from_id.is_some() || start.is_some() {
-        &trades[..trades.len().min(limit)]
-    } else {
-        &trades[trades.len().saturating_sub(limit)..]
-    };
-    let shown: Vec<Value> = window
+    let shown: Vec<Value> = selection
+        .window(&trades)
         .iter()
         .map(|(id, trade)| {
             json!({
@@ -233,9 +208,9 @@ pub async fn agg_trades(
 
 pub async fn klines(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let params = public_params(&query)?;
+    let params = request.public()?;
     params.only(&["symbol", "interval", "startTime", "endTime", "limit"])?;
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
     let interval = params.required("interval")?;
@@ -245,8 +220,7 @@ pub async fn klines(
             format!("Invalid interval {interval:?}: Bourse keeps 1s, 1m, 5m, 15m, 1h and 1d."),
         )
     })?;
-    let limit = limit(&params, LIST_DEFAULT, LIST_MAX)?;
-    let (start, end) = (params.number("startTime")?, params.number("endTime")?);
+    let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, None)?;
     let publisher = state.market_data.as_ref().ok_or_else(|| {
         BinanceError::new(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -255,9 +229,9 @@ pub async fn klines(
         )
     })?;
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let from_ns = start.unwrap_or(0).saturating_mul(1_000_000);
-    // From a start time: the first `limit` after it, so ask for all up to the clock.
-    let asked = if start.is_some() { usize::MAX } else { limit };
+    let from_ns = selection.start_ms.unwrap_or(0).saturating_mul(1_000_000);
+    // From a start time: the first ones after it, so ask for all up to the clock.
+    let asked = if selection.start_ms.is_some() { usize::MAX } else { selection.limit };
     let request =
         crate::md::Input::Candles { instrument, interval_ns, from_ns, limit: asked, reply };
     let stopped = || {
@@ -272,8 +246,8 @@ pub async fn klines(
     let interval_ms = interval_ns / 1_000_000;
     let shown: Vec<Value> = series
         .iter()
-        .filter(|candle| end.is_none_or(|end| ms(candle.start_ns) <= end))
-        .take(limit)
+        .filter(|candle| selection.admits(0, ms(candle.start_ns)))
+        .take(selection.limit)
         .map(|candle| {
             json!([
                 ms(candle.start_ns),
@@ -360,9 +334,9 @@ fn level(info: &InstrumentInfo, level: Option<(i64, i64)>) -> (Value, Value) {
 /// window; no `prevClosePrice`, `firstId`, `lastId`: Bourse does not keep them).
 pub async fn ticker_24hr(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let params = public_params(&query)?;
+    let params = request.public()?;
     params.only(&["symbol", "symbols", "type"])?;
     let mini = match params.get("type") {
         None | Some("FULL") => false,
@@ -454,9 +428,9 @@ fn ticker_fields(
 
 pub async fn ticker_price(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let params = public_params(&query)?;
+    let params = request.public()?;
     params.only(&["symbol", "symbols"])?;
     let instruments = ticker_instruments(&state, &params).await?;
     let now_ns = bourse_protocol::signing::now_ms().saturating_mul(1_000_000);
@@ -475,9 +449,9 @@ pub async fn ticker_price(
 
 pub async fn book_ticker(
     State(state): State<Shared>,
-    RawQuery(query): RawQuery,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let params = public_params(&query)?;
+    let params = request.public()?;
     params.only(&["symbol", "symbols"])?;
     let instruments = ticker_instruments(&state, &params).await?;
     let tops = tops(&state, instruments.iter().map(|(id, _)| *id).collect()).await?;

@@ -17,6 +17,7 @@ pub mod params;
 pub mod shapes;
 mod trading;
 
+use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::Router;
@@ -56,6 +57,40 @@ pub fn router() -> Router<Shared> {
         .route("/api/v3/openOrders", get(trading::open_orders))
         .route("/api/v3/allOrders", get(trading::all_orders))
         .route("/api/v3/myTrades", get(trading::my_trades))
+}
+
+/// A Binance request as its handlers take it: the headers, the query string and the
+/// body, read once (the router's body limit has applied).
+pub struct BinanceRequest {
+    headers: HeaderMap,
+    query: String,
+    body: Bytes,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for BinanceRequest {
+    type Rejection = BinanceError;
+
+    async fn from_request(request: axum::extract::Request, _: &S) -> BinanceResult<Self> {
+        let (parts, body) = request.into_parts();
+        let body = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .map_err(|_| BinanceError::bad_request(-1100, "The request body could not be read."))?;
+        let query = parts.uri.query().unwrap_or("").to_string();
+        Ok(BinanceRequest { headers: parts.headers, query, body })
+    }
+}
+
+impl BinanceRequest {
+    /// A public endpoint's parameters (the query string).
+    pub fn public(&self) -> BinanceResult<Params<'_>> {
+        Params::parse(&self.query, b"")
+    }
+
+    /// A signed endpoint's caller and parameters (`authenticate`).
+    pub fn signed(&self, state: &Shared) -> BinanceResult<(Caller, Params<'_>)> {
+        let now_ms = bourse_protocol::signing::now_ms();
+        authenticate(state, &self.headers, &self.query, &self.body, now_ms)
+    }
 }
 
 /// Checks a signed request the way Binance does, in Binance's order: the API key

@@ -97,6 +97,62 @@ impl<'a> Params<'a> {
     }
 }
 
+/// A list request's selection: `limit` (1 to a maximum), an id to start from (`fromId`,
+/// `orderId`), and a time range (`startTime`, `endTime`, ms).
+#[derive(Clone, Copy, Debug)]
+pub struct Selection {
+    pub limit: usize,
+    pub from_id: Option<u64>,
+    pub start_ms: Option<u64>,
+    pub end_ms: Option<u64>,
+}
+
+impl Selection {
+    /// Reads `limit` (`default` when absent, at most `max`), the id parameter
+    /// `from_id_name` (if the endpoint has one) and the time range.
+    pub fn read(
+        params: &Params<'_>,
+        default: usize,
+        max: usize,
+        from_id_name: Option<&str>,
+    ) -> Result<Selection, BinanceError> {
+        let limit = match params.number("limit")? {
+            None => default,
+            Some(limit) if (1..=max as u64).contains(&limit) => limit as usize,
+            Some(limit) => {
+                return Err(BinanceError::bad_request(
+                    -1100,
+                    format!("Illegal value for parameter 'limit': {limit}; it is 1 to {max}."),
+                ))
+            }
+        };
+        let from_id = from_id_name.map(|name| params.number(name)).transpose()?.flatten();
+        Ok(Selection {
+            limit,
+            from_id,
+            start_ms: params.number("startTime")?,
+            end_ms: params.number("endTime")?,
+        })
+    }
+
+    /// Whether an item with this id and time is selected (before the limit).
+    pub fn admits(&self, id: u64, time_ms: u64) -> bool {
+        self.from_id.is_none_or(|from| id >= from)
+            && self.start_ms.is_none_or(|start| time_ms >= start)
+            && self.end_ms.is_none_or(|end| time_ms <= end)
+    }
+
+    /// The selected items (oldest first) within the limit: from an id or a start
+    /// time, the first ones after it; else the latest ones, as Binance.
+    pub fn window<'a, T>(&self, items: &'a [T]) -> &'a [T] {
+        if self.from_id.is_some() || self.start_ms.is_some() {
+            &items[..items.len().min(self.limit)]
+        } else {
+            &items[items.len().saturating_sub(self.limit)..]
+        }
+    }
+}
+
 /// A parameter the request needs and did not send.
 pub fn missing(name: &str) -> BinanceError {
     BinanceError::bad_request(
@@ -195,6 +251,15 @@ mod tests {
             Params::parse("limit=x", b"").and_then(|p| p.number("limit")).unwrap_err().code,
             -1100
         );
+        let selection = Selection::read(&params, 500, 1000, None).expect("a valid limit");
+        assert_eq!(selection.limit, 5);
+        assert_eq!(selection.window(&[1, 2, 3, 4, 5, 6, 7]), &[3, 4, 5, 6, 7], "the latest");
+        let from = Params::parse("fromId=3&limit=2", b"").expect("valid");
+        let selection = Selection::read(&from, 500, 1000, Some("fromId")).expect("valid");
+        assert!(selection.admits(3, 0) && !selection.admits(2, 0));
+        assert_eq!(selection.window(&[3, 4, 5]), &[3, 4], "the first after the id");
+        let wide = Params::parse("limit=1001", b"").expect("valid");
+        assert_eq!(Selection::read(&wide, 500, 1000, None).unwrap_err().code, -1100);
         let many: String = (0..=PARAMS_MAX).map(|index| format!("p{index}=1&")).collect();
         assert_eq!(Params::parse(&many, b"").unwrap_err().code, -1101);
         let decoded = Params::parse("newClientOrderId=a%2Fb%3Ac", b"").expect("percent-encoded");

@@ -6,9 +6,7 @@
 
 use std::borrow::Cow;
 
-use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bourse_core::command::OrderType;
@@ -19,8 +17,9 @@ use serde_json::{json, Value};
 
 use super::error::{BinanceError, BinanceResult};
 use super::market::instrument;
-use super::params::Params;
+use super::params::{Params, Selection};
 use super::shapes::{self, filled_notional, ms, order_json, trade_id};
+use super::BinanceRequest;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::order_entry::answer::View;
@@ -36,27 +35,6 @@ const AMOUNT_LEVELS_MAX: usize = 1_000;
 
 fn ok(value: Value) -> Response {
     Json(value).into_response()
-}
-
-fn signed<'a>(
-    state: &Shared,
-    headers: &HeaderMap,
-    query: &'a Option<String>,
-    body: &'a Bytes,
-) -> BinanceResult<(Caller, Params<'a>)> {
-    let now_ms = bourse_protocol::signing::now_ms();
-    super::authenticate(state, headers, query.as_deref().unwrap_or(""), body, now_ms)
-}
-
-fn limit(params: &Params<'_>) -> BinanceResult<usize> {
-    match params.number("limit")? {
-        None => Ok(LIST_DEFAULT),
-        Some(limit) if (1..=LIST_MAX as u64).contains(&limit) => Ok(limit as usize),
-        Some(limit) => Err(BinanceError::bad_request(
-            -1100,
-            format!("Illegal value for parameter 'limit': {limit}; it is 1 to {LIST_MAX}."),
-        )),
-    }
 }
 
 fn decimal_param(params: &Params<'_>, name: &str) -> BinanceResult<Option<Decimal>> {
@@ -82,11 +60,9 @@ async fn account_id(state: &Shared, caller: &Caller) -> BinanceResult<Option<Acc
 /// `GET /api/v3/account`: every asset's `free` (available) and `locked` (held).
 pub async fn account(
     State(state): State<Shared>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let (caller, params) = signed(&state, &headers, &query, &body)?;
+    let (caller, params) = request.signed(&state)?;
     params.only(&["omitZeroBalances"])?;
     let omit_zero = match params.get("omitZeroBalances") {
         None | Some("false") => false,
@@ -170,11 +146,9 @@ async fn read_order(
 /// `GET /api/v3/order`.
 pub async fn get_order(
     State(state): State<Shared>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let (caller, params) = signed(&state, &headers, &query, &body)?;
+    let (caller, params) = request.signed(&state)?;
     params.only(&["symbol", "orderId", "origClientOrderId"])?;
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
     let target = target(&params)?;
@@ -188,11 +162,9 @@ pub async fn get_order(
 /// `DELETE /api/v3/order`: the order as it stands after the cancel.
 pub async fn cancel_order(
     State(state): State<Shared>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let (caller, params) = signed(&state, &headers, &query, &body)?;
+    let (caller, params) = request.signed(&state)?;
     params.only(&[
         "symbol",
         "orderId",
@@ -236,11 +208,9 @@ pub async fn cancel_order(
 /// order's fills).
 pub async fn new_order(
     State(state): State<Shared>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let (caller, params) = signed(&state, &headers, &query, &body)?;
+    let (caller, params) = request.signed(&state)?;
     params.only(&[
         "symbol",
         "side",
@@ -487,11 +457,9 @@ async fn orders(
 /// `GET /api/v3/openOrders`: of one symbol, or of every symbol.
 pub async fn open_orders(
     State(state): State<Shared>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let (caller, params) = signed(&state, &headers, &query, &body)?;
+    let (caller, params) = request.signed(&state)?;
     params.only(&["symbol"])?;
     let instrument = match params.get("symbol") {
         Some(symbol) => Some(instrument(&state, symbol).await?.0),
@@ -516,32 +484,20 @@ pub async fn open_orders(
 /// the venue remembers: the latest 1,024 per account).
 pub async fn all_orders(
     State(state): State<Shared>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let (caller, params) = signed(&state, &headers, &query, &body)?;
+    let (caller, params) = request.signed(&state)?;
     params.only(&["symbol", "orderId", "startTime", "endTime", "limit"])?;
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
-    let limit = limit(&params)?;
-    let from_order = params.number("orderId")?;
-    let (start, end) = (params.number("startTime")?, params.number("endTime")?);
+    let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, Some("orderId"))?;
     let account = account_id(&state, &caller).await?;
     let found: Vec<_> = orders(&state, account, Some(instrument), true)
         .await?
         .into_iter()
-        .filter(|(record, _)| {
-            from_order.is_none_or(|from| record.order_id.0 >= from)
-                && start.is_none_or(|start| ms(record.created_ns.0) >= start)
-                && end.is_none_or(|end| ms(record.created_ns.0) <= end)
-        })
+        .filter(|(record, _)| selection.admits(record.order_id.0, ms(record.created_ns.0)))
         .collect();
-    let window = if from_order.is_some() || start.is_some() {
-        &found[..found.len().min(limit)]
-    } else {
-        &found[found.len().saturating_sub(limit)..]
-    };
-    let shown: Vec<Value> = window
+    let shown: Vec<Value> = selection
+        .window(&found)
         .iter()
         .map(|(record, notional)| Value::Object(order_json(&info, record, *notional)))
         .collect();
@@ -552,17 +508,13 @@ pub async fn all_orders(
 /// account are remembered).
 pub async fn my_trades(
     State(state): State<Shared>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
+    request: BinanceRequest,
 ) -> BinanceResult<Response> {
-    let (caller, params) = signed(&state, &headers, &query, &body)?;
+    let (caller, params) = request.signed(&state)?;
     params.only(&["symbol", "orderId", "startTime", "endTime", "fromId", "limit"])?;
     let (instrument, info, reference) = instrument(&state, params.required("symbol")?).await?;
-    let limit = limit(&params)?;
+    let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, Some("fromId"))?;
     let order = params.number("orderId")?;
-    let from_id = params.number("fromId")?;
-    let (start, end) = (params.number("startTime")?, params.number("endTime")?);
     let Some(account) = account_id(&state, &caller).await? else { return Ok(ok(json!([]))) };
     let fills = state
         .link
@@ -581,17 +533,13 @@ pub async fn my_trades(
         .iter()
         .filter(|fill| {
             order.is_none_or(|order| fill.order_id.0 == order)
-                && from_id.is_none_or(|from| trade_id(fill.seq, fill.trade_index) >= from)
-                && start.is_none_or(|start| ms(fill.ts_ns.0) >= start)
-                && end.is_none_or(|end| ms(fill.ts_ns.0) <= end)
+                && selection.admits(trade_id(fill.seq, fill.trade_index), ms(fill.ts_ns.0))
         })
         .collect();
-    let window = if from_id.is_some() || start.is_some() {
-        &fills[..fills.len().min(limit)]
-    } else {
-        &fills[fills.len().saturating_sub(limit)..]
-    };
-    let shown: Vec<Value> =
-        window.iter().map(|fill| shapes::my_trade_json(&reference, &info, fill)).collect();
+    let shown: Vec<Value> = selection
+        .window(&fills)
+        .iter()
+        .map(|fill| shapes::my_trade_json(&reference, &info, fill))
+        .collect();
     Ok(ok(Value::Array(shown)))
 }
