@@ -363,6 +363,16 @@ impl EngineLink {
         .await
     }
 
+    /// Whether each of the first `count` instruments is halted, in id order.
+    pub async fn halted(&self, count: usize) -> Result<Vec<bool>, LinkError> {
+        self.read(move |venue| {
+            (0..count)
+                .map(|index| venue.is_halted(bourse_core::ids::InstrumentId(index as u32)))
+                .collect()
+        })
+        .await
+    }
+
     /// Every asset's balance of each of `accounts` (zeros for an account the engine
     /// does not have, `None`), in the engine's asset order.
     pub async fn balances(

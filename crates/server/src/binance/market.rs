@@ -65,15 +65,7 @@ pub async fn exchange_info(
     let wanted = wanted_symbols(&params)?;
     let reference = state.directory.refresh_reference().await?;
     let count = reference.instruments.len();
-    let halted = state
-        .link
-        .read(move |venue| {
-            (0..count)
-                .map(|index| venue.is_halted(InstrumentId(index as u32)))
-                .collect::<Vec<bool>>()
-        })
-        .await
-        .map_err(ApiError::from)?;
+    let halted = state.link.halted(count).await.map_err(ApiError::from)?;
     let mut symbols = Vec::new();
     for (info, halted) in reference.instruments.iter().zip(halted) {
         let Some(shown) = shapes::symbol_info(info, halted) else { continue };

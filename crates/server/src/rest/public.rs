@@ -49,14 +49,7 @@ pub async fn ready(State(state): State<Shared>) -> Response {
 pub async fn instruments(State(state): State<Shared>) -> ApiResult<Response> {
     let reference = state.directory.refresh_reference().await?;
     let count = reference.instruments.len();
-    let halted = state
-        .link
-        .read(move |venue| {
-            (0..count)
-                .map(|index| venue.is_halted(bourse_core::ids::InstrumentId(index as u32)))
-                .collect::<Vec<bool>>()
-        })
-        .await?;
+    let halted = state.link.halted(count).await?;
     let shown: Vec<Value> = reference
         .instruments
         .iter()
