@@ -204,6 +204,17 @@ def main():
     expect_error(ccxt.OrderNotFound, lambda: alice.fetch_order("999999999", SYMBOL), "an unknown order")
     alice.cancel_order(post_only["id"], SYMBOL)
 
+    # Every order of the symbol (allOrders): GET /v1/orders, open and finished.
+    every = alice.fetch_orders(SYMBOL)
+    rest_every = [order for status in ("open", "finished")
+                  for order in alice_rest.ok("GET", f"/v1/orders?status={status}")["orders"]
+                  if order["symbol"] == BOURSE_SYMBOL]
+    check(sorted(order["id"] for order in every) == sorted(str(order["order_id"]) for order in rest_every),
+          f"fetch_orders: {len(every)} orders, as GET /v1/orders (open and finished)")
+    for order in every:
+        compare_order(order, next(o for o in rest_every if str(o["order_id"]) == order["id"]),
+                      f"fetch_orders: order {order['id']}")
+
     # Fills and balances.
     compare_fills(alice, alice_rest, "alice's fetch_my_trades")
     compare_fills(bob, bob_rest, "bob's fetch_my_trades")
