@@ -20,7 +20,8 @@
 //! - `state`: the services put together;
 //! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
 //!   (the pipelined order-entry loop), `rest`, `ws`, `diff` (the DIFF protocol's
-//!   WebSocket, which tqsdk speaks), `tcp`;
+//!   WebSocket, which tqsdk speaks), `tcp`, `fix` (FIX 4.4 order entry, its sessions
+//!   and their store);
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
@@ -48,6 +49,7 @@ pub mod tokens;
 pub mod state;
 
 pub mod diff;
+pub mod fix;
 pub mod http;
 pub mod rest;
 pub mod tcp;
