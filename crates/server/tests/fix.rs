@@ -412,3 +412,77 @@ fn bad_input_gets_a_reject_or_a_logout_and_nothing_is_lost() {
     fix.next_seq = 100_000;
     fix.logon(&buyer);
 }
+
+/// The short run of the decoders' fuzz target (`crates/server/fuzz`, `fix_decode`, for
+/// the long runs): arbitrary bytes, and valid orders with a byte changed, framed, read
+/// and decoded without a panic.
+mod decoding {
+    use bourse_protocol::fix::{frame, Message, Writer, MESSAGE_BYTES_MAX};
+    use bourse_server::fix::orders::{decode, Application};
+    use proptest::prelude::*;
+
+    fn check(bytes: &[u8]) {
+        let mut fields = Vec::new();
+        if let Ok(Some(length)) = frame(bytes) {
+            assert!(length <= MESSAGE_BYTES_MAX && length <= bytes.len());
+        }
+        let Ok(message) = Message::parse(bytes, &mut fields) else { return };
+        for msg_type in ["D", "F", "G"] {
+            match decode(msg_type, &message) {
+                Ok(Some(Application::NewOrder(order))) => assert!(order.qty.mantissa() > 0),
+                Ok(_) => {}
+                Err(refused) => assert!(refused.tag.is_some() && !refused.text.is_empty()),
+            }
+        }
+    }
+
+    fn order() -> Vec<u8> {
+        let mut writer = Writer::default();
+        writer.start("D");
+        for (tag, value) in [
+            (11, "a1"),
+            (55, "BTC-USD"),
+            (54, "1"),
+            (38, "0.5"),
+            (40, "2"),
+            (44, "100"),
+            (59, "3"),
+            (18, "6"),
+            (77, "C"),
+            (95, "3"),
+            (96, "a\x01b"),
+        ] {
+            writer.str(tag, value);
+        }
+        let mut out = Vec::new();
+        writer.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn the_untouched_order_decodes() {
+        let bytes = order();
+        let mut fields = Vec::new();
+        let message = Message::parse(&bytes, &mut fields).unwrap();
+        let Ok(Some(Application::NewOrder(order))) = decode("D", &message) else { panic!() };
+        assert!(order.post_only && order.offset == bourse_core::Offset::Close);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            check(&bytes);
+        }
+
+        #[test]
+        fn a_valid_order_with_a_byte_changed_never_panics(at in 0usize..200, byte in any::<u8>()) {
+            let mut bytes = order();
+            let at = at % bytes.len();
+            bytes[at] = byte;
+            check(&bytes);
+            check(&bytes[20.min(bytes.len())..]);
+        }
+    }
+}
