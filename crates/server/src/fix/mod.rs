@@ -42,7 +42,9 @@ use crate::auth::{Caller, Signed};
 use crate::config::FixConfig;
 use crate::connection::{self, Output};
 use crate::error::ApiResult;
-use crate::feed::channel::{Channel, FeedBody, FeedMessage, HubCommand, Kill, Outbound};
+use crate::feed::channel::{
+    follow_orders_and_fills, FeedBody, FeedMessage, HubCommand, Kill, Outbound,
+};
 use crate::link::LaneReleases;
 use crate::order_entry::answer::{Answer, Detail, View};
 use crate::order_entry::in_flight::InFlight;
@@ -856,20 +858,8 @@ impl Connection {
             return;
         };
         session.account = Some(id);
-        for channel in [Channel::Orders(id), Channel::Fills(id)] {
-            let command = HubCommand::Subscribe {
-                connection: session.hub_id,
-                channel,
-                outbound: session.hub_outbound.clone(),
-                acknowledgement: None,
-            };
-            if self.state.hub.send(command).await.is_err() {
-                return self.kill.kill("shutting_down");
-            }
-        }
-        let (reply, in_place) = oneshot::channel();
-        if self.state.hub.send(HubCommand::Barrier(reply)).await.is_err() || in_place.await.is_err()
-        {
+        let (hub, outbound) = (&self.state.hub, &session.hub_outbound);
+        if !follow_orders_and_fills(hub, session.hub_id, id, outbound).await {
             self.kill.kill("shutting_down");
         }
     }
