@@ -22,6 +22,9 @@ pub struct ServeArgs {
     /// The binary TCP order-entry address [default: 127.0.0.1:9090].
     #[arg(long)]
     tcp: Option<SocketAddr>,
+    /// The FIX 4.4 order-entry address [default: 127.0.0.1:9876].
+    #[arg(long)]
+    fix: Option<SocketAddr>,
     /// sync (an acknowledgement means on disk), async or none [default: sync].
     #[arg(long)]
     durability: Option<String>,
@@ -58,6 +61,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         data_dir: args.data_dir,
         http_listen: args.http,
         tcp_listen: args.tcp,
+        fix_listen: args.fix,
         durability: args.durability,
         marketdata: args.no_marketdata.then_some(false),
         md_multicast: args.md_multicast,
@@ -125,6 +129,10 @@ fn print_notes(notes: &StartNotes) {
         notes.http, notes.http
     );
     println!("bourse: serving binary order entry on tcp://{}", notes.tcp);
+    println!(
+        "bourse: serving FIX 4.4 order entry on tcp://{} (TargetCompID {})",
+        notes.fix, notes.fix_comp_id
+    );
     if let Some(feed) = &notes.market_data {
         println!(
             "bourse: market data (session {}) to udp://{} via {}; snapshots on tcp://{}, retransmissions on udp://{}",

@@ -4,6 +4,8 @@
 //!
 //! - `binary`: the binary order-entry protocol's codec (`docs/protocol-binary.md`):
 //!   framing, every message's layout, reason codes.
+//! - `fix`: FIX 4.4's tag=value codec (framing, checksum, fields read in place, a
+//!   writer), for the FIX acceptor and its clients (`docs/fix.md`).
 //! - `client_order_id`: the rule every protocol checks a client order id by.
 //! - `futures_symbol`: the rule a futures contract's symbol follows (`SHFE.cu2501`),
 //!   and its split into exchange and code and join back, as tqsdk's DIFF carries them.
@@ -18,5 +20,6 @@
 
 pub mod binary;
 pub mod client_order_id;
+pub mod fix;
 pub mod futures_symbol;
 pub mod signing;

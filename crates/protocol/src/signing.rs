@@ -27,6 +27,8 @@ pub const LOGIN_METHOD: &str = "GET";
 pub const WS_LOGIN_PATH: &str = "/v1/ws";
 /// The path a binary TCP login signs.
 pub const TCP_LOGIN_PATH: &str = "/v1/tcp";
+/// The path a FIX Logon signs (its timestamp is the Logon's SendingTime, `docs/fix.md`).
+pub const FIX_LOGIN_PATH: &str = "/v1/fix";
 
 /// A signature's bytes (HMAC-SHA256); its hex form has twice as many digits.
 pub const SIGNATURE_BYTES: usize = 32;

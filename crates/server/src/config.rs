@@ -17,6 +17,7 @@ pub struct ServeConfig {
     pub durability: String,
     pub http: HttpConfig,
     pub tcp: TcpConfig,
+    pub fix: FixConfig,
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
     pub marketdata: MarketDataConfig,
@@ -136,6 +137,32 @@ impl Default for TcpConfig {
     }
 }
 
+/// FIX 4.4 order entry (`docs/fix.md`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FixConfig {
+    pub listen: SocketAddr,
+    /// The venue's CompID: SenderCompID (49) of what it sends, the TargetCompID (56)
+    /// it expects.
+    pub comp_id: String,
+    /// Sent application messages kept per session for resending, at most (older ones
+    /// are answered with a GapFill).
+    pub store_messages: usize,
+    /// The HeartBtInt (108) a Logon may ask for, at most, in seconds.
+    pub heartbeat_max_s: u64,
+}
+
+impl Default for FixConfig {
+    fn default() -> Self {
+        FixConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9876)),
+            comp_id: "BOURSE".to_string(),
+            store_messages: 1_000_000,
+            heartbeat_max_s: 300,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
@@ -183,6 +210,7 @@ impl Default for ServeConfig {
             durability: "sync".to_string(),
             http: HttpConfig::default(),
             tcp: TcpConfig::default(),
+            fix: FixConfig::default(),
             auth: AuthConfig::default(),
             limits: LimitsConfig::default(),
             marketdata: MarketDataConfig::default(),
@@ -241,6 +269,7 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     pub http_listen: Option<SocketAddr>,
     pub tcp_listen: Option<SocketAddr>,
+    pub fix_listen: Option<SocketAddr>,
     pub durability: Option<String>,
     /// `Some(false)` turns the market-data feed off.
     pub marketdata: Option<bool>,
@@ -274,6 +303,9 @@ impl ServeConfig {
         }
         if let Some(listen) = overrides.tcp_listen {
             config.tcp.listen = listen;
+        }
+        if let Some(listen) = overrides.fix_listen {
+            config.fix.listen = listen;
         }
         if let Some(durability) = &overrides.durability {
             config.durability = durability.clone();
@@ -325,6 +357,10 @@ impl ServeConfig {
             "BOURSE_TCP_LISTEN" => {
                 self.tcp.listen =
                     value.parse().map_err(|_| invalid("an address like 127.0.0.1:9090"))?
+            }
+            "BOURSE_FIX_LISTEN" => {
+                self.fix.listen =
+                    value.parse().map_err(|_| invalid("an address like 127.0.0.1:9876"))?
             }
             "BOURSE_DURABILITY" => self.durability = value,
             "BOURSE_MASTER_KEY_FILE" => self.auth.master_key_file = Some(PathBuf::from(&value)),

@@ -21,7 +21,7 @@
 //! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
 //!   (the pipelined order-entry loop), `rest`, `ws`, `diff` (the DIFF protocol's
 //!   WebSocket, which tqsdk speaks), `binance` (Binance's `/api/v3/` for spot, which
-//!   ccxt speaks), `tcp`;
+//!   ccxt speaks), `tcp`, `fix` (FIX 4.4 order entry, its sessions and their store);
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
@@ -50,6 +50,7 @@ pub mod state;
 
 pub mod binance;
 pub mod diff;
+pub mod fix;
 pub mod http;
 pub mod rest;
 pub mod tcp;

@@ -62,6 +62,9 @@ const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub struct StartNotes {
     pub http: SocketAddr,
     pub tcp: SocketAddr,
+    /// FIX order entry's address, and the CompID it answers as.
+    pub fix: SocketAddr,
+    pub fix_comp_id: String,
     pub data_dir: PathBuf,
     /// Set on the first start: the admin key was made and written there.
     pub first_start: Option<FirstStart>,
@@ -226,6 +229,12 @@ pub async fn start_with_sql(
     let tcp = tcp_listener
         .local_addr()
         .map_err(|source| ServeError::Listen { address: config.tcp.listen, source })?;
+    let fix_listener = TcpListener::bind(config.fix.listen)
+        .await
+        .map_err(|source| ServeError::Listen { address: config.fix.listen, source })?;
+    let fix = fix_listener
+        .local_addr()
+        .map_err(|source| ServeError::Listen { address: config.fix.listen, source })?;
     let link = Arc::new(EngineLink::open(&engine, config.limits.in_flight_max));
     let market_data = &config.marketdata;
     let (md_sender, md_receiver) = match market_data.enabled {
@@ -313,6 +322,13 @@ pub async fn start_with_sql(
         _ => (None, None),
     };
     tokio::spawn(crate::tcp::serve(tcp_listener, Arc::clone(&state), tcp_stopped.clone()));
+    let fix_gateway = crate::fix::Gateway::new(&config.fix, &config.data_dir);
+    tokio::spawn(crate::fix::serve(
+        fix_listener,
+        fix_gateway,
+        Arc::clone(&state),
+        tcp_stopped.clone(),
+    ));
     // Futures: a settlement's margin a crash cut off, then the risk process and the
     // daily settlement.
     crate::futures::settlement::reconcile_ratio_margins(&state.link, &state.futures).await;
@@ -374,6 +390,8 @@ pub async fn start_with_sql(
     let notes = StartNotes {
         http,
         tcp,
+        fix,
+        fix_comp_id: config.fix.comp_id.clone(),
         data_dir: config.data_dir.clone(),
         first_start,
         admin_key_file: server_dir.join(crate::keys::ADMIN_KEY_FILE),

@@ -42,7 +42,7 @@ use crate::auth::{Caller, Signed};
 use crate::connection::{self, Output};
 use crate::error::{ApiError, ApiResult};
 use crate::feed::channel::{
-    Channel, FeedBody, FeedMessage, FillMessage, HubCommand, Kill, Outbound,
+    follow_orders_and_fills, FeedBody, FeedMessage, FillMessage, HubCommand, Kill, Outbound,
 };
 use crate::order_entry::answer::{Answer, Detail};
 use crate::order_entry::in_flight::InFlight;
@@ -331,22 +331,8 @@ impl Connection {
         };
         let Ok(Some(id)) = self.state.directory.account_id(&account).await else { return };
         self.account = Some(id);
-        for channel in [Channel::Orders(id), Channel::Fills(id)] {
-            let command = HubCommand::Subscribe {
-                connection: self.id,
-                channel,
-                outbound: self.hub_outbound.clone(),
-                acknowledgement: None,
-            };
-            if self.state.hub.send(command).await.is_err() {
-                return self.kill.kill("shutting_down");
-            }
-        }
-        // Requests go to the engine only once the subscriptions are in place, so that no
-        // fill or update they cause can pass the hub before it knows this connection.
-        let (reply, in_place) = tokio::sync::oneshot::channel();
-        if self.state.hub.send(HubCommand::Barrier(reply)).await.is_err() || in_place.await.is_err()
-        {
+        let (hub, connection) = (&self.state.hub, self.id);
+        if !follow_orders_and_fills(hub, connection, id, &self.hub_outbound).await {
             self.kill.kill("shutting_down");
         }
     }

@@ -1,4 +1,4 @@
-//! What the interop tests share (`tqsdk_interop`, `ccxt_interop`): `bourse serve
+//! What the interop tests share (`tqsdk_interop`, `ccxt_interop`, `fix_interop`): `bourse serve
 //! --demo` on free ports in a temporary directory (`Demo`), signed admin requests to it,
 //! a Python with exactly the pinned versions of a client library (`pinned_python`), and
 //! running one of `tests/interop/`'s scripts against the demo (`run_script`) with
@@ -110,6 +110,8 @@ pub fn pinned_python(env_var: &str, requirements: &str, package: &str) -> PathBu
 pub struct Demo {
     child: Child,
     pub http: String,
+    /// FIX order entry's address.
+    pub fix: String,
     pub directory: tempfile::TempDir,
     /// account -> (key, secret)
     pub keys: HashMap<String, (String, String)>,
@@ -121,6 +123,7 @@ impl Demo {
         let log = File::create(directory.path().join("server.log")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_bourse"))
             .args(["serve", "--demo", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0"])
+            .args(["--fix", "127.0.0.1:0"])
             .args(["--md-snapshot", "127.0.0.1:0", "--md-retransmit", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(directory.path().join("data"))
@@ -131,12 +134,16 @@ impl Demo {
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let mut http = String::new();
+        let mut fix = String::new();
         let mut keys = HashMap::new();
         let mut seen = Vec::new();
         for line in lines.by_ref() {
             let line = line.unwrap();
             if let Some(rest) = line.strip_prefix("bourse: serving REST and WebSocket on http://") {
                 http = rest.split_whitespace().next().unwrap().to_string();
+            }
+            if let Some(rest) = line.strip_prefix("bourse: serving FIX 4.4 order entry on tcp://") {
+                fix = rest.split_whitespace().next().unwrap().to_string();
             }
             // "bourse: demo account alice: key bk_... secret ... password ..."
             if let Some(rest) = line.strip_prefix("bourse: demo account ") {
@@ -154,7 +161,7 @@ impl Demo {
         }
         // Keep reading stdout so that the server never writes into a closed pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        let mut demo = Demo { child, http, directory, keys };
+        let mut demo = Demo { child, http, fix, directory, keys };
         assert!(
             !demo.http.is_empty()
                 && demo.keys.contains_key("alice")

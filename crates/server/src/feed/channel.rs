@@ -212,3 +212,29 @@ pub enum HubCommand {
 /// Where the hub hands what is the market-data publisher's (`md`): subscriptions to its
 /// channels, and every disconnection.
 pub type ForwardTo = Box<dyn Fn(HubCommand) + Send + Sync>;
+
+/// Subscribes `connection` to `account`'s orders and fills (what an order-entry
+/// connection follows, so that it hears of fills of orders entered elsewhere) and waits
+/// until the subscriptions are in place, so that no fill or update of a request sent
+/// afterwards can pass the hub before it knows the connection. `false` when the hub is
+/// gone (the server is stopping).
+pub async fn follow_orders_and_fills(
+    hub: &mpsc::Sender<HubCommand>,
+    connection: u64,
+    account: AccountId,
+    outbound: &Outbound,
+) -> bool {
+    for channel in [Channel::Orders(account), Channel::Fills(account)] {
+        let command = HubCommand::Subscribe {
+            connection,
+            channel,
+            outbound: outbound.clone(),
+            acknowledgement: None,
+        };
+        if hub.send(command).await.is_err() {
+            return false;
+        }
+    }
+    let (reply, in_place) = tokio::sync::oneshot::channel();
+    hub.send(HubCommand::Barrier(reply)).await.is_ok() && in_place.await.is_ok()
+}

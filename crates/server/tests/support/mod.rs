@@ -18,6 +18,7 @@ pub struct TestServer {
     pub server: Option<RunningServer>,
     pub address: SocketAddr,
     pub tcp_address: SocketAddr,
+    pub fix_address: SocketAddr,
     pub admin: Client,
     pub demo: Vec<Client>,
 }
@@ -27,6 +28,7 @@ pub fn config(data_dir: &Path) -> ServeConfig {
         data_dir: Some(data_dir.to_path_buf()),
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         tcp_listen: Some("127.0.0.1:0".parse().unwrap()),
+        fix_listen: Some("127.0.0.1:0".parse().unwrap()),
         durability: None,
         marketdata: None,
         md_multicast: Some(free_multicast()),
@@ -59,6 +61,7 @@ impl TestServer {
         let server = runtime.block_on(bourse_server::start(config, demo)).unwrap();
         let address = server.http_address();
         let tcp_address = server.notes.tcp;
+        let fix_address = server.notes.fix;
         let admin_text = std::fs::read_to_string(&admin_file).unwrap();
         let field = |name: &str| {
             admin_text
@@ -79,7 +82,7 @@ impl TestServer {
                 secret: secret.expose().to_string(),
             })
             .collect();
-        TestServer { runtime, server: Some(server), address, tcp_address, admin, demo }
+        TestServer { runtime, server: Some(server), address, tcp_address, fix_address, admin, demo }
     }
 
     pub fn stop(mut self) {
