@@ -264,6 +264,79 @@ fn orders_are_reported_and_a_restarted_server_resends_what_it_sent() {
     assert!(next >= next_out, "{resent:?}");
 }
 
+/// Orders that trade or are canceled while the hub is still behind: every order gets
+/// its own report first, and every fill its Trade report, however the order's record
+/// and fills interleave (the hub reads a record after its release, when later
+/// releases may have filled the order more; a cancel's answer can come before the
+/// hub's record of the order).
+#[test]
+fn every_order_is_reported_before_what_follows_it_even_in_a_burst() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.limits.requests_per_second = 1_000_000;
+    config.limits.requests_burst = 1_000_000;
+    let server = TestServer::start_with(config, false);
+    let (_, buyer) = server.seller_and_buyer("10", "1000000");
+    // The buyer's account also sells (BTC): its orders cross one another.
+    let (status, body) = server
+        .admin
+        .post("/v1/admin/deposits", r#"{"account":"buyer","asset":"BTC","amount":"10"}"#);
+    assert_eq!(status, 200, "{body}");
+    let mut fix = FixClient::connect(server.fix_address, "BURST");
+    fix.logon(&buyer);
+    const PAIRS: usize = 300;
+    let mut burst = Vec::new();
+    for pair in 0..PAIRS {
+        let (buy, sell, cancel) = (format!("b{pair}"), format!("s{pair}"), format!("c{pair}"));
+        burst.extend(fix.message("D", fix.next_seq, &new_order(&buy, "1", "0.01", "100")));
+        fix.next_seq += 1;
+        burst.extend(fix.message("D", fix.next_seq, &new_order(&sell, "2", "0.01", "100")));
+        fix.next_seq += 1;
+        // And an order canceled right behind itself.
+        let rest = format!("r{pair}");
+        burst.extend(fix.message("D", fix.next_seq, &new_order(&rest, "1", "0.01", "50")));
+        fix.next_seq += 1;
+        let fields = [
+            (tag::ORIG_CL_ORD_ID, rest.as_str()),
+            (tag::CL_ORD_ID, cancel.as_str()),
+            (tag::SIDE, "1"),
+            (tag::SYMBOL, "BTC-USD"),
+            (tag::TRANSACT_TIME, "20240101-00:00:00"),
+        ];
+        burst.extend(fix.message("F", fix.next_seq, &fields));
+        fix.next_seq += 1;
+    }
+    fix.stream.write_all(&burst).unwrap();
+    // Per ClOrdID: its reports' ExecTypes, in order.
+    let mut reports: HashMap<String, Vec<String>> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let done = |reports: &HashMap<String, Vec<String>>| {
+        (0..PAIRS).all(|pair| {
+            let traded = |id: String| {
+                reports.get(&id).is_some_and(|types| types.iter().any(|kind| kind == "F"))
+            };
+            traded(format!("b{pair}"))
+                && traded(format!("s{pair}"))
+                && reports.get(&format!("c{pair}")).is_some_and(|types| types == &["4"])
+        })
+    };
+    while !done(&reports) && Instant::now() < deadline {
+        let Some(message) = fix.receive(Duration::from_millis(200)) else { continue };
+        if message[&tag::MSG_TYPE] != "8" {
+            continue;
+        }
+        let id = message[&tag::CL_ORD_ID].clone();
+        if let Some(orig) = message.get(&tag::ORIG_CL_ORD_ID) {
+            assert!(reports.contains_key(orig), "a report naming {orig} came before {orig}'s own");
+        }
+        reports.entry(id).or_default().push(message[&tag::EXEC_TYPE].clone());
+    }
+    assert!(done(&reports), "reports missing after 60 s: {reports:?}");
+    for pair in 0..PAIRS {
+        assert_eq!(reports[&format!("r{pair}")].first().map(String::as_str), Some("0"));
+    }
+}
+
 #[test]
 fn bad_input_gets_a_reject_or_a_logout_and_nothing_is_lost() {
     let directory = tempfile::tempdir().unwrap();

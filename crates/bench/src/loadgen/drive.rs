@@ -36,6 +36,9 @@ pub enum Protocol {
     /// Binance's signed `POST /api/v3/order` (`docs/binance.md`), pipelined, on
     /// `--http`; the `cross` flow only.
     Binance,
+    /// FIX 4.4 NewOrderSingle, OrderCancelRequest and OrderCancelReplaceRequest
+    /// (`docs/fix.md`), on `--fix`.
+    Fix,
 }
 
 impl Protocol {
@@ -45,6 +48,7 @@ impl Protocol {
             Protocol::Rest => "rest",
             Protocol::Ws => "ws",
             Protocol::Binance => "binance",
+            Protocol::Fix => "fix",
         }
     }
 }
@@ -77,8 +81,13 @@ impl ConnectionPlan {
             self.index,
             self.connections,
             self.symbols.len(),
-            format!("{}c{}", self.id_prefix, self.index),
+            self.client_order_id_prefix(),
         )
+    }
+
+    /// What the connection's client order ids start with (`{prefix}-{request}`).
+    pub fn client_order_id_prefix(&self) -> String {
+        format!("{}c{}", self.id_prefix, self.index)
     }
 
     /// The symbol a flow's request names.

@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod binance;
 pub mod drive;
+pub mod fix;
 pub mod flow;
 pub mod memory;
 pub mod report;
@@ -39,8 +40,8 @@ use flow::{Burst, Profile, Schedule};
 
 #[derive(Args, Clone, Debug)]
 pub struct LoadgenArgs {
-    /// The order-entry protocol: binary TCP (on `--tcp`), REST, WebSocket or Binance's
-    /// REST (on `--http`).
+    /// The order-entry protocol: binary TCP (on `--tcp`), FIX (on `--fix`), REST,
+    /// WebSocket or Binance's REST (on `--http`).
     #[arg(long, value_enum, default_value = "tcp")]
     protocol: Protocol,
     /// The server's REST and WebSocket address (also for the setup through the admin
@@ -50,6 +51,9 @@ pub struct LoadgenArgs {
     /// The server's binary order-entry address.
     #[arg(long, default_value = "127.0.0.1:9090")]
     tcp: SocketAddr,
+    /// The server's FIX 4.4 address (its CompID must be `BOURSE`, the default).
+    #[arg(long, default_value = "127.0.0.1:9876")]
+    fix: SocketAddr,
     /// The admin key file the server wrote on its first start.
     #[arg(long, default_value = "data/server/admin.key")]
     admin_key_file: PathBuf,
@@ -301,6 +305,7 @@ fn run_once(
             let plan = ConnectionPlan {
                 address: match args.protocol {
                     Protocol::Tcp => args.tcp,
+                    Protocol::Fix => args.fix,
                     Protocol::Rest | Protocol::Ws | Protocol::Binance => args.http,
                 },
                 credentials,
@@ -327,6 +332,7 @@ fn run_once(
                     Protocol::Binance => {
                         drive::run(plan, tally, closed, start, duration, binance::connect)
                     }
+                    Protocol::Fix => drive::run(plan, tally, closed, start, duration, fix::connect),
                 })
                 .map_err(|error| error.to_string())
         })

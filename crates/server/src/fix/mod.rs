@@ -861,6 +861,12 @@ impl Connection {
         let (hub, outbound) = (&self.state.hub, &session.hub_outbound);
         if !follow_orders_and_fills(hub, session.hub_id, id, outbound).await {
             self.kill.kill("shutting_down");
+            return;
+        }
+        // Where the hub's messages to the session start: orders made after this are
+        // seen from their start (`Orders::on_record`).
+        if let Ok(((), seq)) = self.state.link.read_at_seq(|_| ()).await {
+            session.orders.follow_from(seq);
         }
     }
 

@@ -198,6 +198,10 @@ struct Tracked {
     cost: i128,
     leaves: i64,
     price: Option<i64>,
+    /// A record of the order that counts fills whose messages have not come yet (the
+    /// hub reads an order's record after its release, when later releases may have
+    /// filled it more): handled once they have.
+    ahead: Option<OrderRecord>,
 }
 
 /// The account's open orders as its reports need them.
@@ -216,6 +220,9 @@ pub struct Orders {
     /// client order id is never used twice).
     finished: VecDeque<ClientOrderId>,
     finished_set: HashSet<ClientOrderId>,
+    /// Orders created after this (their ids are the seq that made them) are followed
+    /// from their start: every fill of theirs comes as a fill message.
+    followed_after: Option<OrderId>,
 }
 
 /// Finished orders remembered, at most.
@@ -265,6 +272,12 @@ impl Orders {
         }
     }
 
+    /// The session follows the account's orders and fills from the engine's command
+    /// `seq` on: orders made after it are seen whole.
+    pub fn follow_from(&mut self, seq: u64) {
+        self.followed_after = Some(OrderId(seq));
+    }
+
     /// A fill of the account's, from the hub.
     pub fn on_fill(&mut self, fill: &FillMessage, reference: &Arc<Reference>, sink: &mut Sink<'_>) {
         let Some(tracked) = self.tracked.get_mut(&fill.client_order_id) else {
@@ -273,6 +286,14 @@ impl Orders {
         };
         if let Some(info) = reference.instrument(fill.instrument) {
             report_fill(tracked, info, fill, sink);
+        }
+        // A record that was ahead of its fills is due once they have all come.
+        let caught_up =
+            tracked.ahead.as_ref().is_some_and(|ahead| tracked.cum_qty >= ahead.filled.0);
+        if caught_up {
+            if let Some(ahead) = tracked.ahead.take() {
+                self.on_record(&ahead, reference, sink);
+            }
         }
     }
 
@@ -294,8 +315,11 @@ impl Orders {
             fills = mine;
         }
         if !self.tracked.contains_key(id) {
+            // An order followed from its start has every fill still to report (some as
+            // early fills); one made before counts the fills it had then as done.
+            let whole = self.followed_after.is_some_and(|after| record.order_id > after);
             let early: i64 = fills.iter().map(|(fill, _)| fill.qty).sum();
-            let cum_qty = (record.filled.0 - early).max(0);
+            let cum_qty = if whole { 0 } else { (record.filled.0 - early).max(0) };
             let order_qty = match record.status {
                 OrderStatus::Open => record.remaining.0 + record.filled.0,
                 _ => record.qty.0,
@@ -308,6 +332,7 @@ impl Orders {
                 cost: i128::from(cum_qty) * i128::from(record.price.map_or(0, |price| price.0)),
                 leaves: order_qty - cum_qty,
                 price: record.price.map(|price| price.0),
+                ahead: None,
             };
             if cum_qty == 0 {
                 report(&tracked, info, record, exec::NEW, exec::NEW, sink, None);
@@ -318,6 +343,11 @@ impl Orders {
         for (fill, _) in &fills {
             report_fill(tracked, info, fill, sink);
         }
+        if record.filled.0 > tracked.cum_qty {
+            tracked.ahead = Some(record.clone());
+            return;
+        }
+        tracked.ahead = None;
         if self.changing.contains_key(id) {
             return;
         }
@@ -357,15 +387,30 @@ impl Orders {
         let Pending::Change { cancel, cl_ord_id, orig_cl_ord_id, order } = pending else { return };
         self.changed(order);
         let Some(info) = reference.instrument(record.instrument) else { return };
+        // A change answered before the hub's record of the order came (a cancel sent
+        // right behind its order): the order's own report goes first, as a client
+        // expects a New before a report that names the order as OrigClOrdID.
+        let unreported = !self.tracked.contains_key(order) && !self.finished_set.contains(order);
+        let order_qty = match record.status {
+            OrderStatus::Open => record.remaining.0 + record.filled.0,
+            _ => record.qty.0,
+        };
         let tracked = self.tracked.entry(order.clone()).or_insert_with(|| Tracked {
             order_id: record.order_id,
             cl_ord_id: orig_cl_ord_id.clone(),
-            order_qty: record.remaining.0 + record.filled.0,
+            order_qty,
             cum_qty: record.filled.0,
             cost: i128::from(record.filled.0) * i128::from(record.price.map_or(0, |price| price.0)),
-            leaves: record.remaining.0,
+            leaves: order_qty - record.filled.0,
             price: record.price.map(|price| price.0),
+            ahead: None,
         });
+        if unreported {
+            let status = if tracked.cum_qty > 0 { exec::PARTIAL } else { exec::NEW };
+            let mut before = record.clone();
+            before.status = OrderStatus::Open;
+            report(tracked, info, &before, exec::NEW, status, sink, None);
+        }
         let ids = Some((cl_ord_id.as_str(), orig_cl_ord_id.as_str()));
         tracked.cl_ord_id = cl_ord_id.clone();
         if *cancel || record.status != OrderStatus::Open {
