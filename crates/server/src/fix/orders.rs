@@ -212,7 +212,7 @@ pub struct Orders {
     aliases: HashMap<String, ClientOrderId>,
     /// Fills of orders not yet followed, until their order record comes (in the same
     /// release: fills come before the records).
-    early_fills: Vec<(FillMessage, Arc<Reference>)>,
+    early_fills: HashMap<ClientOrderId, Vec<FillMessage>>,
     /// Cancels and replaces in flight per order: their answers report them.
     changing: HashMap<ClientOrderId, u32>,
     /// Orders reported finished lately, oldest first (at most `FINISHED_KEPT`): a hub
@@ -281,7 +281,7 @@ impl Orders {
     /// A fill of the account's, from the hub.
     pub fn on_fill(&mut self, fill: &FillMessage, reference: &Arc<Reference>, sink: &mut Sink<'_>) {
         let Some(tracked) = self.tracked.get_mut(&fill.client_order_id) else {
-            self.early_fills.push((fill.clone(), Arc::clone(reference)));
+            self.early_fills.entry(fill.client_order_id.clone()).or_default().push(fill.clone());
             return;
         };
         if let Some(info) = reference.instrument(fill.instrument) {
@@ -303,22 +303,15 @@ impl Orders {
         let Some(info) = reference.instrument(record.instrument) else { return };
         let id = &record.client_id;
         if self.finished_set.contains(id) {
-            self.early_fills.retain(|(fill, _)| fill.client_order_id != *id);
+            self.early_fills.remove(id);
             return;
         }
-        let mut fills = Vec::new();
-        if !self.early_fills.is_empty() {
-            let (mine, others) = std::mem::take(&mut self.early_fills)
-                .into_iter()
-                .partition(|(fill, _)| fill.client_order_id == *id);
-            self.early_fills = others;
-            fills = mine;
-        }
+        let fills = self.early_fills.remove(id).unwrap_or_default();
         if !self.tracked.contains_key(id) {
             // An order followed from its start has every fill still to report (some as
             // early fills); one made before counts the fills it had then as done.
             let whole = self.followed_after.is_some_and(|after| record.order_id > after);
-            let early: i64 = fills.iter().map(|(fill, _)| fill.qty).sum();
+            let early: i64 = fills.iter().map(|fill| fill.qty).sum();
             let cum_qty = if whole { 0 } else { (record.filled.0 - early).max(0) };
             let order_qty = match record.status {
                 OrderStatus::Open => record.remaining.0 + record.filled.0,
@@ -340,7 +333,7 @@ impl Orders {
             self.tracked.insert(id.clone(), tracked);
         }
         let Some(tracked) = self.tracked.get_mut(id) else { return };
-        for (fill, _) in &fills {
+        for fill in &fills {
             report_fill(tracked, info, fill, sink);
         }
         if record.filled.0 > tracked.cum_qty {
