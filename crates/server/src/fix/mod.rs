@@ -891,8 +891,7 @@ impl Connection {
             Application::NewOrder(order) => {
                 let pending = Pending::Place {
                     cl_ord_id: order.client_order_id.as_deref().unwrap_or("").to_string(),
-                    symbol: order.symbol.to_string(),
-                    side: order.side,
+                    order: Box::new(order.clone().into_owned()),
                 };
                 (Route::NewOrder, pending, None)
             }
@@ -980,11 +979,15 @@ impl Connection {
         let mut sink = Sink { out: &mut session.out, output: online.then_some(output) };
         match answer {
             Err(error) => session.orders.on_refused(&pending, &error, &mut sink),
-            // A new order's ExecutionReport comes with its order record, from the hub.
             Ok(Answer { view: View::Order(shown), .. }) => {
                 session.orders.on_changed(&pending, &shown.record, &shown.reference, &mut sink)
             }
-            Ok(_) => {}
+            Ok(Answer { stamp, .. }) => {
+                if let Some(account) = session.account {
+                    let reference = self.state.directory.reference();
+                    session.orders.on_placed(&pending, &stamp, account, &reference, &mut sink);
+                }
+            }
         }
     }
 

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use bourse_core::command::OrderType;
-use bourse_core::ids::{ClientOrderId, OrderId};
+use bourse_core::ids::{AccountId, ClientOrderId, OrderId};
 use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
 use bourse_core::{Decimal, Offset, Side, StpMode, TimeInForce};
 use bourse_protocol::fix::{tag, Message, Writer};
@@ -25,6 +25,7 @@ use super::session::{reject_reason, Kind, Outgoing, Refused};
 use crate::connection::Output;
 use crate::error::ApiError;
 use crate::feed::channel::FillMessage;
+use crate::order_entry::answer::Stamp;
 use crate::order_entry::request::{self, Request, Target};
 use crate::reference::{InstrumentInfo, Reference};
 
@@ -183,8 +184,17 @@ fn change<'a>(message: &Message<'a>) -> Result<Change<'a>, Refused> {
 
 /// What the session keeps of a request in flight, to answer it.
 pub enum Pending {
-    Place { cl_ord_id: String, symbol: String, side: Side },
-    Change { cancel: bool, cl_ord_id: String, orig_cl_ord_id: String, order: ClientOrderId },
+    /// A new order, as the client sent it.
+    Place {
+        cl_ord_id: String,
+        order: Box<request::NewOrder<'static>>,
+    },
+    Change {
+        cancel: bool,
+        cl_ord_id: String,
+        orig_cl_ord_id: String,
+        order: ClientOrderId,
+    },
 }
 
 /// An order the session follows.
@@ -294,6 +304,9 @@ impl Orders {
             if let Some(ahead) = tracked.ahead.take() {
                 self.on_record(&ahead, reference, sink);
             }
+        } else if tracked.leaves == 0 && tracked.ahead.is_none() {
+            // Filled: its Trade report said so; its record may never come.
+            self.forget(&fill.client_order_id);
         }
     }
 
@@ -369,6 +382,77 @@ impl Orders {
         }
     }
 
+    /// A new order's answer (its command accepted): its New report, at once (the hub's
+    /// record of it may come later, or never once the venue has forgotten a finished
+    /// order), then any fills of it that came first. Nothing when the hub's record came
+    /// first and reported it.
+    pub fn on_placed(
+        &mut self,
+        pending: &Pending,
+        stamp: &Stamp,
+        account: AccountId,
+        reference: &Reference,
+        sink: &mut Sink<'_>,
+    ) {
+        let Pending::Place { cl_ord_id, order, .. } = pending else { return };
+        let id = ClientOrderId::from(cl_ord_id.as_str());
+        if self.tracked.contains_key(&id) || self.finished_set.contains(&id) {
+            return;
+        }
+        let Some((instrument, info)) = reference.find_instrument(&order.symbol) else { return };
+        let units = |value: Decimal, scale: u32| {
+            value.to_units(scale).and_then(|units| i64::try_from(units).ok())
+        };
+        let (kind, price) = match order.order_type {
+            OrderType::Limit { price } => (OrderKind::Limit, units(price, info.price_decimals)),
+            OrderType::Market => (OrderKind::Market, None),
+        };
+        let Some(qty) = units(order.qty, info.qty_decimals) else { return };
+        let time_in_force = crate::order_entry::applied_time_in_force(
+            order.order_type,
+            order.time_in_force,
+            info.is_future(),
+        );
+        let record = OrderRecord {
+            order_id: stamp.order_id,
+            account,
+            client_id: id.clone(),
+            instrument,
+            side: order.side,
+            kind,
+            time_in_force,
+            offset: order.offset,
+            post_only: order.post_only && kind == OrderKind::Limit,
+            stp: order.stp,
+            price: price.map(bourse_core::Price),
+            qty: bourse_core::Qty(qty),
+            remaining: bourse_core::Qty(qty),
+            filled: bourse_core::Qty(0),
+            status: OrderStatus::Open,
+            created_ns: stamp.ts_ns,
+            updated_ns: stamp.ts_ns,
+        };
+        let mut tracked = Tracked {
+            order_id: stamp.order_id,
+            cl_ord_id: cl_ord_id.clone(),
+            order_qty: qty,
+            cum_qty: 0,
+            cost: 0,
+            leaves: qty,
+            price,
+            ahead: None,
+        };
+        report(&tracked, info, &record, exec::NEW, exec::NEW, sink, None);
+        for fill in self.early_fills.remove(&id).unwrap_or_default() {
+            report_fill(&mut tracked, info, &fill, sink);
+        }
+        let filled = tracked.leaves == 0;
+        self.tracked.insert(id.clone(), tracked);
+        if filled {
+            self.forget(&id);
+        }
+    }
+
     /// A cancel's or replace's answer: the order right after it.
     pub fn on_changed(
         &mut self,
@@ -430,7 +514,7 @@ impl Orders {
     pub fn on_refused(&mut self, pending: &Pending, error: &ApiError, sink: &mut Sink<'_>) {
         let text = format!("{}: {}", error.code, error.message);
         match pending {
-            Pending::Place { cl_ord_id, symbol, side } => {
+            Pending::Place { cl_ord_id, order } => {
                 let exec_id = format!("R{}", sink.out.seq());
                 let writer = sink.out.begin("8");
                 writer
@@ -439,8 +523,8 @@ impl Orders {
                     .str(tag::EXEC_ID, &exec_id)
                     .char(tag::EXEC_TYPE, exec::REJECTED)
                     .char(tag::ORD_STATUS, exec::REJECTED)
-                    .str(tag::SYMBOL, symbol)
-                    .char(tag::SIDE, side_char(*side))
+                    .str(tag::SYMBOL, &order.symbol)
+                    .char(tag::SIDE, side_char(order.side))
                     .number(tag::LEAVES_QTY, 0)
                     .number(tag::CUM_QTY, 0)
                     .number(tag::AVG_PX, 0)

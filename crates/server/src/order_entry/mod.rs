@@ -279,7 +279,11 @@ impl OrderEntry {
             instrument,
             side: order.side,
             kind: if price.is_some() { OrderKind::Limit } else { OrderKind::Market },
-            time_in_force: applied_time_in_force(order, info.is_future()),
+            time_in_force: applied_time_in_force(
+                order.order_type,
+                order.time_in_force,
+                info.is_future(),
+            ),
             offset: if info.is_future() { order.offset } else { Offset::Open },
             post_only: order.post_only && price.is_some(),
             stp: order.stp,
@@ -360,8 +364,12 @@ impl OrderEntry {
 /// What the exchange makes of a market order's time in force (see the replay spec).
 /// The time in force the engine applies: a market order's is IOC (or FOK), and a day
 /// order on a spot instrument (never settled) is GTC.
-fn applied_time_in_force(order: &OrderCommand<'_>, is_future: bool) -> TimeInForce {
-    match (order.order_type, order.time_in_force) {
+pub fn applied_time_in_force(
+    order_type: OrderType,
+    time_in_force: TimeInForce,
+    is_future: bool,
+) -> TimeInForce {
+    match (order_type, time_in_force) {
         (OrderType::Market, TimeInForce::FillOrKill) => TimeInForce::FillOrKill,
         (OrderType::Market, _) => TimeInForce::ImmediateOrCancel,
         (_, TimeInForce::GoodForDay) if !is_future => TimeInForce::GoodTillCancel,

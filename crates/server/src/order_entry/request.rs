@@ -32,6 +32,23 @@ pub struct NewOrder<'a> {
     pub offset: Offset,
 }
 
+impl NewOrder<'_> {
+    /// The same order, owning its text (for a gateway that keeps it until the answer).
+    pub fn into_owned(self) -> NewOrder<'static> {
+        NewOrder {
+            client_order_id: self.client_order_id.map(|id| Cow::Owned(id.into_owned())),
+            symbol: Cow::Owned(self.symbol.into_owned()),
+            side: self.side,
+            order_type: self.order_type,
+            qty: self.qty,
+            time_in_force: self.time_in_force,
+            post_only: self.post_only,
+            stp: self.stp,
+            offset: self.offset,
+        }
+    }
+}
+
 /// Which of the caller's orders a cancel, an amend or a status request names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target<'a> {
