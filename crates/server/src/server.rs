@@ -323,12 +323,13 @@ pub async fn start_with_sql(
     };
     tokio::spawn(crate::tcp::serve(tcp_listener, Arc::clone(&state), tcp_stopped.clone()));
     let fix_gateway = crate::fix::Gateway::new(&config.fix, &config.data_dir);
-    tokio::spawn(crate::fix::serve(
-        fix_listener,
-        fix_gateway,
-        Arc::clone(&state),
-        tcp_stopped.clone(),
-    ));
+    let (fix_state, fix_stopped) = (Arc::clone(&state), tcp_stopped.clone());
+    tokio::spawn(async move {
+        // The stored sessions follow their accounts before any Logon is taken.
+        let resumed = Arc::clone(&fix_gateway);
+        crate::fix::resume_sessions(resumed, Arc::clone(&fix_state), fix_stopped.clone()).await;
+        crate::fix::serve(fix_listener, fix_gateway, fix_state, fix_stopped).await
+    });
     // Futures: a settlement's margin a crash cut off, then the risk process and the
     // daily settlement.
     crate::futures::settlement::reconcile_ratio_margins(&state.link, &state.futures).await;

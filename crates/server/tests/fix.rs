@@ -264,6 +264,53 @@ fn orders_are_reported_and_a_restarted_server_resends_what_it_sent() {
     assert!(next >= next_out, "{resent:?}");
 }
 
+/// After a restart of the server, a session that has not logged on again still
+/// follows its account: a fill meanwhile of an order it placed before the restart is
+/// stored as its report, and the next Logon's resend delivers it.
+#[test]
+fn fills_after_a_restart_reach_a_session_that_has_not_logged_on_yet() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let (seller, buyer) = server.seller_and_buyer("10", "1000000");
+    let mut fix = FixClient::connect(server.fix_address, "BUYER");
+    fix.logon(&buyer);
+    fix.send("D", &new_order("rest-1", "1", "0.5", "100"));
+    assert_eq!(fix.next("8")[&tag::EXEC_TYPE], "0");
+    drop(fix);
+    server.stop();
+
+    let server = TestServer::start(directory.path(), false);
+    let (buyer, seller) =
+        (server.client(&buyer.key, &buyer.secret), server.client(&seller.key, &seller.secret));
+    // The session is followed from the start: the fill is its report before any Logon.
+    let (status, body) = seller.post(
+        "/v1/orders",
+        r#"{"symbol":"BTC-USD","side":"sell","type":"limit","price":"100","qty":"0.5","client_order_id":"s-after"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut fix = FixClient::connect(server.fix_address, "BUYER");
+    fix.next_seq = 3;
+    let logon = fix.logon(&buyer);
+    let next_out: u64 = logon[&tag::MSG_SEQ_NUM].parse().unwrap();
+    fix.send("2", &[(tag::BEGIN_SEQ_NO, "1"), (tag::END_SEQ_NO, "0")]);
+    let mut resent = Vec::new();
+    while let Some(message) = fix.receive(Duration::from_secs(2)) {
+        resent.push(message);
+    }
+    let fill = resent
+        .iter()
+        .find(|message| {
+            message[&tag::MSG_TYPE] == "8"
+                && message[&tag::CL_ORD_ID] == "rest-1"
+                && message[&tag::EXEC_TYPE] == "F"
+        })
+        .unwrap_or_else(|| panic!("no fill report of rest-1 resent: {resent:?}"));
+    assert_eq!((fill[&tag::LAST_QTY].as_str(), fill[&tag::ORD_STATUS].as_str()), ("0.5", "2"));
+    let fill_seq: u64 = fill[&tag::MSG_SEQ_NUM].parse().unwrap();
+    assert!(fill_seq < next_out, "stored before the Logon: {fill_seq} < {next_out}");
+}
+
 /// Orders that trade or are canceled while the hub is still behind: every order gets
 /// its own report first, and every fill its Trade report, however the order's record
 /// and fills interleave (the hub reads a record after its release, when later

@@ -115,12 +115,74 @@ impl Gateway {
         Ok(session.await.ok())
     }
 
+    /// Opens `key_id`'s session from its store (made when new).
+    async fn open_session(
+        &self,
+        state: &Shared,
+        key_id: &str,
+        account_name: String,
+        their_comp_id: String,
+    ) -> std::io::Result<Session> {
+        let directory = store::session_directory(&self.store_root, key_id);
+        let kept = self.store_messages;
+        let store = tokio::task::spawn_blocking(move || Store::open(&directory, kept))
+            .await
+            .map_err(std::io::Error::other)??;
+        let (sender, receiver) = mpsc::channel(state.limits.tcp_queue_frames.max(1));
+        let out = Outgoing::new(store, Arc::clone(&self.comp_id), their_comp_id);
+        Ok(Session {
+            key_id: key_id.to_string(),
+            account_name,
+            account: None,
+            hub_id: connection::next_connection_id(),
+            hub: Some(receiver),
+            hub_outbound: Outbound { sender, kill: Arc::new(Kill::default()) },
+            out,
+            orders: Orders::default(),
+        })
+    }
+
     fn set(&self, key_id: &str, slot: Option<Slot>) {
         let mut sessions = self.sessions();
         match slot {
             Some(slot) => sessions.insert(key_id.to_string(), slot),
             None => sessions.remove(key_id),
         };
+    }
+}
+
+/// At start: every session the store knows whose key is still active follows its
+/// account at once, offline, so that fills and order changes after a restart are
+/// stored for its next Logon's ResendRequest as they would have been before.
+pub async fn resume_sessions(gateway: Arc<Gateway>, state: Shared, stop: watch::Receiver<bool>) {
+    let Ok(entries) = std::fs::read_dir(&gateway.store_root) else { return };
+    for entry in entries.flatten() {
+        let Some((key_id, their_comp_id)) = Store::identity(&entry.path()) else { continue };
+        let Some(account_name) = state.keys.active_key(&key_id).and_then(|key| key.account) else {
+            continue;
+        };
+        if gateway.sessions().contains_key(&key_id) {
+            continue;
+        }
+        gateway.set(&key_id, Some(Slot::Online));
+        let mut session = match gateway
+            .open_session(&state, &key_id, account_name, their_comp_id)
+            .await
+        {
+            Ok(session) => session,
+            Err(error) => {
+                tracing::error!(%error, key = %key_id, "a FIX session's store cannot be opened");
+                gateway.set(&key_id, None);
+                continue;
+            }
+        };
+        if !session.follow(&state).await {
+            return;
+        }
+        tracing::info!(key = %key_id, "fix session followed offline since the start");
+        let takeover = offer(&gateway, &key_id);
+        let (gateway, state) = (Arc::clone(&gateway), Arc::clone(&state));
+        tokio::spawn(offline(session, takeover, gateway, state, stop.clone()));
     }
 }
 
@@ -159,6 +221,28 @@ pub struct Session {
 }
 
 impl Session {
+    /// Subscribes the session to the account's orders and fills once the account
+    /// exists in the engine (nothing to follow before); `false` when the hub has
+    /// stopped.
+    async fn follow(&mut self, state: &Shared) -> bool {
+        if self.account.is_some() {
+            return true;
+        }
+        let Ok(Some(id)) = state.directory.account_id(&self.account_name).await else {
+            return true;
+        };
+        self.account = Some(id);
+        if !follow_orders_and_fills(&state.hub, self.hub_id, id, &self.hub_outbound).await {
+            return false;
+        }
+        // Where the hub's messages to the session start: orders made after this are
+        // seen from their start (`Orders::on_record`).
+        if let Ok(((), seq)) = state.link.read_at_seq(|_| ()).await {
+            self.orders.follow_from(seq);
+        }
+        true
+    }
+
     /// A hub message (the account's order record or fill) as its reports.
     fn forward(&mut self, message: &FeedMessage, output: Option<&mut Output>) {
         let mut sink = Sink { out: &mut self.out, output };
@@ -183,18 +267,30 @@ impl Session {
     }
 }
 
+/// Marks `key_id`'s session as kept offline: a Logon asks for it on the channel
+/// returned.
+fn offer(gateway: &Gateway, key_id: &str) -> mpsc::Receiver<oneshot::Sender<Session>> {
+    let (takeover_sender, takeover) = mpsc::channel(1);
+    gateway.set(key_id, Some(Slot::Offline(takeover_sender)));
+    takeover
+}
+
 /// While no connection holds the session: follows the account, storing the reports,
-/// until a Logon takes it over or the server stops.
+/// until a Logon takes it over (on `takeover`, which `offer` made) or the server stops.
 async fn offline(
     mut session: Session,
+    takeover: mpsc::Receiver<oneshot::Sender<Session>>,
     gateway: Arc<Gateway>,
     state: Shared,
     stop: watch::Receiver<bool>,
 ) {
     let mut hub = session.hub.take();
+    let mut first = Some(takeover);
     loop {
-        let (takeover_sender, mut takeover) = mpsc::channel(1);
-        gateway.set(&session.key_id, Some(Slot::Offline(takeover_sender)));
+        let mut takeover = match first.take() {
+            Some(takeover) => takeover,
+            None => offer(&gateway, &session.key_id),
+        };
         loop {
             if *stop.borrow() || session.hub_outbound.kill.reason().is_some() {
                 session.hub = hub;
@@ -373,7 +469,8 @@ async fn run(gateway: Arc<Gateway>, state: Shared, stream: TcpStream, stop: watc
     let session = connection.close(&mut write_half, &mut releases).await;
     if let Some(session) = session {
         let gateway = Arc::clone(&connection.gateway);
-        offline(session, gateway, Arc::clone(&connection.state), stop).await;
+        let takeover = offer(&gateway, &session.key_id);
+        offline(session, takeover, gateway, Arc::clone(&connection.state), stop).await;
     }
 }
 
@@ -754,7 +851,11 @@ impl Connection {
                 session.out.their_comp_id = their_comp_id;
                 session
             }
-            None => match self.open_session(&key_id, account_name, their_comp_id).await {
+            None => match self
+                .gateway
+                .open_session(&self.state, &key_id, account_name, their_comp_id)
+                .await
+            {
                 Ok(session) => session,
                 Err(error) => {
                     tracing::error!(%error, "a FIX session's store cannot be opened");
@@ -769,6 +870,10 @@ impl Connection {
             if let Err(error) = session.out.store.reset() {
                 tracing::error!(%error, "a FIX session's store cannot be reset");
             }
+        }
+        if let Err(error) = session.out.store.remember_identity(&key_id, &session.out.their_comp_id)
+        {
+            tracing::error!(%error, "a FIX session's identity cannot be stored");
         }
         let expected = session.out.store.expected_in;
         self.heartbeat_ms = heartbeat_s * 1000;
@@ -822,51 +927,12 @@ impl Connection {
             .map_err(|error| format!("{}: {}", error.code, error.message))
     }
 
-    async fn open_session(
-        &self,
-        key_id: &str,
-        account_name: String,
-        their_comp_id: String,
-    ) -> std::io::Result<Session> {
-        let directory = store::session_directory(&self.gateway.store_root, key_id);
-        let kept = self.gateway.store_messages;
-        let store = tokio::task::spawn_blocking(move || Store::open(&directory, kept))
-            .await
-            .map_err(std::io::Error::other)??;
-        let (sender, receiver) = mpsc::channel(self.state.limits.tcp_queue_frames.max(1));
-        let out = Outgoing::new(store, Arc::clone(&self.gateway.comp_id), their_comp_id);
-        Ok(Session {
-            key_id: key_id.to_string(),
-            account_name,
-            account: None,
-            hub_id: connection::next_connection_id(),
-            hub: Some(receiver),
-            hub_outbound: Outbound { sender, kill: Arc::new(Kill::default()) },
-            out,
-            orders: Orders::default(),
-        })
-    }
-
     /// Subscribes the session to the account's orders and fills once the account exists
     /// in the engine; tried again before each request until then.
     async fn follow_account(&mut self) {
         let Some(session) = self.session.as_mut() else { return };
-        if session.account.is_some() {
-            return;
-        }
-        let Ok(Some(id)) = self.state.directory.account_id(&session.account_name).await else {
-            return;
-        };
-        session.account = Some(id);
-        let (hub, outbound) = (&self.state.hub, &session.hub_outbound);
-        if !follow_orders_and_fills(hub, session.hub_id, id, outbound).await {
+        if !session.follow(&self.state).await {
             self.kill.kill("shutting_down");
-            return;
-        }
-        // Where the hub's messages to the session start: orders made after this are
-        // seen from their start (`Orders::on_record`).
-        if let Ok(((), seq)) = self.state.link.read_at_seq(|_| ()).await {
-            session.orders.follow_from(seq);
         }
     }
 

@@ -165,6 +165,30 @@ impl Store {
         Ok(bytes)
     }
 
+    /// Records who the session is: its API key id and the client's CompID (the
+    /// `session` file, rewritten when they change), so that a restarted server can
+    /// follow the session before its next Logon (`fix::resume_sessions`).
+    pub fn remember_identity(&self, key_id: &str, their_comp_id: &str) -> io::Result<()> {
+        let text = format!("{key_id}\n{their_comp_id}\n");
+        let path = self.directory.join("session");
+        if std::fs::read_to_string(&path).is_ok_and(|known| known == text) {
+            return Ok(());
+        }
+        let temporary = self.directory.join("session.new");
+        std::fs::write(&temporary, text)?;
+        std::fs::rename(temporary, path)
+    }
+
+    /// The identity `remember_identity` recorded in `directory`: (key id, the client's
+    /// CompID).
+    pub fn identity(directory: &Path) -> Option<(String, String)> {
+        let text = std::fs::read_to_string(directory.join("session")).ok()?;
+        let mut lines = text.lines();
+        let (key_id, comp_id) = (lines.next()?, lines.next()?);
+        (!key_id.is_empty() && !comp_id.is_empty())
+            .then(|| (key_id.to_string(), comp_id.to_string()))
+    }
+
     /// Keeps `message`, sent with MsgSeqNum `seq` (written by the next `flush`).
     pub fn append(&mut self, seq: SeqNum, message: &[u8]) {
         debug_assert!(self.index.last().is_none_or(|last| last.seq < seq));
