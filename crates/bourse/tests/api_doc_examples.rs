@@ -51,7 +51,16 @@ fn script(http: &str, alice_key: &str, alice_secret: &str) -> String {
 fn every_example_of_the_api_document_works_against_the_demo() {
     let directory = tempfile::tempdir().unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_bourse"))
-        .args(["serve", "--demo", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--demo",
+            "--http",
+            "127.0.0.1:0",
+            "--tcp",
+            "127.0.0.1:0",
+            "--fix",
+            "127.0.0.1:0",
+        ])
         .args(["--md-snapshot", "127.0.0.1:0", "--md-retransmit", "127.0.0.1:0"])
         .current_dir(directory.path())
         .stdout(Stdio::piped())

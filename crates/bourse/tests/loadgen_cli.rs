@@ -21,7 +21,16 @@ fn serve(data_dir: &std::path::Path) -> Served {
     let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let multicast = format!("239.255.78.{}:{port}", 1 + port % 250);
     let mut child = bourse()
-        .args(["serve", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--md-snapshot"])
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--tcp",
+            "127.0.0.1:0",
+            "--fix",
+            "127.0.0.1:0",
+            "--md-snapshot",
+        ])
         .args(["127.0.0.1:0", "--md-retransmit", "127.0.0.1:0", "--md-multicast", &multicast])
         .arg("--data-dir")
         .arg(data_dir)

@@ -22,7 +22,16 @@ struct Served {
 fn serve(data_dir: &Path, demo: bool) -> Served {
     let mut command = bourse();
     command
-        .args(["serve", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0", "--md-snapshot"])
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--tcp",
+            "127.0.0.1:0",
+            "--fix",
+            "127.0.0.1:0",
+            "--md-snapshot",
+        ])
         .args(["127.0.0.1:0", "--md-retransmit", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
         .stdout(Stdio::piped())
@@ -112,7 +121,16 @@ fn a_taken_port_is_a_clear_error_and_a_non_zero_exit() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();
     let output = bourse()
-        .args(["serve", "--tcp", "127.0.0.1:0", "--http", &address, "--md-snapshot"])
+        .args([
+            "serve",
+            "--tcp",
+            "127.0.0.1:0",
+            "--fix",
+            "127.0.0.1:0",
+            "--http",
+            &address,
+            "--md-snapshot",
+        ])
         .args(["127.0.0.1:0", "--md-retransmit", "127.0.0.1:0", "--data-dir"])
         .arg(directory.path())
         .output()
