@@ -7,7 +7,8 @@
 //! the same state on every run and every machine. Journals, gateways and market data
 //! are built around it, never inside it.
 //!
-//! The layers, bottom up: `num` (fixed-point units) and `ids`; `book` (price-time
+//! The layers, bottom up: `num` (fixed-point units), `ids` and `civil` (calendar
+//! dates of day counts, for whoever prints them); `book` (price-time
 //! priority matcher, money-blind) on `slab` pools; `ledger` (balances), `spot` (what
 //! spot orders hold and fills move) and `futures` (positions, margin, realised profit:
 //! what futures orders hold or reserve and fills move); `order_index` (open orders by account and client
@@ -23,6 +24,7 @@
 
 pub mod account_view;
 pub mod book;
+pub mod civil;
 pub mod command;
 pub mod event;
 pub mod exchange;

@@ -1,6 +1,5 @@
 //! Calendar arithmetic on the engine's clock (ns since the Unix epoch, UTC): the date
-//! a row is partitioned under. Howard Hinnant's `civil_from_days`, so no calendar crate
-//! is needed for one conversion.
+//! a row is partitioned under (the dates themselves: `bourse_core::civil`).
 
 pub const NS_PER_DAY: u64 = 86_400_000_000_000;
 pub const NS_PER_MINUTE: u64 = 60_000_000_000;
@@ -14,22 +13,8 @@ pub fn day_of(ns: u64) -> u32 {
 
 /// `YYYY-MM-DD` of day number `day`.
 pub fn date_text(day: u32) -> String {
-    let (year, month, day) = civil_from_days(i64::from(day));
+    let (year, month, day) = bourse_core::civil::civil_from_days(i64::from(day));
     format!("{year:04}-{month:02}-{day:02}")
-}
-
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let shifted = days + 719_468;
-    let era = shifted.div_euclid(146_097);
-    let day_of_era = shifted.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

@@ -457,7 +457,7 @@ pub fn write_decimal(out: &mut Vec<u8>, units: i128, scale: u32) {
 /// Appends `ms` (since the Unix epoch) as a UTCTimestamp, `YYYYMMDD-HH:MM:SS.sss`.
 pub fn write_timestamp(out: &mut Vec<u8>, ms: u64) {
     let seconds = ms / 1000;
-    let (year, month, day) = civil_from_days((seconds / 86_400) as i64);
+    let (year, month, day) = bourse_core::civil::civil_from_days((seconds / 86_400) as i64);
     let of_day = seconds % 86_400;
     let two = |out: &mut Vec<u8>, value: u64| {
         out.extend_from_slice(&[b'0' + (value / 10 % 10) as u8, b'0' + (value % 10) as u8])
@@ -504,36 +504,9 @@ pub fn parse_timestamp(text: &[u8]) -> Option<u64> {
         }
         _ => return None,
     };
-    let days = days_from_civil(year as i64, month as u32, day as u32);
+    let days = bourse_core::civil::days_from_civil(year as i64, month as u32, day as u32);
     let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
     Some(seconds * 1000 + millis)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The date of a count of days since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let days = days + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
