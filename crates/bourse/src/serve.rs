@@ -161,6 +161,10 @@ fn print_notes(notes: &StartNotes) {
         println!("bourse: demo account {account}: key {key} secret {}{password}", secret.expose());
     }
     if !notes.demo_keys.is_empty() {
+        println!(
+            "bourse: the trading screen: http://{}/ (log in with a key and secret above)",
+            notes.http
+        );
         println!("bourse: try the examples in docs/api.md");
     }
 }

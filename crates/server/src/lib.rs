@@ -21,7 +21,8 @@
 //! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
 //!   (the pipelined order-entry loop), `rest`, `ws`, `diff` (the DIFF protocol's
 //!   WebSocket, which tqsdk speaks), `binance` (Binance's `/api/v3/` for spot, which
-//!   ccxt speaks), `tcp`, `fix` (FIX 4.4 order entry, its sessions and their store);
+//!   ccxt speaks), `tcp`, `fix` (FIX 4.4 order entry, its sessions and their store),
+//!   `ui` (the web screens' files, embedded);
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
@@ -54,6 +55,7 @@ pub mod fix;
 pub mod http;
 pub mod rest;
 pub mod tcp;
+pub mod ui;
 pub mod ws;
 
 pub mod demo;

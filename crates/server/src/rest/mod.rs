@@ -75,6 +75,8 @@ pub fn router(state: Shared) -> Router {
             crate::metrics::count_requests,
         ));
     let public = Router::new()
+        .route("/", get(crate::ui::index))
+        .route("/ui/{file}", get(crate::ui::asset))
         .route("/health", get(public::health))
         .route("/ready", get(public::ready))
         .route("/openapi.json", get(openapi::document))
