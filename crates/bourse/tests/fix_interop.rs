@@ -269,6 +269,10 @@ fn a_quickfixj_initiator_trades_and_recovers_the_reports_it_missed_by_resend() {
     assert_eq!(q2["status"], "filled");
     let mut q2_trades: Vec<&HashMap<String, String>> = reports(&first, "q2", "F");
     q2_trades.extend(reports(&second, "q2", "F"));
+    // A report resent because the first run halted before QuickFIX/J stored its
+    // sequence number is the same report (same ExecID): counted once.
+    let mut exec_ids = std::collections::HashSet::new();
+    q2_trades.retain(|report| exec_ids.insert(report["17"].clone()));
     assert_eq!(q2_trades.len(), 2, "{first:?}\n{second:?}");
     let (partial, last) = (q2_trades[0], q2_trades[1]);
     assert_eq!(

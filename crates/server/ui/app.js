@@ -181,6 +181,7 @@ async function onMessage(message) {
     loadOpenOrders();
     return;
   }
+  if (message.type === "subscribed" || message.type === "unsubscribed" || message.type === "pong") return;
   if (message.type === "error") {
     if (message.code !== "unknown_channel") $("orders-error").textContent = `${message.code}: ${message.message}`;
     return;
@@ -275,6 +276,7 @@ function onTicker(message) {
 async function loadChart(symbol) {
   if (!state.chart) {
     state.chart = LightweightCharts.createChart($("chart"), {
+      autoSize: true,
       layout: { background: { color: "transparent" }, textColor: "#8b95a5", attributionLogo: false },
       grid: { vertLines: { color: "#222a35" }, horzLines: { color: "#222a35" } },
       timeScale: { timeVisible: true, secondsVisible: false },

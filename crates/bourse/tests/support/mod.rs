@@ -281,19 +281,35 @@ pub fn run_script(
     env: &[(&str, String)],
     timeout: Duration,
 ) -> Run {
+    let mut with_guard: Vec<(&str, String)> = vec![
+        ("PYTHONPATH", interop_dir().join("offline").display().to_string()),
+        ("PYTHONDONTWRITEBYTECODE", "1".to_string()),
+        ("PYTHONUNBUFFERED", "1".to_string()),
+    ];
+    with_guard.extend(env.iter().cloned());
+    run_script_with(demo, python, script, &with_guard, timeout)
+}
+
+/// `run_script` for any interpreter (`node`, ...): `tests/interop/{script}` run by
+/// `program` with `BOURSE_URL`, the demo accounts' keys and `env`, HOME in a temporary
+/// directory and no proxies.
+pub fn run_script_with(
+    demo: &Demo,
+    program: &Path,
+    script: &str,
+    env: &[(&str, String)],
+    timeout: Duration,
+) -> Run {
     let work = tempfile::tempdir().unwrap();
     let home = work.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let (stdout_path, stderr_path) = (work.path().join("stdout"), work.path().join("stderr"));
-    let mut command = Command::new(python);
+    let mut command = Command::new(program);
     command
         .arg(interop_dir().join(script))
         .current_dir(work.path())
         .env("BOURSE_URL", format!("http://{}", demo.http))
         .env("HOME", &home)
-        .env("PYTHONPATH", interop_dir().join("offline"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
         .env("NO_PROXY", "127.0.0.1,localhost")
         .stdin(Stdio::null())
         .stdout(File::create(&stdout_path).unwrap())
