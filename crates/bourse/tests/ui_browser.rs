@@ -72,7 +72,10 @@ fn a_trader_places_sees_fills_and_cancels_in_a_real_browser() {
     let demo = Demo::start();
     let screenshots = target_dir().join("ui-screenshots");
     std::fs::create_dir_all(&screenshots).unwrap();
+    let (admin_key, admin_secret) = demo.admin_credentials();
     let env = [
+        ("BOURSE_ADMIN_KEY", admin_key),
+        ("BOURSE_ADMIN_SECRET", admin_secret),
         ("NODE_PATH", node_modules().display().to_string()),
         ("CHROMIUM", chromium().display().to_string()),
         ("SCREENSHOT_DIR", screenshots.display().to_string()),

@@ -79,8 +79,7 @@ $("login-form").addEventListener("submit", async (event) => {
   sessionStorage.setItem("bourse.key", $("login-key").value.trim());
   sessionStorage.setItem("bourse.secret", $("login-secret").value.trim());
   try {
-    await api("GET", "/v1/balances");
-    await start();
+    await startAs(await roleOf());
   } catch (error) {
     sessionStorage.clear();
     $("login-error").textContent = error.code === "invalid_key" || error.code === "invalid_signature"
@@ -93,6 +92,114 @@ $("login-form").addEventListener("submit", async (event) => {
 $("logout").addEventListener("click", () => {
   sessionStorage.clear();
   location.reload();
+});
+
+// An operator's key opens the console, an account's key the trading screen.
+async function roleOf() {
+  try {
+    await api("GET", "/v1/balances");
+    return "trader";
+  } catch (error) {
+    if (error.code !== "forbidden") throw error;
+    await api("GET", "/v1/admin/accounts");
+    return "operator";
+  }
+}
+
+async function startAs(role) {
+  sessionStorage.setItem("bourse.role", role);
+  return role === "operator" ? startConsole() : start();
+}
+
+// ---- The operator console ----------------------------------------------------------------
+
+async function startConsole() {
+  $("who").textContent = "Operator";
+  $("logout").hidden = false;
+  $("login").hidden = true;
+  $("console").hidden = false;
+  await renderConsoleInstruments();
+  await renderHealth();
+  setInterval(renderHealth, 2000);
+}
+
+async function renderConsoleInstruments() {
+  const instruments = (await api("GET", "/v1/instruments")).instruments;
+  const rows = instruments.map((item) => {
+    const row = document.createElement("tr");
+    for (const value of [item.symbol, item.kind, item.tick, item.lot, item.halted ? "halted" : "trading"]) {
+      const cell = document.createElement("td");
+      cell.textContent = text(value);
+      row.append(cell);
+    }
+    const actions = document.createElement("td");
+    const button = document.createElement("button");
+    button.type = "button";
+    const action = item.halted ? "resume" : "halt";
+    button.textContent = item.halted ? "Resume" : "Halt";
+    button.setAttribute("aria-label", `${button.textContent} ${item.symbol}`);
+    button.addEventListener("click", async () => {
+      $("instruments-error").textContent = "";
+      try {
+        await api("POST", `/v1/admin/instruments/${encodeURIComponent(item.symbol)}/${action}`);
+        await renderConsoleInstruments();
+      } catch (error) {
+        $("instruments-error").textContent = `${button.textContent} ${item.symbol}: ${error.message}`;
+      }
+    });
+    actions.append(button);
+    row.append(actions);
+    return row;
+  });
+  $("console-instruments").replaceChildren(...rows);
+}
+
+// A few of the engine's figures, read from the Prometheus text (names as they are).
+const HEALTH = ["bourse_commands_total", "bourse_trades_total", "bourse_journal_batches_total", "bourse_intake_queue_commands", "bourse_connections", "bourse_history_committed_seq", "bourse_applied_seq"];
+
+async function renderHealth() {
+  const response = await fetch("/metrics");
+  const lines = (await response.text()).split("\n");
+  const rows = HEALTH.map((name) => {
+    const values = lines.filter((line) => line.startsWith(name + " ") || line.startsWith(name + "{"));
+    const total = values.reduce((sum, line) => sum + Number(line.split(" ").pop()), 0);
+    const row = document.createElement("tr");
+    const label = document.createElement("th");
+    label.scope = "row";
+    label.textContent = name.replace("bourse_", "").replaceAll("_", " ");
+    const value = document.createElement("td");
+    value.textContent = values.length ? String(total) : "—";
+    row.append(label, value);
+    return row;
+  });
+  $("health").replaceChildren(...rows);
+}
+
+$("sql-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  $("sql-error").textContent = "";
+  try {
+    const answer = await api("POST", "/v1/admin/sql", { sql: $("sql-text").value, format: "json" });
+    const rows = Array.isArray(answer) ? answer : answer.rows || [];
+    const columns = answer.columns || (rows[0] ? Object.keys(rows[0]) : []);
+    const table = document.createElement("table");
+    const head = table.createTHead().insertRow();
+    for (const column of columns) {
+      const cell = document.createElement("th");
+      cell.scope = "col";
+      cell.textContent = typeof column === "string" ? column : column.name;
+      head.append(cell);
+    }
+    const body = table.createTBody();
+    for (const row of rows) {
+      const line = body.insertRow();
+      const values = Array.isArray(row) ? row : columns.map((column) => row[typeof column === "string" ? column : column.name]);
+      for (const value of values) line.insertCell().textContent = text(value);
+    }
+    $("sql-result").replaceChildren(table);
+  } catch (error) {
+    $("sql-error").textContent = error.message;
+  }
 });
 
 // ---- The screen ------------------------------------------------------------------------
@@ -454,4 +561,4 @@ function renderFutures(view) {
 }
 
 // A reload keeps the session (the key stays in this tab's session storage).
-if (credentials()) start().catch(() => { sessionStorage.clear(); });
+if (credentials()) startAs(sessionStorage.getItem("bourse.role") || "trader").catch(() => { sessionStorage.clear(); });
