@@ -7,6 +7,17 @@
 const $ = (id) => document.getElementById(id);
 const text = (value) => (value === null || value === undefined ? "" : String(value));
 
+// A table row of cells showing `values` as text.
+function tableRow(values) {
+  const row = document.createElement("tr");
+  for (const value of values) {
+    const cell = document.createElement("td");
+    cell.textContent = text(value);
+    row.append(cell);
+  }
+  return row;
+}
+
 // ---- Signing (docs/api.md, "Signing") ----------------------------------------------
 
 const encoder = new TextEncoder();
@@ -126,12 +137,7 @@ async function startConsole() {
 async function renderConsoleInstruments() {
   const instruments = (await api("GET", "/v1/instruments")).instruments;
   const rows = instruments.map((item) => {
-    const row = document.createElement("tr");
-    for (const value of [item.symbol, item.kind, item.tick, item.lot, item.halted ? "halted" : "trading"]) {
-      const cell = document.createElement("td");
-      cell.textContent = text(value);
-      row.append(cell);
-    }
+    const row = tableRow([item.symbol, item.kind, item.tick, item.lot, item.halted ? "halted" : "trading"]);
     const actions = document.createElement("td");
     const button = document.createElement("button");
     button.type = "button";
@@ -339,15 +345,7 @@ function onDepth(message) {
 }
 
 function levelRows(levels) {
-  return levels.map(([price, qty, orders]) => {
-    const row = document.createElement("tr");
-    for (const value of [price, qty, orders]) {
-      const cell = document.createElement("td");
-      cell.textContent = text(value);
-      row.append(cell);
-    }
-    return row;
-  });
+  return levels.map(([price, qty, orders]) => tableRow([price, qty, orders]));
 }
 
 // Prices are compared as numbers only to sort the levels; they are shown as sent.
@@ -363,12 +361,7 @@ function renderBook() {
 
 function onTrade(message) {
   if (message.symbol && message.symbol !== state.symbol) return;
-  const row = document.createElement("tr");
-  for (const value of [message.data.price, message.data.qty, message.data.taker_side]) {
-    const cell = document.createElement("td");
-    cell.textContent = text(value);
-    row.append(cell);
-  }
+  const row = tableRow([message.data.price, message.data.qty, message.data.taker_side]);
   $("trades").prepend(row);
   while ($("trades").children.length > 30) $("trades").lastChild.remove();
 }
@@ -458,12 +451,7 @@ function onOrder(order) {
 
 function renderOpenOrders() {
   const rows = [...state.openOrders.values()].sort((a, b) => b.order_id - a.order_id).map((order) => {
-    const row = document.createElement("tr");
-    for (const value of [order.order_id, order.symbol, order.side, order.price, order.qty, order.filled]) {
-      const cell = document.createElement("td");
-      cell.textContent = text(value);
-      row.append(cell);
-    }
+    const row = tableRow([order.order_id, order.symbol, order.side, order.price, order.qty, order.filled]);
     const actions = document.createElement("td");
     const amend = document.createElement("button");
     amend.type = "button";
@@ -509,24 +497,14 @@ async function loadFills() {
 }
 
 function onFill(fill) {
-  const row = document.createElement("tr");
-  for (const value of [fill.symbol, fill.side, fill.price, fill.qty, `${text(fill.fee)} ${text(fill.fee_asset)}`]) {
-    const cell = document.createElement("td");
-    cell.textContent = text(value);
-    row.append(cell);
-  }
+  const row = tableRow([fill.symbol, fill.side, fill.price, fill.qty, `${text(fill.fee)} ${text(fill.fee_asset)}`]);
   $("fills").prepend(row);
   while ($("fills").children.length > 30) $("fills").lastChild.remove();
 }
 
 function renderBalances(balances) {
   const rows = Object.entries(balances || {}).map(([asset, figures]) => {
-    const row = document.createElement("tr");
-    for (const value of [asset, figures.available, figures.held]) {
-      const cell = document.createElement("td");
-      cell.textContent = text(value);
-      row.append(cell);
-    }
+    const row = tableRow([asset, figures.available, figures.held]);
     return row;
   });
   $("balances").replaceChildren(...rows);
@@ -549,12 +527,7 @@ function renderFutures(view) {
   }
   $("futures-account").replaceChildren(...rows);
   const positions = Object.entries((view && view.positions) || {}).map(([symbol, position]) => {
-    const row = document.createElement("tr");
-    for (const value of [symbol, position.volume_long, position.volume_short, position.float_profit]) {
-      const cell = document.createElement("td");
-      cell.textContent = text(value);
-      row.append(cell);
-    }
+    const row = tableRow([symbol, position.volume_long, position.volume_short, position.float_profit]);
     return row;
   });
   $("positions").replaceChildren(...positions);
