@@ -1,10 +1,15 @@
-//! The trading screen in a real browser: `tests/interop/ui/trade.cjs` drives headless
-//! Chromium from the distribution's packages (`/usr/bin/chromium`, or `CHROMIUM`) with
-//! Playwright's core (pinned in `tests/interop/ui/package.json`; no browser is
-//! downloaded) against `bourse serve --demo`: alice rests an order and sees it in the
-//! book and her open orders, bob fills it from his own page, both see the fill and
-//! their balances move, alice cancels another order, a bad key is told so. The
-//! screenshots go to the target directory's `ui-screenshots/` (`docs/ui.md` shows them).
+//! The trading screen and the operator console in a real browser:
+//! `tests/interop/ui/trade.cjs` drives headless Chromium from the distribution's
+//! packages (`/usr/bin/chromium`, or `CHROMIUM`) with Playwright's core (pinned in
+//! `tests/interop/ui/package.json`; no browser is downloaded) against `bourse serve
+//! --demo`: alice rests an order and sees it in the book, the depth and her open
+//! orders; bob fills it from his own page with the keyboard alone; both see the fill and
+//! their balances move; alice amends and cancels another order; the operator halts the
+//! market (alice's ticket says so), declares an asset and an instrument, creates and
+//! funds an account whose new key then logs in, cancels all of alice's orders, runs a
+//! contract's margin, posted price and settlement, revokes a key and runs SQL; a bad key
+//! is told so. The screenshots go to the target directory's `ui-screenshots/`
+//! (`docs/ui.md` shows them).
 //!
 //! The packages: `BOURSE_UI_NODE_MODULES` (a `node_modules` that `.ci/run` fills with
 //! `npm ci`), or the same done here once beside the test binaries (needs node, npm and
@@ -91,9 +96,17 @@ fn a_trader_places_sees_fills_and_cancels_in_a_real_browser() {
     };
     assert!(run.passed, "trade.cjs failed\n{}", report());
     assert!(run.stdout.contains("PASSED: trade.cjs"), "{}", report());
-    for shot in
-        ["login-refused.png", "trading-resting.png", "trading-filled.png", "trading-phone.png"]
-    {
+    for shot in [
+        "login-refused.png",
+        "trading-resting.png",
+        "trading-filled.png",
+        "trading-amend.png",
+        "trading-halted.png",
+        "trading-futures.png",
+        "trading-phone.png",
+        "console.png",
+        "console-phone.png",
+    ] {
         assert!(screenshots.join(shot).is_file(), "no screenshot {shot}");
     }
     println!("{}\nscreenshots in {}", run.stdout, screenshots.display());

@@ -59,6 +59,8 @@ pub struct FeedFigures {
     pub inconsistencies: std::sync::atomic::AtomicU64,
     pub retransmit_requests: std::sync::atomic::AtomicU64,
     pub snapshots: std::sync::atomic::AtomicU64,
+    /// The last command the feed (and the WebSocket channels it serves) has applied.
+    pub applied_seq: std::sync::atomic::AtomicU64,
 }
 
 fn latency_histogram() -> Histogram {
@@ -387,7 +389,13 @@ impl Collector for FeedCollector {
             "Retransmission requests answered",
             feed.retransmit_requests.load(Relaxed),
         )?;
-        counter(&mut encoder, "md_snapshots", "Snapshots served", feed.snapshots.load(Relaxed))
+        counter(&mut encoder, "md_snapshots", "Snapshots served", feed.snapshots.load(Relaxed))?;
+        gauge(
+            &mut encoder,
+            "md_applied_seq",
+            "The last command the market-data feed and the WebSocket channels have applied",
+            feed.applied_seq.load(Relaxed) as i64,
+        )
     }
 }
 

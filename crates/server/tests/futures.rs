@@ -132,11 +132,36 @@ fn a_contract_is_traded_with_offsets_and_shown_as_futures_traders_read_it() {
     assert_eq!(ok(alice.get("/v1/account")), before);
     // And the ratio margin still applies after the next settlement (posted price).
     ok(server.admin.post("/v1/admin/futures/SHFE.cu2501/settlement-price", r#"{"price":"50000"}"#));
+    // The operator's listing shows the contract as it is run: the margin the ratio gave
+    // at the last settlement (50100), the posted price, the mark and settlement prices.
+    let listed = ok(server.admin.get("/v1/admin/futures"));
+    let cu = &listed["futures"][0];
+    assert_eq!(
+        (cu["symbol"].as_str(), cu["margin"].as_str(), cu["margin_ratio"].as_str()),
+        (Some("SHFE.cu2501"), Some("25050"), Some("0.1")),
+        "{listed}"
+    );
+    assert_eq!(
+        (cu["posted_price"].as_str(), cu["mark_price"].as_str(), cu["settlement_price"].as_str()),
+        (Some("50000"), Some("50100"), Some("50100")),
+        "{listed}"
+    );
+    refused(alice.get("/v1/admin/futures"), 403, "forbidden");
     let settled = ok(server.admin.post("/v1/admin/futures/SHFE.cu2501/settle", ""));
     assert_eq!(
         (settled["price"].as_str(), settled["margin"].as_str()),
         (Some("50000"), Some("25000"))
     );
+    // The posted price served once; a final settlement expires the contract, which
+    // leaves the listing.
+    let listed = ok(server.admin.get("/v1/admin/futures"));
+    assert_eq!(listed["futures"][0]["posted_price"], Value::Null, "{listed}");
+    assert_eq!(listed["futures"][0]["margin"], "25000", "{listed}");
+    ok(server
+        .admin
+        .post("/v1/admin/futures/SHFE.cu2501/settle", r#"{"price":"50000","final":true}"#));
+    let listed = ok(server.admin.get("/v1/admin/futures"));
+    assert_eq!(listed["futures"], serde_json::json!([]), "{listed}");
 }
 
 #[test]

@@ -76,6 +76,8 @@ const state = {
   reconnectDelay: 500,
   chart: null,
   candles: null,
+  // The console: the futures contracts still live (an instrument not among them expired).
+  liveFutures: null,
 };
 
 function instrument(symbol) {
@@ -124,61 +126,329 @@ async function startAs(role) {
 
 // ---- The operator console ----------------------------------------------------------------
 
+// Runs `action(formData, submitter)` when `form` is submitted; its answer (a sentence)
+// shows in the form's status line, an error in its alert line: where the operator acted.
+function onSubmit(form, action) {
+  const error = form.querySelector(".error");
+  const ok = form.querySelector(".ok");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = "";
+    if (ok) ok.textContent = "";
+    try {
+      const said = await action(new FormData(form), event.submitter);
+      if (ok && said) ok.textContent = said;
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  });
+}
+
+// The form's fields as a request body: empty optional fields left out, whole numbers
+// where the API takes integers (anything else is sent as typed, for the server to refuse
+// with its reason).
+function requestOf(data, integers = [], checkboxes = []) {
+  const body = {};
+  for (const [name, value] of data.entries()) {
+    const typed = String(value).trim();
+    if (typed === "" || checkboxes.includes(name)) continue;
+    body[name] = integers.includes(name) && /^-?\d+$/.test(typed) ? Number(typed) : typed;
+  }
+  for (const name of checkboxes) body[name] = data.get(name) === "on";
+  return body;
+}
+
 async function startConsole() {
   $("who").textContent = "Operator";
   $("logout").hidden = false;
   $("login").hidden = true;
   $("console").hidden = false;
-  await renderConsoleInstruments();
-  await renderHealth();
-  setInterval(renderHealth, 2000);
+  startHealth();
+  await Promise.all([renderConsoleFutures(), renderAccounts(), renderKeys()]);
 }
 
 async function renderConsoleInstruments() {
   const instruments = (await api("GET", "/v1/instruments")).instruments;
+  const live = new Set(state.liveFutures || []);
+  const assets = new Set();
   const rows = instruments.map((item) => {
-    const row = tableRow([item.symbol, item.kind, item.tick, item.lot, item.halted ? "halted" : "trading"]);
+    for (const asset of [item.base, item.quote, item.settle]) if (asset) assets.add(asset);
+    const fees = item.kind === "future" ? `${item.maker_fee} / ${item.taker_fee} ${item.settle}` : `${item.maker_fee_bps} / ${item.taker_fee_bps} bps`;
+    const expired = item.kind === "future" && state.liveFutures && !live.has(item.symbol);
+    const row = tableRow([item.symbol, item.kind, item.tick, item.lot, fees, expired ? "expired" : item.halted ? "halted" : "trading"]);
     const actions = document.createElement("td");
-    const button = document.createElement("button");
-    button.type = "button";
-    const action = item.halted ? "resume" : "halt";
-    button.textContent = item.halted ? "Resume" : "Halt";
-    button.setAttribute("aria-label", `${button.textContent} ${item.symbol}`);
-    button.addEventListener("click", async () => {
-      $("instruments-error").textContent = "";
-      try {
+    if (!expired) {
+      const action = item.halted ? "resume" : "halt";
+      actions.append(actionButton(item.halted ? "Resume" : "Halt", `${item.halted ? "Resume" : "Halt"} ${item.symbol}`, $("instruments-error"), async () => {
         await api("POST", `/v1/admin/instruments/${encodeURIComponent(item.symbol)}/${action}`);
         await renderConsoleInstruments();
-      } catch (error) {
-        $("instruments-error").textContent = `${button.textContent} ${item.symbol}: ${error.message}`;
-      }
-    });
-    actions.append(button);
+      }));
+    }
     row.append(actions);
     return row;
   });
   $("console-instruments").replaceChildren(...rows);
+  $("asset-names").replaceChildren(...[...assets].sort().map((asset) => Object.assign(document.createElement("option"), { value: asset })));
 }
 
-// A few of the engine's figures, read from the Prometheus text (names as they are).
-const HEALTH = ["bourse_commands_total", "bourse_trades_total", "bourse_journal_batches_total", "bourse_intake_queue_commands", "bourse_connections", "bourse_history_committed_seq", "bourse_applied_seq"];
-
-async function renderHealth() {
-  const response = await fetch("/metrics");
-  const lines = (await response.text()).split("\n");
-  const rows = HEALTH.map((name) => {
-    const values = lines.filter((line) => line.startsWith(name + " ") || line.startsWith(name + "{"));
-    const total = values.reduce((sum, line) => sum + Number(line.split(" ").pop()), 0);
-    const row = document.createElement("tr");
-    const label = document.createElement("th");
-    label.scope = "row";
-    label.textContent = name.replace("bourse_", "").replaceAll("_", " ");
-    const value = document.createElement("td");
-    value.textContent = values.length ? String(total) : "—";
-    row.append(label, value);
-    return row;
+// A button that runs `action`, its error shown in `errorLine`.
+function actionButton(label, accessibleName, errorLine, action) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.textContent = label;
+  button.setAttribute("aria-label", accessibleName);
+  button.addEventListener("click", async () => {
+    errorLine.textContent = "";
+    button.disabled = true;
+    try {
+      await action();
+    } catch (error) {
+      errorLine.textContent = `${accessibleName}: ${error.message}`;
+    } finally {
+      button.disabled = false;
+    }
   });
-  $("health").replaceChildren(...rows);
+  return button;
+}
+
+onSubmit($("asset-form"), async (data) => {
+  const body = requestOf(data, ["decimals"]);
+  await api("POST", "/v1/admin/assets", body);
+  await renderConsoleInstruments();
+  return `Asset ${body.asset} declared.`;
+});
+
+onSubmit($("spot-form"), async (data) => {
+  const body = requestOf(data, ["maker_fee_bps", "taker_fee_bps", "market_band_bps"]);
+  await api("POST", "/v1/admin/instruments", body);
+  await renderConsoleInstruments();
+  return `${body.symbol} declared.`;
+});
+
+onSubmit($("future-form"), async (data) => {
+  const body = requestOf(data, ["market_band_bps"], ["close_today"]);
+  const answer = await api("POST", "/v1/admin/futures", body);
+  await renderConsoleFutures();
+  return `${body.symbol} declared, margin ${answer.margin} a lot.`;
+});
+
+async function renderConsoleFutures() {
+  const futures = (await api("GET", "/v1/admin/futures")).futures;
+  state.liveFutures = futures.map((contract) => contract.symbol);
+  $("console-futures").replaceChildren(...futures.map((contract) => tableRow([
+    contract.symbol, contract.margin, contract.margin_ratio || "fixed", contract.posted_price || "—", contract.mark_price || "—", contract.settlement_price || "—",
+  ])));
+  const chosen = $("future-symbol").value;
+  $("future-symbol").replaceChildren(...futures.map((contract) => Object.assign(document.createElement("option"), { value: contract.symbol, textContent: contract.symbol })));
+  if (state.liveFutures.includes(chosen)) $("future-symbol").value = chosen;
+  for (const id of ["margin-form", "post-price-form", "settle-form"]) $(id).querySelector("button").disabled = futures.length === 0;
+  await renderConsoleInstruments();
+}
+
+const chosenContract = () => encodeURIComponent($("future-symbol").value);
+
+onSubmit($("margin-form"), async (data) => {
+  const answer = await api("POST", `/v1/admin/futures/${chosenContract()}/margin`, requestOf(data));
+  await renderConsoleFutures();
+  return `${answer.symbol}: margin ${answer.margin} a lot${answer.margin_ratio ? ` (ratio ${answer.margin_ratio})` : ""}.`;
+});
+
+onSubmit($("post-price-form"), async (data) => {
+  const answer = await api("POST", `/v1/admin/futures/${chosenContract()}/settlement-price`, requestOf(data));
+  await renderConsoleFutures();
+  return `${answer.symbol}: the next settlement is at ${answer.posted_price}.`;
+});
+
+onSubmit($("settle-form"), async (data) => {
+  const symbol = $("future-symbol").value;
+  const answer = await api("POST", `/v1/admin/futures/${chosenContract()}/settle`, requestOf(data, [], ["final"]));
+  await renderConsoleFutures();
+  const margin = answer.margin ? `, margin now ${answer.margin} a lot` : "";
+  return `${symbol} settled at ${answer.price}: ${answer.sides_settled} position sides, ${answer.orders_expired} orders expired${margin}${data.get("final") === "on" ? "; the contract has expired" : ""}.`;
+});
+
+// ---- Accounts and keys
+
+async function renderAccounts() {
+  const accounts = (await api("GET", "/v1/admin/accounts")).accounts;
+  $("console-accounts").replaceChildren(...accounts.map((entry) => {
+    const row = tableRow([entry.account, entry.has_password ? "set" : "none", new Date(entry.created_ms).toISOString().slice(0, 16).replace("T", " ")]);
+    const actions = document.createElement("td");
+    actions.append(
+      actionButton("Balances", `Balances of ${entry.account}`, $("accounts-error"), () => showBalances(entry.account)),
+      " ",
+      actionButton("Cancel all", `Cancel all orders of ${entry.account}`, $("accounts-error"), async () => {
+        $("accounts-ok").textContent = "";
+        const answer = await api("POST", `/v1/admin/accounts/${encodeURIComponent(entry.account)}/cancel-all`);
+        $("accounts-ok").textContent = `${entry.account}: ${answer.canceled.length} orders canceled.`;
+      }),
+    );
+    row.append(actions);
+    return row;
+  }));
+  for (const select of document.querySelectorAll(".account-choice")) {
+    const chosen = select.value;
+    select.replaceChildren(...accounts.map((entry) => Object.assign(document.createElement("option"), { value: entry.account, textContent: entry.account })));
+    if (chosen) select.value = chosen;
+  }
+}
+
+async function showBalances(account) {
+  const answer = await api("GET", `/v1/admin/accounts/${encodeURIComponent(account)}/balances`);
+  const table = document.createElement("table");
+  table.setAttribute("aria-label", `Balances of ${account}`);
+  const caption = table.createCaption();
+  caption.textContent = `${account}'s balances`;
+  const head = table.createTHead().insertRow();
+  for (const title of ["Asset", "Available", "Held"]) head.append(Object.assign(document.createElement("th"), { scope: "col", textContent: title }));
+  const body = table.createTBody();
+  for (const [asset, figures] of Object.entries(answer.balances)) body.append(tableRow([asset, figures.available, figures.held]));
+  $("account-balances").replaceChildren(table);
+  $("account-balances").dataset.account = account;
+}
+
+onSubmit($("account-form"), async (data) => {
+  const body = requestOf(data);
+  await api("POST", "/v1/admin/accounts", body);
+  await renderAccounts();
+  return `Account ${body.name} created.`;
+});
+
+onSubmit($("transfer-form"), async (data, submitter) => {
+  const direction = submitter && submitter.value === "withdrawals" ? "withdrawals" : "deposits";
+  const body = requestOf(data);
+  await api("POST", `/v1/admin/${direction}`, body);
+  await showBalances(body.account);
+  return `${direction === "deposits" ? "Deposited" : "Withdrew"} ${body.amount} ${body.asset} ${direction === "deposits" ? "to" : "from"} ${body.account}.`;
+});
+
+async function renderKeys() {
+  const keys = (await api("GET", "/v1/admin/keys")).keys;
+  $("console-keys").replaceChildren(...keys.map((entry) => {
+    const owner = `${entry.account || "operator"}${entry.label ? ` · ${entry.label}` : ""}`;
+    const row = tableRow([entry.key, entry.revoked ? `${owner} (revoked)` : owner]);
+    row.firstChild.className = "key";
+    const actions = document.createElement("td");
+    if (!entry.revoked && entry.role !== "admin") {
+      actions.append(actionButton("Revoke", `Revoke key ${entry.key}`, $("keys-error"), async () => {
+        await api("DELETE", `/v1/admin/keys/${encodeURIComponent(entry.key)}`);
+        await renderKeys();
+      }));
+    }
+    row.append(actions);
+    return row;
+  }));
+}
+
+onSubmit($("key-form"), async (data) => {
+  const answer = await api("POST", "/v1/admin/keys", requestOf(data));
+  await renderKeys();
+  // The secret is shown once, here; the server keeps only its hash.
+  const shown = $("new-key");
+  shown.replaceChildren(
+    Object.assign(document.createElement("p"), { textContent: `A key for ${answer.account}: copy the secret now, it is not shown again.` }),
+    Object.assign(document.createElement("code"), { id: "new-key-id", textContent: answer.key }),
+    document.createElement("br"),
+    Object.assign(document.createElement("code"), { id: "new-key-secret", textContent: answer.secret }),
+  );
+  shown.hidden = false;
+  return `Key ${answer.key} created.`;
+});
+
+// ---- The engine's health: small live charts of /metrics
+
+// Each chart: a figure read from the Prometheus text (`rate`: a counter, drawn as its
+// change per second; otherwise a gauge), or a lag between two gauges.
+const HEALTH_CHARTS = [
+  { id: "commands", title: "Commands / s", rate: "bourse_journal_commands_total" },
+  { id: "syncs", title: "Journal syncs / s", rate: "bourse_journal_sync_seconds_count" },
+  { id: "queue", title: "Intake queue (commands)", gauge: "bourse_intake_queue_commands" },
+  { id: "feed-lag", title: "Feed lag (commands)", lag: ["bourse_applied_seq", "bourse_md_applied_seq"] },
+  { id: "history-lag", title: "History lag (commands)", lag: ["bourse_applied_seq", "bourse_history_committed_seq"] },
+];
+const HEALTH_FIGURES = ["bourse_applied_seq", "bourse_journal_commands_total", "bourse_trades_total", "bourse_journal_sync_max_microseconds", "bourse_gateway_in_flight", "bourse_connections", "bourse_md_applied_seq", "bourse_history_committed_seq", "bourse_rejects_total"];
+const HEALTH_POINTS = 120;
+
+// name -> the sum of its samples (every label set), from the Prometheus text.
+function parseMetrics(body) {
+  const figures = new Map();
+  for (const line of body.split("\n")) {
+    if (!line || line.startsWith("#")) continue;
+    const name = line.split(/[ {]/, 1)[0];
+    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+    figures.set(name, (figures.get(name) || 0) + value);
+  }
+  return figures;
+}
+
+function startHealth() {
+  const charts = HEALTH_CHARTS.map((spec) => {
+    const box = document.createElement("figure");
+    box.className = "spark";
+    const caption = document.createElement("figcaption");
+    const value = document.createElement("span");
+    value.id = `health-${spec.id}`;
+    value.className = "spark-value";
+    caption.append(spec.title, " ", value);
+    const area = document.createElement("div");
+    area.className = "spark-chart";
+    area.setAttribute("role", "img");
+    area.setAttribute("aria-label", `${spec.title}, the last two minutes`);
+    box.append(caption, area);
+    $("health-charts").append(box);
+    const chart = LightweightCharts.createChart(area, {
+      autoSize: true,
+      layout: { background: { color: "transparent" }, textColor: "#8b95a5", attributionLogo: false, fontSize: 10 },
+      grid: { vertLines: { visible: false }, horzLines: { color: "#222a35" } },
+      timeScale: { timeVisible: true, secondsVisible: true },
+      handleScroll: false,
+      handleScale: false,
+    });
+    const series = chart.addSeries(LightweightCharts.AreaSeries, { lineColor: "#4c8dff", topColor: "rgba(76,141,255,.35)", bottomColor: "rgba(76,141,255,0)", lineWidth: 1, priceLineVisible: false, priceFormat: { type: "price", precision: 0, minMove: 1 } });
+    return { spec, series, value, points: [] };
+  });
+  let previous = null;
+  const sample = async () => {
+    let figures;
+    try {
+      const response = await fetch("/metrics");
+      figures = parseMetrics(await response.text());
+      $("health-state").textContent = "";
+    } catch (error) {
+      $("health-state").textContent = "(the server does not answer)";
+      return;
+    }
+    const now = Date.now();
+    for (const chart of charts) {
+      const { spec } = chart;
+      let figure = null;
+      if (spec.rate && previous && figures.has(spec.rate)) {
+        figure = Math.max(0, (figures.get(spec.rate) - previous.figures.get(spec.rate)) * 1000 / (now - previous.at));
+      } else if (spec.gauge && figures.has(spec.gauge)) {
+        figure = figures.get(spec.gauge);
+      } else if (spec.lag && figures.has(spec.lag[0]) && figures.has(spec.lag[1])) {
+        figure = Math.max(0, figures.get(spec.lag[0]) - figures.get(spec.lag[1]));
+      }
+      if (figure === null) {
+        chart.value.textContent = spec.rate && !previous ? "…" : "— (off)";
+        continue;
+      }
+      chart.value.textContent = String(Math.round(figure));
+      chart.points.push({ time: Math.floor(now / 1000), value: figure });
+      // One point a second at most (a late sample replaces its second's).
+      chart.points = chart.points.filter((point, index, all) => index === all.length - 1 || point.time < all[index + 1].time).slice(-HEALTH_POINTS);
+      chart.series.setData(chart.points);
+    }
+    $("health").replaceChildren(...HEALTH_FIGURES.filter((name) => figures.has(name)).map((name) => {
+      const row = document.createElement("tr");
+      const label = Object.assign(document.createElement("th"), { scope: "row", textContent: name.replace("bourse_", "").replaceAll("_", " ") });
+      row.append(label, Object.assign(document.createElement("td"), { textContent: String(figures.get(name)) }));
+      return row;
+    }));
+    previous = { figures, at: now };
+  };
+  sample();
+  setInterval(sample, 1000);
 }
 
 $("sql-form").addEventListener("submit", async (event) => {
@@ -357,6 +627,95 @@ function renderBook() {
   const bestBid = bids[0] && bids[0][0];
   const bestAsk = asks.length ? asks[asks.length - 1][0] : undefined;
   $("spread-cell").textContent = bestBid && bestAsk ? `${bestBid} / ${bestAsk}` : "—";
+  scheduleDepth();
+}
+
+// ---- Exact decimals: sums of the server's strings, in integers (never a float)
+
+function decimalParts(value) {
+  const [whole, fraction = ""] = String(value).split(".");
+  return { units: BigInt(whole + fraction), scale: fraction.length };
+}
+
+// The exact sum of decimal strings, as a decimal string.
+function decimalSum(values) {
+  const parts = values.map(decimalParts);
+  const scale = Math.max(0, ...parts.map((part) => part.scale));
+  const total = parts.reduce((sum, part) => sum + part.units * 10n ** BigInt(scale - part.scale), 0n);
+  const negative = total < 0n;
+  const digits = (negative ? -total : total).toString().padStart(scale + 1, "0");
+  const shown = scale ? `${digits.slice(0, -scale)}.${digits.slice(-scale)}`.replace(/\.?0+$/, "") : digits;
+  return negative ? `-${shown}` : shown;
+}
+
+// ---- The depth chart: cumulative quantity by price, bids left, asks right
+
+const DEPTH_LEVELS = 50;
+let depthPending = false;
+
+function scheduleDepth() {
+  if (depthPending) return;
+  depthPending = true;
+  requestAnimationFrame(() => {
+    depthPending = false;
+    renderDepth();
+  });
+}
+
+// Coordinates are floats only to draw; the summary (the chart's text) gives the exact
+// sums of every level received, within and beyond the window drawn.
+function renderDepth() {
+  const svg = $("depth");
+  const bids = [...state.book.bids.values()].sort((a, b) => Number(b[0]) - Number(a[0])).slice(0, DEPTH_LEVELS);
+  const asks = [...state.book.asks.values()].sort((a, b) => Number(a[0]) - Number(b[0])).slice(0, DEPTH_LEVELS);
+  if (!bids.length && !asks.length) {
+    svg.replaceChildren();
+    $("depth-summary").textContent = state.book.synced ? "The book is empty." : "";
+    return;
+  }
+  const cumulative = (levels) => {
+    let total = 0;
+    return levels.map(([price, qty]) => [Number(price), (total += Number(qty))]);
+  };
+  // The window: centred on the mid price, as wide as the shallower side reaches, so
+  // both sides show on one scale (a far-away order does not squash the rest).
+  const bestBid = bids.length ? Number(bids[0][0]) : null;
+  const bestAsk = asks.length ? Number(asks[0][0]) : null;
+  const mid = bestBid !== null && bestAsk !== null ? (bestBid + bestAsk) / 2 : (bestBid ?? bestAsk);
+  const reach = (levels) => (levels.length ? Math.abs(Number(levels[levels.length - 1][0]) - mid) : Infinity);
+  const half = Math.min(reach(bids), reach(asks)) || Math.max(1, Math.abs(mid) * 0.001);
+  const [low, high] = [mid - half, mid + half];
+  const inWindow = ([price]) => price >= low && price <= high;
+  const bidSteps = cumulative(bids).filter(inWindow);
+  const askSteps = cumulative(asks).filter(inWindow);
+  const span = high - low;
+  const deepest = Math.max(...[...bidSteps, ...askSteps].map(([, total]) => total)) || 1;
+  const [width, height] = [300, 120];
+  const x = (price) => ((price - low) / span) * (width - 10) + 5;
+  const y = (total) => height - (total / deepest) * (height - 8);
+  const area = (steps, towards) => {
+    if (!steps.length) return "";
+    let path = `M${x(steps[0][0]).toFixed(1)},${height}`;
+    let previous = 0;
+    for (const [price, total] of steps) {
+      path += ` L${x(price).toFixed(1)},${y(previous).toFixed(1)} L${x(price).toFixed(1)},${y(total).toFixed(1)}`;
+      previous = total;
+    }
+    const edge = towards < 0 ? 0 : width;
+    return `${path} L${edge},${y(previous).toFixed(1)} L${edge},${height} Z`;
+  };
+  const svgNs = "http://www.w3.org/2000/svg";
+  const shape = (d, kind) => {
+    const element = document.createElementNS(svgNs, "path");
+    element.setAttribute("d", d);
+    element.setAttribute("class", kind);
+    return element;
+  };
+  svg.replaceChildren(shape(area(bidSteps, -1), "depth-bids"), shape(area(askSteps, 1), "depth-asks"));
+  const side = (levels, name, word) => levels.length
+    ? `${name} ${decimalSum(levels.map((level) => level[1]))} over ${levels.length} levels ${word} ${levels[levels.length - 1][0]}`
+    : `no ${name}`;
+  $("depth-summary").textContent = `${side(bids, "bids", "down to")}; ${side(asks, "asks", "up to")}.`;
 }
 
 function onTrade(message) {
@@ -479,16 +838,49 @@ async function cancelOrder(order) {
   }
 }
 
-async function amendOrder(order) {
-  const price = prompt(`New price for order ${order.order_id}`, order.price || "");
-  if (!price) return;
-  $("orders-error").textContent = "";
-  try {
-    onOrder(await api("PATCH", `/v1/orders/${order.order_id}`, { price: price.trim() }));
-  } catch (error) {
-    $("orders-error").textContent = `Amend of ${order.order_id}: ${error.message}`;
-  }
+// The amend form under the open orders: price and/or remaining quantity; the fields
+// left as they were are not sent. Escape or Close puts the focus back on the order.
+function amendOrder(order) {
+  const form = $("amend-form");
+  form.dataset.orderId = order.order_id;
+  form.dataset.price = order.price || "";
+  form.dataset.qty = order.remaining;
+  $("amend-title").textContent = `Amend order ${order.order_id} (${order.side} ${order.remaining} ${order.symbol} at ${text(order.price)})`;
+  form.elements.price.value = order.price || "";
+  form.elements.qty.value = order.remaining;
+  form.querySelector(".error").textContent = "";
+  form.querySelector(".ok").textContent = "";
+  form.hidden = false;
+  form.elements.price.focus();
+  form.elements.price.select();
 }
+
+function closeAmend() {
+  const form = $("amend-form");
+  form.hidden = true;
+  const button = document.querySelector(`button[aria-label="Amend order ${form.dataset.orderId}"]`);
+  (button || $("place")).focus();
+}
+
+$("amend-close").addEventListener("click", closeAmend);
+$("amend-form").addEventListener("keydown", (event) => {
+  if (event.key === "Escape") closeAmend();
+});
+
+onSubmit($("amend-form"), async (data) => {
+  const form = $("amend-form");
+  const change = {};
+  const price = String(data.get("price")).trim();
+  const qty = String(data.get("qty")).trim();
+  if (price && price !== form.dataset.price) change.price = price;
+  if (qty && qty !== form.dataset.qty) change.qty = qty;
+  if (!Object.keys(change).length) throw new Error("Nothing to change: give a new price or remaining quantity.");
+  const amended = await api("PATCH", `/v1/orders/${form.dataset.orderId}`, change);
+  onOrder(amended);
+  form.dataset.price = amended.price || "";
+  form.dataset.qty = amended.remaining;
+  return `Order ${amended.order_id}: ${amended.remaining} at ${text(amended.price)}.`;
+});
 
 async function loadFills() {
   const answer = await api("GET", "/v1/fills?limit=30");
@@ -514,11 +906,11 @@ function renderFutures(view) {
   const accounts = (view && view.accounts) || {};
   const rows = [];
   for (const [asset, account] of Object.entries(accounts)) {
-    for (const field of ["balance", "margin", "available", "risk_ratio"]) {
+    for (const field of ["balance", "margin", "frozen_margin", "available", "float_profit", "risk_ratio"]) {
       const row = document.createElement("tr");
       const name = document.createElement("th");
       name.scope = "row";
-      name.textContent = `${asset} ${field.replace("_", " ")}`;
+      name.textContent = `${asset} ${field.replaceAll("_", " ")}`;
       const value = document.createElement("td");
       value.textContent = text(account[field]);
       row.append(name, value);
@@ -527,7 +919,7 @@ function renderFutures(view) {
   }
   $("futures-account").replaceChildren(...rows);
   const positions = Object.entries((view && view.positions) || {}).map(([symbol, position]) => {
-    const row = tableRow([symbol, position.volume_long, position.volume_short, position.float_profit]);
+    const row = tableRow([symbol, position.volume_long, position.volume_short, position.margin, position.float_profit]);
     return row;
   });
   $("positions").replaceChildren(...positions);

@@ -327,6 +327,7 @@ impl Publisher {
             }
         }
         self.seeded_seq = seq;
+        self.figures.applied_seq.fetch_max(seq, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -468,6 +469,12 @@ impl Publisher {
             self.announce_instruments(events, note);
             self.last_ts = result.ts.0;
             self.builder.apply(result.seq, result.ts, events, note, &mut self.messages);
+        }
+        if let Some(last) = released.outcomes.iter().rev().find_map(|outcome| match outcome {
+            Outcome::Applied(result) => Some(result.seq.0),
+            _ => None,
+        }) {
+            self.figures.applied_seq.fetch_max(last, std::sync::atomic::Ordering::Relaxed);
         }
         for message in &self.messages[first_new..] {
             if let Message::Trade { instrument, price, qty, ts, taker_side, .. } = message {

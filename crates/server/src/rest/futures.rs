@@ -208,6 +208,35 @@ pub async fn create_future(
     Ok(created(json!({ "instrument": shown, "margin": margin.to_string(), "seq": seq })))
 }
 
+/// `GET /v1/admin/futures`: every live contract as the operator runs it: the margin
+/// per lot now (and the ratio it follows, if any), the price posted for the next
+/// settlement, the mark price and the last settlement price. An expired contract is
+/// not listed (it stays in `GET /v1/instruments`).
+pub async fn list_futures(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let contracts = state.link.read(settlement::live_contracts).await?;
+    let shown: Vec<Value> = contracts
+        .iter()
+        .map(|contract| {
+            let settings = state.futures.get(&contract.symbol);
+            let margin =
+                Decimal::from_units(i128::from(contract.margin_units), contract.settle_decimals);
+            json!({
+                "symbol": contract.symbol,
+                "margin": margin.to_string(),
+                "margin_ratio": settings.margin_ratio,
+                "posted_price": settings.posted_price,
+                "mark_price": contract.mark_price.map(|price| price.to_string()),
+                "settlement_price": contract.settlement_price.map(|price| price.to_string()),
+            })
+        })
+        .collect();
+    Ok(ok(json!({ "futures": shown })))
+}
+
 /// `POST /v1/admin/futures/{symbol}/margin`: a new fixed margin per lot, or a ratio
 /// (applied at the last settlement price, and after every settlement).
 pub async fn set_margin(

@@ -44,7 +44,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/balances", get(trading::balances))
         .route("/v1/positions", get(futures::positions))
         .route("/v1/account", get(futures::account))
-        .route("/v1/admin/futures", post(futures::create_future))
+        .route("/v1/admin/futures", post(futures::create_future).get(futures::list_futures))
         .route("/v1/admin/futures/{symbol}/margin", post(futures::set_margin))
         .route("/v1/admin/futures/{symbol}/settlement-price", post(futures::post_price))
         .route("/v1/admin/futures/{symbol}/settle", post(futures::settle))

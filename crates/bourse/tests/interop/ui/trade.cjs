@@ -1,12 +1,21 @@
-// The trading screen in a real browser (headless Chromium from the distribution, driven
-// by Playwright's core): run by tests/ui_browser.rs against `bourse serve --demo`.
-// alice logs in and places an order that rests; she sees it in the book and in her
-// open orders; bob, in a browser of his own, places an order that fills it; both see
-// the fill and their balances change; alice cancels another order; a bad key gets a
-// clear message. Screenshots of each screen go to SCREENSHOT_DIR.
+// The trading screen and the operator console in a real browser (headless Chromium from
+// the distribution, driven by Playwright's core): run by tests/ui_browser.rs against
+// `bourse serve --demo`.
 //
-// Environment: BOURSE_URL, BOURSE_{ALICE,BOB}_{KEY,SECRET}, CHROMIUM (the browser's
-// path), SCREENSHOT_DIR. Prints every check; exits non-zero on the first failure.
+// - A bad key gets a clear message.
+// - alice logs in and rests an order: she sees it in the book, the depth and her open
+//   orders. bob logs in and places an order with the keyboard alone that fills it; both
+//   see the fill and their balances change. alice amends another order with the
+//   keyboard and cancels it.
+// - The operator halts the market and alice's ticket shows it; declares an asset and a
+//   spot instrument; creates an account, funds it, gives it a key, and that key logs in;
+//   cancels all of alice's orders; runs a contract's margin, posted price and
+//   settlement; revokes a key; runs SQL; watches the engine's charts.
+// - Phone width; no script errors. Screenshots of each screen go to SCREENSHOT_DIR.
+//
+// Environment: BOURSE_URL, BOURSE_{ALICE,BOB,ADMIN}_{KEY,SECRET}, CHROMIUM (the
+// browser's path), SCREENSHOT_DIR. Prints every check; exits non-zero on the first
+// failure.
 
 const { chromium } = require("playwright-core");
 const path = require("path");
@@ -20,22 +29,57 @@ function check(condition, what) {
   console.log(`ok: ${what}`);
 }
 
-async function open(browser, who) {
-  const page = await browser.newPage({ viewport: { width: 1300, height: 1000 } });
+// `routed`: the page's WebSocket goes through Playwright's route, so the test can drop
+// it (`page.dropSocket()`) and hold the page's reconnection until `page.reopenSocket()`.
+async function open(browser, who, { keyboard = false, width = 1300, routed = false } = {}) {
+  const page = await browser.newPage({ viewport: { width, height: 1000 } });
+  if (routed) {
+    let current = null;
+    let gate = Promise.resolve();
+    let openGate = () => {};
+    await page.routeWebSocket(/\/v1\/ws$/, async (socket) => {
+      await gate;
+      current = socket;
+      socket.connectToServer();
+    });
+    page.dropSocket = async () => {
+      gate = new Promise((resolve) => { openGate = resolve; });
+      await current.close();
+    };
+    page.reopenSocket = () => openGate();
+  }
   const errors = [];
   page.on("pageerror", (error) => errors.push(String(error)));
   page.on("console", (message) => { if (message.type() === "error") errors.push(message.text()); });
   page.errors = errors;
   await page.goto(url + "/");
-  if (who) {
-    await page.fill("#login-key", process.env[`BOURSE_${who.toUpperCase()}_KEY`]);
-    await page.fill("#login-secret", process.env[`BOURSE_${who.toUpperCase()}_SECRET`]);
+  if (!who) return page;
+  const key = who.key || process.env[`BOURSE_${who.toUpperCase()}_KEY`];
+  const secret = who.secret || process.env[`BOURSE_${who.toUpperCase()}_SECRET`];
+  if (keyboard) {
+    // From the page's start: Tab to the key, Tab to the secret, Enter.
+    await page.keyboard.press("Tab");
+    check(await page.evaluate(() => document.activeElement.id) === "login-key", "Tab from the page's start reaches the key field");
+    await page.keyboard.type(key);
+    await page.keyboard.press("Tab");
+    check(await page.evaluate(() => document.activeElement.id) === "login-secret", "Tab reaches the secret field");
+    await page.keyboard.type(secret);
+    await page.keyboard.press("Enter");
+  } else {
+    await page.fill("#login-key", key);
+    await page.fill("#login-secret", secret);
     await page.click("#login-form button[type=submit]");
-    await page.waitForSelector("#trading:not([hidden])", { timeout: TIMEOUT });
-    await page.waitForFunction(() => document.querySelectorAll("#bids tr").length > 0, null, { timeout: TIMEOUT });
   }
+  const screen = (who === "admin") ? "#console" : "#trading";
+  await page.waitForSelector(`${screen}:not([hidden])`, { timeout: TIMEOUT });
+  if (screen === "#trading") await page.waitForFunction(() => document.querySelectorAll("#bids tr").length > 0, null, { timeout: TIMEOUT });
   return page;
 }
+
+const focused = (page) => page.evaluate(() => {
+  const element = document.activeElement;
+  return element.id || element.getAttribute("aria-label") || element.name || element.textContent;
+});
 
 async function place(page, side, price, qty) {
   await page.check(`#ticket input[name=side][value=${side}]`);
@@ -58,6 +102,29 @@ async function balance(page, asset) {
   return row ? { available: row[1], held: row[2] } : null;
 }
 
+const rowWith = (selector, cell, value) => `[...document.querySelectorAll("${selector}")].some((row) => row.children[${cell}] && row.children[${cell}].textContent === ${JSON.stringify(value)})`;
+
+async function waitFor(page, expression, what) {
+  await page.waitForFunction(expression, null, { timeout: TIMEOUT });
+  check(true, what);
+}
+
+// Submits a console form and returns its status line (fails on its error line).
+async function submitForm(page, form, fields, button = "button[type=submit]") {
+  for (const [name, value] of Object.entries(fields)) {
+    const field = `${form} [name=${name}]`;
+    const tag = await page.$eval(field, (element) => element.tagName);
+    if (tag === "SELECT") await page.selectOption(field, value);
+    else await page.fill(field, value);
+  }
+  await page.$eval(`${form} .ok`, (element) => { element.textContent = ""; });
+  await page.click(`${form} ${button}`);
+  await page.waitForFunction((selector) => document.querySelector(`${selector} .ok`).textContent || document.querySelector(`${selector} .error`).textContent, form, { timeout: TIMEOUT });
+  const error = await page.textContent(`${form} .error`);
+  if (error) throw new Error(`FAILED: ${form}: ${error}`);
+  return page.textContent(`${form} .ok`);
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM,
@@ -73,29 +140,45 @@ async function main() {
     check((await stranger.textContent("#login-error")).includes("not accepted"), `a bad key is told so: "${await stranger.textContent("#login-error")}"`);
     await stranger.screenshot({ path: path.join(shots, "login-refused.png") });
 
-    const alice = await open(browser, "alice");
-    const bob = await open(browser, "bob");
+    const alice = await open(browser, "alice", { routed: true });
+    const bob = await open(browser, "bob", { keyboard: true });
     const aliceUsdBefore = await balance(alice, "USD");
     const bobBtcBefore = await balance(bob, "BTC");
+    // The demo's book: five levels of 0.05 each side; the depth says so exactly.
+    await waitFor(alice, () => document.getElementById("depth-summary").textContent.startsWith("bids 0.25 over 5 levels down to 59975; asks 0.25 over 5 levels up to 60025"), "the depth chart sums the demo's book exactly");
+    check(await alice.$$eval("#depth path", (paths) => paths.length) === 2, "the depth chart draws bids and asks");
 
     // alice rests a buy between the best bid (59995) and ask (60005): the new best bid.
     const resting = await place(alice, "buy", "60000", "0.02");
-    await alice.waitForFunction(() => [...document.querySelectorAll("#bids tr")].some((row) => row.children[0].textContent === "60000"), null, { timeout: TIMEOUT });
-    check(true, "alice's order is in the book (60000)");
-    await alice.waitForFunction((id) => [...document.querySelectorAll("#open-orders tr")].some((row) => row.children[0].textContent === id), resting, { timeout: TIMEOUT });
-    check(true, `alice's order ${resting} is in her open orders`);
-    await bob.waitForFunction(() => [...document.querySelectorAll("#bids tr")].some((row) => row.children[0].textContent === "60000"), null, { timeout: TIMEOUT });
-    check(true, "bob's screen shows alice's order in the book");
+    await waitFor(alice, rowWith("#bids tr", 0, "60000"), "alice's order is in the book (60000)");
+    await waitFor(alice, () => document.getElementById("depth-summary").textContent.startsWith("bids 0.27 over 6 levels"), "the depth counts it (0.27 over 6 levels)");
+    await waitFor(alice, rowWith("#open-orders tr", 0, resting), `alice's order ${resting} is in her open orders`);
+    await waitFor(bob, rowWith("#bids tr", 0, "60000"), "bob's screen shows alice's order in the book");
     await alice.screenshot({ path: path.join(shots, "trading-resting.png"), fullPage: true });
 
-    // bob sells into it: both see the fill, and their balances move.
-    await place(bob, "sell", "60000", "0.02");
-    for (const [who, page] of [["alice", alice], ["bob", bob]]) {
-      await page.waitForFunction(() => [...document.querySelectorAll("#fills tr")].some((row) => row.children[2].textContent === "60000"), null, { timeout: TIMEOUT });
-      check(true, `${who} sees the fill at 60000`);
+    // bob sells into it with the keyboard alone: the side by arrow key, then Tab
+    // through the ticket, Enter to place.
+    await bob.focus("#ticket input[name=side][value=buy]");
+    await bob.keyboard.press("ArrowRight");
+    check(await bob.isChecked("#ticket input[name=side][value=sell]"), "an arrow key chooses Sell");
+    await bob.keyboard.press("Tab");
+    check(await focused(bob) === "type", "Tab reaches the order type");
+    await bob.keyboard.press("Tab");
+    check(await focused(bob) === "price", "Tab reaches the price");
+    await bob.keyboard.type("60000");
+    await bob.keyboard.press("Tab");
+    check(await focused(bob) === "qty", "Tab reaches the quantity");
+    await bob.keyboard.type("0.02");
+    for (const next of ["time_in_force", "post_only", "place"]) {
+      await bob.keyboard.press("Tab");
+      check(await focused(bob) === next, `Tab reaches ${next}`);
     }
-    await alice.waitForFunction((id) => ![...document.querySelectorAll("#open-orders tr")].some((row) => row.children[0].textContent === id), resting, { timeout: TIMEOUT });
-    check(true, "the filled order left alice's open orders");
+    await bob.keyboard.press("Enter");
+    await waitFor(bob, () => document.getElementById("ticket-ok").textContent.includes("filled 0.02"), "bob's keyboard order is placed and filled");
+    for (const [who, page] of [["alice", alice], ["bob", bob]]) {
+      await waitFor(page, rowWith("#fills tr", 2, "60000"), `${who} sees the fill at 60000`);
+    }
+    await waitFor(alice, `!${rowWith("#open-orders tr", 0, resting)}`, "the filled order left alice's open orders");
     await alice.waitForFunction((before) => {
       const row = [...document.querySelectorAll("#balances tr")].find((cells) => cells.children[0].textContent === "USD");
       return row && row.children[1].textContent !== before;
@@ -108,31 +191,32 @@ async function main() {
     check(true, `bob's BTC changed (${bobBtcBefore.available} -> ${(await balance(bob, "BTC")).available})`);
     await bob.screenshot({ path: path.join(shots, "trading-filled.png"), fullPage: true });
 
-    // alice cancels another order.
+    // alice amends another order with the keyboard (Enter on Amend, type, Enter; Escape
+    // gives the focus back), then cancels it.
     const other = await place(alice, "buy", "59000", "0.01");
-    await alice.waitForFunction((id) => [...document.querySelectorAll("#open-orders tr")].some((row) => row.children[0].textContent === id), other, { timeout: TIMEOUT });
+    await waitFor(alice, rowWith("#open-orders tr", 0, other), `order ${other} is open`);
+    await alice.focus(`button[aria-label="Amend order ${other}"]`);
+    await alice.keyboard.press("Enter");
+    check(await focused(alice) === "price", "Amend opens the form with the focus on the price");
+    await alice.keyboard.type("59100");
+    await alice.keyboard.press("Enter");
+    await waitFor(alice, rowWith("#open-orders tr", 3, "59100"), `order ${other} amended to 59100 in the open orders`);
+    await waitFor(alice, rowWith("#bids tr", 0, "59100"), "and in the book");
+    await alice.screenshot({ path: path.join(shots, "trading-amend.png"), fullPage: true });
+    await alice.keyboard.press("Escape");
+    check(await alice.isHidden("#amend-form") && await focused(alice) === `Amend order ${other}`, "Escape closes the form and gives the focus back to the order");
     await alice.click(`button[aria-label="Cancel order ${other}"]`);
-    await alice.waitForFunction((id) => ![...document.querySelectorAll("#open-orders tr")].some((row) => row.children[0].textContent === id), other, { timeout: TIMEOUT });
-    check(true, `alice canceled order ${other}`);
+    await waitFor(alice, `!${rowWith("#open-orders tr", 0, other)}`, `alice canceled order ${other}`);
 
-    // The operator halts BTC-USD from the console; alice's next order is refused, and
-    // the ticket says why. An SQL query over the history answers as a table.
-    const operator = await browser.newPage({ viewport: { width: 1300, height: 900 } });
-    operator.errors = [];
-    operator.on("pageerror", (error) => operator.errors.push(String(error)));
-    await operator.goto(url + "/");
-    await operator.fill("#login-key", process.env.BOURSE_ADMIN_KEY);
-    await operator.fill("#login-secret", process.env.BOURSE_ADMIN_SECRET);
-    await operator.click("#login-form button[type=submit]");
-    await operator.waitForSelector("#console:not([hidden])", { timeout: TIMEOUT });
+    // ---- The operator console.
+    const operator = await open(browser, "admin");
+    await waitFor(operator, () => /^\d+$/.test(document.getElementById("health-commands").textContent), `the engine's commands/s chart has figures`);
+    await waitFor(operator, () => /^\d+$/.test(document.getElementById("health-history-lag").textContent), "the history's lag is charted");
+
+    // Halt: alice's ticket refuses, and says why.
     await operator.click('button[aria-label="Halt BTC-USD"]');
     await operator.waitForSelector('button[aria-label="Resume BTC-USD"]', { timeout: TIMEOUT });
     check(true, "the operator halted BTC-USD from the console");
-    await operator.click("#sql-form button[type=submit]");
-    await operator.waitForFunction(() => document.querySelectorAll("#sql-result td").length > 0, null, { timeout: TIMEOUT });
-    check(true, `the SQL box answers as a table: ${await operator.textContent("#sql-result")}`);
-    await operator.waitForFunction(() => [...document.querySelectorAll("#health td")].some((cell) => cell.textContent !== "—"), null, { timeout: TIMEOUT });
-    await operator.screenshot({ path: path.join(shots, "console.png"), fullPage: true });
     await alice.check("#ticket input[name=side][value=buy]");
     await alice.fill("#ticket input[name=price]", "59000");
     await alice.fill("#ticket input[name=qty]", "0.01");
@@ -142,12 +226,89 @@ async function main() {
     await alice.screenshot({ path: path.join(shots, "trading-halted.png") });
     await operator.click('button[aria-label="Resume BTC-USD"]');
     await operator.waitForSelector('button[aria-label="Halt BTC-USD"]', { timeout: TIMEOUT });
-    check(operator.errors.length === 0, `no script errors in the console ${JSON.stringify(operator.errors)}`);
+    check(true, "and resumed it");
 
-    // At a phone's width the screen is one column and still works.
+    // Declaring: a bad tick is refused beside the form; an asset and an instrument.
+    await operator.click("summary:has-text('Declare an asset')");
+    await operator.click("summary:has-text('Declare a spot instrument')");
+    await submitForm(operator, "#spot-form", { symbol: "SOL-USD", base: "SOL", quote: "USD", tick: "0.01" }).then(
+      () => check(false, "an instrument on an undeclared asset is refused"),
+      (error) => check(error.message.includes("unknown_asset"), `the refusal shows beside the form: "${error.message.slice(0, 120)}"`),
+    );
+    check(/Asset SOL declared/.test(await submitForm(operator, "#asset-form", { asset: "SOL", decimals: "8" })), "the operator declares SOL");
+    check(/SOL-USD declared/.test(await submitForm(operator, "#spot-form", { symbol: "SOL-USD", base: "SOL", quote: "USD", tick: "0.01" })), "and SOL-USD");
+    await waitFor(operator, rowWith("#console-instruments tr", 0, "SOL-USD"), "SOL-USD is listed");
+
+    // Accounts: carol is created and funded, given a key, and logs in with it.
+    check(/carol created/.test(await submitForm(operator, "#account-form", { name: "carol" })), "the operator creates carol");
+    check(/Deposited 5000 USD to carol/.test(await submitForm(operator, "#transfer-form", { account: "carol", asset: "USD", amount: "5000" }, "button[value=deposits]")), "deposits 5000 USD");
+    check(/Withdrew 100 USD from carol/.test(await submitForm(operator, "#transfer-form", { account: "carol", asset: "USD", amount: "100" }, "button[value=withdrawals]")), "withdraws 100 USD");
+    await waitFor(operator, () => [...document.querySelectorAll("#account-balances tr")].some((row) => row.children[0].textContent === "USD" && row.children[1].textContent === "4900"), "carol's balances show 4900 USD");
+    await submitForm(operator, "#transfer-form", { account: "carol", asset: "USD", amount: "100000" }, "button[value=withdrawals]").then(
+      () => check(false, "an overdraft is refused"),
+      (error) => check(error.message.includes("insufficient_funds"), `an overdraft is refused beside the form: "${error.message.slice(0, 100)}"`),
+    );
+    check(/Key bk_/.test(await submitForm(operator, "#key-form", { account: "carol", label: "carol's screen" })), "the operator creates a key for carol");
+    const carolKey = { key: await operator.textContent("#new-key-id"), secret: await operator.textContent("#new-key-secret") };
+    const carol = await open(browser, carolKey);
+    check((await balance(carol, "USD")).available === "4900", "carol logs in with the new key and sees 4900 USD");
+    check(await carol.$$eval("#markets button", (buttons) => buttons.some((button) => button.textContent === "SOL-USD")), "carol's markets include SOL-USD");
+
+    // Cancel all: alice's resting order leaves her screen.
+    const doomed = await place(alice, "buy", "58000", "0.01");
+    await waitFor(alice, rowWith("#open-orders tr", 0, doomed), `alice's order ${doomed} is open`);
+    await operator.click('button[aria-label="Cancel all orders of alice"]');
+    await waitFor(operator, () => document.getElementById("accounts-ok").textContent.includes("alice: 1 orders canceled"), "the operator cancels all of alice's orders");
+    await waitFor(alice, `!${rowWith("#open-orders tr", 0, doomed)}`, "and they leave alice's open orders");
+
+    // Nothing stale after a reconnection: while alice's page is cut off, bob adds to a
+    // level and the operator cancels alice's order; back, her page shows both.
+    const offline = await place(alice, "buy", "58500", "0.01");
+    await waitFor(alice, rowWith("#bids tr", 0, "58500"), `alice's order ${offline} rests at 58500`);
+    await alice.dropSocket();
+    await waitFor(alice, () => document.getElementById("book-state").textContent === "reconnecting" && document.querySelectorAll("#bids tr").length === 0, "alice's page drops its book when the connection drops");
+    await place(bob, "buy", "59990", "0.03");
+    await operator.click('button[aria-label="Cancel all orders of alice"]');
+    await waitFor(operator, () => document.getElementById("accounts-ok").textContent.includes("alice: 1 orders canceled"), "the operator cancels alice's order while she is away");
+    alice.reopenSocket();
+    await waitFor(alice, `[...document.querySelectorAll("#bids tr")].some((row) => row.children[0].textContent === "59990" && row.children[1].textContent === "0.08")`, "back, alice's book is rebuilt from a snapshot: bob's 0.03 at 59990 is in it");
+    await waitFor(alice, `!${rowWith("#bids tr", 0, "58500")} && !${rowWith("#open-orders tr", 0, offline)}`, "and her canceled order is gone from the book and her open orders");
+
+    // Futures: a posted price, a settlement at it, a new margin ratio.
+    await operator.selectOption("#future-symbol", "SHFE.cu2501");
+    check((await submitForm(operator, "#post-price-form", { price: "75000" })).includes("the next settlement is at 75000"), "the operator posts 75000 for the next settlement");
+    await waitFor(operator, () => [...document.querySelectorAll("#console-futures tr")].some((row) => row.children[0].textContent === "SHFE.cu2501" && row.children[3].textContent === "75000"), "the listing shows the posted price");
+    const settled = await submitForm(operator, "#settle-form", { price: "" });
+    check(settled.startsWith("SHFE.cu2501 settled at 75000"), `the contract settles at the posted price: "${settled}"`);
+    await waitFor(operator, () => [...document.querySelectorAll("#console-futures tr")].some((row) => row.children[0].textContent === "SHFE.cu2501" && row.children[3].textContent === "—" && row.children[5].textContent === "75000"), "the listing shows the settlement and no posted price");
+    check((await submitForm(operator, "#margin-form", { margin_ratio: "0.12" })).includes("margin 45000 a lot (ratio 0.12)"), "a ratio of 0.12 gives 45000 a lot at the settlement price 75000 (0.12 x 75000 x 5)");
+
+    // alice trades the contract: her position and futures account show it (a margin of
+    // 45000 a lot, as just set).
+    await alice.click('#markets button[data-symbol="SHFE.cu2501"]');
+    check(await alice.isVisible("#offset-field"), "a futures market shows the offset in the ticket");
+    await waitFor(alice, rowWith("#asks tr", 0, "75010"), "alice's book shows the contract's asks");
+    await place(alice, "buy", "75010", "1");
+    await waitFor(alice, `[...document.querySelectorAll("#positions tr")].some((row) => row.children[0].textContent === "SHFE.cu2501" && row.children[1].textContent === "1" && row.children[3].textContent === "45000")`, "alice's positions show 1 lot long, margin 45000");
+    await waitFor(alice, `[...document.querySelectorAll("#futures-account tr")].some((row) => row.children[0].textContent === "CNY margin" && row.children[1].textContent === "45000")`, "her futures account's margin is 45000");
+    await alice.screenshot({ path: path.join(shots, "trading-futures.png"), fullPage: true });
+
+    // Keys: carol's is revoked.
+    await operator.click(`button[aria-label="Revoke key ${carolKey.key}"]`);
+    await waitFor(operator, `[...document.querySelectorAll("#console-keys tr")].some((row) => row.children[0].textContent === ${JSON.stringify(carolKey.key)} && row.children[1].textContent.includes("revoked"))`, "the operator revokes carol's key");
+
+    // SQL over the history, as a table.
+    await operator.click("#sql-form button[type=submit]");
+    await waitFor(operator, () => document.querySelectorAll("#sql-result td").length > 0, "the SQL box answers as a table");
+    await waitFor(operator, () => document.querySelectorAll("#health-charts canvas").length >= 5, "the engine's figures are drawn as charts");
+    await operator.screenshot({ path: path.join(shots, "console.png"), fullPage: true });
+
+    // At a phone's width the screens are one column and still work.
     await alice.setViewportSize({ width: 390, height: 844 });
     await alice.screenshot({ path: path.join(shots, "trading-phone.png"), fullPage: true });
-    for (const [who, page] of [["alice", alice], ["bob", bob], ["the stranger", stranger]]) {
+    await operator.setViewportSize({ width: 390, height: 844 });
+    await operator.screenshot({ path: path.join(shots, "console-phone.png"), fullPage: true });
+    for (const [who, page] of [["alice", alice], ["bob", bob], ["carol", carol], ["the operator", operator], ["the stranger", stranger]]) {
       // (A refused request is logged by the browser as a failed load: expected here.)
       const errors = page.errors.filter((error) => !error.startsWith("Failed to load resource"));
       check(errors.length === 0, `no script errors in ${who}'s page ${JSON.stringify(errors)}`);
