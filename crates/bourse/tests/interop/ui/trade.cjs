@@ -10,7 +10,8 @@
 // - The operator halts the market and alice's ticket shows it; declares an asset and a
 //   spot instrument; creates an account, funds it, gives it a key, and that key logs in;
 //   cancels all of alice's orders; runs a contract's margin, posted price and
-//   settlement; revokes a key; runs SQL; watches the engine's charts.
+//   settlement; declares a contract and expires it; revokes a key; runs SQL; watches
+//   the engine's charts.
 // - Phone width; no script errors. Screenshots of each screen go to SCREENSHOT_DIR.
 //
 // Environment: BOURSE_URL, BOURSE_{ALICE,BOB,ADMIN}_{KEY,SECRET}, CHROMIUM (the
@@ -292,6 +293,17 @@ async function main() {
     await waitFor(alice, `[...document.querySelectorAll("#positions tr")].some((row) => row.children[0].textContent === "SHFE.cu2501" && row.children[1].textContent === "1" && row.children[3].textContent === "45000")`, "alice's positions show 1 lot long, margin 45000");
     await waitFor(alice, `[...document.querySelectorAll("#futures-account tr")].some((row) => row.children[0].textContent === "CNY margin" && row.children[1].textContent === "45000")`, "her futures account's margin is 45000");
     await alice.screenshot({ path: path.join(shots, "trading-futures.png"), fullPage: true });
+
+    // A new contract, declared from the form with a fixed margin, then expired by a
+    // final settlement: it leaves the live contracts and its instrument says "expired".
+    await operator.click("summary:has-text('Declare a futures contract')");
+    const declared = await submitForm(operator, "#future-form", { symbol: "SHFE.cu2503", settle: "CNY", margin: "30000", margin_ratio: "", settlement_price: "" });
+    check(declared.includes("SHFE.cu2503 declared, margin 30000 a lot"), `the operator declares SHFE.cu2503: "${declared}"`);
+    await operator.selectOption("#future-symbol", "SHFE.cu2503");
+    await operator.check("#settle-form input[name=final]");
+    const expired = await submitForm(operator, "#settle-form", { price: "76000" });
+    check(expired.includes("SHFE.cu2503 settled at 76000") && expired.includes("the contract has expired"), `and expires it: "${expired}"`);
+    await waitFor(operator, `!${rowWith("#console-futures tr", 0, "SHFE.cu2503")} && [...document.querySelectorAll("#console-instruments tr")].some((row) => row.children[0].textContent === "SHFE.cu2503" && row.children[5].textContent === "expired")`, "it leaves the live contracts and is listed as expired");
 
     // Keys: carol's is revoked.
     await operator.click(`button[aria-label="Revoke key ${carolKey.key}"]`);
