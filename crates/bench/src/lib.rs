@@ -4,7 +4,7 @@
 //! regressions) and the load generator (`loadgen`: order entry over binary TCP, REST
 //! and WebSocket against a running server, and `loadgen-sink`, the stand-in server that
 //! measures the tool alone). `input` reads replay-format command files (also for
-//! `bourse replay`). The `bourse` binary parses their arguments (the clap types are
+//! `bourse replay`); `host` names the machine a figure came from. The `bourse` binary parses their arguments (the clap types are
 //! here) and calls them.
 //!
 //! It must never be a dependency of the product's crates, and the load generator never
@@ -14,5 +14,6 @@
 //! with the command that produced them.
 
 pub mod bench;
+pub mod host;
 pub mod input;
 pub mod loadgen;

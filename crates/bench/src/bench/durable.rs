@@ -124,6 +124,7 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
             "{}",
             serde_json::json!({
                 "workload": workload.name,
+                "host": crate::host::facts(),
                 "mode": durability.name(),
                 "commands": throughput.commands,
                 "commands_per_sec": max_rate.round(),

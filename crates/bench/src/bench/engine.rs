@@ -127,9 +127,11 @@ pub fn run(args: &EngineArgs) -> Result<(), String> {
                 "p999_ns": result.p999_ns,
                 "max_ns": result.max_ns,
                 "rejected": result.rejected,
+                "host": crate::host::facts(),
             })
         );
     } else {
+        println!("host: {}", crate::host::summary_line(&crate::host::facts()));
         println!(
             "{} (accounts {}, lookahead {}): {} commands, {:.2} M commands/s (median of {} passes, range {:.2}-{:.2}); latency p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns; {} rejected",
             result.workload,

@@ -20,6 +20,9 @@ use clap::Subcommand;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
+    /// The machine: CPU model and count, caches, memory, kernel, and the disk's
+    /// `fdatasync` latency (p50, p99), as every figure in docs/benchmarks.md names it.
+    Host(crate::host::HostArgs),
     /// The in-process core: pre-generated commands, timing only their processing.
     Engine(engine::EngineArgs),
     /// Kill -9 the durable engine under load again and again; check nothing released
@@ -60,6 +63,7 @@ pub enum BenchCommand {
 
 pub fn run(bench: BenchCommand) -> Result<(), String> {
     match bench {
+        BenchCommand::Host(args) => crate::host::run(&args),
         BenchCommand::Engine(args) => engine::run(&args),
         BenchCommand::Md(args) => md::run(&args),
         BenchCommand::History(args) => history::run(&args),

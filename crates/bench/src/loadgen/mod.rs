@@ -296,7 +296,16 @@ fn run_once(
     let tallies: Vec<Arc<Tally>> =
         (0..args.connections).map(|_| Tally::new().map(Arc::new)).collect::<Result<_, _>>()?;
     let rss_before = args.watch_pid.map(memory::rss_kib).transpose()?;
-    let start = Instant::now() + Duration::from_millis(200);
+    let own_cpu_before = crate::host::own_cpu_time();
+    let own_switches_before = crate::host::own_context_switches();
+    let server_cpu_before = args.watch_pid.and_then(|pid| {
+        Some((
+            crate::host::process_cpu_time(pid).ok()?,
+            crate::host::process_context_switches(pid).ok()?,
+        ))
+    });
+    let measured_from = Instant::now();
+    let start = measured_from + Duration::from_millis(200);
     let threads: Vec<_> = keys
         .iter()
         .cloned()
@@ -342,6 +351,31 @@ fn run_once(
         let _ = thread.join();
     }
     let elapsed = start.elapsed().as_secs_f64();
+    // The CPU this tool used (and, with --watch-pid, the server), over the whole run:
+    // a reader can tell the server's limit from the tool's.
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let wall = measured_from.elapsed();
+    let (user, system) = crate::host::own_cpu_time();
+    let mut loadgen_cpu = crate::host::cpu_share(
+        user.saturating_sub(own_cpu_before.0),
+        system.saturating_sub(own_cpu_before.1),
+        wall,
+        cpus,
+    );
+    let switches = crate::host::own_context_switches();
+    loadgen_cpu["context_switches_per_sec"] = switch_rates(own_switches_before, switches, wall);
+    let server_cpu = args.watch_pid.zip(server_cpu_before).and_then(|(pid, before)| {
+        let (user, system) = crate::host::process_cpu_time(pid).ok()?;
+        let switches = crate::host::process_context_switches(pid).ok()?;
+        let mut share = crate::host::cpu_share(
+            user.saturating_sub(before.0 .0),
+            system.saturating_sub(before.0 .1),
+            wall,
+            cpus,
+        );
+        share["context_switches_per_sec"] = switch_rates(before.1, switches, wall);
+        Some(share)
+    });
     let rss = args.watch_pid.map(|pid| {
         let after = memory::rss_kib(pid).ok();
         memory::summary(pid, rss_before, &timeline, after)
@@ -350,11 +384,23 @@ fn run_once(
     if let Some(rss) = rss {
         results["server_rss_kib"] = rss;
     }
+    results["loadgen_cpu"] = loadgen_cpu;
+    if let Some(server_cpu) = server_cpu {
+        results["server_cpu"] = server_cpu;
+    }
     let failures: Vec<String> = tallies
         .iter()
         .filter_map(|tally| tally.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
         .collect();
     Ok((results, failures))
+}
+
+/// Context switches per second between two readings (voluntary: sleeps and their
+/// wake-ups; involuntary: preemptions).
+fn switch_rates(before: (u64, u64), after: (u64, u64), wall: Duration) -> Value {
+    let seconds = wall.as_secs_f64().max(1e-9);
+    let rate = |from: u64, to: u64| (to.saturating_sub(from) as f64 / seconds).round();
+    json!({ "voluntary": rate(before.0, after.0), "involuntary": rate(before.1, after.1) })
 }
 
 /// The progress line, once a second, until every connection is done; returns the
@@ -479,7 +525,7 @@ fn summarise(
         "percentiles": report::percentiles(&latency),
         "latency_from": if args.closed.is_some() { "actual send time" } else { "scheduled send time" },
         "timeline": timeline,
-        "machine": machine(),
+        "machine": crate::host::facts(),
     }))
 }
 
@@ -492,20 +538,6 @@ fn reason_name(code: u16) -> String {
         None if (1..binary::code::SERVER_FIRST).contains(&code) => code.to_string(),
         None => format!("server_{code}"),
     }
-}
-
-fn machine() -> Value {
-    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines().find_map(|line| {
-                line.strip_prefix("model name")
-                    .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
-            })
-        })
-        .unwrap_or_default();
-    json!({ "cpus": cpus, "cpu_model": model, "os": std::env::consts::OS })
 }
 
 fn print_summary(results: &Value) {
@@ -532,6 +564,22 @@ fn print_summary(results: &Value) {
         results["rejected_by_reason"].as_object().filter(|reasons| !reasons.is_empty())
     {
         println!("loadgen: rejected by reason: {}", Value::Object(reasons.clone()));
+    }
+    for (who, key) in [("its own", "loadgen_cpu"), ("the server's (--watch-pid)", "server_cpu")] {
+        let cpu = &results[key];
+        if cpu.is_object() {
+            let switches = &cpu["context_switches_per_sec"];
+            println!(
+                "loadgen: {who} CPU: {} s user + {} s system, {:.0}% of one CPU, {:.0}% of the machine's {}; context switches/s: {} voluntary, {} involuntary",
+                cpu["user_s"],
+                cpu["system_s"],
+                cpu["share_of_one_cpu"].as_f64().unwrap_or(0.0) * 100.0,
+                cpu["share_of_machine"].as_f64().unwrap_or(0.0) * 100.0,
+                results["machine"]["cpus"],
+                switches["voluntary"],
+                switches["involuntary"],
+            );
+        }
     }
     let rss = &results["server_rss_kib"];
     if rss.is_object() {

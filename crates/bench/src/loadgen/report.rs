@@ -242,6 +242,29 @@ fn summary_rows(results: &Value) -> Vec<Vec<String>> {
     ] {
         rows.push(row(name, latency(&results[key])));
     }
+    for (name, key) in [("load generator CPU", "loadgen_cpu"), ("server CPU", "server_cpu")] {
+        let cpu = &results[key];
+        if cpu.is_object() {
+            rows.push(row(
+                name,
+                format!(
+                    "{} s user + {} s system: {:.0}% of one CPU, {:.0}% of the machine{}",
+                    text(&cpu["user_s"]),
+                    text(&cpu["system_s"]),
+                    cpu["share_of_one_cpu"].as_f64().unwrap_or(0.0) * 100.0,
+                    cpu["share_of_machine"].as_f64().unwrap_or(0.0) * 100.0,
+                    match &cpu["context_switches_per_sec"] {
+                        Value::Object(switches) => format!(
+                            "; context switches/s: {} voluntary, {} involuntary",
+                            switches.get("voluntary").map_or("?".to_string(), |n| n.to_string()),
+                            switches.get("involuntary").map_or("?".to_string(), |n| n.to_string())
+                        ),
+                        _ => String::new(),
+                    }
+                ),
+            ));
+        }
+    }
     let rss = &results["server_rss_kib"];
     if rss.is_object() {
         for (name, key) in [("first", "first"), ("last", "last"), ("max", "max")] {
@@ -266,7 +289,7 @@ fn parameter_rows(results: &Value) -> Vec<Vec<String>> {
     for (key, value) in results.as_object().into_iter().flatten() {
         match value {
             Value::Array(_) => {}
-            _ if key == "machine" => {}
+            _ if key == "machine" || key == "loadgen_cpu" || key == "server_cpu" => {}
             Value::Object(inner) if inner.is_empty() => rows.push(vec![key.clone(), text(value)]),
             Value::Object(inner) => {
                 for (name, value) in inner.iter().filter(|(_, value)| !value.is_array()) {
@@ -833,6 +856,10 @@ mod tests {
         let page = html(&sample_results());
         assert!(page.starts_with("<!DOCTYPE html>"));
         assert!(page.contains("<svg") && page.contains("Resident memory"));
+        assert!(
+            page.contains("load generator CPU</td><td>0.4 s user + 0.1 s system: 23% of one CPU, 11% of the machine; context switches/s: 1200.0 voluntary, 30.0 involuntary"),
+            "{page}"
+        );
         assert!(!page.contains("http://") && !page.contains("https://") && !page.contains("src="));
         let step = json!({
             "mode": "step", "p99_bound_us": 1000, "knee_rate_per_sec": 2000.0,
@@ -861,6 +888,7 @@ mod tests {
             ],
             "server_rss_kib": { "pid": 42, "first": 20000, "last": 21000, "max": 21000 },
             "machine": { "cpus": 2, "cpu_model": "Test CPU", "os": "linux" },
+            "loadgen_cpu": { "user_s": 0.4, "system_s": 0.1, "share_of_one_cpu": 0.227, "share_of_machine": 0.114, "context_switches_per_sec": { "voluntary": 1200.0, "involuntary": 30.0 } },
         })
     }
 }
