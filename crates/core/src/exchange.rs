@@ -1214,8 +1214,12 @@ impl Exchange {
         if offset.is_close() {
             if let Some(positions) = self.positions[handle.instrument.index()].as_deref_mut() {
                 let position_side = PositionSide::of_order(side, offset);
-                positions.unreserve(account, position_side, offset, old_remaining);
-                positions.reserve(account, position_side, offset, new_qty);
+                positions.change_reservation(
+                    account,
+                    position_side,
+                    offset,
+                    (old_remaining, new_qty),
+                );
             }
         }
         let book = &mut self.books[handle.instrument.index()];
