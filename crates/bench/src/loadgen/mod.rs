@@ -94,7 +94,9 @@ pub struct LoadgenArgs {
     #[arg(long)]
     html: Option<PathBuf>,
     /// Sample this process's resident memory (the server's) once a second: `rss_kib`
-    /// in the timeline, `server_rss_kib` (first, last, max) in the results.
+    /// in the timeline, `server_rss_kib` (first, last, max) in the results; and its CPU
+    /// time and context switches over the run (`server_cpu`), beside the tool's own
+    /// (`loadgen_cpu`, always reported).
     #[arg(long)]
     watch_pid: Option<u32>,
     /// The order flow (`loadgen::flow`): `cross` (buy and sell meet at one price),
