@@ -76,6 +76,7 @@ const state = {
   reconnectDelay: 500,
   chart: null,
   candles: null,
+  lastCandleTime: 0,
   // The console: the futures contracts still live (an instrument not among them expired).
   liveFutures: null,
 };
@@ -742,12 +743,21 @@ async function loadChart(symbol) {
     });
     state.candles = state.chart.addSeries(LightweightCharts.CandlestickSeries);
   }
+  // The previous market's candles go at once: a live candle of this one may come first.
+  showCandles([]);
   try {
     const answer = await api("GET", `/v1/candles/${encodeURIComponent(symbol)}?interval=1m&limit=200`);
-    if (state.symbol === symbol) state.candles.setData(answer.candles.map(candlePoint));
+    if (state.symbol === symbol) showCandles(answer.candles.map(candlePoint));
   } catch (error) {
-    state.candles.setData([]);
+    showCandles([]);
   }
+}
+
+// The chart's bars, and the time of its last one: the chart takes no bar older than
+// that (the history may already hold a minute the channel then sends).
+function showCandles(points) {
+  state.candles.setData(points);
+  state.lastCandleTime = points.length ? points[points.length - 1].time : 0;
 }
 
 function candlePoint(candle) {
@@ -756,7 +766,11 @@ function candlePoint(candle) {
 
 function onCandle(message) {
   if (message.symbol && message.symbol !== state.symbol) return;
-  if (message.data && state.candles) state.candles.update(candlePoint(message.data));
+  if (!message.data || !state.candles) return;
+  const point = candlePoint(message.data);
+  if (point.time < state.lastCandleTime) return;
+  state.candles.update(point);
+  state.lastCandleTime = point.time;
 }
 
 // ---- The order ticket -------------------------------------------------------------------
