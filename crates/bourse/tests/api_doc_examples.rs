@@ -1,6 +1,8 @@
 //! The examples of `docs/api.md`, run as written (bash, curl, openssl) against
 //! `bourse serve --demo`: the README's promise that they work.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -51,17 +53,8 @@ fn script(http: &str, alice_key: &str, alice_secret: &str) -> String {
 fn every_example_of_the_api_document_works_against_the_demo() {
     let directory = tempfile::tempdir().unwrap();
     let mut server = Command::new(env!("CARGO_BIN_EXE_bourse"))
-        .args([
-            "serve",
-            "--demo",
-            "--http",
-            "127.0.0.1:0",
-            "--tcp",
-            "127.0.0.1:0",
-            "--fix",
-            "127.0.0.1:0",
-        ])
-        .args(["--md-snapshot", "127.0.0.1:0", "--md-retransmit", "127.0.0.1:0"])
+        .args(["serve", "--demo"])
+        .args(support::FREE_PORTS)
         .current_dir(directory.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -1,6 +1,8 @@
 //! `bourse loadgen` against a real `bourse serve`: it sets up its market through the
 //! admin API, sends on schedule, and reports what it measured, as text or JSON.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
@@ -21,17 +23,9 @@ fn serve(data_dir: &std::path::Path) -> Served {
     let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let multicast = format!("239.255.78.{}:{port}", 1 + port % 250);
     let mut child = bourse()
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--tcp",
-            "127.0.0.1:0",
-            "--fix",
-            "127.0.0.1:0",
-            "--md-snapshot",
-        ])
-        .args(["127.0.0.1:0", "--md-retransmit", "127.0.0.1:0", "--md-multicast", &multicast])
+        .arg("serve")
+        .args(support::FREE_PORTS)
+        .args(["--md-multicast", &multicast])
         .arg("--data-dir")
         .arg(data_dir)
         .stdout(Stdio::piped())

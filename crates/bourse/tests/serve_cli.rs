@@ -2,6 +2,8 @@
 //! cleanly on SIGTERM with a snapshot, starts again from it, and refuses a taken port
 //! with a message and a non-zero exit.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -22,17 +24,9 @@ struct Served {
 fn serve(data_dir: &Path, demo: bool) -> Served {
     let mut command = bourse();
     command
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--tcp",
-            "127.0.0.1:0",
-            "--fix",
-            "127.0.0.1:0",
-            "--md-snapshot",
-        ])
-        .args(["127.0.0.1:0", "--md-retransmit", "127.0.0.1:0", "--data-dir"])
+        .arg("serve")
+        .args(support::FREE_PORTS)
+        .arg("--data-dir")
         .arg(data_dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

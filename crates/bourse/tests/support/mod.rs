@@ -1,5 +1,6 @@
-//! What the interop tests share (`tqsdk_interop`, `ccxt_interop`, `fix_interop`): `bourse serve
-//! --demo` on free ports in a temporary directory (`Demo`), signed admin requests to it,
+//! What the tests of the binary share: `bourse serve`'s listeners on free ports
+//! (`FREE_PORTS`); for the interop tests (`tqsdk_interop`, `ccxt_interop`,
+//! `fix_interop`, `ui_browser`), `bourse serve --demo` on them in a temporary directory (`Demo`), signed admin requests to it,
 //! a Python with exactly the pinned versions of a client library (`pinned_python`), and
 //! running one of `tests/interop/`'s scripts against the demo (`run_script`) with
 //! `tests/interop/offline/sitecustomize.py` loaded, which refuses every connection that
@@ -15,6 +16,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// `bourse serve`'s listeners, every one on a free port, so that tests running at once
+/// never share one (FIX's and the market data's defaults included).
+pub const FREE_PORTS: [&str; 10] = [
+    "--http",
+    "127.0.0.1:0",
+    "--tcp",
+    "127.0.0.1:0",
+    "--fix",
+    "127.0.0.1:0",
+    "--md-snapshot",
+    "127.0.0.1:0",
+    "--md-retransmit",
+    "127.0.0.1:0",
+];
 
 pub fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
@@ -122,9 +138,8 @@ impl Demo {
         let directory = tempfile::tempdir().unwrap();
         let log = File::create(directory.path().join("server.log")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_bourse"))
-            .args(["serve", "--demo", "--http", "127.0.0.1:0", "--tcp", "127.0.0.1:0"])
-            .args(["--fix", "127.0.0.1:0"])
-            .args(["--md-snapshot", "127.0.0.1:0", "--md-retransmit", "127.0.0.1:0"])
+            .args(["serve", "--demo"])
+            .args(FREE_PORTS)
             .arg("--data-dir")
             .arg(directory.path().join("data"))
             .env("BOURSE_REQUESTS_PER_SECOND", "1000000")
