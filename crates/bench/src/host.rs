@@ -175,89 +175,99 @@ fn measure_syncs(path: &Path, syncs: u64, bytes: usize) -> Result<SyncFigures, S
     Ok(SyncFigures { syncs, bytes, latency_ns })
 }
 
-/// The CPU time this process has used so far (user, system), from `getrusage`.
-pub fn own_cpu_time() -> (Duration, Duration) {
-    // SAFETY: `getrusage` writes the struct it is given and nothing else.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
-            return (Duration::ZERO, Duration::ZERO);
+/// A process's use of the CPUs so far: its CPU time and its context switches
+/// (voluntary: a thread went to sleep, to be woken later; involuntary: it was
+/// preempted).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Usage {
+    pub user: Duration,
+    pub system: Duration,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+}
+
+impl Usage {
+    /// This process's, from `getrusage` (every thread, ended ones included).
+    pub fn own() -> Usage {
+        // SAFETY: `getrusage` writes the struct it is given and nothing else.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+                return Usage::default();
+            }
+            usage
+        };
+        let time = |value: libc::timeval| {
+            Duration::from_secs(value.tv_sec.max(0) as u64)
+                + Duration::from_micros(value.tv_usec.max(0) as u64)
+        };
+        Usage {
+            user: time(usage.ru_utime),
+            system: time(usage.ru_stime),
+            voluntary_switches: usage.ru_nvcsw.max(0) as u64,
+            involuntary_switches: usage.ru_nivcsw.max(0) as u64,
         }
-        usage
-    };
-    let time = |value: libc::timeval| {
-        Duration::from_secs(value.tv_sec.max(0) as u64)
-            + Duration::from_micros(value.tv_usec.max(0) as u64)
-    };
-    (time(usage.ru_utime), time(usage.ru_stime))
-}
+    }
 
-/// The CPU time process `pid` has used so far (user, system), from `/proc/PID/stat`.
-pub fn process_cpu_time(pid: u32) -> Result<(Duration, Duration), String> {
-    let path = format!("/proc/{pid}/stat");
-    let stat = std::fs::read_to_string(&path)
-        .map_err(|error| format!("cannot read {path} ({error}); is the process running?"))?;
-    // The command name may hold spaces and parentheses: fields count from the last ')'.
-    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    let ticks = |index: usize| -> Result<u64, String> {
-        fields
-            .get(index)
-            .and_then(|field| field.parse().ok())
-            .ok_or_else(|| format!("{path}: no CPU times in it"))
-    };
-    // SAFETY: `sysconf` reads a constant of the system.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let time = |ticks: u64| Duration::from_nanos(ticks * 1_000_000_000 / per_second);
-    Ok((time(ticks(11)?), time(ticks(12)?)))
-}
-
-/// The context switches of every thread of process `pid` so far (voluntary: a thread
-/// went to sleep, to be woken later; involuntary: it was preempted), from
-/// `/proc/PID/task/*/status`. Threads that ended before the call are not counted.
-pub fn process_context_switches(pid: u32) -> Result<(u64, u64), String> {
-    let tasks = format!("/proc/{pid}/task");
-    let entries = std::fs::read_dir(&tasks)
-        .map_err(|error| format!("cannot read {tasks} ({error}); is the process running?"))?;
-    let (mut voluntary, mut involuntary) = (0, 0);
-    for entry in entries.flatten() {
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
-        for line in status.lines() {
-            let count = |rest: &str| rest.trim().parse::<u64>().unwrap_or(0);
-            if let Some(rest) = line.strip_prefix("voluntary_ctxt_switches:") {
-                voluntary += count(rest);
-            } else if let Some(rest) = line.strip_prefix("nonvoluntary_ctxt_switches:") {
-                involuntary += count(rest);
+    /// Process `pid`'s, from `/proc/PID/stat` and `/proc/PID/task/*/status` (the
+    /// switches of threads that ended before the call are not counted).
+    pub fn of_process(pid: u32) -> Result<Usage, String> {
+        let path = format!("/proc/{pid}/stat");
+        let stat = std::fs::read_to_string(&path)
+            .map_err(|error| format!("cannot read {path} ({error}); is the process running?"))?;
+        // The command name may hold spaces and parentheses: fields count from the last
+        // ')'; utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |index: usize| -> Result<u64, String> {
+            fields
+                .get(index)
+                .and_then(|field| field.parse().ok())
+                .ok_or_else(|| format!("{path}: no CPU times in it"))
+        };
+        // SAFETY: `sysconf` reads a constant of the system.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        let time = |ticks: u64| Duration::from_nanos(ticks * 1_000_000_000 / per_second);
+        let mut usage =
+            Usage { user: time(ticks(11)?), system: time(ticks(12)?), ..Usage::default() };
+        let tasks = format!("/proc/{pid}/task");
+        let entries = std::fs::read_dir(&tasks)
+            .map_err(|error| format!("cannot read {tasks} ({error}); is the process running?"))?;
+        for entry in entries.flatten() {
+            let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
+            for line in status.lines() {
+                let count = |rest: &str| rest.trim().parse::<u64>().unwrap_or(0);
+                if let Some(rest) = line.strip_prefix("voluntary_ctxt_switches:") {
+                    usage.voluntary_switches += count(rest);
+                } else if let Some(rest) = line.strip_prefix("nonvoluntary_ctxt_switches:") {
+                    usage.involuntary_switches += count(rest);
+                }
             }
         }
+        Ok(usage)
     }
-    Ok((voluntary, involuntary))
-}
 
-/// This process's context switches so far (voluntary, involuntary), from `getrusage`.
-pub fn own_context_switches() -> (u64, u64) {
-    // SAFETY: as in `own_cpu_time`.
-    unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
-            return (0, 0);
-        }
-        (usage.ru_nvcsw.max(0) as u64, usage.ru_nivcsw.max(0) as u64)
+    /// What was used from `self` to `later`, over `elapsed` on a machine of `cpus`, as
+    /// JSON: user and system seconds, the share of one CPU and of the machine, and
+    /// context switches per second.
+    pub fn since(&self, later: &Usage, elapsed: Duration, cpus: usize) -> Value {
+        let user = later.user.saturating_sub(self.user);
+        let system = later.system.saturating_sub(self.system);
+        let wall = elapsed.as_secs_f64().max(1e-9);
+        let busy = (user + system).as_secs_f64();
+        let rate = |from: u64, to: u64| (to.saturating_sub(from) as f64 / wall).round();
+        let thousandths = |value: f64| (value * 1000.0).round() / 1000.0;
+        json!({
+            "user_s": thousandths(user.as_secs_f64()),
+            "system_s": thousandths(system.as_secs_f64()),
+            "share_of_one_cpu": thousandths(busy / wall),
+            "share_of_machine": thousandths(busy / wall / cpus.max(1) as f64),
+            "context_switches_per_sec": {
+                "voluntary": rate(self.voluntary_switches, later.voluntary_switches),
+                "involuntary": rate(self.involuntary_switches, later.involuntary_switches),
+            },
+        })
     }
-}
-
-/// A process's CPU time over a run as JSON: user and system seconds, and its share of
-/// one CPU and of the whole machine over `elapsed`.
-pub fn cpu_share(user: Duration, system: Duration, elapsed: Duration, cpus: usize) -> Value {
-    let busy = (user + system).as_secs_f64();
-    let wall = elapsed.as_secs_f64().max(1e-9);
-    json!({
-        "user_s": (user.as_secs_f64() * 1000.0).round() / 1000.0,
-        "system_s": (system.as_secs_f64() * 1000.0).round() / 1000.0,
-        "share_of_one_cpu": (busy / wall * 1000.0).round() / 1000.0,
-        "share_of_machine": (busy / wall / cpus.max(1) as f64 * 1000.0).round() / 1000.0,
-    })
 }
 
 #[cfg(test)]
@@ -287,33 +297,33 @@ mod tests {
     }
 
     #[test]
-    fn cpu_times_are_read_for_this_process_both_ways() {
+    fn usage_is_read_for_this_process_both_ways() {
         let spin = Instant::now();
         let mut sum = 0u64;
         while spin.elapsed() < Duration::from_millis(30) {
             sum = sum.wrapping_add(std::hint::black_box(1));
         }
-        let (user, system) = own_cpu_time();
-        assert!(user + system >= Duration::from_millis(10), "{user:?} {system:?} {sum}");
-        let (proc_user, proc_system) = process_cpu_time(std::process::id()).unwrap();
-        let before = process_context_switches(std::process::id()).unwrap();
+        let own = Usage::own();
+        assert!(own.user + own.system >= Duration::from_millis(10), "{own:?} {sum}");
+        let before = Usage::of_process(std::process::id()).unwrap();
+        assert!(before.user + before.system >= Duration::from_millis(10));
         std::thread::sleep(Duration::from_millis(2));
-        let after = process_context_switches(std::process::id()).unwrap();
-        assert!(after.0 > before.0, "a sleep is a voluntary switch: {before:?} {after:?}");
-        assert!(own_context_switches().0 > 0);
-        assert!(process_context_switches(u32::MAX).is_err());
-        assert!(proc_user + proc_system >= Duration::from_millis(10));
-        assert!(process_cpu_time(u32::MAX).is_err());
-        let share = cpu_share(
-            Duration::from_millis(500),
-            Duration::from_millis(500),
-            Duration::from_secs(2),
-            2,
-        );
+        let after = Usage::of_process(std::process::id()).unwrap();
+        assert!(after.voluntary_switches > before.voluntary_switches, "a sleep is a switch");
+        assert!(Usage::own().voluntary_switches > 0);
+        assert!(Usage::of_process(u32::MAX).is_err());
+        let end = Usage {
+            user: Duration::from_millis(500),
+            system: Duration::from_millis(500),
+            voluntary_switches: 400,
+            involuntary_switches: 10,
+        };
+        let share = Usage::default().since(&end, Duration::from_secs(2), 2);
         assert_eq!(
             (share["share_of_one_cpu"].as_f64(), share["share_of_machine"].as_f64()),
             (Some(0.5), Some(0.25))
         );
+        assert_eq!(share["context_switches_per_sec"]["voluntary"].as_f64(), Some(200.0));
     }
 }
 

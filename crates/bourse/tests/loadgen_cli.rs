@@ -251,7 +251,7 @@ fn an_html_report_is_one_self_contained_page_for_a_run_and_for_a_step() {
 }
 
 #[test]
-fn watching_the_sinks_pid_samples_its_resident_memory() {
+fn watching_the_sinks_pid_samples_its_resident_memory_and_cpu() {
     let (mut sink, address) = start_sink();
     let pid = sink.id().to_string();
     let results =
@@ -265,6 +265,15 @@ fn watching_the_sinks_pid_samples_its_resident_memory() {
     let timeline = results["timeline"].as_array().unwrap();
     assert!(!timeline.is_empty());
     assert!(timeline.iter().all(|second| second["rss_kib"].as_u64().unwrap() > 0), "{results}");
+    // The CPU each side used: the tool's always, the watched process's with --watch-pid.
+    for side in ["loadgen_cpu", "server_cpu"] {
+        let cpu = &results[side];
+        let share = cpu["share_of_one_cpu"].as_f64().unwrap_or(-1.0);
+        assert!(share > 0.0 && share < 4.0, "{side}: {results}");
+        assert!(cpu["share_of_machine"].as_f64().unwrap() <= share, "{results}");
+        assert!(cpu["context_switches_per_sec"]["voluntary"].as_f64().is_some(), "{results}");
+    }
+    assert!(results["machine"]["cpu_model"].is_string(), "{results}");
     let missing = bourse()
         .args(["loadgen", "--key", "k", "--secret", "s", "--watch-pid", "4294967295"])
         .output()

@@ -18,6 +18,24 @@ function tableRow(values) {
   return row;
 }
 
+// Runs `action(formData, submitter)` when `form` is submitted; its answer (a sentence)
+// shows in the form's status line, an error in its alert line: where the user acted.
+function onSubmit(form, action) {
+  const error = form.querySelector(".error");
+  const ok = form.querySelector(".ok");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = "";
+    if (ok) ok.textContent = "";
+    try {
+      const said = await action(new FormData(form), event.submitter);
+      if (ok && said) ok.textContent = said;
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  });
+}
+
 // ---- Signing (docs/api.md, "Signing") ----------------------------------------------
 
 const encoder = new TextEncoder();
@@ -126,24 +144,6 @@ async function startAs(role) {
 }
 
 // ---- The operator console ----------------------------------------------------------------
-
-// Runs `action(formData, submitter)` when `form` is submitted; its answer (a sentence)
-// shows in the form's status line, an error in its alert line: where the operator acted.
-function onSubmit(form, action) {
-  const error = form.querySelector(".error");
-  const ok = form.querySelector(".ok");
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    error.textContent = "";
-    if (ok) ok.textContent = "";
-    try {
-      const said = await action(new FormData(form), event.submitter);
-      if (ok && said) ok.textContent = said;
-    } catch (failure) {
-      error.textContent = failure.message;
-    }
-  });
-}
 
 // The form's fields as a request body: empty optional fields left out, whole numbers
 // where the API takes integers (anything else is sent as typed, for the server to refuse

@@ -298,14 +298,8 @@ fn run_once(
     let tallies: Vec<Arc<Tally>> =
         (0..args.connections).map(|_| Tally::new().map(Arc::new)).collect::<Result<_, _>>()?;
     let rss_before = args.watch_pid.map(memory::rss_kib).transpose()?;
-    let own_cpu_before = crate::host::own_cpu_time();
-    let own_switches_before = crate::host::own_context_switches();
-    let server_cpu_before = args.watch_pid.and_then(|pid| {
-        Some((
-            crate::host::process_cpu_time(pid).ok()?,
-            crate::host::process_context_switches(pid).ok()?,
-        ))
-    });
+    let own_before = crate::host::Usage::own();
+    let server_before = args.watch_pid.and_then(|pid| crate::host::Usage::of_process(pid).ok());
     let measured_from = Instant::now();
     let start = measured_from + Duration::from_millis(200);
     let threads: Vec<_> = keys
@@ -357,26 +351,9 @@ fn run_once(
     // a reader can tell the server's limit from the tool's.
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let wall = measured_from.elapsed();
-    let (user, system) = crate::host::own_cpu_time();
-    let mut loadgen_cpu = crate::host::cpu_share(
-        user.saturating_sub(own_cpu_before.0),
-        system.saturating_sub(own_cpu_before.1),
-        wall,
-        cpus,
-    );
-    let switches = crate::host::own_context_switches();
-    loadgen_cpu["context_switches_per_sec"] = switch_rates(own_switches_before, switches, wall);
-    let server_cpu = args.watch_pid.zip(server_cpu_before).and_then(|(pid, before)| {
-        let (user, system) = crate::host::process_cpu_time(pid).ok()?;
-        let switches = crate::host::process_context_switches(pid).ok()?;
-        let mut share = crate::host::cpu_share(
-            user.saturating_sub(before.0 .0),
-            system.saturating_sub(before.0 .1),
-            wall,
-            cpus,
-        );
-        share["context_switches_per_sec"] = switch_rates(before.1, switches, wall);
-        Some(share)
+    let loadgen_cpu = own_before.since(&crate::host::Usage::own(), wall, cpus);
+    let server_cpu = args.watch_pid.zip(server_before).and_then(|(pid, before)| {
+        Some(before.since(&crate::host::Usage::of_process(pid).ok()?, wall, cpus))
     });
     let rss = args.watch_pid.map(|pid| {
         let after = memory::rss_kib(pid).ok();
@@ -395,14 +372,6 @@ fn run_once(
         .filter_map(|tally| tally.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
         .collect();
     Ok((results, failures))
-}
-
-/// Context switches per second between two readings (voluntary: sleeps and their
-/// wake-ups; involuntary: preemptions).
-fn switch_rates(before: (u64, u64), after: (u64, u64), wall: Duration) -> Value {
-    let seconds = wall.as_secs_f64().max(1e-9);
-    let rate = |from: u64, to: u64| (to.saturating_sub(from) as f64 / seconds).round();
-    json!({ "voluntary": rate(before.0, after.0), "involuntary": rate(before.1, after.1) })
 }
 
 /// The progress line, once a second, until every connection is done; returns the
