@@ -492,6 +492,14 @@ impl OrderBook {
     }
 
     /// Frees the slot of a detached order that will not come back.
+    /// Moves a resting order to `price` with `remaining` left, at the back of that
+    /// level's queue (an amend that loses its priority), keeping what it has filled.
+    /// The price must not cross the other side.
+    pub fn requeue(&mut self, slot: u32, price: Price, remaining: Qty) {
+        let filled = self.detach(slot).filled;
+        self.attach(slot, price, remaining, filled);
+    }
+
     pub fn free_detached(&mut self, slot: u32) {
         debug_assert!(self.orders.get(slot).level == NIL);
         self.orders.remove(slot);

@@ -894,6 +894,25 @@ impl Exchange {
                 positions.reserve(account, PositionSide::of_order(side, offset), offset, qty);
             }
         }
+        if time_in_force == TimeInForce::GoodTillCancel
+            && !self.books[instrument_id.index()].would_cross(side, price)
+        {
+            // Most new orders rest without meeting the other side: nothing to match.
+            let resting = NewRestingOrder {
+                account,
+                id,
+                side,
+                price,
+                remaining: qty,
+                filled: Qty::ZERO,
+                stp: order.stp,
+                post_only,
+                offset,
+                good_for_day,
+            };
+            *rested = Some(self.rest_new(seq, instrument_id, resting));
+            return Ok(Accepted::Emitted);
+        }
         let taker = Taker { account, side, limit: price, remaining: qty, stp: order.stp };
         let execution = Execution {
             instrument: instrument_id,
@@ -987,9 +1006,9 @@ impl Exchange {
                 debug_assert!(!taker.remaining.is_zero(), "a filled order does not rest");
                 match execution.placement {
                     Placement::New => {
-                        let slot = book.insert(NewRestingOrder {
+                        let resting = NewRestingOrder {
                             account: taker.account,
-                            id: id.clone(),
+                            id,
                             side: taker.side,
                             price: taker.limit,
                             remaining: taker.remaining,
@@ -998,13 +1017,8 @@ impl Exchange {
                             post_only: execution.post_only,
                             offset: execution.offset,
                             good_for_day: execution.good_for_day,
-                        });
-                        if let Some(positions) = positions {
-                            positions.note_resting(slot, seq);
-                        }
-                        let handle = OrderHandle { instrument, slot };
-                        self.open_orders.insert(&self.books, handle);
-                        *rested = Some(handle);
+                        };
+                        *rested = Some(self.rest_new(seq, instrument, resting));
                     }
                     Placement::Detached { slot } => {
                         book.attach(slot, taker.limit, taker.remaining, filled)
@@ -1045,6 +1059,22 @@ impl Exchange {
             reason: done_reason,
             filled,
         });
+    }
+
+    /// Rests a new order on `instrument`'s book and indexes it; returns where it rests.
+    fn rest_new(
+        &mut self,
+        seq: Seq,
+        instrument: InstrumentId,
+        order: NewRestingOrder,
+    ) -> OrderHandle {
+        let slot = self.books[instrument.index()].insert(order);
+        if let Some(positions) = self.positions[instrument.index()].as_deref_mut() {
+            positions.note_resting(slot, seq);
+        }
+        let handle = OrderHandle { instrument, slot };
+        self.open_orders.insert(&self.books, handle);
+        handle
     }
 
     fn cancel(
@@ -1189,6 +1219,9 @@ impl Exchange {
         };
         let new_qty = Qty(new_qty as i64);
         let (side, offset, old_remaining) = (order.side, order.offset, order.remaining);
+        // Whether the order meets the other side at its new price: a keeper of priority
+        // does not move, and taking an order off its own side leaves the other alone.
+        let matches = !keeps_priority && book.would_cross(side, new_price);
         let id = order.id.clone();
 
         events.push(Event::Accepted {
@@ -1198,14 +1231,14 @@ impl Exchange {
                 id: id.clone(),
             }),
         });
-        events.push(Event::Amended {
+        let amended = |id| Event::Amended {
             seq,
             instrument: handle.instrument,
             account,
-            id: id.clone(),
+            id,
             price: new_price,
             qty: new_qty,
-        });
+        };
         if new_hold <= old_hold {
             self.ledger.release(account, hold_asset, old_hold - new_hold);
         } else {
@@ -1223,10 +1256,17 @@ impl Exchange {
             }
         }
         let book = &mut self.books[handle.instrument.index()];
-        if keeps_priority {
-            book.reduce(handle.slot, new_qty);
+        if !matches {
+            events.push(amended(id));
+            match keeps_priority {
+                true => book.reduce(handle.slot, new_qty),
+                // Most amends move an order without reaching the other side: it goes to
+                // the back of its new level, with nothing to match.
+                false => book.requeue(handle.slot, new_price, new_qty),
+            }
             return Ok(Accepted::Emitted);
         }
+        events.push(amended(id.clone()));
         let order = book.detach(handle.slot);
         let execution = Execution {
             instrument: handle.instrument,
