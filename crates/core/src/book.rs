@@ -1024,7 +1024,8 @@ mod tests {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         for step in 0..20_000u32 {
             let side = if next(&mut state).is_multiple_of(2) { Side::Buy } else { Side::Sell };
-            if model.is_empty() || !next(&mut state).is_multiple_of(3) {
+            let action = next(&mut state) % 6;
+            if model.is_empty() || action < 3 {
                 let price = random_price(&mut state, side);
                 let remaining = Qty(1 + (next(&mut state) % 9) as i64);
                 let slot = book.insert(NewRestingOrder {
@@ -1033,12 +1034,27 @@ mod tests {
                     side,
                     price,
                     remaining,
-                    filled: Qty::ZERO,
+                    filled: Qty(i64::from(step % 5)),
                     stp: StpMode::None,
                     post_only: false,
                     offset: Offset::Open,
                     good_for_day: false,
                 });
+                model.insert(slot, (side, price, remaining));
+            } else if action < 5 {
+                // An amend that loses priority: the order moves, keeping what it filled.
+                let index = (next(&mut state) % model.len() as u64) as usize;
+                let slot = *model.keys().nth(index).unwrap();
+                let (side, _, _) = model[&slot];
+                let filled = book.order(slot).filled;
+                let price = random_price(&mut state, side);
+                let remaining = Qty(1 + (next(&mut state) % 9) as i64);
+                book.requeue(slot, price, remaining);
+                let order = book.order(slot);
+                assert_eq!(
+                    (order.price, order.remaining, order.filled),
+                    (price, remaining, filled)
+                );
                 model.insert(slot, (side, price, remaining));
             } else {
                 let index = (next(&mut state) % model.len() as u64) as usize;
@@ -1068,6 +1084,49 @@ mod tests {
         fn on_maker_done(&mut self, slot: u32, _maker: &RestingOrder, _reason: DoneReason) {
             self.0.push(slot);
         }
+    }
+
+    fn rest(book: &mut OrderBook, id: &str, side: Side, price: i64, remaining: i64) -> u32 {
+        book.insert(NewRestingOrder {
+            account: AccountId(0),
+            id: ClientOrderId::new(id),
+            side,
+            price: Price(price),
+            remaining: Qty(remaining),
+            filled: Qty::ZERO,
+            stp: StpMode::None,
+            post_only: false,
+            offset: Offset::Open,
+            good_for_day: false,
+        })
+    }
+
+    #[test]
+    fn a_requeued_order_goes_to_the_back_of_its_new_level_and_leaves_its_old_one() {
+        let mut book = OrderBook::new(BookCapacity { orders: 16, levels: 16 });
+        let moved = rest(&mut book, "moved", Side::Sell, 101, 2);
+        let stays = rest(&mut book, "stays", Side::Sell, 101, 3);
+        let first = rest(&mut book, "first", Side::Sell, 102, 4);
+        book.requeue(moved, Price(102), Qty(5));
+        book.check_consistency().unwrap();
+        let levels: Vec<_> = book
+            .levels(Side::Sell)
+            .iter()
+            .map(|level| (level.price.0, level.total_qty.0, level.order_count))
+            .collect();
+        assert_eq!(levels, [(101, 3, 1), (102, 9, 2)]);
+        // A buyer of everything meets 101 first, then 102 in time order: `first`, then
+        // the requeued order behind it.
+        let mut taker = Taker {
+            account: AccountId(1),
+            side: Side::Buy,
+            limit: Price(102),
+            remaining: Qty(12),
+            stp: StpMode::None,
+        };
+        let mut done = MakersDone(Vec::new());
+        assert_eq!(book.match_taker(&mut taker, &mut done), MatchEnd::Filled);
+        assert_eq!(done.0, [stays, first, moved]);
     }
 
     #[test]
