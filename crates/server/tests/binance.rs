@@ -88,7 +88,8 @@ fn signed_requests_are_checked_as_binance_checks_them_each_with_its_code() {
     let unsigned =
         request(server.address, "GET", &format!("{path}?timestamp={}", now_ms()), &headers, b"");
     assert_eq!(error_of(&unsigned), (400, -1102), "{unsigned:?}");
-    let total = format!("timestamp={}", now_ms());
+    // Unique: the request below signs the same text, and would be this one replayed.
+    let total = format!("timestamp={}", support::unique_timestamp_ms());
     let twice = format!("{total}&signature=00&signature=11");
     assert_eq!(
         error_of(&request(server.address, "GET", &format!("{path}?{twice}"), &headers, b"")).1,
