@@ -565,7 +565,7 @@ fn bench_sweep(criterion: &mut Criterion) {
         }
         // Fault the event buffer's pages in here, not in the timed sweep: a running
         // engine reuses one warm buffer.
-        book.events.resize(book.events.capacity(), Event::Accepted { seq: Seq(0), order: None });
+        book.events.resize(book.events.capacity(), Event::Accepted { seq: Seq(0), account: None });
         book.events.clear();
         book
     };

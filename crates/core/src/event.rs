@@ -6,7 +6,6 @@
 use crate::command::{PositionSide, Side};
 use crate::ids::{AccountId, ClientOrderId, InstrumentId, Seq};
 use crate::num::{Amount, Price, Qty};
-use compact_str::CompactString;
 
 /// Why a command was refused. The string codes are stable: they appear in the replay
 /// format and in every gateway's errors.
@@ -111,16 +110,6 @@ impl DoneReason {
     }
 }
 
-/// The account name and client order id an order command named, echoed verbatim in its
-/// `accepted`/`rejected` event (the account may not exist). A `liquidate` names an
-/// account but no order: its key has an empty `id` (no order id is ever empty), and its
-/// `accepted` shows only the account.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommandOrderKey {
-    pub account: CompactString,
-    pub id: ClientOrderId,
-}
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TradeEvent {
     pub seq: Seq,
@@ -159,14 +148,18 @@ pub struct SettledEvent {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// `account`: the account an order, cancel, amend or liquidation acted for; `None`
+    /// for every other command. What the command named (the account's name or id, the
+    /// client order id) is in the command: the replay format's printer echoes it from
+    /// there (`format::write_event`), so no event copies a name.
     Accepted {
         seq: Seq,
-        order: Option<CommandOrderKey>,
+        account: Option<AccountId>,
     },
+    /// What the command named is in the command, as for `Accepted`.
     Rejected {
         seq: Seq,
         reason: RejectReason,
-        order: Option<CommandOrderKey>,
     },
     Trade(TradeEvent),
     Done {

@@ -18,7 +18,7 @@ use crate::command::{
     AccountRef, AmendCommand, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand,
     OrderType, PositionSide, Side, StpMode, TimeInForce, TransferCommand,
 };
-use crate::event::{CommandOrderKey, DoneReason, Event, RejectReason, SettledEvent, TradeEvent};
+use crate::event::{DoneReason, Event, RejectReason, SettledEvent, TradeEvent};
 use crate::futures::{FutureRules, Positions, Takes};
 use crate::ids::{
     AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle, OrderId, Seq, TimestampNs,
@@ -499,7 +499,7 @@ impl Exchange {
         rested: &mut Option<OrderHandle>,
     ) {
         if command.is_venue_command() {
-            events.push(Event::Rejected { seq, reason: RejectReason::Malformed, order: None });
+            events.push(Event::Rejected { seq, reason: RejectReason::Malformed });
             return;
         }
         let events_before = events.len();
@@ -523,16 +523,10 @@ impl Exchange {
             | Command::CancelAll { .. }
             | Command::SetLimits { .. } => Err(RejectReason::Malformed),
         };
-        let order_key = || {
-            command.order_key().map(|(account, id)| CommandOrderKey {
-                account: self.echoed_name(account),
-                id: ClientOrderId::new(id),
-            })
-        };
         match result {
             Ok(Accepted::Emitted) => {}
-            Ok(Accepted::Silently) => events.push(Event::Accepted { seq, order: order_key() }),
-            Err(reason) => events.push(Event::Rejected { seq, reason, order: order_key() }),
+            Ok(Accepted::Silently) => events.push(Event::Accepted { seq, account: None }),
+            Err(reason) => events.push(Event::Rejected { seq, reason }),
         }
         // Every command's events open with its one `accepted` or `rejected`.
         debug_assert!(
@@ -564,8 +558,10 @@ impl Exchange {
         }
     }
 
-    /// The account name an `accepted` or `rejected` event echoes.
-    pub(crate) fn echoed_name(&self, account: &AccountRef<'_>) -> CompactString {
+    /// The account name as a command gave it, to echo (the replay format's `accepted`
+    /// and `rejected`): a name as it is, an id as its account's name (`#` and the
+    /// number when no account has it).
+    pub fn echoed_name(&self, account: &AccountRef<'_>) -> CompactString {
         match (account, self.resolve(account)) {
             (AccountRef::Name(name), _) => CompactString::new(name),
             (AccountRef::Id(_), Some(account)) => self.ledger.account(account).name.clone(),
@@ -866,14 +862,7 @@ impl Exchange {
         let qty = Qty(qty as i64);
 
         let id = ClientOrderId::new(&order.id);
-        events.push(Event::Accepted {
-            seq,
-            order: Some(CommandOrderKey {
-                // The stored name (equal to the command's) is a fixed-size copy.
-                account: self.ledger.account(account).name.clone(),
-                id: id.clone(),
-            }),
-        });
+        events.push(Event::Accepted { seq, account: Some(account) });
         if post_only && time_in_force != TimeInForce::GoodTillCancel {
             events.push(Event::Done {
                 seq,
@@ -1087,14 +1076,7 @@ impl Exchange {
         let account = self.resolve(account).ok_or(RejectReason::UnknownOrder)?;
         let handle =
             self.open_orders.take(&self.books, account, id).ok_or(RejectReason::UnknownOrder)?;
-        let order = self.books[handle.instrument.index()].order(handle.slot);
-        events.push(Event::Accepted {
-            seq,
-            order: Some(CommandOrderKey {
-                account: self.ledger.account(account).name.clone(),
-                id: order.id.clone(),
-            }),
-        });
+        events.push(Event::Accepted { seq, account: Some(account) });
         self.finish_canceled(seq, handle, events);
         Ok(Accepted::Emitted)
     }
@@ -1224,13 +1206,7 @@ impl Exchange {
         let matches = !keeps_priority && book.would_cross(side, new_price);
         let id = order.id.clone();
 
-        events.push(Event::Accepted {
-            seq,
-            order: Some(CommandOrderKey {
-                account: self.ledger.account(account).name.clone(),
-                id: id.clone(),
-            }),
-        });
+        events.push(Event::Accepted { seq, account: Some(account) });
         let amended = |id| Event::Amended {
             seq,
             instrument: handle.instrument,
@@ -1357,7 +1333,7 @@ impl Exchange {
     ) -> Result<Accepted, RejectReason> {
         let (instrument, _) = self.find_future(symbol)?;
         let price = self.instruments[instrument.index()].validate_price(price)?;
-        events.push(Event::Accepted { seq, order: None });
+        events.push(Event::Accepted { seq, account: None });
         // Orders that end with the day (every order, at expiry), in acceptance order.
         let ending = self.resting_orders_in_acceptance_order(instrument, |order| {
             is_final || order.good_for_day || order.offset == Offset::CloseToday
@@ -1480,13 +1456,7 @@ impl Exchange {
             self.by_acceptance = orders;
             return Err(RejectReason::UnknownOrder);
         }
-        events.push(Event::Accepted {
-            seq,
-            order: Some(CommandOrderKey {
-                account: self.ledger.account(account).name.clone(),
-                id: ClientOrderId::default(),
-            }),
-        });
+        events.push(Event::Accepted { seq, account: Some(account) });
         for &(_, slot) in &orders {
             self.expire_resting(
                 seq,

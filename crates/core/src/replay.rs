@@ -3,6 +3,7 @@
 //! tests and (later) journal export. Line numbers are sequence numbers: every line
 //! counts, blank ones included, though blank lines produce nothing.
 
+use crate::command::Command;
 use crate::event::{Event, RejectReason};
 use crate::exchange::{Exchange, ExchangeConfig};
 use crate::format::{parse_line, state_digest, state_document, write_event};
@@ -47,10 +48,13 @@ impl Replay {
         match parse_line(line) {
             Ok(parsed) => {
                 self.exchange.apply(seq, parsed.ts, &parsed.command, &mut self.events);
+                self.print_events(Some(&parsed.command), out);
             }
-            Err(_) => self.reject_malformed(seq),
+            Err(_) => {
+                self.reject_malformed(seq);
+                self.print_events(None, out);
+            }
         }
-        self.print_events(out);
     }
 
     /// Like `feed_line`, for raw bytes: a line that is not UTF-8 cannot be JSON, so it
@@ -67,16 +71,17 @@ impl Replay {
     pub fn feed_unreadable_line(&mut self, out: &mut String) {
         self.lines_fed += 1;
         self.reject_malformed(Seq(self.lines_fed));
-        self.print_events(out);
+        self.print_events(None, out);
     }
 
     fn reject_malformed(&mut self, seq: Seq) {
-        self.events.push(Event::Rejected { seq, reason: RejectReason::Malformed, order: None });
+        self.events.push(Event::Rejected { seq, reason: RejectReason::Malformed });
     }
 
-    fn print_events(&mut self, out: &mut String) {
+    /// Prints the events of `command` (`None`: a line that was not one).
+    fn print_events(&mut self, command: Option<&Command<'_>>, out: &mut String) {
         for event in &self.events {
-            write_event(out, &self.exchange, event);
+            write_event(out, &self.exchange, command, event);
         }
         self.events.clear();
     }

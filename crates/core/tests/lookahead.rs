@@ -109,7 +109,7 @@ fn run(lines: &[String], by_id: bool, hints: Hints) -> (Vec<String>, String) {
         exchange.apply(Seq(index as u64 + 1), None, &commands[index], &mut events);
         for event in events.drain(..) {
             let mut text = String::new();
-            write_event(&mut text, &exchange, &event);
+            write_event(&mut text, &exchange, Some(&commands[index]), &event);
             printed.push(text);
         }
     }

@@ -102,7 +102,7 @@ fn apply(
         .iter()
         .map(|event| {
             let mut text = String::new();
-            write_event(&mut text, exchange, event);
+            write_event(&mut text, exchange, Some(command), event);
             text
         })
         .collect()

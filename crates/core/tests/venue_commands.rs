@@ -27,7 +27,6 @@ mod venue_support;
 
 use std::collections::BTreeSet;
 
-use bourse_core::event::CommandOrderKey;
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId, OrderId, Seq, TimestampNs};
 use bourse_core::snapshot::{decode_venue, SnapshotError, MAGIC, VENUE_MAGIC};
 use bourse_core::venue::OrderStatus;
@@ -479,7 +478,7 @@ fn the_exchange_alone_rejects_venue_commands_malformed_and_changes_nothing() {
         let seq = Seq(100 + index as u64);
         let mut events = Vec::new();
         exchange.apply(seq, Some(TimestampNs(u64::MAX)), command, &mut events);
-        assert_eq!(events, [Event::Rejected { seq, reason: RejectReason::Malformed, order: None }]);
+        assert_eq!(events, [Event::Rejected { seq, reason: RejectReason::Malformed }]);
     }
     // Not even the time moved.
     assert!(state_bytes(&exchange) == before);
@@ -729,13 +728,6 @@ fn run_stream(
         let exchange = venue.exchange();
         let known = |symbol: &str| exchange.find_instrument(symbol).is_some();
         // What the model expects, worked out before the command is applied.
-        let echo = |account: &AccountRef<'_>, id: &str| {
-            let name = match account {
-                AccountRef::Name(name) => name.to_string(),
-                AccountRef::Id(id) => exchange.account_name(*id).to_string(),
-            };
-            CommandOrderKey { account: name.as_str().into(), id: id.into() }
-        };
         let resolve = |account: &AccountRef<'_>| match account {
             AccountRef::Name(name) => exchange.ledger().find_account(name),
             AccountRef::Id(id) => Some(*id),
@@ -752,11 +744,7 @@ fn run_stream(
         };
         let expected: Option<Vec<Event>> = match &command {
             Command::Order(order) if halted.contains(&*order.symbol) => {
-                Some(vec![Event::Rejected {
-                    seq,
-                    reason: RejectReason::InstrumentHalted,
-                    order: Some(echo(&order.account, &order.id)),
-                }])
+                Some(vec![Event::Rejected { seq, reason: RejectReason::InstrumentHalted }])
             }
             // The limit: after unknown_symbol, the halt and duplicate_id (a remembered
             // id, open or finished), with activity only.
@@ -765,44 +753,32 @@ fn run_stream(
                     && known(&order.symbol)
                     && open_before
                         .is_some_and(|(_, open, remembered)| !remembered && open >= limit);
-                at_limit.then(|| {
-                    vec![Event::Rejected {
-                        seq,
-                        reason: RejectReason::TooManyOpenOrders,
-                        order: Some(echo(&order.account, &order.id)),
-                    }]
-                })
+                at_limit
+                    .then(|| vec![Event::Rejected { seq, reason: RejectReason::TooManyOpenOrders }])
             }
-            Command::SetLimits { .. } => Some(vec![Event::Accepted { seq, order: None }]),
+            Command::SetLimits { .. } => Some(vec![Event::Accepted { seq, account: None }]),
             Command::Amend(amend) => {
                 let on_halted = resolve(&amend.account)
                     .and_then(|account| exchange.open_order(account, &amend.id))
                     .is_some_and(|(instrument, _)| {
                         halted.contains(&*exchange.instrument(instrument).symbol)
                     });
-                on_halted.then(|| {
-                    vec![Event::Rejected {
-                        seq,
-                        reason: RejectReason::InstrumentHalted,
-                        order: Some(echo(&amend.account, &amend.id)),
-                    }]
-                })
+                on_halted
+                    .then(|| vec![Event::Rejected { seq, reason: RejectReason::InstrumentHalted }])
             }
             Command::Halt { symbol } | Command::Resume { symbol } => Some(vec![if known(symbol) {
-                Event::Accepted { seq, order: None }
+                Event::Accepted { seq, account: None }
             } else {
-                Event::Rejected { seq, reason: RejectReason::UnknownSymbol, order: None }
+                Event::Rejected { seq, reason: RejectReason::UnknownSymbol }
             }]),
             Command::CancelAll { account, symbol } => {
                 let only = symbol.as_deref().map(|symbol| exchange.find_instrument(symbol));
                 Some(match only {
-                    Some(None) => vec![Event::Rejected {
-                        seq,
-                        reason: RejectReason::UnknownSymbol,
-                        order: None,
-                    }],
+                    Some(None) => {
+                        vec![Event::Rejected { seq, reason: RejectReason::UnknownSymbol }]
+                    }
                     only => {
-                        let mut events = vec![Event::Accepted { seq, order: None }];
+                        let mut events = vec![Event::Accepted { seq, account: None }];
                         if let Some(account) = resolve(account)
                             .filter(|id| id.index() < exchange.ledger().accounts().len())
                         {

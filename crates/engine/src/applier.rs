@@ -125,7 +125,12 @@ impl Applier {
             let rendered_start = released.rendered.len();
             if self.config.render_events {
                 for event in &released.events[events_start..] {
-                    write_event(&mut released.rendered, self.venue.exchange(), event);
+                    write_event(
+                        &mut released.rendered,
+                        self.venue.exchange(),
+                        Some(command),
+                        event,
+                    );
                 }
             }
             let stamp =

@@ -510,7 +510,7 @@ fn rejected_order(
     venue: &Venue,
     out: &mut Pending,
 ) {
-    let Some(Event::Rejected { reason, order: key, .. }) = events.first() else { return };
+    let Some(Event::Rejected { reason, .. }) = events.first() else { return };
     let exchange = venue.exchange();
     let known = exchange.find_instrument(&order.symbol);
     // Rows of unknown symbols share one partition, so junk names make no directories.
@@ -518,10 +518,7 @@ fn rejected_order(
         Some(instrument) => exchange.instrument(instrument).symbol.clone(),
         None => CompactString::new(UNKNOWN_SYMBOL),
     };
-    let account = match key {
-        Some(key) => key.account.clone(),
-        None => CompactString::new(order.account.to_string()),
-    };
+    let account = exchange.echoed_name(&order.account);
     let (kind, price) = match order.order_type {
         OrderType::Limit { price } => ("limit", scaled_decimal(price.mantissa(), price.scale())),
         OrderType::Market => ("market", None),

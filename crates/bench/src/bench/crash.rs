@@ -315,7 +315,7 @@ fn verify(data_dir: &Path, commands: &[Command<'static>], seen: &Seen) -> Result
         reference.apply(header.seq, Some(header.ts), &command, &mut events);
         rendered.clear();
         for event in &events {
-            write_event(&mut rendered, &reference, event);
+            write_event(&mut rendered, &reference, Some(&command), event);
         }
         events.clear();
         if let Some(&(index, hash)) = seen.get(&seq) {

@@ -94,27 +94,36 @@ impl<'a> Line<'a> {
 }
 
 /// Appends `event` as one JSON line (with its newline), resolving ids through
-/// `exchange`.
-pub fn write_event(out: &mut String, exchange: &Exchange, event: &Event) {
+/// `exchange`. `command` is the command the event is of (`None` for a line that did not
+/// parse): `accepted` and `rejected` echo the account and client order id it named.
+pub fn write_event(
+    out: &mut String,
+    exchange: &Exchange,
+    command: Option<&Command<'_>>,
+    event: &Event,
+) {
+    let echo = |line: &mut Line<'_>| {
+        if let Some((account, id)) = command.and_then(Command::order_key) {
+            line.string("account", &exchange.echoed_name(account));
+            line.string("id", id);
+        }
+    };
     match event {
-        Event::Accepted { seq, order } => {
+        Event::Accepted { seq, .. } => {
             let mut line = Line::start(out, "accepted", *seq);
-            if let Some(order) = order {
-                line.string("account", &order.account);
-                // A liquidation names an account and no order (an empty id).
-                if !order.id.is_empty() {
-                    line.string("id", &order.id);
+            match command {
+                // A liquidation names an account and no order.
+                Some(Command::Liquidate { account, .. }) => {
+                    line.string("account", &exchange.echoed_name(account))
                 }
+                _ => echo(&mut line),
             }
             line.finish();
         }
-        Event::Rejected { seq, reason, order } => {
+        Event::Rejected { seq, reason } => {
             let mut line = Line::start(out, "rejected", *seq);
             line.string("reason", reason.code());
-            if let Some(order) = order {
-                line.string("account", &order.account);
-                line.string("id", &order.id);
-            }
+            echo(&mut line);
             line.finish();
         }
         Event::Trade(trade) => write_trade(out, exchange, trade),

@@ -591,16 +591,18 @@ impl Activity {
         self.records.remove(slot);
     }
 
-    /// Follows one applied command's events: `seq` and `command` as applied, `account`
-    /// the account an `order` command resolved to (if any), `events` the events the
-    /// exchange appended for it. Returns the id of the order the command acted on: an
-    /// accepted `order`'s own, or the order an accepted `cancel` or `amend` named (the
-    /// first its events name after the `accepted` that echoes its key).
+    /// Follows one applied command's events: `seq` as applied, `order` the `order`
+    /// command with the account it resolved to (if it was one), `is_liquidation` whether
+    /// it was a `liquidate`, `events` the events the exchange appended for it. Returns
+    /// the id of the order the command acted on: an accepted `order`'s own, or the order
+    /// an accepted `cancel` or `amend` named (the first its events name after its
+    /// `accepted`).
     pub(crate) fn follow(
         &mut self,
         exchange: &Exchange,
         seq: Seq,
         order: Option<NewOrder<'_, '_>>,
+        is_liquidation: bool,
         events: &[crate::event::Event],
     ) -> Option<OrderId> {
         use crate::event::Event;
@@ -619,13 +621,14 @@ impl Activity {
         let mut liquidation = false;
         for event in events {
             match event {
-                Event::Accepted { order: Some(key), .. } if key.id.is_empty() => {
+                Event::Accepted { account: Some(_), .. } if is_liquidation => {
                     liquidation = true;
                 }
-                Event::Accepted { order: Some(key), .. } => {
+                Event::Accepted { account: Some(_), .. } => {
                     names_order = true;
                     if let Some(order) = &order {
-                        taker = self.open_new(exchange, seq, order, key.id.clone(), now);
+                        let client_id = ClientOrderId::new(&order.command.id);
+                        taker = self.open_new(exchange, seq, order, client_id, now);
                         acted_on = Some(OrderId::of(seq));
                     }
                 }
@@ -704,7 +707,7 @@ impl Activity {
                         None => debug_assert!(false, "an amended order without an open record"),
                     }
                 }
-                Event::Accepted { order: None, .. }
+                Event::Accepted { account: None, .. }
                 | Event::Rejected { .. }
                 | Event::Settled(_) => {}
             }

@@ -40,13 +40,12 @@ pub use activity::{
 };
 
 use crate::command::{AccountRef, Command, Side, TimeInForce};
-use crate::event::{BookNote, CommandOrderKey, Event, RejectReason};
+use crate::event::{BookNote, Event, RejectReason};
 use crate::exchange::{Applied, Exchange};
 use crate::ids::{ClientOrderId, InstrumentId, OrderId, Seq, TimestampNs};
 use crate::ledger::BalanceChange;
 use crate::num::Qty;
 use activity::NewOrder;
-use compact_str::CompactString;
 
 pub struct Venue {
     exchange: Exchange,
@@ -237,7 +236,7 @@ impl Venue {
             Command::SetLimits { open_orders_per_account } => {
                 self.exchange.advance_time(ts);
                 self.open_orders_limit = *open_orders_per_account;
-                events.push(Event::Accepted { seq, order: None });
+                events.push(Event::Accepted { seq, account: None });
                 return Applied::default();
             }
             // `reject_if_halted` has emitted the rejection when it says so.
@@ -272,20 +271,7 @@ impl Venue {
                         reason.filter(|_| self.exchange.find_instrument(&order.symbol).is_some())
                     {
                         self.exchange.advance_time(ts);
-                        let name = match &order.account {
-                            AccountRef::Name(name) => CompactString::new(name),
-                            AccountRef::Id(_) => {
-                                self.exchange.ledger().account(account).name.clone()
-                            }
-                        };
-                        events.push(Event::Rejected {
-                            seq,
-                            reason,
-                            order: Some(CommandOrderKey {
-                                account: name,
-                                id: ClientOrderId::new(&order.id),
-                            }),
-                        });
+                        events.push(Event::Rejected { seq, reason });
                         return Applied::default();
                     }
                 }
@@ -295,7 +281,9 @@ impl Venue {
         };
         let start = events.len();
         let mut applied = self.exchange.apply(seq, ts, command, events);
-        applied.order_id = activity.follow(&self.exchange, seq, order, &events[start..]);
+        let is_liquidation = matches!(command, Command::Liquidate { .. });
+        applied.order_id =
+            activity.follow(&self.exchange, seq, order, is_liquidation, &events[start..]);
         debug_assert!(
             applied.order_id.is_none_or(|order_id| {
                 !matches!(command, Command::Order(_)) || order_id == OrderId::of(seq)
@@ -314,20 +302,15 @@ impl Venue {
         command: &Command<'_>,
         events: &mut Vec<Event>,
     ) -> bool {
-        let (account, id, instrument) = match command {
+        let instrument = match command {
             // An unknown symbol is the exchange's to reject.
-            Command::Order(order) => {
-                (&order.account, &order.id, self.exchange.find_instrument(&order.symbol))
-            }
+            Command::Order(order) => self.exchange.find_instrument(&order.symbol),
             // No such open order: the exchange rejects it `unknown_order`.
-            Command::Amend(amend) => (
-                &amend.account,
-                &amend.id,
-                self.exchange
-                    .resolve(&amend.account)
-                    .and_then(|account| self.exchange.open_order(account, &amend.id))
-                    .map(|(instrument, _)| instrument),
-            ),
+            Command::Amend(amend) => self
+                .exchange
+                .resolve(&amend.account)
+                .and_then(|account| self.exchange.open_order(account, &amend.id))
+                .map(|(instrument, _)| instrument),
             // A liquidation trades, so it waits for the market to resume; unknown
             // symbols are the exchange's to reject. Its rejection names no order.
             Command::Liquidate { symbol, .. } => {
@@ -337,7 +320,7 @@ impl Venue {
                 }
                 self.exchange.advance_time(ts);
                 let reason = RejectReason::InstrumentHalted;
-                events.push(Event::Rejected { seq, reason, order: None });
+                events.push(Event::Rejected { seq, reason });
                 return true;
             }
             _ => return false,
@@ -346,14 +329,7 @@ impl Venue {
             return false;
         }
         self.exchange.advance_time(ts);
-        events.push(Event::Rejected {
-            seq,
-            reason: RejectReason::InstrumentHalted,
-            order: Some(CommandOrderKey {
-                account: self.exchange.echoed_name(account),
-                id: ClientOrderId::new(id),
-            }),
-        });
+        events.push(Event::Rejected { seq, reason: RejectReason::InstrumentHalted });
         true
     }
 
@@ -370,15 +346,11 @@ impl Venue {
         match self.exchange.find_instrument(symbol) {
             Some(instrument) => {
                 self.set_halted(instrument, halted);
-                events.push(Event::Accepted { seq, order: None });
+                events.push(Event::Accepted { seq, account: None });
                 Applied { halted: Some((instrument, halted)), ..Applied::default() }
             }
             None => {
-                events.push(Event::Rejected {
-                    seq,
-                    reason: RejectReason::UnknownSymbol,
-                    order: None,
-                });
+                events.push(Event::Rejected { seq, reason: RejectReason::UnknownSymbol });
                 Applied::default()
             }
         }
@@ -416,17 +388,13 @@ impl Venue {
             Some(symbol) => match self.exchange.find_instrument(symbol) {
                 Some(instrument) => Some(instrument),
                 None => {
-                    events.push(Event::Rejected {
-                        seq,
-                        reason: RejectReason::UnknownSymbol,
-                        order: None,
-                    });
+                    events.push(Event::Rejected { seq, reason: RejectReason::UnknownSymbol });
                     return;
                 }
             },
             None => None,
         };
-        events.push(Event::Accepted { seq, order: None });
+        events.push(Event::Accepted { seq, account: None });
         let Some(account) = self.exchange.resolve(account) else { return };
         let on = |candidate: InstrumentId| instrument.is_none_or(|only| only == candidate);
         // The ids first: cancelling changes what the walks read.
@@ -461,7 +429,7 @@ impl Venue {
         }
         if let Some(activity) = &mut self.activity {
             // A cancel-all names no one order: it acted on none.
-            let _ = activity.follow(&self.exchange, seq, None, &events[start..]);
+            let _ = activity.follow(&self.exchange, seq, None, false, &events[start..]);
         }
     }
 

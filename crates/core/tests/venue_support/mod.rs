@@ -69,7 +69,7 @@ impl Harness {
         if let Err(problem) = self.venue.check_invariants() {
             panic!("invariants broken after seq {} ({command:?}): {problem}", self.seq);
         }
-        events_json(self.venue.exchange(), &events)
+        events_json(self.venue.exchange(), command, &events)
     }
 
     /// Feeds one line and asserts that its first event is `accepted`.
@@ -136,7 +136,12 @@ impl Harness {
             let mut events = Vec::new();
             restored.apply(Seq(self.seq + 1), ts, &command, &mut events);
             let fed = self.feed(line);
-            assert_eq!(events_json(restored.exchange(), &events), fed.events, "{}", fed.line);
+            assert_eq!(
+                events_json(restored.exchange(), &command, &events),
+                fed.events,
+                "{}",
+                fed.line
+            );
         }
         assert!(venue_bytes(restored) == self.encoded());
     }
@@ -171,12 +176,12 @@ pub fn assert_every_truncation_fails(bytes: &[u8], track_activity: bool) {
     }
 }
 
-pub fn events_json(exchange: &Exchange, events: &[Event]) -> Vec<Value> {
+pub fn events_json(exchange: &Exchange, command: &Command<'_>, events: &[Event]) -> Vec<Value> {
     events
         .iter()
         .map(|event| {
             let mut text = String::new();
-            write_event(&mut text, exchange, event);
+            write_event(&mut text, exchange, Some(command), event);
             serde_json::from_str(&text).expect("an event is JSON")
         })
         .collect()

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bourse_core::event::CommandOrderKey;
+use bourse_core::event::BookNote;
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
 use bourse_core::{Event, Side};
 use bourse_engine::{Outcome, Released};
@@ -91,9 +91,6 @@ pub struct Hub {
 struct Touched {
     orders: HashSet<(AccountId, ClientOrderId)>,
     accounts: HashSet<AccountId>,
-    /// Orders accepted by account name (an `accepted` event names the account as the
-    /// command did); `resolve_names` folds them into `orders` and `accounts`.
-    named: Vec<CommandOrderKey>,
     every_balance: bool,
     traded: HashSet<InstrumentId>,
     latest_ns: u64,
@@ -342,6 +339,13 @@ impl Hub {
                     self.on_event(&reference, event, times, &mut trade_index, &mut touched);
                 }
             }
+            // A new order that rests is named by its note (its events name it only if it
+            // traded).
+            for note in &released.notes {
+                if let BookNote::Rested { account, id, .. } = note {
+                    touched.orders.insert((*account, id.clone()));
+                }
+            }
         }
         let traded = std::mem::take(&mut touched.traded);
         let contracts = self.contract_figures(&reference, &traded).await;
@@ -357,7 +361,6 @@ impl Hub {
             }
             self.publish_quote(&reference, instrument);
         }
-        self.resolve_names(&mut touched).await;
         self.publish_orders(&reference, &touched).await;
         // Any trade or settlement may move every futures account (positions are valued
         // at the mark price): each subscriber's view is read again, sent when it changed.
@@ -478,10 +481,13 @@ impl Hub {
                 touched.orders.insert((*account, id.clone()));
                 touched.accounts.insert(*account);
             }
-            Event::Accepted { order: Some(key), .. } => {
-                touched.named.push(key.clone());
+            // An order, cancel, amend or liquidation: its account's balances moved (its
+            // orders are named by their `done`, `amended` and trades, or by the book's
+            // note when a new one rests).
+            Event::Accepted { account: Some(account), .. } => {
+                touched.accounts.insert(*account);
             }
-            Event::Accepted { order: None, .. } => touched.every_balance = true,
+            Event::Accepted { account: None, .. } => touched.every_balance = true,
             Event::Settled(settled) => {
                 touched.accounts.insert(settled.account);
                 self.quotes.on_settled(settled.instrument);
@@ -576,40 +582,6 @@ impl Hub {
         let Some(changed) = self.quotes.changes(instrument, info) else { return };
         let message = json!({ "symbol": info.symbol, "data": changed });
         self.publish(Channel::Quote(instrument), message);
-    }
-
-    /// Folds the orders accepted by account name into `orders` and `accounts`, once,
-    /// when anyone follows a private channel (account ids are cached after the first).
-    async fn resolve_names(&self, touched: &mut Touched) {
-        let private = self.subscribers.keys().any(|channel| {
-            matches!(
-                channel,
-                Channel::Orders(_)
-                    | Channel::Fills(_)
-                    | Channel::Balances(_)
-                    | Channel::Positions(_)
-            )
-        });
-        if !private {
-            return;
-        }
-        // A round's orders come from few accounts: each name is looked up once.
-        let mut known = Vec::new();
-        for key in std::mem::take(&mut touched.named) {
-            let account = match known.iter().find(|(name, _)| *name == key.account) {
-                Some((_, account)) => *account,
-                None => {
-                    let account =
-                        self.services.directory.account_id(&key.account).await.ok().flatten();
-                    known.push((key.account.clone(), account));
-                    account
-                }
-            };
-            if let Some(account) = account {
-                touched.orders.insert((account, key.id));
-                touched.accounts.insert(account);
-            }
-        }
     }
 
     /// The records of the orders this release changed, for accounts that follow them.
