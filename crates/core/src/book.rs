@@ -491,7 +491,6 @@ impl OrderBook {
         self.orders.get(slot)
     }
 
-    /// Frees the slot of a detached order that will not come back.
     /// Moves a resting order to `price` with `remaining` left, at the back of that
     /// level's queue (an amend that loses its priority), keeping what it has filled.
     /// The price must not cross the other side.
@@ -500,6 +499,7 @@ impl OrderBook {
         self.attach(slot, price, remaining, filled);
     }
 
+    /// Frees the slot of a detached order that will not come back.
     pub fn free_detached(&mut self, slot: u32) {
         debug_assert!(self.orders.get(slot).level == NIL);
         self.orders.remove(slot);

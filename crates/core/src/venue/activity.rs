@@ -615,16 +615,13 @@ impl Activity {
         // `amend`), and that order's id once known.
         let mut names_order = false;
         let mut acted_on = None;
-        // A `liquidate` (accepted naming an account and no order): its market orders
-        // have no records (they never rest, and two share the command's seq), but their
-        // fills are kept, under the command's seq as order id.
-        let mut liquidation = false;
+        // A `liquidate` (its `accepted` names an account and no order): its market
+        // orders have no records (they never rest, and two share the command's seq), but
+        // their fills are kept, under the command's seq as order id.
+        let liquidation = is_liquidation;
         for event in events {
             match event {
-                Event::Accepted { account: Some(_), .. } if is_liquidation => {
-                    liquidation = true;
-                }
-                Event::Accepted { account: Some(_), .. } => {
+                Event::Accepted { account: Some(_), .. } if !liquidation => {
                     names_order = true;
                     if let Some(order) = &order {
                         let client_id = ClientOrderId::new(&order.command.id);
@@ -707,9 +704,7 @@ impl Activity {
                         None => debug_assert!(false, "an amended order without an open record"),
                     }
                 }
-                Event::Accepted { account: None, .. }
-                | Event::Rejected { .. }
-                | Event::Settled(_) => {}
+                Event::Accepted { .. } | Event::Rejected { .. } | Event::Settled(_) => {}
             }
         }
         acted_on
