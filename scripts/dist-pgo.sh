@@ -4,6 +4,7 @@
 #
 #   scripts/dist-pgo.sh                # -> $CARGO_TARGET_DIR/pgo-use/dist/bourse
 #   FEATURES=--no-default-features scripts/dist-pgo.sh   # without SQL (a shorter build)
+#   TARGET_CPU=native scripts/dist-pgo.sh   # for this machine's CPU only (`-Ctarget-cpu`)
 #
 # The training is generated flows only, never a stream a published figure is measured
 # on: the core on `ec-mix`, `ec-mix100` and `ec-mix-futures` (`bourse bench engine`)
@@ -19,6 +20,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$here/target}
 features=${FEATURES:-}
+# A binary built for one CPU model may not start on another: for a venue's own hosts, and
+# for figures named as such. Its builds go to their own directories.
+target_cpu=${TARGET_CPU:-}
+cpu_flag=
+suffix=
+if [ -n "$target_cpu" ]; then
+  cpu_flag="-Ctarget-cpu=$target_cpu"
+  suffix="-$target_cpu"
+fi
 host=$(rustc -vV | sed -n 's/^host: //p')
 profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
 if [ ! -x "$profdata" ]; then
@@ -31,7 +41,7 @@ TRAINING_SEED=2
 work=$(mktemp -d)
 # The counters' directory stays the same from run to run, so that the instrumented build
 # is reused when nothing changed (cargo rebuilds everything when RUSTFLAGS change).
-raw="$target/pgo-generate/raw"
+raw="$target/pgo-generate$suffix/raw"
 rm -rf "$raw"
 serve_pid=
 cleanup() {
@@ -41,10 +51,10 @@ cleanup() {
 trap cleanup EXIT
 
 echo "dist-pgo: 1/4 the instrumented build" >&2
-RUSTFLAGS="-Cprofile-generate=$raw" \
-  cargo build --profile dist -p bourse $features --target-dir "$target/pgo-generate" \
+RUSTFLAGS="-Cprofile-generate=$raw $cpu_flag" \
+  cargo build --profile dist -p bourse $features --target-dir "$target/pgo-generate$suffix" \
   --manifest-path "$here/Cargo.toml"
-trained="$target/pgo-generate/dist/bourse"
+trained="$target/pgo-generate$suffix/dist/bourse"
 
 echo "dist-pgo: 2/4 training the core (generated workloads)" >&2
 for workload in ec-mix ec-mix100 ec-mix-futures; do
@@ -75,12 +85,12 @@ serve_pid=
 # Named by its contents: cargo does not look inside the file RUSTFLAGS names, so a new
 # profile must be a new path (everything is rebuilt with it), and the same profile the
 # same path (nothing is).
-mkdir -p "$target/pgo-use"
-profile="$target/pgo-use/bourse-$(sha256sum "$work/bourse.profdata" | cut -c1-16).profdata"
+mkdir -p "$target/pgo-use$suffix"
+profile="$target/pgo-use$suffix/bourse-$(sha256sum "$work/bourse.profdata" | cut -c1-16).profdata"
 cp "$work/bourse.profdata" "$profile"
 
 echo "dist-pgo: 4/4 the optimised build" >&2
-RUSTFLAGS="-Cprofile-use=$profile" \
-  cargo build --profile dist -p bourse $features --target-dir "$target/pgo-use" \
+RUSTFLAGS="-Cprofile-use=$profile $cpu_flag" \
+  cargo build --profile dist -p bourse $features --target-dir "$target/pgo-use$suffix" \
   --manifest-path "$here/Cargo.toml"
-echo "$target/pgo-use/dist/bourse"
+echo "$target/pgo-use$suffix/dist/bourse"

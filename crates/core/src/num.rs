@@ -61,6 +61,17 @@ impl Decimal {
 
     /// A decimal from an integer count of `10^-scale` units (used for printing).
     pub fn from_units(units: i128, scale: u32) -> Decimal {
+        // Every price, quantity and amount fits in `i64`, where dividing by ten is a
+        // multiplication; an `i128` division is a library call (the gateways print three
+        // decimals an order report).
+        if let Ok(small) = i64::try_from(units) {
+            let (mut mantissa, mut scale) = (small, scale);
+            while scale > 0 && mantissa % 10 == 0 {
+                mantissa /= 10;
+                scale -= 1;
+            }
+            return Decimal { mantissa: i128::from(mantissa), scale };
+        }
         let mut decimal = Decimal { mantissa: units, scale };
         while decimal.scale > 0 && decimal.mantissa % 10 == 0 {
             decimal.mantissa /= 10;
@@ -109,10 +120,26 @@ impl Decimal {
 
 impl fmt::Display for Decimal {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.mantissa < 0 { "-" } else { "" };
+        // Within `i64` (every price, quantity and amount) in 64-bit arithmetic: printing
+        // an `i128` divides through a library call.
+        if let (Ok(mantissa), true) = (i64::try_from(self.mantissa), self.scale <= 18) {
+            if self.scale == 0 {
+                return write!(formatter, "{mantissa}");
+            }
+            let magnitude = mantissa.unsigned_abs();
+            let divisor = 10u64.pow(self.scale);
+            return write!(
+                formatter,
+                "{sign}{}.{:0width$}",
+                magnitude / divisor,
+                magnitude % divisor,
+                width = self.scale as usize
+            );
+        }
         if self.scale == 0 {
             return write!(formatter, "{}", self.mantissa);
         }
-        let sign = if self.mantissa < 0 { "-" } else { "" };
         let magnitude = self.mantissa.unsigned_abs();
         let divisor = 10u128.pow(self.scale);
         write!(
@@ -256,5 +283,59 @@ mod tests {
         assert_eq!(Decimal::from_units(-5, 3).to_string(), "-0.005");
         assert_eq!(Decimal::from_units(1200, 0).to_string(), "1200");
         assert_eq!(Decimal::from_units(0, 4).to_string(), "0");
+    }
+
+    /// The 64-bit fast paths of `from_units` and `Display` against the plain 128-bit
+    /// arithmetic they stand in for, around the edges of `i64` and of the scales.
+    #[test]
+    fn the_64_bit_paths_agree_with_128_bit_arithmetic() {
+        fn reference_from_units(units: i128, scale: u32) -> (i128, u32) {
+            let (mut mantissa, mut scale) = (units, scale);
+            while scale > 0 && mantissa % 10 == 0 {
+                mantissa /= 10;
+                scale -= 1;
+            }
+            (mantissa, scale)
+        }
+        fn reference_display(mantissa: i128, scale: u32) -> String {
+            if scale == 0 {
+                return mantissa.to_string();
+            }
+            let sign = if mantissa < 0 { "-" } else { "" };
+            let magnitude = mantissa.unsigned_abs();
+            let divisor = 10u128.pow(scale);
+            format!(
+                "{sign}{}.{:0width$}",
+                magnitude / divisor,
+                magnitude % divisor,
+                width = scale as usize
+            )
+        }
+        let edges =
+            [i128::from(i64::MAX), i128::from(i64::MIN), 0, 1, 10, 1_000_000_000_000_000_000];
+        let mut units: Vec<i128> = Vec::new();
+        for edge in edges {
+            for delta in [-11i128, -10, -1, 0, 1, 10, 11] {
+                units.extend(edge.checked_add(delta));
+                units.extend(edge.checked_mul(10).and_then(|big| big.checked_add(delta)));
+            }
+        }
+        units.extend([123_456_700, -98_765_000_000, i128::MAX, i128::MIN + 1]);
+        for &value in &units {
+            for scale in [0, 1, 2, 3, 8, 17, 18, 19, 20, 38] {
+                let decimal = Decimal::from_units(value, scale);
+                let (mantissa, normalised_scale) = reference_from_units(value, scale);
+                assert_eq!(
+                    (decimal.mantissa(), decimal.scale()),
+                    (mantissa, normalised_scale),
+                    "{value} at {scale}"
+                );
+                assert_eq!(
+                    decimal.to_string(),
+                    reference_display(mantissa, normalised_scale),
+                    "{value} at {scale}"
+                );
+            }
+        }
     }
 }

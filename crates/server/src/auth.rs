@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use axum::http::{HeaderMap, StatusCode};
 use bourse_protocol::signing::{signing_message, KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use rustc_hash::FxHashMap;
 
 use crate::error::ApiError;
 use crate::keys::{KeyRecord, KeyStore, Role};
@@ -72,7 +73,9 @@ pub struct Authenticator {
     requests_burst: f64,
     /// Signatures accepted within the window, with when they may be forgotten.
     seen: Mutex<SeenSignatures>,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    /// By key id: only ids of keys that exist get a bucket, so the fast hash is safe (it
+    /// runs for every request).
+    buckets: Mutex<FxHashMap<String, Bucket>>,
 }
 
 #[derive(Default)]
@@ -97,7 +100,7 @@ impl Authenticator {
             requests_per_second: f64::from(requests_per_second.max(1)),
             requests_burst: f64::from(requests_burst.max(1)),
             seen: Mutex::new(SeenSignatures::default()),
-            buckets: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(FxHashMap::default()),
         }
     }
 

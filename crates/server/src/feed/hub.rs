@@ -12,7 +12,6 @@
 //! events without knowing. The market-data feed's channels (`bbo`, `l3`, `candles`)
 //! are the publisher's (`md`), not the hub's.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +20,9 @@ use bourse_core::event::BookNote;
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
 use bourse_core::{Event, Side};
 use bourse_engine::{Outcome, Released};
+// The hub's tables are keyed by the engine's own ids and channels, never by a name a
+// client chose: the fast hash is safe here, and it runs several times per event.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -102,11 +104,11 @@ impl Hub {
             services.metrics.commands.get_or_create(&ResultLabels { result }).clone()
         };
         Hub {
-            subscribers: HashMap::new(),
-            seqs: HashMap::new(),
-            books: HashMap::new(),
-            balances: HashMap::new(),
-            positions: HashMap::new(),
+            subscribers: HashMap::default(),
+            seqs: HashMap::default(),
+            books: HashMap::default(),
+            balances: HashMap::default(),
+            positions: HashMap::default(),
             quotes: Quotes::default(),
             books_changed: false,
             overflowed,
@@ -285,6 +287,14 @@ impl Hub {
         self.subscribers.contains_key(channel)
     }
 
+    /// Notes that `account`'s order `id` changed, when someone follows the account's
+    /// orders (`publish_orders` reads only those): no copy of the id otherwise.
+    fn touch_order(&self, touched: &mut Touched, account: AccountId, id: &ClientOrderId) {
+        if self.has(&Channel::Orders(account)) {
+            touched.orders.insert((account, id.clone()));
+        }
+    }
+
     /// Sends JSON `message` on `channel` with the channel's next number.
     fn publish(&mut self, channel: Channel, message: Value) {
         let name = channel.name();
@@ -343,7 +353,7 @@ impl Hub {
             // traded).
             for note in &released.notes {
                 if let BookNote::Rested { account, id, .. } = note {
-                    touched.orders.insert((*account, id.clone()));
+                    self.touch_order(&mut touched, *account, id);
                 }
             }
         }
@@ -453,7 +463,7 @@ impl Hub {
                         false,
                     ),
                 ] {
-                    touched.orders.insert((account, client_id.clone()));
+                    self.touch_order(touched, account, client_id);
                     touched.accounts.insert(account);
                     if self.has(&Channel::Fills(account)) {
                         let fill = FillMessage {
@@ -478,7 +488,7 @@ impl Hub {
                 }
             }
             Event::Done { account, id, .. } | Event::Amended { account, id, .. } => {
-                touched.orders.insert((*account, id.clone()));
+                self.touch_order(touched, *account, id);
                 touched.accounts.insert(*account);
             }
             // An order, cancel, amend or liquidation: its account's balances moved (its
