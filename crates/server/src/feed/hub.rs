@@ -596,12 +596,8 @@ impl Hub {
 
     /// The records of the orders this release changed, for accounts that follow them.
     async fn publish_orders(&mut self, reference: &Arc<Reference>, touched: &Touched) {
-        let wanted: Vec<(AccountId, ClientOrderId)> = touched
-            .orders
-            .iter()
-            .filter(|(account, _)| self.has(&Channel::Orders(*account)))
-            .cloned()
-            .collect();
+        // Only followed accounts' orders are touched (`touch_order`).
+        let wanted: Vec<(AccountId, ClientOrderId)> = touched.orders.iter().cloned().collect();
         if wanted.is_empty() {
             return;
         }
