@@ -4,13 +4,15 @@
 //! self-trade prevention). It knows nothing about money: what an order holds and what a
 //! fill moves between accounts is the business of the account kind (`spot`), reached
 //! through the `MatchHandler` the caller passes in. It must never allocate per order on
-//! the hot path: orders and price levels live in slabs, and each side's levels form an
-//! intrusive treap inside the level slab (priorities are a fixed hash of the price, so
-//! the shape is deterministic).
+//! the hot path: orders live in a slab; each side's levels near the market are held in
+//! place in a price window (a level there is an array entry and a bit: creating or
+//! dropping one allocates nothing and walks nothing), and the rare levels beyond it live
+//! in a slab as an intrusive treap (priorities are a fixed hash of the price, so the
+//! shape is deterministic).
 //!
-//! Costs: cancel by slot is O(1) (plus O(log levels) when it empties a level); the best
-//! price is cached, O(1); adding to an existing level is O(log levels); a match step is
-//! O(1) per order filled.
+//! Costs: cancel by slot is O(1) (plus a bitmap scan, or O(log levels) beyond the
+//! window, when it empties the best level); the best price is cached, O(1); adding to a
+//! level in the window is O(1); a match step is O(1) per order filled.
 
 use crate::command::{Offset, Side, StpMode};
 use crate::event::DoneReason;
@@ -19,11 +21,62 @@ use crate::num::{Price, Qty};
 use rustc_hash::FxHashMap;
 
 use crate::prefetch::prefetch;
-use crate::price_window::PriceWindow;
+use crate::price_window::{LevelQueue, PriceWindow, WINDOW_KEYS};
 use crate::slab::Slab;
 
 /// Marks "no slot" in the intrusive links.
 const NIL: u32 = u32::MAX;
+
+/// Where a level's queue is: an offset in its side's window, or a slot of the level
+/// slab (a level beyond the window). Orders carry one, so that taking an order off its
+/// level finds the level without a search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LevelRef(u32);
+
+/// Where a `LevelRef` points, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LevelPlace {
+    Nowhere,
+    Window(u32),
+    Pool(u32),
+}
+
+impl LevelRef {
+    const NONE: LevelRef = LevelRef(NIL);
+    /// Set on a window offset; level slab slots stay below it.
+    const IN_WINDOW: u32 = 1 << 31;
+
+    #[inline]
+    fn window(offset: u32) -> LevelRef {
+        debug_assert!(offset < Self::IN_WINDOW);
+        LevelRef(offset | Self::IN_WINDOW)
+    }
+
+    #[inline]
+    fn pool(slot: u32) -> LevelRef {
+        assert!(slot < Self::IN_WINDOW, "level slab slots stay below 2^31");
+        LevelRef(slot)
+    }
+
+    #[inline]
+    fn is_none(self) -> bool {
+        self == LevelRef::NONE
+    }
+
+    #[inline]
+    fn place(self) -> LevelPlace {
+        if self.is_none() {
+            LevelPlace::Nowhere
+        } else if self.0 & Self::IN_WINDOW != 0 {
+            LevelPlace::Window(self.0 & !Self::IN_WINDOW)
+        } else {
+            LevelPlace::Pool(self.0)
+        }
+    }
+}
+
+// A window offset with its tag is never `NONE`.
+const _: () = assert!((crate::price_window::WINDOW_KEYS as u32 - 1) | LevelRef::IN_WINDOW != NIL);
 
 /// Initial sizes of a book's pools; both grow in chunks beyond them.
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +109,7 @@ pub struct RestingOrder {
     pub good_for_day: bool,
     previous: u32,
     next: u32,
-    level: u32,
+    level: LevelRef,
 }
 
 impl RestingOrder {
@@ -75,7 +128,7 @@ impl RestingOrder {
             good_for_day: false,
             previous: NIL,
             next: NIL,
-            level: NIL,
+            level: LevelRef::NONE,
         }
     }
 }
@@ -95,57 +148,58 @@ pub struct NewRestingOrder {
     pub good_for_day: bool,
 }
 
-/// All orders at one price on one side, in arrival order, and their treap links.
+/// A level beyond the window: its queue, its key and its treap links.
 #[derive(Clone, Debug)]
-struct Level {
+struct PooledLevel {
     /// The side-normalised sort key: smaller is better (`-price` for bids).
     key: i64,
-    price: Price,
     tree_priority: u64,
     left: u32,
     right: u32,
-    head: u32,
-    tail: u32,
-    total_qty: Qty,
-    order_count: u32,
+    queue: LevelQueue,
 }
 
-impl Level {
-    /// Hint: the fields that queueing or dequeuing an order changes.
-    #[inline]
-    fn prefetch_queue(&self) {
-        prefetch(&self.head);
-        prefetch(&self.order_count);
-    }
-
+impl PooledLevel {
     /// What fills a slot that holds no level.
-    fn vacant() -> Level {
-        Level {
+    fn vacant() -> PooledLevel {
+        PooledLevel {
             key: 0,
-            price: Price::ZERO,
             tree_priority: 0,
             left: NIL,
             right: NIL,
-            head: NIL,
-            tail: NIL,
-            total_qty: Qty::ZERO,
-            order_count: 0,
+            queue: LevelQueue::default(),
         }
     }
 }
 
-/// One side's levels: those near the market in a bitmap window (created around the
-/// side's first level, moved when the side empties), the others in a treap, and the
-/// cached best level.
+/// One side's levels: those near the market held in a window (placed around the side's
+/// first level, moved when the side empties), the others in a treap, and the cached
+/// best level.
 struct BookSide {
-    window: Option<PriceWindow>,
+    window: PriceWindow,
     root: u32,
-    best: u32,
+    best: LevelRef,
+    /// The side key of `best` (meaningless while `best` is `NONE`).
+    best_key: i64,
 }
 
 impl BookSide {
     fn empty() -> BookSide {
-        BookSide { window: None, root: NIL, best: NIL }
+        BookSide {
+            window: PriceWindow::centered_on(0),
+            root: NIL,
+            best: LevelRef::NONE,
+            best_key: 0,
+        }
+    }
+
+    /// Makes the level at `key` the best if it is better than the best.
+    #[inline]
+    fn offer_best(&mut self, level: LevelRef, key: i64) {
+        if self.best.is_none() || key < self.best_key {
+            self.best = level;
+            self.best_key = key;
+        }
     }
 }
 
@@ -214,7 +268,8 @@ impl<'book> Iterator for LevelOrders<'book> {
 
 pub struct OrderBook {
     orders: Slab<RestingOrder>,
-    levels: Slab<Level>,
+    /// The levels beyond the windows.
+    levels: Slab<PooledLevel>,
     /// The levels beyond the windows, by side key (bid keys are negative, ask keys
     /// positive, so one map serves both sides): finding one is O(1); the treaps are only
     /// walked to create or drop one.
@@ -240,6 +295,15 @@ fn side_key(side: Side, price: Price) -> i64 {
     }
 }
 
+/// The price of side key `key` (the inverse of `side_key`).
+#[inline]
+fn key_price(side: Side, key: i64) -> Price {
+    match side {
+        Side::Buy => Price(-key),
+        Side::Sell => Price(key),
+    }
+}
+
 /// A fixed mix of the key (splitmix64), used as the treap priority: deterministic, and
 /// as good as random for any order flow that does not target the hash.
 fn tree_priority(key: i64) -> u64 {
@@ -253,7 +317,7 @@ impl OrderBook {
     pub fn new(capacity: BookCapacity) -> OrderBook {
         OrderBook {
             orders: Slab::with_capacity(capacity.orders, RestingOrder::vacant()),
-            levels: Slab::with_capacity(capacity.levels, Level::vacant()),
+            levels: Slab::with_capacity(capacity.levels, PooledLevel::vacant()),
             level_by_key: FxHashMap::with_capacity_and_hasher(capacity.levels, Default::default()),
             bids: BookSide::empty(),
             asks: BookSide::empty(),
@@ -279,14 +343,92 @@ impl OrderBook {
     }
 
     pub fn level_count(&self) -> usize {
-        self.levels.len()
+        self.levels.len() + self.bids.window.len() + self.asks.window.len()
+    }
+
+    // ----- levels by reference: in the window or in the slab -----
+
+    /// The queue of the level at `level` on `side`, which must exist.
+    #[inline]
+    fn queue(&self, side: Side, level: LevelRef) -> LevelQueue {
+        match level.place() {
+            LevelPlace::Window(offset) => self.book_side(side).window.queue(offset),
+            LevelPlace::Pool(slot) => self.levels.get(slot).queue,
+            LevelPlace::Nowhere => unreachable!("the queue of no level"),
+        }
+    }
+
+    /// Changes the queue of the level at `level` on `side`, which must exist.
+    #[inline]
+    fn update_queue<R>(
+        &mut self,
+        side: Side,
+        level: LevelRef,
+        change: impl FnOnce(&mut LevelQueue) -> R,
+    ) -> R {
+        match level.place() {
+            LevelPlace::Window(offset) => {
+                let window = &mut self.book_side_mut(side).window;
+                let mut queue = window.queue(offset);
+                let result = change(&mut queue);
+                window.set_queue(offset, queue);
+                result
+            }
+            LevelPlace::Pool(slot) => change(&mut self.levels.get_mut(slot).queue),
+            LevelPlace::Nowhere => unreachable!("the queue of no level"),
+        }
+    }
+
+    /// The side key of the level at `level` on `side`, which must exist.
+    #[inline]
+    fn level_key(&self, side: Side, level: LevelRef) -> i64 {
+        match level.place() {
+            LevelPlace::Window(offset) => self.book_side(side).window.key_at_offset(offset),
+            LevelPlace::Pool(slot) => self.levels.get(slot).key,
+            LevelPlace::Nowhere => unreachable!("the key of no level"),
+        }
+    }
+
+    #[inline]
+    fn level_price(&self, side: Side, level: LevelRef) -> Price {
+        key_price(side, self.level_key(side, level))
+    }
+
+    /// The queue of `level` on `side` if it names a place that exists: for cache hints,
+    /// which may hold a stale reference.
+    #[inline]
+    fn try_queue(&self, side: Side, level: LevelRef) -> Option<(i64, LevelQueue)> {
+        match level.place() {
+            LevelPlace::Window(offset) if (offset as usize) < WINDOW_KEYS => {
+                let window = &self.book_side(side).window;
+                Some((window.key_at_offset(offset), window.queue(offset)))
+            }
+            LevelPlace::Pool(slot) => {
+                self.levels.try_get(slot).map(|level| (level.key, level.queue))
+            }
+            _ => None,
+        }
+    }
+
+    /// Hint: the queue of `level` on `side`. Never panics.
+    #[inline]
+    fn prefetch_queue(&self, side: Side, level: LevelRef) {
+        match level.place() {
+            LevelPlace::Window(offset) => self.book_side(side).window.prefetch_queue(offset),
+            LevelPlace::Pool(slot) => {
+                if let Some(level) = self.levels.try_get(slot) {
+                    prefetch(&level.queue);
+                }
+            }
+            LevelPlace::Nowhere => {}
+        }
     }
 
     /// The best price resting on `side`, O(1).
     #[inline]
     pub fn best_price(&self, side: Side) -> Option<Price> {
-        let best = self.book_side(side).best;
-        (best != NIL).then(|| self.levels.get(best).price)
+        let book_side = self.book_side(side);
+        (!book_side.best.is_none()).then(|| key_price(side, book_side.best_key))
     }
 
     /// Would an order on `side` at `limit` trade on arrival with anything resting?
@@ -326,50 +468,49 @@ impl OrderBook {
         if let Some(next) = self.orders.try_get(order.next) {
             prefetch(&next.previous);
         }
-        if let Some(level) = self.levels.try_get(order.level) {
-            level.prefetch_queue();
-        }
+        self.prefetch_queue(order.side, order.level);
         Some(order.side)
     }
 
-    /// Hint: the window entry that locates the level for `price` on `side`, and the
-    /// best level of the other side, which an order at `price` is checked against.
+    /// Hint: the window entry that holds the level for `price` on `side`, and the best
+    /// level of the other side, which an order at `price` is checked against.
     #[inline]
     pub(crate) fn prefetch_level_lookup(&self, side: Side, price: Option<Price>) {
-        let window = self.book_side(side).window.as_ref();
-        let entry =
-            window.zip(price).and_then(|(window, price)| window.entry(side_key(side, price)));
-        if let Some(entry) = entry {
-            prefetch(entry);
+        let window = &self.book_side(side).window;
+        if let Some(offset) = price.and_then(|price| window.offset(side_key(side, price))) {
+            window.prefetch_queue(offset);
         }
-        if let Some(best) = self.levels.try_get(self.book_side(side.opposite()).best) {
-            prefetch(best);
-        }
+        self.prefetch_queue(side.opposite(), self.book_side(side.opposite()).best);
     }
 
-    /// Hint: the level for `price` on `side`, or the slot a new level would take.
-    /// Reads the window entry; returns the level's slot if it exists.
+    /// Hint: the level for `price` on `side`, or where a new one would go. Returns the
+    /// level if it exists.
     #[inline]
-    pub(crate) fn prefetch_level(&self, side: Side, price: Price) -> Option<u32> {
-        let found = self.find_level(side, side_key(side, price));
-        match found.and_then(|slot| self.levels.try_get(slot)) {
-            Some(level) => level.prefetch_queue(),
+    pub(crate) fn prefetch_level(&self, side: Side, price: Price) -> Option<LevelRef> {
+        let key = side_key(side, price);
+        let window = &self.book_side(side).window;
+        match window.offset(key) {
+            Some(offset) => {
+                window.prefetch_queue(offset);
+                window.is_occupied(offset).then_some(LevelRef::window(offset))
+            }
             None => {
-                let vacant = self.levels.next_slot().and_then(|slot| self.levels.try_get(slot));
-                if let Some(vacant) = vacant {
-                    prefetch(vacant);
-                }
+                let slot = self.level_by_key.get(&key).copied()?;
+                let level = LevelRef::pool(slot);
+                self.prefetch_queue(side, level);
+                Some(level)
             }
         }
-        found
     }
 
-    /// Hint: the link of the last order of level `level_slot`, which a new order there
-    /// is linked behind. Reads the level.
+    /// Hint: the link of the last order of `level` on `side`, which a new order there is
+    /// linked behind. Reads the level.
     #[inline]
-    pub(crate) fn prefetch_tail_link(&self, level_slot: u32) {
-        let tail =
-            self.levels.try_get(level_slot).and_then(|level| self.orders.try_get(level.tail));
+    pub(crate) fn prefetch_tail_link(&self, side: Side, level: LevelRef) {
+        let tail = self
+            .try_queue(side, level)
+            .filter(|(_, queue)| queue.order_count > 0)
+            .and_then(|(_, queue)| self.orders.try_get(queue.tail));
         if let Some(tail) = tail {
             prefetch(&tail.next);
         }
@@ -387,8 +528,9 @@ impl OrderBook {
     /// any. Reads the other side's best level.
     #[inline]
     pub(crate) fn first_maker(&self, taker_side: Side, limit: Price) -> Option<u32> {
-        let level = self.levels.try_get(self.book_side(taker_side.opposite()).best)?;
-        crosses(taker_side, limit, level.price).then_some(level.head)
+        let maker_side = taker_side.opposite();
+        let (key, queue) = self.try_queue(maker_side, self.book_side(maker_side).best)?;
+        crosses(taker_side, limit, key_price(maker_side, key)).then_some(queue.head)
     }
 
     /// The order such a taker would trade with after the one at `maker`, if any. Reads
@@ -398,9 +540,11 @@ impl OrderBook {
         if maker.next != NIL {
             return Some(maker.next);
         }
-        let level = self.levels.try_get(maker.level)?;
-        let next_level = self.levels.try_get(self.next_level(taker_side.opposite(), level.key))?;
-        crosses(taker_side, limit, next_level.price).then_some(next_level.head)
+        let maker_side = taker_side.opposite();
+        let (key, _) = self.try_queue(maker_side, maker.level)?;
+        let (next_key, next_queue) =
+            self.try_queue(maker_side, self.next_level(maker_side, key))?;
+        crosses(taker_side, limit, key_price(maker_side, next_key)).then_some(next_queue.head)
     }
 
     /// Rests an order at the back of its price level and returns its slot.
@@ -418,7 +562,7 @@ impl OrderBook {
             good_for_day: new_order.good_for_day,
             previous: NIL,
             next: NIL,
-            level: NIL,
+            level: LevelRef::NONE,
         });
         self.attach(slot, new_order.price, new_order.remaining, new_order.filled);
         slot
@@ -429,27 +573,51 @@ impl OrderBook {
         let side = self.orders.get(slot).side;
         debug_assert!(remaining.0 > 0 && price.0 > 0);
         debug_assert!(!self.would_cross(side, price));
-        let level_slot = self.level_for_insert(side, price);
-        // Each record is looked up once: the level, the previous tail, the order.
-        let level = self.levels.get_mut(level_slot);
-        let previous_tail = level.tail;
-        level.tail = slot;
-        if previous_tail == NIL {
-            level.head = slot;
+        let key = side_key(side, price);
+        let book_side = self.book_side_mut(side);
+        if book_side.best.is_none() && !book_side.window.covers(key) {
+            book_side.window.recenter(key);
         }
-        level.total_qty += remaining;
-        level.order_count += 1;
+        let join = |queue: &mut LevelQueue| {
+            let previous_tail = if queue.order_count == 0 { NIL } else { queue.tail };
+            if previous_tail == NIL {
+                queue.head = slot;
+            }
+            queue.tail = slot;
+            queue.total_qty += remaining;
+            queue.order_count += 1;
+            previous_tail
+        };
+        // Near the market (nearly always) the level is the window entry itself: it is
+        // read, created if empty, and written back in one place.
+        let (level, previous_tail) = match book_side.window.offset(key) {
+            Some(offset) => {
+                let level = LevelRef::window(offset);
+                let mut queue = book_side.window.queue(offset);
+                if queue.order_count == 0 {
+                    book_side.window.occupy(offset);
+                    book_side.offer_best(level, key);
+                }
+                let previous_tail = join(&mut queue);
+                book_side.window.set_queue(offset, queue);
+                (level, previous_tail)
+            }
+            None => {
+                let level = self.pooled_level_for_insert(side, key);
+                (level, self.update_queue(side, level, join))
+            }
+        };
         if previous_tail != NIL {
             self.orders.get_mut(previous_tail).next = slot;
         }
         let order = self.orders.get_mut(slot);
-        debug_assert!(order.level == NIL, "attach of an order already on the book");
+        debug_assert!(order.level.is_none(), "attach of an order already on the book");
         order.price = price;
         order.remaining = remaining;
         order.filled = filled;
         order.previous = previous_tail;
         order.next = NIL;
-        order.level = level_slot;
+        order.level = level;
     }
 
     /// Takes an order off the book and frees its slot. The returned view stays valid
@@ -465,28 +633,30 @@ impl OrderBook {
     pub fn detach(&mut self, slot: u32) -> &RestingOrder {
         // Each record is looked up once: the order, its neighbours, its level.
         let order = self.orders.get_mut(slot);
-        let (previous, next, level_slot, remaining, side) =
+        let (previous, next, level, remaining, side) =
             (order.previous, order.next, order.level, order.remaining, order.side);
-        debug_assert!(level_slot != NIL, "detach of an order not on the book");
-        order.level = NIL;
+        debug_assert!(!level.is_none(), "detach of an order not on the book");
+        order.level = LevelRef::NONE;
         if previous != NIL {
             self.orders.get_mut(previous).next = next;
         }
         if next != NIL {
             self.orders.get_mut(next).previous = previous;
         }
-        let level = self.levels.get_mut(level_slot);
-        if previous == NIL {
-            level.head = next;
-        }
-        if next == NIL {
-            level.tail = previous;
-        }
-        level.total_qty -= remaining;
-        level.order_count -= 1;
-        if level.order_count == 0 {
-            debug_assert!(level.total_qty.is_zero());
-            self.remove_level(side, level_slot);
+        let level_is_empty = self.update_queue(side, level, |queue| {
+            if previous == NIL {
+                queue.head = next;
+            }
+            if next == NIL {
+                queue.tail = previous;
+            }
+            queue.total_qty -= remaining;
+            queue.order_count -= 1;
+            debug_assert!(queue.order_count > 0 || queue.total_qty.is_zero());
+            queue.order_count == 0
+        });
+        if level_is_empty {
+            self.remove_level(side, level);
         }
         self.orders.get(slot)
     }
@@ -501,7 +671,7 @@ impl OrderBook {
 
     /// Frees the slot of a detached order that will not come back.
     pub fn free_detached(&mut self, slot: u32) {
-        debug_assert!(self.orders.get(slot).level == NIL);
+        debug_assert!(self.orders.get(slot).level.is_none());
         self.orders.remove(slot);
     }
 
@@ -511,23 +681,24 @@ impl OrderBook {
         debug_assert!(new_remaining.0 > 0 && new_remaining <= order.remaining);
         let decrease = order.remaining - new_remaining;
         order.remaining = new_remaining;
-        let level_slot = order.level;
-        self.levels.get_mut(level_slot).total_qty -= decrease;
+        let (side, level) = (order.side, order.level);
+        self.update_queue(side, level, |queue| queue.total_qty -= decrease);
     }
 
     /// Fill-or-kill pre-check: could `taker` execute its whole quantity now? Counts
     /// resting orders at acceptable prices in priority order; own orders stop the count
     /// (`cancel_taker`, `cancel_both`), are skipped (`cancel_maker`) or count (`none`).
     pub fn can_fill_completely(&self, taker: &Taker) -> bool {
+        let maker_side = taker.side.opposite();
         let mut needed = taker.remaining;
-        let mut level_slot = self.book_side(taker.side.opposite()).best;
-        while level_slot != NIL {
-            let level = self.levels.get(level_slot);
-            if !crosses(taker.side, taker.limit, level.price) {
+        let mut level = self.book_side(maker_side).best;
+        while !level.is_none() {
+            let key = self.level_key(maker_side, level);
+            if !crosses(taker.side, taker.limit, key_price(maker_side, key)) {
                 return false;
             }
-            let mut order_slot = level.head;
-            while order_slot != NIL {
+            let mut order_slot = self.queue(maker_side, level).head;
+            for _ in 0..self.queue(maker_side, level).order_count {
                 let order = self.orders.get(order_slot);
                 let own = order.account == taker.account;
                 match taker.stp {
@@ -542,7 +713,7 @@ impl OrderBook {
                 }
                 order_slot = order.next;
             }
-            level_slot = self.next_level(taker.side.opposite(), level.key);
+            level = self.next_level(maker_side, key);
         }
         false
     }
@@ -556,16 +727,15 @@ impl OrderBook {
             if taker.remaining.is_zero() {
                 return MatchEnd::Filled;
             }
-            let level_slot = self.book_side(maker_side).best;
-            if level_slot == NIL {
+            let best = self.book_side(maker_side);
+            let (level, price) = (best.best, key_price(maker_side, best.best_key));
+            if level.is_none() {
                 return MatchEnd::NoMoreCrossing;
             }
-            let level = self.levels.get(level_slot);
-            let price = level.price;
             if !crosses(taker.side, taker.limit, price) {
                 return MatchEnd::NoMoreCrossing;
             }
-            let maker_slot = level.head;
+            let maker_slot = self.queue(maker_side, level).head;
             let maker = self.orders.get(maker_slot);
             if maker.account == taker.account {
                 match taker.stp {
@@ -586,7 +756,7 @@ impl OrderBook {
             }
             let qty = taker.remaining.min(maker.remaining);
             taker.remaining -= qty;
-            self.levels.get_mut(level_slot).total_qty -= qty;
+            self.update_queue(maker_side, level, |queue| queue.total_qty -= qty);
             let maker = self.orders.get_mut(maker_slot);
             maker.remaining -= qty;
             maker.filled += qty;
@@ -605,9 +775,10 @@ impl OrderBook {
         side: Side,
         mut visit: impl FnMut(&'book RestingOrder),
     ) {
-        self.for_each_level_slot(side, |book, level_slot| {
-            let mut order_slot = book.levels.get(level_slot).head;
-            while order_slot != NIL {
+        self.for_each_level_ref(side, |book, level| {
+            let queue = book.queue(side, level);
+            let mut order_slot = queue.head;
+            for _ in 0..queue.order_count {
                 let order = book.orders.get(order_slot);
                 visit(order);
                 order_slot = order.next;
@@ -623,30 +794,29 @@ impl OrderBook {
         side: Side,
         mut visit: impl FnMut(LevelSummary, LevelOrders<'book>),
     ) {
-        self.for_each_level_slot(side, |book, level_slot| {
-            let level = book.levels.get(level_slot);
-            let summary = LevelSummary {
-                price: level.price,
-                total_qty: level.total_qty,
-                order_count: level.order_count,
-            };
-            visit(summary, LevelOrders { book, next: level.head });
+        self.for_each_level_ref(side, |book, level| {
+            let summary = book.level_summary(side, level);
+            visit(summary, LevelOrders { book, next: book.queue(side, level).head });
         });
+    }
+
+    fn level_summary(&self, side: Side, level: LevelRef) -> LevelSummary {
+        let queue = self.queue(side, level);
+        LevelSummary {
+            price: self.level_price(side, level),
+            total_qty: queue.total_qty,
+            order_count: queue.order_count,
+        }
     }
 
     /// The best `max_levels` levels of `side`, best first: what a depth feed reads, in
     /// time proportional to what it returns, however deep the book.
     pub fn top_levels(&self, side: Side, max_levels: usize) -> Vec<LevelSummary> {
         let mut summaries = Vec::with_capacity(max_levels.min(1024));
-        let mut level_slot = self.book_side(side).best;
-        while level_slot != NIL && summaries.len() < max_levels {
-            let level = self.levels.get(level_slot);
-            summaries.push(LevelSummary {
-                price: level.price,
-                total_qty: level.total_qty,
-                order_count: level.order_count,
-            });
-            level_slot = self.next_level(side, level.key);
+        let mut level = self.book_side(side).best;
+        while !level.is_none() && summaries.len() < max_levels {
+            summaries.push(self.level_summary(side, level));
+            level = self.next_level(side, self.level_key(side, level));
         }
         summaries
     }
@@ -654,26 +824,21 @@ impl OrderBook {
     /// Aggregated depth of `side`, best first.
     pub fn levels(&self, side: Side) -> Vec<LevelSummary> {
         let mut summaries = Vec::new();
-        self.for_each_level_slot(side, |book, level_slot| {
-            let level = book.levels.get(level_slot);
-            summaries.push(LevelSummary {
-                price: level.price,
-                total_qty: level.total_qty,
-                order_count: level.order_count,
-            });
+        self.for_each_level_ref(side, |book, level| {
+            summaries.push(book.level_summary(side, level));
         });
         summaries
     }
 
-    fn for_each_level_slot<'book>(
+    fn for_each_level_ref<'book>(
         &'book self,
         side: Side,
-        mut visit: impl FnMut(&'book OrderBook, u32),
+        mut visit: impl FnMut(&'book OrderBook, LevelRef),
     ) {
-        let mut level_slot = self.book_side(side).best;
-        while level_slot != NIL {
-            visit(self, level_slot);
-            level_slot = self.next_level(side, self.levels.get(level_slot).key);
+        let mut level = self.book_side(side).best;
+        while !level.is_none() {
+            visit(self, level);
+            level = self.next_level(side, self.level_key(side, level));
         }
     }
 
@@ -689,40 +854,38 @@ impl OrderBook {
         for side in [Side::Buy, Side::Sell] {
             let mut previous_key = None;
             let mut problem = None;
-            self.for_each_level_slot(side, |book, level_slot| {
+            self.for_each_level_ref(side, |book, level| {
                 levels_seen += 1;
-                let level = book.levels.get(level_slot);
-                if previous_key.is_some_and(|key| key >= level.key) {
-                    problem = Some(format!("levels out of order at price {}", level.price.0));
+                let key = book.level_key(side, level);
+                let price = key_price(side, key);
+                if previous_key.is_some_and(|previous| previous >= key) {
+                    problem = Some(format!("levels out of order at price {}", price.0));
                 }
-                previous_key = Some(level.key);
+                previous_key = Some(key);
+                let queue = book.queue(side, level);
                 let (mut total, mut count, mut slot, mut previous) =
-                    (Qty::ZERO, 0u32, level.head, NIL);
-                while slot != NIL {
-                    let order = book.orders.get(slot);
-                    if order.level != level_slot
+                    (Qty::ZERO, 0u32, queue.head, NIL);
+                while count < queue.order_count {
+                    let Some(order) = book.orders.try_get(slot) else {
+                        problem = Some(format!("level {} links past the pool", price.0));
+                        break;
+                    };
+                    if order.level != level
                         || order.previous != previous
-                        || order.price != level.price
+                        || order.price != price
                         || order.side != side
                         || order.remaining.0 <= 0
                     {
-                        problem = Some(format!(
-                            "order {} misplaced at price {}",
-                            order.id, level.price.0
-                        ));
+                        problem =
+                            Some(format!("order {} misplaced at price {}", order.id, price.0));
                     }
                     total += order.remaining;
                     count += 1;
                     previous = slot;
                     slot = order.next;
                 }
-                if level.tail != previous
-                    || total != level.total_qty
-                    || count != level.order_count
-                    || count == 0
-                {
-                    problem =
-                        Some(format!("level {} totals disagree with its orders", level.price.0));
+                if slot != NIL || queue.tail != previous || total != queue.total_qty || count == 0 {
+                    problem = Some(format!("level {} totals disagree with its orders", price.0));
                 }
                 orders_seen += count as usize;
             });
@@ -731,119 +894,87 @@ impl OrderBook {
             }
             let book_side = self.book_side(side);
             let window_first =
-                book_side.window.as_ref().and_then(|window| window.first_at_or_after(i64::MIN));
+                book_side.window.first_offset_at_or_after(i64::MIN).map(LevelRef::window);
             let tree_first = self.leftmost(book_side.root);
-            let window_first = window_first.map_or(NIL, |key| self.level_at(side, key));
-            let first = self.better_level(window_first, tree_first);
-            if first != book_side.best {
+            let tree_first = (tree_first != NIL).then(|| LevelRef::pool(tree_first));
+            let first = match (window_first, tree_first) {
+                (Some(window), Some(tree)) => self.better_level(side, window, tree),
+                (first, None) | (None, first) => first.unwrap_or(LevelRef::NONE),
+            };
+            if first != book_side.best
+                || (!first.is_none() && self.level_key(side, first) != book_side.best_key)
+            {
                 return Err("cached best level is not the best".to_string());
             }
         }
         if orders_seen != self.orders.len()
-            || levels_seen != self.levels.len()
-            || levels_seen != self.level_by_key.len() + self.window_levels()
+            || levels_seen != self.level_count()
+            || self.levels.len() != self.level_by_key.len()
         {
             return Err("slab counts disagree with the book".to_string());
         }
         Ok(())
     }
 
-    // ----- price levels: a bitmap window near the market, a treap beyond it -----
+    // ----- price levels: held in a window near the market, a treap beyond it -----
 
-    fn level_for_insert(&mut self, side: Side, price: Price) -> u32 {
-        let key = side_key(side, price);
-        if let Some(level_slot) = self.find_level(side, key) {
-            return level_slot;
+    /// The level beyond the window at `key` on `side`, created empty (and made the best
+    /// if it is) when there is none.
+    fn pooled_level_for_insert(&mut self, side: Side, key: i64) -> LevelRef {
+        if let Some(&slot) = self.level_by_key.get(&key) {
+            return LevelRef::pool(slot);
         }
-        let level_slot = self.levels.insert(Level {
+        let level = self.pooled_level_insert(side, key);
+        self.book_side_mut(side).offer_best(level, key);
+        level
+    }
+
+    /// Creates an empty level beyond the window at `key`.
+    fn pooled_level_insert(&mut self, side: Side, key: i64) -> LevelRef {
+        let slot = self.levels.insert(PooledLevel {
             key,
-            price,
             tree_priority: tree_priority(key),
             left: NIL,
             right: NIL,
-            head: NIL,
-            tail: NIL,
-            total_qty: Qty::ZERO,
-            order_count: 0,
+            queue: LevelQueue::default(),
         });
-        if !self.window_insert(side, key, level_slot) {
-            self.level_by_key.insert(key, level_slot);
-            let root = self.book_side(side).root;
-            let new_root = self.tree_insert(root, level_slot);
-            self.book_side_mut(side).root = new_root;
-        }
-        let best = self.book_side(side).best;
-        if best == NIL || key < self.levels.get(best).key {
-            self.book_side_mut(side).best = level_slot;
-        }
-        level_slot
+        self.level_by_key.insert(key, slot);
+        let root = self.book_side(side).root;
+        let new_root = self.tree_insert(root, slot);
+        self.book_side_mut(side).root = new_root;
+        LevelRef::pool(slot)
     }
 
-    /// Levels recorded in the two windows.
-    fn window_levels(&self) -> usize {
-        [&self.bids, &self.asks]
-            .iter()
-            .filter_map(|book_side| book_side.window.as_ref())
-            .map(|window| window.len())
-            .sum()
-    }
-
-    /// The existing level at `key`: in the window if it covers `key`, else in the map.
-    #[inline]
-    fn find_level(&self, side: Side, key: i64) -> Option<u32> {
-        match &self.book_side(side).window {
-            Some(window) if window.covers(key) => window.get(key),
-            _ => self.level_by_key.get(&key).copied(),
+    /// Of two levels of `side`, the one with the better (smaller) key.
+    fn better_level(&self, side: Side, first: LevelRef, second: LevelRef) -> LevelRef {
+        if self.level_key(side, first) <= self.level_key(side, second) {
+            first
+        } else {
+            second
         }
     }
 
-    /// Records a new level in the side's window if the window covers its key (placing
-    /// the window around it if the side has no levels); `false` if it does not.
-    fn window_insert(&mut self, side: Side, key: i64, level_slot: u32) -> bool {
-        let book_side = self.book_side_mut(side);
-        let side_is_empty = book_side.best == NIL;
-        let window = book_side.window.get_or_insert_with(|| PriceWindow::centered_on(key));
-        if side_is_empty && !window.covers(key) {
-            window.recenter(key);
-        }
-        if !window.covers(key) {
-            return false;
-        }
-        window.insert(key, level_slot);
-        true
-    }
-
-    /// The level slot of an existing key.
-    fn level_at(&self, side: Side, key: i64) -> u32 {
-        self.find_level(side, key).expect("every level is indexed by its key")
-    }
-
-    /// Of two level slots (either may be `NIL`), the one with the better (smaller) key.
-    fn better_level(&self, first: u32, second: u32) -> u32 {
-        match (first, second) {
-            (NIL, other) | (other, NIL) => other,
-            _ if self.levels.get(first).key <= self.levels.get(second).key => first,
-            _ => second,
-        }
-    }
-
-    fn remove_level(&mut self, side: Side, level_slot: u32) {
-        let key = self.levels.get(level_slot).key;
-        let window = self.book_side_mut(side).window.as_mut().filter(|window| window.covers(key));
-        match window {
-            Some(window) => window.remove(key),
-            None => {
+    /// Drops the empty level at `level` on `side`.
+    fn remove_level(&mut self, side: Side, level: LevelRef) {
+        let key = self.level_key(side, level);
+        match level.place() {
+            LevelPlace::Window(offset) => self.book_side_mut(side).window.vacate(offset),
+            LevelPlace::Pool(slot) => {
                 self.level_by_key.remove(&key);
                 let root = self.book_side(side).root;
                 let new_root = self.tree_remove(root, key);
                 self.book_side_mut(side).root = new_root;
+                self.levels.remove(slot);
             }
+            LevelPlace::Nowhere => unreachable!("removing no level"),
         }
-        if self.book_side(side).best == level_slot {
+        if self.book_side(side).best == level {
             let best = self.next_level(side, key);
-            self.book_side_mut(side).best = best;
+            let best_key = if best.is_none() { 0 } else { self.level_key(side, best) };
+            let book_side = self.book_side_mut(side);
+            book_side.best = best;
+            book_side.best_key = best_key;
         }
-        self.levels.remove(level_slot);
     }
 
     fn leftmost(&self, mut node: u32) -> u32 {
@@ -859,16 +990,20 @@ impl OrderBook {
         }
     }
 
-    /// The level after `key` in priority order (the smallest larger key), or `NIL`.
-    fn next_level(&self, side: Side, key: i64) -> u32 {
+    /// The level after `key` on `side` in priority order (the smallest larger key), or
+    /// `NONE`.
+    fn next_level(&self, side: Side, key: i64) -> LevelRef {
         let book_side = self.book_side(side);
-        let in_window = book_side
-            .window
-            .as_ref()
-            .zip(key.checked_add(1))
-            .and_then(|(window, next_key)| window.first_at_or_after(next_key))
-            .map_or(NIL, |next_key| self.level_at(side, next_key));
-        self.better_level(in_window, self.tree_successor(side, key))
+        let in_window = key
+            .checked_add(1)
+            .and_then(|next_key| book_side.window.first_offset_at_or_after(next_key))
+            .map(LevelRef::window);
+        let successor = self.tree_successor(side, key);
+        let in_tree = (successor != NIL).then(|| LevelRef::pool(successor));
+        match (in_window, in_tree) {
+            (Some(window), Some(tree)) => self.better_level(side, window, tree),
+            (next, None) | (None, next) => next.unwrap_or(LevelRef::NONE),
+        }
     }
 
     /// The treap's smallest key larger than `key`.

@@ -17,6 +17,7 @@
 //! Hints pay only when the state outgrows the caches, and cost instructions always;
 //! below `MIN_OPEN_ORDERS` open orders `Lookahead::hint` does nothing.
 
+use crate::book::LevelRef;
 use crate::command::{
     AccountRef, AmendCommand, Command, OrderCommand, OrderType, Side, TimeInForce,
 };
@@ -68,7 +69,7 @@ enum Found {
     /// ... then, for an amend to a new price, where the level for that price is found.
     NewPrice { instrument: InstrumentId, side: Side, price: Price },
     /// ... then that level.
-    Level { instrument: InstrumentId, level: u32 },
+    Level { instrument: InstrumentId, side: Side, level: LevelRef },
     /// A new order: its book and limit, its level if it may rest, and the next maker
     /// it would trade with.
     Taker {
@@ -77,7 +78,7 @@ enum Found {
         limit: Price,
         /// A GTC limit order: it may rest at `limit`.
         rests: bool,
-        level: Option<u32>,
+        level: Option<LevelRef>,
         maker: Option<u32>,
     },
 }
@@ -170,12 +171,12 @@ fn follow(exchange: &Exchange, found: Found, steps: usize, command: &Command<'_>
         }
         Found::NewPrice { instrument, side, price } => {
             match exchange.book(instrument).prefetch_level(side, price) {
-                Some(level) => Found::Level { instrument, level },
+                Some(level) => Found::Level { instrument, side, level },
                 None => Found::Nothing,
             }
         }
-        Found::Level { instrument, level } => {
-            exchange.book(instrument).prefetch_tail_link(level);
+        Found::Level { instrument, side, level } => {
+            exchange.book(instrument).prefetch_tail_link(side, level);
             Found::Nothing
         }
         Found::Taker { .. } => follow_taker(exchange, found, steps),
@@ -279,7 +280,7 @@ fn follow_taker(exchange: &Exchange, taker: Found, steps: usize) -> Found {
             }
             2 => {
                 if let Some(level) = level {
-                    book.prefetch_tail_link(level);
+                    book.prefetch_tail_link(side, level);
                 }
             }
             _ => {}
