@@ -1,18 +1,24 @@
-//! A pool of fixed-size slots addressed by `u32`, growing only in whole chunks.
+//! A pool of fixed-size slots addressed by `u32`: one block reserved up front, then
+//! whole chunks.
 //!
-//! Slots never move once handed out (chunks are separate allocations), so growth never
-//! copies existing entries and never stalls the hot path for a big reallocation. Freed
-//! slots go on a free list that is reserved in step with the chunks, so insert and
-//! remove never allocate except when a whole new chunk is added. Chunks are fixed-size
-//! arrays filled with a vacant value when added, so finding a slot is a shift, a mask
-//! and one bounds check (the offset is in range by construction).
+//! Slots never move once handed out (the block and the chunks are separate
+//! allocations), so growth never copies existing entries and never stalls the hot path
+//! for a big reallocation. Freed slots go on a free list that is reserved in step with
+//! the pool, so insert and remove never allocate except when a whole new chunk is added.
+//! The block holds the capacity the pool was made with (what a venue configures), so a
+//! slot there, the usual case, is found with one bounds check on one array; a slot in a
+//! later chunk with a subtraction, a shift and a mask besides. The block and the chunks
+//! are filled with a vacant value when allocated.
 
-/// Slots per chunk. A power of two, so that a slot splits into chunk and offset with a
-/// shift and a mask.
+/// Slots per chunk, and the unit the first block is rounded up to. A power of two, so
+/// that a slot beyond the block splits into chunk and offset with a shift and a mask.
 pub const CHUNK_SLOTS: usize = 1024;
 const CHUNK_SHIFT: u32 = CHUNK_SLOTS.trailing_zeros();
 
 pub struct Slab<T> {
+    /// Slots `0..first.len()`.
+    first: Box<[T]>,
+    /// Slot `first.len() + i * CHUNK_SLOTS + j` is `chunks[i][j]`.
     chunks: Vec<Box<[T; CHUNK_SLOTS]>>,
     free_slots: Vec<u32>,
     /// Slots handed out at least once; the ones above are untouched.
@@ -23,19 +29,20 @@ pub struct Slab<T> {
 }
 
 impl<T: Clone> Slab<T> {
-    /// A slab with room for at least `capacity` entries before it grows; new chunks are
+    /// A slab with room for at least `capacity` entries before it grows; its slots are
     /// filled with `vacant`.
     pub fn with_capacity(capacity: usize, vacant: T) -> Slab<T> {
+        let first_slots = capacity.max(1).next_multiple_of(CHUNK_SLOTS);
         let mut slab = Slab {
+            first: vec![vacant.clone(); first_slots].into_boxed_slice(),
             chunks: Vec::new(),
             free_slots: Vec::new(),
             slots_used: 0,
             live_count: 0,
             vacant,
         };
-        while slab.capacity() < capacity.max(1) {
-            slab.add_chunk();
-        }
+        // Room for every slot on the free list, so `remove` never allocates.
+        slab.free_slots.reserve(slab.capacity());
         slab
     }
 
@@ -78,16 +85,31 @@ impl<T> Slab<T> {
 
     #[inline]
     pub fn get(&self, slot: u32) -> &T {
-        &self.chunks[(slot >> CHUNK_SHIFT) as usize][slot as usize & (CHUNK_SLOTS - 1)]
+        match self.first.get(slot as usize) {
+            Some(value) => value,
+            None => self.in_chunk(slot),
+        }
     }
 
     /// The entry at `slot`, or `None` for a slot beyond the slab (for cache hints, which
     /// may hold stale slots).
     #[inline]
     pub fn try_get(&self, slot: u32) -> Option<&T> {
-        self.chunks
-            .get((slot >> CHUNK_SHIFT) as usize)
-            .map(|chunk| &chunk[slot as usize & (CHUNK_SLOTS - 1)])
+        match self.first.get(slot as usize) {
+            Some(value) => Some(value),
+            None => {
+                let beyond = slot as usize - self.first.len();
+                self.chunks
+                    .get(beyond >> CHUNK_SHIFT)
+                    .map(|chunk| &chunk[beyond & (CHUNK_SLOTS - 1)])
+            }
+        }
+    }
+
+    /// A slot beyond the first block.
+    fn in_chunk(&self, slot: u32) -> &T {
+        let beyond = slot as usize - self.first.len();
+        &self.chunks[beyond >> CHUNK_SHIFT][beyond & (CHUNK_SLOTS - 1)]
     }
 
     /// The slot the next `insert` will use, if it needs no new chunk.
@@ -101,7 +123,14 @@ impl<T> Slab<T> {
 
     #[inline]
     pub fn get_mut(&mut self, slot: u32) -> &mut T {
-        &mut self.chunks[(slot >> CHUNK_SHIFT) as usize][slot as usize & (CHUNK_SLOTS - 1)]
+        let first_len = self.first.len();
+        match self.first.get_mut(slot as usize) {
+            Some(value) => value,
+            None => {
+                let beyond = slot as usize - first_len;
+                &mut self.chunks[beyond >> CHUNK_SHIFT][beyond & (CHUNK_SLOTS - 1)]
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -114,7 +143,7 @@ impl<T> Slab<T> {
 
     /// Slots allocated so far, live or free.
     pub fn capacity(&self) -> usize {
-        self.chunks.len() * CHUNK_SLOTS
+        self.first.len() + self.chunks.len() * CHUNK_SLOTS
     }
 }
 
@@ -144,5 +173,22 @@ mod tests {
         }
         assert_eq!(slab.capacity(), CHUNK_SLOTS * 3);
         assert_eq!(address, slab.get(first) as *const u64);
+    }
+
+    #[test]
+    fn slots_in_the_first_block_and_in_later_chunks_read_back_and_beyond_is_none() {
+        let mut slab = Slab::with_capacity(1_500, 0u32);
+        assert_eq!(slab.capacity(), 2 * CHUNK_SLOTS);
+        let slots: Vec<u32> = (0..5_000u32).map(|value| slab.insert(value)).collect();
+        assert_eq!(slab.capacity(), 5 * CHUNK_SLOTS);
+        for (value, &slot) in (0u32..).zip(&slots) {
+            assert_eq!(*slab.get(slot), value);
+            assert_eq!(slab.try_get(slot), Some(&value));
+        }
+        assert_eq!(slab.try_get(5 * CHUNK_SLOTS as u32), None);
+        assert_eq!(slab.try_get(u32::MAX), None);
+        *slab.get_mut(slots[4_999]) = 7;
+        *slab.get_mut(slots[0]) = 8;
+        assert_eq!((*slab.get(slots[4_999]), *slab.get(slots[0])), (7, 8));
     }
 }
