@@ -98,18 +98,23 @@ impl<T> Slab<T> {
         match self.first.get(slot as usize) {
             Some(value) => Some(value),
             None => {
-                let beyond = slot as usize - self.first.len();
-                self.chunks
-                    .get(beyond >> CHUNK_SHIFT)
-                    .map(|chunk| &chunk[beyond & (CHUNK_SLOTS - 1)])
+                let (chunk, offset) = self.chunk_position(slot);
+                self.chunks.get(chunk).map(|chunk| &chunk[offset])
             }
         }
     }
 
     /// A slot beyond the first block.
     fn in_chunk(&self, slot: u32) -> &T {
+        let (chunk, offset) = self.chunk_position(slot);
+        &self.chunks[chunk][offset]
+    }
+
+    /// The chunk and the offset in it of `slot`, which lies beyond the first block.
+    #[inline]
+    fn chunk_position(&self, slot: u32) -> (usize, usize) {
         let beyond = slot as usize - self.first.len();
-        &self.chunks[beyond >> CHUNK_SHIFT][beyond & (CHUNK_SLOTS - 1)]
+        (beyond >> CHUNK_SHIFT, beyond & (CHUNK_SLOTS - 1))
     }
 
     /// The slot the next `insert` will use, if it needs no new chunk.
@@ -123,14 +128,11 @@ impl<T> Slab<T> {
 
     #[inline]
     pub fn get_mut(&mut self, slot: u32) -> &mut T {
-        let first_len = self.first.len();
-        match self.first.get_mut(slot as usize) {
-            Some(value) => value,
-            None => {
-                let beyond = slot as usize - first_len;
-                &mut self.chunks[beyond >> CHUNK_SHIFT][beyond & (CHUNK_SLOTS - 1)]
-            }
+        if (slot as usize) < self.first.len() {
+            return &mut self.first[slot as usize];
         }
+        let (chunk, offset) = self.chunk_position(slot);
+        &mut self.chunks[chunk][offset]
     }
 
     pub fn len(&self) -> usize {
