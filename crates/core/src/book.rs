@@ -19,6 +19,7 @@ use crate::event::DoneReason;
 use crate::ids::{AccountId, ClientOrderId};
 use crate::num::{Price, Qty};
 use rustc_hash::FxHashMap;
+use std::hint::select_unpredictable;
 
 use crate::prefetch::prefetch;
 use crate::price_window::{LevelQueue, PriceWindow, WINDOW_KEYS};
@@ -579,10 +580,8 @@ impl OrderBook {
             book_side.window.recenter(key);
         }
         let join = |queue: &mut LevelQueue| {
-            let previous_tail = if queue.order_count == 0 { NIL } else { queue.tail };
-            if previous_tail == NIL {
-                queue.head = slot;
-            }
+            let previous_tail = select_unpredictable(queue.order_count == 0, NIL, queue.tail);
+            queue.head = select_unpredictable(previous_tail == NIL, slot, queue.head);
             queue.tail = slot;
             queue.total_qty += remaining;
             queue.order_count += 1;
@@ -607,9 +606,10 @@ impl OrderBook {
                 (level, self.update_queue(side, level, join))
             }
         };
-        if previous_tail != NIL {
-            self.orders.get_mut(previous_tail).next = slot;
-        }
+        // As in `detach`: with no order before it, the link is written to the order
+        // itself, and overwritten just below.
+        let before = select_unpredictable(previous_tail != NIL, previous_tail, slot);
+        self.orders.get_mut(before).next = slot;
         let order = self.orders.get_mut(slot);
         debug_assert!(order.level.is_none(), "attach of an order already on the book");
         order.price = price;
@@ -637,19 +637,17 @@ impl OrderBook {
             (order.previous, order.next, order.level, order.remaining, order.side);
         debug_assert!(!level.is_none(), "detach of an order not on the book");
         order.level = LevelRef::NONE;
-        if previous != NIL {
-            self.orders.get_mut(previous).next = next;
-        }
-        if next != NIL {
-            self.orders.get_mut(next).previous = previous;
-        }
+        // Whether the order has neighbours is data the branch predictor cannot learn, so
+        // the links are mended without branching on it: a missing neighbour's write goes
+        // to the order itself, which is off its level now and whose links are written
+        // afresh when it is attached again.
+        let before = select_unpredictable(previous != NIL, previous, slot);
+        let after = select_unpredictable(next != NIL, next, slot);
+        self.orders.get_mut(before).next = next;
+        self.orders.get_mut(after).previous = previous;
         let level_is_empty = self.update_queue(side, level, |queue| {
-            if previous == NIL {
-                queue.head = next;
-            }
-            if next == NIL {
-                queue.tail = previous;
-            }
+            queue.head = select_unpredictable(previous == NIL, next, queue.head);
+            queue.tail = select_unpredictable(next == NIL, previous, queue.tail);
             queue.total_qty -= remaining;
             queue.order_count -= 1;
             debug_assert!(queue.order_count > 0 || queue.total_qty.is_zero());

@@ -21,7 +21,8 @@ use crate::command::{
 use crate::event::{DoneReason, Event, RejectReason, SettledEvent, TradeEvent};
 use crate::futures::{FutureRules, Positions, Takes};
 use crate::ids::{
-    AccountId, AssetId, ClientOrderId, InstrumentId, OrderHandle, OrderId, Seq, TimestampNs,
+    AccountId, AssetId, ClientOrderId, InstrumentId, NameTable, OrderHandle, OrderId, Seq,
+    TimestampNs,
 };
 use crate::ledger::{BalanceMove, Ledger};
 use crate::num::{pow10_saturating, Amount, Decimal, Price, Qty};
@@ -240,9 +241,9 @@ struct Execution {
 pub struct Exchange {
     config: ExchangeConfig,
     assets: Vec<AssetSpec>,
-    asset_by_name: FxHashMap<CompactString, AssetId>,
+    asset_by_name: NameTable<AssetId>,
     instruments: Vec<Instrument>,
-    instrument_by_symbol: FxHashMap<CompactString, InstrumentId>,
+    instrument_by_symbol: NameTable<InstrumentId>,
     books: Vec<OrderBook>,
     /// Per instrument: a futures contract's positions, `None` for spot.
     positions: Vec<Option<Box<Positions>>>,
@@ -276,9 +277,9 @@ impl Exchange {
         Exchange {
             config,
             assets: Vec::new(),
-            asset_by_name: FxHashMap::default(),
+            asset_by_name: NameTable::default(),
             instruments: Vec::new(),
-            instrument_by_symbol: FxHashMap::default(),
+            instrument_by_symbol: NameTable::default(),
             books: Vec::new(),
             positions: Vec::new(),
             ledger: Ledger::default(),
@@ -300,7 +301,7 @@ impl Exchange {
     }
 
     pub fn find_asset(&self, name: &str) -> Option<AssetId> {
-        self.asset_by_name.get(name).copied()
+        self.asset_by_name.get(name)
     }
 
     pub fn instruments(&self) -> &[Instrument] {
@@ -313,7 +314,7 @@ impl Exchange {
 
     /// The instrument named `symbol`; an expired futures contract is not found.
     pub fn find_instrument(&self, symbol: &str) -> Option<InstrumentId> {
-        let instrument = self.instrument_by_symbol.get(symbol).copied()?;
+        let instrument = self.instrument_by_symbol.get(symbol)?;
         (!self.instruments[instrument.index()].expired).then_some(instrument)
     }
 
@@ -402,11 +403,11 @@ impl Exchange {
 
     /// Declares a restored asset; `false` (nothing changed) if its name is taken.
     pub(crate) fn restore_asset(&mut self, spec: AssetSpec) -> bool {
-        if self.asset_by_name.contains_key(&spec.name) {
+        if self.asset_by_name.contains(&spec.name) {
             return false;
         }
         let asset = AssetId(self.assets.len() as u32);
-        self.asset_by_name.insert(spec.name.clone(), asset);
+        self.asset_by_name.insert(&spec.name, asset);
         self.assets.push(spec);
         self.ledger.add_asset();
         true
@@ -415,7 +416,7 @@ impl Exchange {
     /// Declares a restored instrument with an empty book; `false` (nothing changed) if
     /// its symbol is taken.
     pub(crate) fn restore_instrument(&mut self, instrument: Instrument) -> bool {
-        if self.instrument_by_symbol.contains_key(&instrument.symbol) {
+        if self.instrument_by_symbol.contains(&instrument.symbol) {
             return false;
         }
         self.add_instrument(instrument);
@@ -570,7 +571,7 @@ impl Exchange {
     }
 
     fn declare_asset(&mut self, name: &str, decimals: i64) -> Result<Accepted, RejectReason> {
-        if self.asset_by_name.contains_key(name) {
+        if self.asset_by_name.contains(name) {
             return Err(RejectReason::DuplicateAsset);
         }
         if !(0..=ASSET_DECIMALS_MAX).contains(&decimals) {
@@ -578,7 +579,7 @@ impl Exchange {
         }
         let asset = AssetId(self.assets.len() as u32);
         self.assets.push(AssetSpec { name: CompactString::new(name), decimals: decimals as u32 });
-        self.asset_by_name.insert(CompactString::new(name), asset);
+        self.asset_by_name.insert(name, asset);
         self.ledger.add_asset();
         Ok(Accepted::Silently)
     }
@@ -587,7 +588,7 @@ impl Exchange {
         &mut self,
         definition: &InstrumentCommand<'_>,
     ) -> Result<Accepted, RejectReason> {
-        if self.instrument_by_symbol.contains_key(&*definition.symbol) {
+        if self.instrument_by_symbol.contains(&definition.symbol) {
             return Err(RejectReason::DuplicateSymbol);
         }
         let base = self.find_asset(&definition.base).ok_or(RejectReason::UnknownAsset)?;
@@ -603,7 +604,7 @@ impl Exchange {
     /// contract, no positions.
     fn add_instrument(&mut self, instrument: Instrument) -> InstrumentId {
         let id = InstrumentId(self.instruments.len() as u32);
-        self.instrument_by_symbol.insert(instrument.symbol.clone(), id);
+        self.instrument_by_symbol.insert(&instrument.symbol, id);
         self.positions.push(instrument.is_future().then(Box::default));
         self.instruments.push(instrument);
         self.books.push(OrderBook::new(self.config.book_capacity));
@@ -611,7 +612,7 @@ impl Exchange {
     }
 
     fn declare_future(&mut self, definition: &FutureCommand<'_>) -> Result<Accepted, RejectReason> {
-        if self.instrument_by_symbol.contains_key(&*definition.symbol) {
+        if self.instrument_by_symbol.contains(&definition.symbol) {
             return Err(RejectReason::DuplicateSymbol);
         }
         let settle = self.find_asset(&definition.settle).ok_or(RejectReason::UnknownAsset)?;

@@ -14,6 +14,7 @@ use std::hash::Hasher;
 use std::ops::{Add, AddAssign, Sub};
 
 use compact_str::CompactString;
+use hashbrown::HashTable;
 use rustc_hash::FxHasher;
 
 macro_rules! index_type {
@@ -187,35 +188,106 @@ pub struct OrderHandle {
 /// The hash of a name, for the engine's own name tables.
 #[inline]
 pub fn name_hash(name: &str) -> u64 {
-    let mut hasher = FxHasher::default();
-    hasher.write(name.as_bytes());
-    hasher.finish()
+    seeded_name_hash(0, name.as_bytes())
 }
 
-/// Byte equality that compares names of up to 16 bytes with two (overlapping) word
-/// loads instead of a call to `memcmp`: account names and client ids are short, and
-/// this comparison runs on every order lookup.
+/// The hash of `bytes` under `seed` (e.g. the account that owns a client order id).
+/// Names of up to 16 bytes (nearly all) hash as their two `short_words` and length in
+/// one folded multiply: no loop over the bytes, no branch on their content. Longer ones
+/// go through `FxHasher`. Deterministic, as the engine's state must be.
 #[inline]
-pub fn short_bytes_equal(left: &[u8], right: &[u8]) -> bool {
-    let length = left.len();
-    if length != right.len() {
-        return false;
+pub fn seeded_name_hash(seed: u64, bytes: &[u8]) -> u64 {
+    match short_words(bytes) {
+        Some((low, high)) => {
+            // The digits of pi, as arbitrary odd constants.
+            let product = u128::from(low ^ seed.rotate_left(32) ^ 0x243f_6a88_85a3_08d3)
+                * u128::from(high ^ (bytes.len() as u64) ^ 0x1319_8a2e_0370_7345);
+            (product as u64) ^ ((product >> 64) as u64)
+        }
+        None => {
+            let mut hasher = FxHasher::default();
+            hasher.write_u64(seed);
+            hasher.write(bytes);
+            hasher.finish()
+        }
     }
-    let word = |bytes: &[u8], from: usize| -> u64 {
-        u64::from_ne_bytes(bytes[from..from + 8].try_into().expect("eight bytes"))
+}
+
+/// A name of up to 16 bytes as two words that, with its length, tell it apart from
+/// every other name of that length, read with (overlapping) loads instead of a loop;
+/// `None` for a longer name.
+#[inline]
+pub fn short_words(bytes: &[u8]) -> Option<(u64, u64)> {
+    let length = bytes.len();
+    let word = |from: usize| -> u64 {
+        u64::from_le_bytes(bytes[from..from + 8].try_into().expect("eight bytes"))
     };
-    let half = |bytes: &[u8], from: usize| -> u32 {
-        u32::from_ne_bytes(bytes[from..from + 4].try_into().expect("four bytes"))
+    let half = |from: usize| -> u64 {
+        u64::from(u32::from_le_bytes(bytes[from..from + 4].try_into().expect("four bytes")))
     };
     match length {
-        0..=3 => left == right,
-        4..=7 => {
-            half(left, 0) == half(right, 0) && half(left, length - 4) == half(right, length - 4)
-        }
-        8..=16 => {
-            word(left, 0) == word(right, 0) && word(left, length - 8) == word(right, length - 8)
-        }
+        0 => Some((0, 0)),
+        // The first, middle and last byte: all of a name this short.
+        1..=3 => Some((
+            u64::from(bytes[0])
+                | u64::from(bytes[length / 2]) << 8
+                | u64::from(bytes[length - 1]) << 16,
+            0,
+        )),
+        4..=7 => Some((half(0), half(length - 4))),
+        8..=16 => Some((word(0), word(length - 8))),
+        _ => None,
+    }
+}
+
+/// Byte equality that compares names of up to 16 bytes as their `short_words` instead
+/// of calling `memcmp`: account names and client ids are short, and this comparison
+/// runs on every order lookup.
+#[inline]
+pub fn short_bytes_equal(left: &[u8], right: &[u8]) -> bool {
+    if left.len() != right.len() {
+        return false;
+    }
+    match (short_words(left), short_words(right)) {
+        (Some(left), Some(right)) => left == right,
         _ => left == right,
+    }
+}
+
+/// A table from the engine's own names (asset names, instrument symbols) to their ids:
+/// hashed with `name_hash` and compared with `short_bytes_equal`, so that a lookup of a
+/// short name neither calls `memcmp` nor loops over its bytes. Every new order looks its
+/// symbol up here.
+#[derive(Clone)]
+pub struct NameTable<Id> {
+    table: HashTable<(CompactString, Id)>,
+}
+
+impl<Id> Default for NameTable<Id> {
+    fn default() -> Self {
+        NameTable { table: HashTable::new() }
+    }
+}
+
+impl<Id: Copy> NameTable<Id> {
+    #[inline]
+    pub fn get(&self, name: &str) -> Option<Id> {
+        let is_named = |(entry_name, _): &(CompactString, Id)| {
+            short_bytes_equal(entry_name.as_bytes(), name.as_bytes())
+        };
+        self.table.find(name_hash(name), is_named).map(|&(_, id)| id)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Names `id` `name`, which must not be in the table yet.
+    pub fn insert(&mut self, name: &str, id: Id) {
+        debug_assert!(!self.contains(name), "{name} named twice");
+        self.table.insert_unique(name_hash(name), (CompactString::new(name), id), |(name, _)| {
+            name_hash(name)
+        });
     }
 }
 
@@ -269,6 +341,48 @@ mod tests {
                     "{left:?} {right:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn name_hashes_tell_apart_every_byte_the_length_and_the_seed() {
+        // Names that differ in one byte, in length only (trailing zero bytes), or in
+        // the seed (the account of a client order id) hash apart, short and long alike.
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        for length in 0..40 {
+            let base: Vec<u8> = (0..length as u8).map(|byte| b'a' + byte % 26).collect();
+            names.push(base.clone());
+            for position in 0..length {
+                let mut changed = base.clone();
+                changed[position] = b'#';
+                names.push(changed);
+            }
+        }
+        names.extend((1..20).map(|length| vec![0u8; length]));
+        let mut seen = std::collections::HashSet::new();
+        for seed in [0u64, 1, 2, u64::from(u32::MAX)] {
+            for name in &names {
+                assert!(
+                    seen.insert(seeded_name_hash(seed, name)),
+                    "{seed} {name:?} collides with an earlier name"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_name_table_finds_what_it_named_and_nothing_else() {
+        let mut table = NameTable::default();
+        let names = ["", "a", "EUR-USD", "BTC-USDT-PERPETUAL", "x".repeat(40).leak()];
+        for (id, name) in names.iter().enumerate() {
+            assert!(!table.contains(name));
+            table.insert(name, InstrumentId(id as u32));
+        }
+        for (id, name) in names.iter().enumerate() {
+            assert_eq!(table.get(name), Some(InstrumentId(id as u32)), "{name}");
+        }
+        for missing in ["b", "EUR-US", "EUR-USDT", "BTC-USDT-PERPETUAk", &"x".repeat(41)] {
+            assert_eq!(table.get(missing), None, "{missing}");
         }
     }
 }

@@ -10,12 +10,8 @@
 //! order and never changes a book; keeping it equal to the books is the exchange's job
 //! (checked by `Exchange::check_invariants`).
 
-use std::hash::Hasher;
-
-use rustc_hash::FxHasher;
-
 use crate::book::{OrderBook, RestingOrder};
-use crate::ids::{short_bytes_equal, AccountId, InstrumentId, OrderHandle};
+use crate::ids::{seeded_name_hash, short_bytes_equal, AccountId, InstrumentId, OrderHandle};
 use crate::prefetch::prefetch;
 
 /// A slot of the table; `tag == 0` marks it empty.
@@ -41,11 +37,7 @@ pub struct OrderIndex {
 /// The tag of an order key: 32 bits of its hash, never 0.
 #[inline]
 fn key_tag(account: AccountId, id: &str) -> u32 {
-    let mut hasher = FxHasher::default();
-    hasher.write_u32(account.0);
-    hasher.write(id.as_bytes());
-    // FxHasher's best bits are its top ones (`finish` rotates some of them down).
-    ((hasher.finish() >> 32) as u32).max(1)
+    ((seeded_name_hash(u64::from(account.0), id.as_bytes()) >> 32) as u32).max(1)
 }
 
 #[inline]
