@@ -1169,10 +1169,14 @@ impl Exchange {
             InstrumentKind::Spot(rules) => {
                 let hold_asset = rules.hold_asset(order.side);
                 let old_hold = rules.resting_hold(order.side, order.price, order.remaining);
-                let available = self.ledger.available(account, hold_asset);
+                // The balance is read only when the hold grows (a sell moved to a new
+                // price holds what it held).
                 let new_hold = rules
                     .hold_amount(order.side, i128::from(new_price.0), new_qty)
-                    .filter(|&new_hold| new_hold <= old_hold || new_hold - old_hold <= available)
+                    .filter(|&new_hold| {
+                        new_hold <= old_hold
+                            || new_hold - old_hold <= self.ledger.available(account, hold_asset)
+                    })
                     .ok_or(RejectReason::InsufficientFunds)?;
                 (hold_asset, old_hold, new_hold)
             }
@@ -1192,10 +1196,12 @@ impl Exchange {
             }
             InstrumentKind::Future(rules) => {
                 let old_hold = rules.resting_hold(Offset::Open, order.remaining);
-                let available = self.ledger.available(account, rules.settle);
                 let new_hold = rules
                     .open_hold(new_qty)
-                    .filter(|&new_hold| new_hold <= old_hold || new_hold - old_hold <= available)
+                    .filter(|&new_hold| {
+                        new_hold <= old_hold
+                            || new_hold - old_hold <= self.ledger.available(account, rules.settle)
+                    })
                     .ok_or(RejectReason::InsufficientFunds)?;
                 (rules.settle, old_hold, new_hold)
             }
@@ -1216,9 +1222,11 @@ impl Exchange {
             price: new_price,
             qty: new_qty,
         };
-        if new_hold <= old_hold {
+        // An amend that keeps its hold (a move of a sell, or of a futures order) moves no
+        // money, and a move of nothing is neither made nor recorded.
+        if new_hold < old_hold {
             self.ledger.release(account, hold_asset, old_hold - new_hold);
-        } else {
+        } else if new_hold > old_hold {
             self.ledger.hold(account, hold_asset, new_hold - old_hold);
         }
         if offset.is_close() {
