@@ -572,6 +572,12 @@ impl OrderBook {
     /// Puts a detached order back on the book at the back of the level for `price`.
     pub fn attach(&mut self, slot: u32, price: Price, remaining: Qty, filled: Qty) {
         let side = self.orders.get(slot).side;
+        self.attach_on(side, slot, price, remaining, filled);
+    }
+
+    /// `attach`, for a caller that knows the order's side.
+    #[inline]
+    fn attach_on(&mut self, side: Side, slot: u32, price: Price, remaining: Qty, filled: Qty) {
         debug_assert!(remaining.0 > 0 && price.0 > 0);
         debug_assert!(!self.would_cross(side, price));
         let key = side_key(side, price);
@@ -631,10 +637,18 @@ impl OrderBook {
     /// Takes an order off its level but keeps its slot, so that it can be attached
     /// again (an amend that loses priority) without a new slot or a new index entry.
     pub fn detach(&mut self, slot: u32) -> &RestingOrder {
+        self.unlink(slot);
+        self.orders.get(slot)
+    }
+
+    /// `detach`; returns the order's side and what it has filled, which attaching it
+    /// again needs.
+    #[inline]
+    fn unlink(&mut self, slot: u32) -> (Side, Qty) {
         // Each record is looked up once: the order, its neighbours, its level.
         let order = self.orders.get_mut(slot);
-        let (previous, next, level, remaining, side) =
-            (order.previous, order.next, order.level, order.remaining, order.side);
+        let (previous, next, level, remaining, side, filled) =
+            (order.previous, order.next, order.level, order.remaining, order.side, order.filled);
         debug_assert!(!level.is_none(), "detach of an order not on the book");
         order.level = LevelRef::NONE;
         // Whether the order has neighbours is data the branch predictor cannot learn, so
@@ -656,15 +670,15 @@ impl OrderBook {
         if level_is_empty {
             self.remove_level(side, level);
         }
-        self.orders.get(slot)
+        (side, filled)
     }
 
     /// Moves a resting order to `price` with `remaining` left, at the back of that
     /// level's queue (an amend that loses its priority), keeping what it has filled.
     /// The price must not cross the other side.
     pub fn requeue(&mut self, slot: u32, price: Price, remaining: Qty) {
-        let filled = self.detach(slot).filled;
-        self.attach(slot, price, remaining, filled);
+        let (side, filled) = self.unlink(slot);
+        self.attach_on(side, slot, price, remaining, filled);
     }
 
     /// Frees the slot of a detached order that will not come back.
