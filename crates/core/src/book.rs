@@ -360,7 +360,7 @@ impl OrderBook {
     }
 
     /// Changes the queue of the level at `level` on `side`, which must exist.
-    #[inline]
+    #[inline(always)]
     fn update_queue<R>(
         &mut self,
         side: Side,
@@ -576,7 +576,7 @@ impl OrderBook {
     }
 
     /// `attach`, for a caller that knows the order's side.
-    #[inline]
+    #[inline(always)]
     fn attach_on(&mut self, side: Side, slot: u32, price: Price, remaining: Qty, filled: Qty) {
         debug_assert!(remaining.0 > 0 && price.0 > 0);
         debug_assert!(!self.would_cross(side, price));
@@ -643,7 +643,7 @@ impl OrderBook {
 
     /// `detach`; returns the order's side and what it has filled, which attaching it
     /// again needs.
-    #[inline]
+    #[inline(always)]
     fn unlink(&mut self, slot: u32) -> (Side, Qty) {
         // Each record is looked up once: the order, its neighbours, its level.
         let order = self.orders.get_mut(slot);
