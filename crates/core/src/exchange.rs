@@ -1183,14 +1183,19 @@ impl Exchange {
             InstrumentKind::Future(rules) if order.offset.is_close() => {
                 let increase = new_qty - i128::from(order.remaining.0);
                 let takes = rules.takes(order.offset).ok_or(RejectReason::InvalidOffset)?;
-                let closable = self.positions[handle.instrument.index()]
-                    .as_deref()
-                    .and_then(|positions| {
-                        positions.side(account, PositionSide::of_order(order.side, order.offset))
-                    })
-                    .map_or(Qty::ZERO, |state| state.closable(takes));
-                if increase > i128::from(closable.0) {
-                    return Err(RejectReason::InsufficientPosition);
+                // Only an amend that raises the quantity is checked against the position
+                // (futures.md): a move to a new price looks no position up.
+                if increase > 0 {
+                    let closable = self.positions[handle.instrument.index()]
+                        .as_deref()
+                        .and_then(|positions| {
+                            let side = PositionSide::of_order(order.side, order.offset);
+                            positions.side(account, side)
+                        })
+                        .map_or(Qty::ZERO, |state| state.closable(takes));
+                    if increase > i128::from(closable.0) {
+                        return Err(RejectReason::InsufficientPosition);
+                    }
                 }
                 (rules.settle, Amount::ZERO, Amount::ZERO)
             }
@@ -1229,7 +1234,9 @@ impl Exchange {
         } else if new_hold > old_hold {
             self.ledger.hold(account, hold_asset, new_hold - old_hold);
         }
-        if offset.is_close() {
+        // A close order's reservation follows its quantity; a move to a new price leaves
+        // it as it is.
+        if offset.is_close() && new_qty != old_remaining {
             if let Some(positions) = self.positions[handle.instrument.index()].as_deref_mut() {
                 let position_side = PositionSide::of_order(side, offset);
                 positions.change_reservation(
