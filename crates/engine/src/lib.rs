@@ -26,6 +26,9 @@ pub use config::{Durability, EngineConfig};
 pub use intake::{
     CommandResult, Correlation, Outcome, Released, ResultSink, SessionNumber, SubmitError,
 };
-pub use pipeline::{DurableWatermark, Engine, Session, StartError, StartReport, ACTIVITY_MARKER};
+pub use pipeline::{
+    run_in_background, DurableWatermark, Engine, Session, StartError, StartReport, ACTIVITY_MARKER,
+    BACKGROUND_NICE,
+};
 pub use recovery::{recover, recover_venue, Recovered, RecoveryError};
 pub use stats::{SlowSync, StatsSnapshot, SLOW_SYNC_NS};

@@ -595,7 +595,11 @@ pub fn spawn(
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let mut publisher = Publisher::new(link, reference, config, session, figures)?;
     publisher.seed()?;
-    std::thread::Builder::new().name("bourse-md".into()).spawn(move || publisher.run(inputs))
+    std::thread::Builder::new().name("bourse-md".into()).spawn(move || {
+        // Market data follows the order path; it never goes ahead of it.
+        bourse_engine::run_in_background();
+        publisher.run(inputs)
+    })
 }
 
 /// The feed directory's kind of an instrument.
