@@ -7,13 +7,15 @@
 //! do); on a storage failure it stops rather than release anything not durable.
 //!
 //! Modules, bottom up: `config`, `intake` (what producers hand in and get back),
-//! `stats` and `shared` (what the threads share), `recovery` and `retention`; the
-//! stages `sequencer`, `applier` and `snapshotter`; `pipeline`, which starts them.
+//! `stats` and `shared` (what the threads share), `priority` (how work off the order
+//! path gives way to it), `recovery` and `retention`; the stages `sequencer`,
+//! `applier` and `snapshotter`; `pipeline`, which starts them.
 
 mod applier;
 pub mod config;
 pub mod intake;
 pub mod pipeline;
+pub mod priority;
 pub mod recovery;
 pub mod retention;
 mod sequencer;
@@ -26,9 +28,7 @@ pub use config::{Durability, EngineConfig};
 pub use intake::{
     CommandResult, Correlation, Outcome, Released, ResultSink, SessionNumber, SubmitError,
 };
-pub use pipeline::{
-    run_in_background, DurableWatermark, Engine, Session, StartError, StartReport, ACTIVITY_MARKER,
-    BACKGROUND_NICE,
-};
+pub use pipeline::{DurableWatermark, Engine, Session, StartError, StartReport, ACTIVITY_MARKER};
+pub use priority::{run_in_background, run_when_idle, BACKGROUND_NICE};
 pub use recovery::{recover, recover_venue, Recovered, RecoveryError};
 pub use stats::{SlowSync, StatsSnapshot, SLOW_SYNC_NS};

@@ -32,6 +32,7 @@ use crate::config::{Durability, EngineConfig};
 use crate::intake::{
     Correlation, Intake, Payload, Query, ResultSink, SessionNumber, Submission, SubmitError,
 };
+use crate::priority::run_in_background;
 use crate::recovery::{recover_venue, RecoveryError};
 use crate::sequencer::Sequencer;
 use crate::shared::{Shared, NO_TAP};
@@ -380,26 +381,6 @@ fn spawn(name: &str, run: impl FnOnce() + Send + 'static) -> Result<JoinHandle<(
     std::thread::Builder::new().name(name.to_string()).spawn(run).map_err(StartError::Thread)
 }
 
-/// How much lower than the order path a thread of background work runs (a `nice`
-/// value): enough that on a host with as many busy threads as cores the scheduler
-/// runs the gateways, the sequencer and the applier first, so that background work
-/// (keeping the snapshot replica, publishing market data) queues behind orders
-/// instead of ahead of them. It still gets the CPU the order path leaves.
-pub const BACKGROUND_NICE: i32 = 10;
-
-/// Lowers the calling thread's priority to `BACKGROUND_NICE`, for a thread that does
-/// work off the order path. Best effort: where the system refuses (or is not Linux),
-/// the thread runs at the priority it had.
-pub fn run_in_background() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: `gettid` has no preconditions; `setpriority` on the calling thread's id
-    // changes only that thread's nice value (Linux keeps one per thread).
-    unsafe {
-        let thread = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, BACKGROUND_NICE);
-    }
-}
-
 type Opened = (Venue, Option<JournalWriter>, StartReport, u32);
 
 fn open_durable(config: &EngineConfig) -> Result<Opened, StartError> {
@@ -517,27 +498,4 @@ fn start_snapshotter(
         snapshotter.run()
     })?;
     Ok((stop, thread))
-}
-
-#[cfg(all(test, target_os = "linux"))]
-mod background_priority_tests {
-    use super::{run_in_background, BACKGROUND_NICE};
-
-    fn nice_of_this_thread() -> i32 {
-        // SAFETY: reads the calling thread's nice value; no preconditions.
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
-    }
-
-    #[test]
-    fn background_work_runs_below_the_order_path_and_only_that_thread_changes() {
-        let before = nice_of_this_thread();
-        let in_background = std::thread::spawn(|| {
-            run_in_background();
-            nice_of_this_thread()
-        })
-        .join()
-        .unwrap();
-        assert!(in_background >= BACKGROUND_NICE, "nice {in_background}");
-        assert_eq!(nice_of_this_thread(), before, "the caller's own thread kept its priority");
-    }
 }

@@ -42,7 +42,6 @@ pub(crate) struct Snapshotter {
 
 impl Snapshotter {
     pub(crate) fn run(mut self) {
-        lower_priority();
         loop {
             match self.stop.recv_timeout(POLL) {
                 Err(RecvTimeoutError::Timeout) => {}
@@ -120,16 +119,5 @@ impl Snapshotter {
         stats.last_snapshot_bytes.store(bytes, Ordering::Relaxed);
         stats.last_snapshot_ns.store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(())
-    }
-}
-
-/// Gives this thread a lower scheduling priority (nice 10), so that on a machine with
-/// few cores the engine's threads get the CPU first. Failing to is harmless.
-fn lower_priority() {
-    // SAFETY: gettid and setpriority take and return plain integers; PRIO_PROCESS with a
-    // thread id changes only that thread's nice value on Linux.
-    unsafe {
-        let thread_id = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, thread_id as libc::id_t, 10);
     }
 }

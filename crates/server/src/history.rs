@@ -81,7 +81,7 @@ pub fn start(
             let stop = Arc::clone(&stop);
             let stats = Arc::clone(&stats);
             move || {
-                lower_priority();
+                bourse_engine::run_when_idle();
                 let follower = match open(&history_config, stats) {
                     Ok((follower, index)) => {
                         let _ = opened_sender.send(Ok(index));
@@ -122,19 +122,4 @@ fn open(
     let follower = Follower::open_with_index(config.clone(), stats, index.clone())
         .map_err(|error| format!("the history does not open ({}): {error}", error.code()))?;
     Ok((follower, index))
-}
-
-/// The follower gives way to the engine's threads on a machine with few cores: it runs
-/// under SCHED_IDLE (only when a core would otherwise idle), or nice 19 if that is
-/// refused, and catches up when the load drops. Failing to is harmless.
-fn lower_priority() {
-    // SAFETY: sched_setscheduler, gettid and setpriority take plain integers and a
-    // pointer to a live sched_param; with a thread id they change only this thread.
-    unsafe {
-        let thread_id = libc::gettid();
-        let param = libc::sched_param { sched_priority: 0 };
-        if libc::sched_setscheduler(thread_id, libc::SCHED_IDLE, &param) != 0 {
-            libc::setpriority(libc::PRIO_PROCESS, thread_id as libc::id_t, 19);
-        }
-    }
 }
