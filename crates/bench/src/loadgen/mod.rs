@@ -495,6 +495,8 @@ fn summarise(
         "max_us": latency.max(),
         "percentiles": report::percentiles(&latency),
         "latency_from": if args.closed.is_some() { "actual send time" } else { "scheduled send time" },
+        // Requests due within this go out in one write (open loop).
+        "send_tick_us": args.closed.is_none().then(|| drive::SEND_TICK.as_micros() as u64),
         "timeline": timeline,
         "machine": crate::host::facts(),
     }))
