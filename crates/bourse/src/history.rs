@@ -202,22 +202,25 @@ pub fn query(_: &QueryArgs) -> Result<(), String> {
 
 /// The SQL service `bourse serve` gives its admin API.
 #[cfg(feature = "sql")]
-pub fn sql_factory() -> Option<bourse_server::history::SqlFactory> {
+pub fn sql_factory() -> Option<bourse_server::services::history_access::SqlFactory> {
     struct Service(bourse_query::HistorySql);
-    impl bourse_server::history::SqlService for Service {
+    impl bourse_server::services::history_access::SqlService for Service {
         fn query(
             &self,
             query: &str,
             format: &str,
-        ) -> Result<bourse_server::history::SqlAnswer, bourse_server::history::SqlError> {
+        ) -> Result<
+            bourse_server::services::history_access::SqlAnswer,
+            bourse_server::services::history_access::SqlError,
+        > {
             let format = bourse_query::Format::parse(format).unwrap_or(bourse_query::Format::Json);
             self.0
                 .query_rendered(query, format)
-                .map(|body| bourse_server::history::SqlAnswer {
+                .map(|body| bourse_server::services::history_access::SqlAnswer {
                     content_type: format.content_type(),
                     body,
                 })
-                .map_err(|error| bourse_server::history::SqlError {
+                .map_err(|error| bourse_server::services::history_access::SqlError {
                     code: error.code,
                     message: error.message,
                 })
@@ -226,11 +229,11 @@ pub fn sql_factory() -> Option<bourse_server::history::SqlFactory> {
     Some(Box::new(|history_dir: &std::path::Path| {
         let sql =
             bourse_query::HistorySql::open(history_dir, 1).map_err(|error| error.to_string())?;
-        Ok(Arc::new(Service(sql)) as Arc<dyn bourse_server::history::SqlService>)
+        Ok(Arc::new(Service(sql)) as Arc<dyn bourse_server::services::history_access::SqlService>)
     }))
 }
 
 #[cfg(not(feature = "sql"))]
-pub fn sql_factory() -> Option<bourse_server::history::SqlFactory> {
+pub fn sql_factory() -> Option<bourse_server::services::history_access::SqlFactory> {
     None
 }

@@ -1,6 +1,6 @@
 //! `bourse md listen`: the reference subscriber of the market-data feed. It joins the
 //! multicast group, rebuilds every book from the messages (recovering gaps by
-//! retransmission and by snapshot, `bourse_server::md::listen`), prints each
+//! retransmission and by snapshot, `bourse_server::services::multicast::listen`), prints each
 //! instrument's best bid and offer as they stand every second, and with `--verify`
 //! checks its books against the server's own (`GET /v1/l3/{symbol}`) at the same
 //! engine sequence number: exit status 1 on any difference.
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bourse_core::ids::InstrumentId;
 use bourse_core::{Decimal, Side};
-use bourse_server::md::listen::{FeedAddresses, Listener};
+use bourse_server::services::multicast::listen::{FeedAddresses, Listener};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 

@@ -6,7 +6,7 @@
 //! bytes, not hex).
 //!
 //! Checking a request against the keys that exist, the timestamp window and replays is
-//! the server's (`bourse_server::rest::auth`); it computes the signature with this.
+//! the server's (`bourse_server::port::auth`); it computes the signature with this.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;

@@ -20,7 +20,7 @@ use bourse_core::command::{
 use bourse_core::{AccountRef, Command, Decimal, Event, Offset, Side, StpMode, TimeInForce};
 
 use crate::keys::{Role, Secret};
-use crate::state::AppState;
+use crate::port::state::AppState;
 
 const DEMO_LABEL: &str = "demo";
 const TRADERS: [&str; 2] = ["alice", "bob"];
@@ -174,8 +174,9 @@ async fn declare_future(state: &AppState) -> Result<(), String> {
     let (lot, multiplier) = (decimal("1")?, decimal("5")?);
     let reference = decimal(&FUTURE_REFERENCE_PRICE.to_string())?;
     let ratio = decimal(FUTURE_MARGIN_RATIO)?;
-    let margin_units = crate::futures::settings::ratio_margin(ratio, reference, lot, multiplier, 2)
-        .ok_or("the demo's margin ratio gives no margin")?;
+    let margin_units =
+        crate::services::clearing::settings::ratio_margin(ratio, reference, lot, multiplier, 2)
+            .ok_or("the demo's margin ratio gives no margin")?;
     let future = FutureCommand {
         symbol: Cow::Borrowed(FUTURE),
         settle: Cow::Borrowed("CNY"),

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bourse_core::ids::{AccountId, InstrumentId};
 
-use crate::error::ApiResult;
 use crate::link::EngineLink;
+use crate::port::error::ApiResult;
 use crate::reference::Reference;
 
 /// The gateways' caches of the engine's definitions and account ids.

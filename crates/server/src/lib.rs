@@ -1,62 +1,43 @@
 //! The network server: it turns the durable engine into an exchange that clients reach
-//! over REST, WebSocket and binary TCP. It owns translation (requests to engine
-//! commands, outcomes to answers), authentication (API keys, signatures, limits), the
-//! fan-out of the engine's events, and operations (health, metrics, shutdown). It never
-//! holds business state: balances, orders and their history are the engine's
-//! (`bourse_core::venue`), read through queries, so a restart from the journal gives
-//! every client exactly the same answers.
+//! over REST, WebSocket, binary TCP, FIX, DIFF (tqsdk) and a Binance-compatible REST
+//! (ccxt), with a web screen. It owns translation (requests to engine commands,
+//! outcomes to answers), authentication and limits (API keys, signatures, passwords,
+//! rates), the fan-out of the engine's events, and operations (health, metrics,
+//! shutdown). It never holds business state: balances, orders and their history are
+//! the engine's (`bourse_core::venue`), read through queries, so a restart from the
+//! journal gives every client exactly the same answers.
 //!
-//! Modules import downward only, in this order (a test checks it):
+//! Modules import downward only, in this order (a test checks it,
+//! `crates/bourse/tests/module_layers.rs`):
 //!
-//! - foundation: `config`, `files`, `keys`, `link` (the one way into the engine);
-//! - shared values: `reference`, `render`, `error`, `directory`, `auth`, `metrics`,
-//!   `connection`;
-//! - services: `feed` (the tap, the hub, recent trades), `md` (the market-data
-//!   publisher), `history`, `futures` (settlement, the risk process, the account view),
-//!   `order_entry` (one order path for every gateway), `json` (order entry's JSON, for
-//!   the gateways that speak it), `passwords` (accounts' passwords: setting and
-//!   checking them, for every login by name and password), `tokens` (the login tokens
-//!   tqsdk holds);
-//! - `state`: the services put together;
-//! - gateways, each a decoder, a renderer and a listener over `order_entry`: `http`
-//!   (the pipelined order-entry loop), `rest`, `ws`, `diff` (the DIFF protocol's
-//!   WebSocket, which tqsdk speaks), `binance` (Binance's `/api/v3/` for spot, which
-//!   ccxt speaks), `tcp`, `fix` (FIX 4.4 order entry, its sessions and their store),
-//!   `ui` (the web screens' files, embedded);
+//! - foundation: `config`, `files`, `keys`, `link` (the one way into the engine),
+//!   `metrics`, `reference` and `directory` (the engine's definitions, cached),
+//!   `render` (the JSON shapes of Bourse's own API);
+//! - `services`: what runs beside the engine: `feed` (the tap, the hub, recent
+//!   trades), `multicast` (the market-data publisher and its listener),
+//!   `history_access` (the history's lookups and SQL), `clearing` (futures:
+//!   settlement, the risk process, the account view);
+//! - `port`: the one port every gateway goes through: orders, queries, the error
+//!   codes, authentication and the limits of every key and login;
+//! - `gateways`: each a decoder, a renderer and a listener over the port: `rest` (with
+//!   its pipelined order-entry loop), `ws`, `tcp`, `fix`, `diff`, `binance`, `ui`;
+//!   `shared` holds what several of them speak, `router` the HTTP routes;
 //! - `demo`, `server` (start-up and shutdown).
 
 pub mod config;
+pub mod directory;
 pub mod files;
 pub mod keys;
 pub mod link;
-
-pub mod auth;
-pub mod connection;
-pub mod directory;
-pub mod error;
 pub mod metrics;
 pub mod reference;
 pub mod render;
 
-pub mod feed;
-pub mod futures;
-pub mod history;
-pub mod json;
-pub mod md;
-pub mod order_entry;
-pub mod passwords;
-pub mod tokens;
+pub mod services;
 
-pub mod state;
+pub mod port;
 
-pub mod binance;
-pub mod diff;
-pub mod fix;
-pub mod http;
-pub mod rest;
-pub mod tcp;
-pub mod ui;
-pub mod ws;
+pub mod gateways;
 
 pub mod demo;
 pub mod server;

@@ -3,9 +3,9 @@
 //! requests, let those in progress finish, stop the engine (which syncs and writes its
 //! snapshot), exit.
 
-use crate::futures::risk::{MaintenanceShare, RiskProcess};
-use crate::futures::settings::FuturesSettings;
-use crate::futures::settlement::DailyTime;
+use crate::services::clearing::risk::{MaintenanceShare, RiskProcess};
+use crate::services::clearing::settings::FuturesSettings;
+use crate::services::clearing::settlement::DailyTime;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,20 +15,20 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::auth::{Authenticator, LoggedIn};
 use crate::config::{ConfigError, ServeConfig};
 use crate::directory::Directory;
-use crate::feed::hub::{Hub, HubServices};
-use crate::feed::market::Market;
-use crate::feed::tap::tap_channel;
+use crate::gateways::router;
 use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
 use crate::metrics::{EngineFigures, FeedFigures, Metrics};
-use crate::order_entry::OrderEntry;
-use crate::passwords::Passwords;
-use crate::rest;
-use crate::state::AppState;
-use crate::tokens::Tokens;
+use crate::port::auth::{Authenticator, LoggedIn};
+use crate::port::orders::OrderEntry;
+use crate::port::passwords::Passwords;
+use crate::port::state::AppState;
+use crate::port::tokens::Tokens;
+use crate::services::feed::hub::{Hub, HubServices};
+use crate::services::feed::market::Market;
+use crate::services::feed::tap::tap_channel;
 
 /// Why the server could not start (or stopped badly). Each has a clear message; the
 /// command line prints it and exits non-zero.
@@ -93,8 +93,8 @@ async fn start_market_data(
     state: &Arc<AppState>,
     config: &crate::config::MarketDataConfig,
     (sender, receiver, figures): (
-        std::sync::mpsc::Sender<crate::md::Input>,
-        std::sync::mpsc::Receiver<crate::md::Input>,
+        std::sync::mpsc::Sender<crate::services::multicast::Input>,
+        std::sync::mpsc::Receiver<crate::services::multicast::Input>,
         Arc<FeedFigures>,
     ),
     stopped: &tokio::sync::watch::Receiver<bool>,
@@ -110,13 +110,18 @@ async fn start_market_data(
         .map_err(listen_error(config.retransmit_listen))?;
     let retransmit =
         retransmissions.local_addr().map_err(listen_error(config.retransmit_listen))?;
-    let session = crate::md::session_name(bourse_protocol::signing::now_ms());
+    let session = crate::services::multicast::session_name(bourse_protocol::signing::now_ms());
     let link = Arc::clone(&state.link);
     let reference = state.directory.reference();
-    let thread = crate::md::spawn(link, reference, config, receiver, (session, figures))
-        .map_err(listen_error(config.multicast))?;
-    tokio::spawn(crate::md::services::serve_snapshots(snapshots, sender.clone(), stopped.clone()));
-    tokio::spawn(crate::md::services::serve_retransmissions(
+    let thread =
+        crate::services::multicast::spawn(link, reference, config, receiver, (session, figures))
+            .map_err(listen_error(config.multicast))?;
+    tokio::spawn(crate::services::multicast::services::serve_snapshots(
+        snapshots,
+        sender.clone(),
+        stopped.clone(),
+    ));
+    tokio::spawn(crate::services::multicast::services::serve_retransmissions(
         retransmissions,
         session,
         sender,
@@ -171,7 +176,7 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
 pub async fn start_with_sql(
     config: ServeConfig,
     demo: bool,
-    sql: Option<crate::history::SqlFactory>,
+    sql: Option<crate::services::history_access::SqlFactory>,
 ) -> Result<RunningServer, ServeError> {
     let durability = config.durability()?;
     // The history follows the journal: none without one.
@@ -246,9 +251,9 @@ pub async fn start_with_sql(
     };
     // The tap's releases go to the hub, and to the feed when it is on (unbounded: the
     // feed loses nothing; a publisher that is gone is stopping).
-    let md_releases = md_sender.clone().map(|publisher| -> crate::feed::tap::AlsoTo {
+    let md_releases = md_sender.clone().map(|publisher| -> crate::services::feed::tap::AlsoTo {
         Box::new(move |released| {
-            let _ = publisher.send(crate::md::Input::Released(released));
+            let _ = publisher.send(crate::services::multicast::Input::Released(released));
         })
     });
     let (tap_sink, tap_receiver, tap_overflowed) = tap_channel(md_releases);
@@ -321,18 +326,24 @@ pub async fn start_with_sql(
         }
         _ => (None, None),
     };
-    tokio::spawn(crate::tcp::serve(tcp_listener, Arc::clone(&state), tcp_stopped.clone()));
-    let fix_gateway = crate::fix::Gateway::new(&config.fix, &config.data_dir);
+    tokio::spawn(crate::gateways::tcp::serve(
+        tcp_listener,
+        Arc::clone(&state),
+        tcp_stopped.clone(),
+    ));
+    let fix_gateway = crate::gateways::fix::Gateway::new(&config.fix, &config.data_dir);
     let (fix_state, fix_stopped) = (Arc::clone(&state), tcp_stopped.clone());
     tokio::spawn(async move {
         // The stored sessions follow their accounts before any Logon is taken.
         let resumed = Arc::clone(&fix_gateway);
-        crate::fix::resume_sessions(resumed, Arc::clone(&fix_state), fix_stopped.clone()).await;
-        crate::fix::serve(fix_listener, fix_gateway, fix_state, fix_stopped).await
+        crate::gateways::fix::resume_sessions(resumed, Arc::clone(&fix_state), fix_stopped.clone())
+            .await;
+        crate::gateways::fix::serve(fix_listener, fix_gateway, fix_state, fix_stopped).await
     });
     // Futures: a settlement's margin a crash cut off, then the risk process and the
     // daily settlement.
-    crate::futures::settlement::reconcile_ratio_margins(&state.link, &state.futures).await;
+    crate::services::clearing::settlement::reconcile_ratio_margins(&state.link, &state.futures)
+        .await;
     if config.futures.risk_interval_ms > 0 {
         let risk = RiskProcess::new(Arc::clone(&state.link), maintenance_share);
         let interval = std::time::Duration::from_millis(config.futures.risk_interval_ms);
@@ -340,7 +351,7 @@ pub async fn start_with_sql(
     }
     if let Some(time) = settlement_time {
         let (link, settings) = (Arc::clone(&state.link), Arc::clone(&state.futures));
-        tokio::spawn(crate::futures::settlement::run_daily(
+        tokio::spawn(crate::services::clearing::settlement::run_daily(
             link,
             settings,
             time,
@@ -348,9 +359,9 @@ pub async fn start_with_sql(
         ));
     }
     let (stop, stopped) = oneshot::channel::<()>();
-    let router = rest::router(Arc::clone(&state));
+    let router = router::router(Arc::clone(&state));
     let (hand_off, http_drained) =
-        crate::http::listen(listener, Arc::clone(&state), tcp_stopped.clone())
+        crate::gateways::rest::pipelined::listen(listener, Arc::clone(&state), tcp_stopped.clone())
             .map_err(|source| ServeError::Listen { address: http, source })?;
     let task = tokio::spawn(async move {
         let served = axum::serve(hand_off, router)
@@ -379,7 +390,7 @@ pub async fn start_with_sql(
         }
         if let Some((thread, publisher)) = md_thread {
             // After the engine's last release: the feed ends its session.
-            let _ = publisher.send(crate::md::Input::Stop);
+            let _ = publisher.send(crate::services::multicast::Input::Stop);
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         match &stopped_engine {
@@ -408,9 +419,9 @@ pub async fn start_with_sql(
 /// market-data publisher, when it is on.
 fn hub_services(state: &AppState) -> HubServices {
     let market_data =
-        state.market_data.clone().map(|publisher| -> crate::feed::channel::ForwardTo {
+        state.market_data.clone().map(|publisher| -> crate::services::feed::channel::ForwardTo {
             Box::new(move |command| {
-                let _ = publisher.send(crate::md::Input::Channels(command));
+                let _ = publisher.send(crate::services::multicast::Input::Channels(command));
             })
         });
     HubServices {
@@ -430,13 +441,13 @@ async fn start_history(
     engine: &bourse_engine::Engine,
     state: &Arc<AppState>,
     stats: Arc<bourse_history::HistoryStats>,
-    sql: Option<crate::history::SqlFactory>,
-) -> Option<crate::history::HistoryThread> {
+    sql: Option<crate::services::history_access::SqlFactory>,
+) -> Option<crate::services::history_access::HistoryThread> {
     let history_config = config.history.clone();
     let data_dir = config.data_dir.clone();
     let durable = engine.durable_watermark();
     let started = tokio::task::spawn_blocking(move || {
-        crate::history::start(&history_config, &data_dir, stats, durable, sql)
+        crate::services::history_access::start(&history_config, &data_dir, stats, durable, sql)
     })
     .await;
     match started {

@@ -538,7 +538,7 @@ fn bad_input_gets_a_reject_or_a_logout_and_nothing_is_lost() {
 /// and decoded without a panic.
 mod decoding {
     use bourse_protocol::fix::{frame, Message, Writer, MESSAGE_BYTES_MAX};
-    use bourse_server::fix::orders::{decode, Application};
+    use bourse_server::gateways::fix::orders::{decode, Application};
     use proptest::prelude::*;
 
     fn check(bytes: &[u8]) {

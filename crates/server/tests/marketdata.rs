@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bourse_core::ids::InstrumentId;
 use bourse_core::Side;
-use bourse_server::md::listen::{FeedAddresses, Listener};
+use bourse_server::services::multicast::listen::{FeedAddresses, Listener};
 use serde_json::Value;
 use support::{Client, TestServer};
 
@@ -269,7 +269,8 @@ fn the_recovery_services_ignore_bad_requests_and_keep_answering() {
     let (length, _) = socket.recv_from(&mut buffer).unwrap();
     let packet = bourse_marketdata::mold::Packet::parse(&buffer[..length]).unwrap();
     assert_eq!((packet.sequence, packet.messages.len()), (1, 3));
-    let snapshot = bourse_server::md::listen::fetch_snapshot(feed.snapshot).unwrap();
+    let snapshot =
+        bourse_server::services::multicast::listen::fetch_snapshot(feed.snapshot).unwrap();
     assert!(snapshot
         .iter()
         .any(|message| matches!(message, bourse_marketdata::message::Message::AddOrder { .. })));

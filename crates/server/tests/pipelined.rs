@@ -1,4 +1,4 @@
-//! The pipelined order-entry loop (`bourse_server::http`) against the router: the same
+//! The pipelined order-entry loop (`bourse_server::gateways::rest::pipelined`) against the router: the same
 //! requests, sent once each on their own connection (`Connection: close`, which the
 //! loop hands to the router) and once pipelined back to back on one keep-alive
 //! connection (the loop's own path), must get the same answers. And a request the loop

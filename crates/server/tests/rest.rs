@@ -321,7 +321,7 @@ fn openapi_describes_exactly_the_routes_the_server_serves() {
             assert_eq!(status == 401, signed, "{method} {path}: {status} {body}");
         }
     }
-    assert_eq!(described, bourse_server::rest::openapi::ROUTES.len());
+    assert_eq!(described, bourse_server::gateways::rest::openapi::ROUTES.len());
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 #![no_main]
 
-use bourse_server::binance::params::{signed_payload, Params};
+use bourse_server::gateways::binance::params::{signed_payload, Params};
 use libfuzzer_sys::fuzz_target;
 
 /// The codes a malformed parameter list may get.

@@ -8,8 +8,8 @@
 
 use std::borrow::Cow;
 
-use bourse_server::diff::request::{decode, order_terms, to_new_order, Pack, SYMBOLS_MAX};
-use bourse_server::diff::symbols;
+use bourse_server::gateways::diff::request::{decode, order_terms, to_new_order, Pack, SYMBOLS_MAX};
+use bourse_server::gateways::diff::symbols;
 use libfuzzer_sys::fuzz_target;
 
 const CODES: [&str; 4] = ["malformed", "unknown_aid", "too_many_symbols", "unsupported"];

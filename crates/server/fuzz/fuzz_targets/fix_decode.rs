@@ -1,6 +1,6 @@
 //! Arbitrary bytes as what a FIX client sends: the acceptor frames them
 //! (`bourse_protocol::fix::frame`), reads the fields of a whole message and decodes
-//! the application messages into order entry's requests (`bourse_server::fix::orders`).
+//! the application messages into order entry's requests (`bourse_server::gateways::fix::orders`).
 //! None of it may panic; what it accepts must hold together (a frame is within the
 //! limit and ends with its checksum; a decoded order has a valid client order id and
 //! a positive quantity; a refusal names a tag and a reason).
@@ -8,7 +8,7 @@
 #![no_main]
 
 use bourse_protocol::fix::{frame, Message, MESSAGE_BYTES_MAX};
-use bourse_server::fix::orders::{decode, Application};
+use bourse_server::gateways::fix::orders::{decode, Application};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
@@ -23,7 +23,7 @@ fuzz_target!(|bytes: &[u8]| {
         match decode(msg_type, &message) {
             Ok(Some(Application::NewOrder(order))) => {
                 let id = order.client_order_id.as_deref().unwrap_or("");
-                assert!(bourse_server::order_entry::request::valid_client_order_id(id));
+                assert!(bourse_server::port::orders::request::valid_client_order_id(id));
                 assert!(order.qty.mantissa() > 0);
             }
             Ok(_) => {}

@@ -1,0 +1,381 @@
+//! Administration: assets, instruments, accounts (and their passwords), API keys and
+//! money in and out. Every handler needs an admin key. Assets, instruments, deposits
+//! and withdrawals are engine commands (journaled, replayed); accounts and keys are the
+//! key store's; passwords are set and removed through `passwords`, and never shown.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::Response;
+use axum::Extension;
+use bourse_core::command::{InstrumentCommand, TransferCommand};
+use bourse_core::{Command, Event};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::extract::{created, ok, ApiPath, ApiQuery};
+use super::trading::account_balances;
+use crate::gateways::shared::json::{parse_body, parse_decimal};
+use crate::keys::{KeyRecord, Role};
+use crate::port::auth::Caller;
+use crate::port::error::{ApiError, ApiResult};
+use crate::port::state::Shared;
+use crate::render::instrument_json;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetRequest {
+    asset: String,
+    decimals: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstrumentRequest {
+    symbol: String,
+    base: String,
+    quote: String,
+    tick: String,
+    lot: String,
+    min_qty: String,
+    max_qty: String,
+    maker_fee_bps: i64,
+    taker_fee_bps: i64,
+    market_band_bps: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountRequest {
+    name: String,
+}
+
+/// `PUT /v1/admin/accounts/{account}/password`. No `Debug`: it holds a password.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordRequest {
+    password: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRequest {
+    account: String,
+    label: Option<String>,
+    /// The key's own requests per second (default: the server's limit).
+    requests_per_second: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelAllQuery {
+    symbol: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransferRequest {
+    account: String,
+    asset: String,
+    amount: String,
+}
+
+/// Runs a key store change (it writes and syncs `keys.json`) off the async workers.
+async fn on_disk<T: Send + 'static>(change: impl FnOnce() -> T + Send + 'static) -> ApiResult<T> {
+    tokio::task::spawn_blocking(change).await.map_err(|error| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "key_store_failed",
+            format!("the key store change did not finish: {error}"),
+        )
+    })
+}
+
+/// Submits an admin command; its `rejected` reason becomes the error.
+async fn submit_admin(state: &Shared, command: &Command<'_>) -> ApiResult<u64> {
+    let reply = state.link.submit(command).await?;
+    let seq = reply.result().map_or(0, |result| result.seq.0);
+    match reply.events().first() {
+        Some(Event::Rejected { reason, .. }) => Err(ApiError::rejected(*reason)),
+        _ => Ok(seq),
+    }
+}
+
+pub async fn create_asset(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: AssetRequest = parse_body(&body)?;
+    let command =
+        Command::Asset { asset: Cow::Borrowed(&request.asset), decimals: request.decimals };
+    let seq = submit_admin(&state, &command).await?;
+    Ok(created(json!({ "asset": request.asset, "decimals": request.decimals, "seq": seq })))
+}
+
+pub async fn create_instrument(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: InstrumentRequest = parse_body(&body)?;
+    let command = Command::Instrument(Box::new(InstrumentCommand {
+        symbol: Cow::Borrowed(&request.symbol),
+        base: Cow::Borrowed(&request.base),
+        quote: Cow::Borrowed(&request.quote),
+        tick: parse_decimal("tick", &request.tick)?,
+        lot: parse_decimal("lot", &request.lot)?,
+        min_qty: parse_decimal("min_qty", &request.min_qty)?,
+        max_qty: parse_decimal("max_qty", &request.max_qty)?,
+        maker_fee_bps: request.maker_fee_bps,
+        taker_fee_bps: request.taker_fee_bps,
+        market_band_bps: request.market_band_bps,
+    }));
+    let seq = submit_admin(&state, &command).await?;
+    let reference = state.directory.refresh_reference().await?;
+    let shown = reference
+        .find_instrument(&request.symbol)
+        .map_or(Value::Null, |(_, info)| instrument_json(info));
+    Ok(created(json!({ "instrument": shown, "seq": seq })))
+}
+
+pub async fn create_account(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: AccountRequest = parse_body(&body)?;
+    let keys = Arc::clone(&state.keys);
+    let record =
+        on_disk(move || keys.create_account(&request.name, bourse_protocol::signing::now_ms()))
+            .await??;
+    Ok(created(json!({ "account": record.name, "created_ms": record.created_ms })))
+}
+
+pub async fn list_accounts(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let accounts: Vec<Value> = state
+        .keys
+        .accounts()
+        .into_iter()
+        .map(|account| {
+            json!({
+                "account": account.name,
+                "created_ms": account.created_ms,
+                "has_password": account.has_password(),
+            })
+        })
+        .collect();
+    Ok(ok(json!({ "accounts": accounts })))
+}
+
+/// Sets an account's password (for logins by name and password: tqsdk's); replaces
+/// any it had, which ends the tokens issued under that one.
+pub async fn set_password(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(account): ApiPath<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: PasswordRequest = parse_body(&body)?;
+    state.passwords.set(&account, &request.password).await?;
+    Ok(ok(json!({ "account": account, "has_password": true })))
+}
+
+/// Removes an account's password: it can no longer log in with one.
+pub async fn remove_password(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(account): ApiPath<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let removed = state.passwords.remove(&account).await?;
+    Ok(ok(json!({ "account": account, "has_password": false, "removed": removed })))
+}
+
+pub async fn account_balances_admin(state: &Shared, account: &str) -> ApiResult<Value> {
+    if state.keys.account(account).is_none() {
+        return Err(ApiError::not_found("unknown_account", format!("unknown account {account:?}")));
+    }
+    account_balances(state, account).await
+}
+
+pub async fn account_balances_route(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(account): ApiPath<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let balances = account_balances_admin(&state, &account).await?;
+    Ok(ok(json!({ "account": account, "balances": balances })))
+}
+
+fn key_json(key: &KeyRecord) -> Value {
+    json!({
+        "key": key.id,
+        "role": key.role,
+        "account": key.account,
+        "label": key.label,
+        "created_ms": key.created_ms,
+        "revoked": key.revoked,
+        "requests_per_second": key.requests_per_second,
+    })
+}
+
+pub async fn create_key(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: KeyRequest = parse_body(&body)?;
+    let label = request.label.unwrap_or_default();
+    let (key, secret) = on_disk({
+        let keys = Arc::clone(&state.keys);
+        let rate = request.requests_per_second;
+        move || {
+            let account = Some(request.account.as_str());
+            keys.create_key_with_rate(
+                Role::Trader,
+                account,
+                &label,
+                rate,
+                bourse_protocol::signing::now_ms(),
+            )
+        }
+    })
+    .await??;
+    let mut shown = key_json(&key);
+    if let Some(object) = shown.as_object_mut() {
+        object.insert("secret".to_string(), Value::String(secret.expose().to_string()));
+    }
+    Ok(created(shown))
+}
+
+pub async fn list_keys(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let keys: Vec<Value> = state.keys.keys().iter().map(key_json).collect();
+    Ok(ok(json!({ "keys": keys })))
+}
+
+pub async fn revoke_key(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(key_id): ApiPath<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let keys = Arc::clone(&state.keys);
+    let key = on_disk(move || keys.revoke(&key_id)).await??;
+    Ok(ok(key_json(&key)))
+}
+
+async fn transfer(state: &Shared, body: &Bytes, deposit: bool) -> ApiResult<Response> {
+    let request: TransferRequest = parse_body(body)?;
+    if state.keys.account(&request.account).is_none() {
+        return Err(ApiError::not_found(
+            "unknown_account",
+            format!("unknown account {:?} (create it first)", request.account),
+        ));
+    }
+    let transfer = TransferCommand {
+        account: Cow::Borrowed(&request.account),
+        asset: Cow::Borrowed(&request.asset),
+        amount: parse_decimal("amount", &request.amount)?,
+    };
+    let command = if deposit { Command::Deposit(transfer) } else { Command::Withdraw(transfer) };
+    let seq = submit_admin(state, &command).await?;
+    let balances = account_balances(state, &request.account).await?;
+    Ok(ok(json!({ "seq": seq, "account": request.account, "balances": balances })))
+}
+
+pub async fn deposit(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    transfer(&state, &body, true).await
+}
+
+pub async fn withdraw(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    transfer(&state, &body, false).await
+}
+
+async fn halt_or_resume(state: &Shared, symbol: String, halt: bool) -> ApiResult<Response> {
+    let command = if halt {
+        Command::Halt { symbol: Cow::Borrowed(&symbol) }
+    } else {
+        Command::Resume { symbol: Cow::Borrowed(&symbol) }
+    };
+    let seq = submit_admin(state, &command).await?;
+    Ok(ok(json!({ "symbol": symbol, "halted": halt, "seq": seq })))
+}
+
+/// Halts an instrument: new orders and amends on it are rejected `instrument_halted`;
+/// cancels still work.
+pub async fn halt(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(symbol): ApiPath<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    halt_or_resume(&state, symbol, true).await
+}
+
+pub async fn resume(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(symbol): ApiPath<String>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    halt_or_resume(&state, symbol, false).await
+}
+
+/// Cancels every open order of an account (on one instrument with `?symbol=`), in one
+/// engine command.
+pub async fn cancel_all(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(account): ApiPath<String>,
+    ApiQuery(query): ApiQuery<CancelAllQuery>,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    if state.keys.account(&account).is_none() {
+        return Err(ApiError::not_found("unknown_account", format!("unknown account {account:?}")));
+    }
+    let command = Command::CancelAll {
+        account: bourse_core::AccountRef::Name(Cow::Borrowed(&account)),
+        symbol: query.symbol.as_deref().map(Cow::Borrowed),
+    };
+    let reply = state.link.submit(&command).await?;
+    let events = reply.events();
+    if let Some(Event::Rejected { reason, .. }) = events.first() {
+        return Err(ApiError::rejected(*reason));
+    }
+    let canceled: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Done { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let seq = reply.result().map_or(0, |result| result.seq.0);
+    Ok(ok(json!({ "account": account, "canceled": canceled, "seq": seq })))
+}

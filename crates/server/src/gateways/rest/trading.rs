@@ -1,0 +1,212 @@
+//! An account's own orders, fills and balances. Every handler acts for the account of
+//! the key that signed the request, and finds only that account's orders: another
+//! account's order id is `unknown_order`, exactly like one that does not exist. Order
+//! entry itself is `order_entry`'s; these handlers decode the JSON (`json`) and render
+//! its answers.
+
+use std::borrow::Cow;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use bourse_core::ids::InstrumentId;
+use bourse_core::venue::OrderRecord;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::extract::{ok, ApiPath, ApiQuery};
+use crate::gateways::shared::json::{self, parse_body, parse_order_id, AmendRequest, OrderRequest};
+use crate::port::auth::Caller;
+use crate::port::error::ApiResult;
+use crate::port::orders::request::{Request, Target};
+use crate::port::state::{AppState, Shared};
+use crate::reference::Reference;
+use crate::render::{balances_json, fill_json, order_json};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrdersQuery {
+    status: Option<String>,
+    client_order_id: Option<String>,
+    symbol: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientIdQuery {
+    client_order_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FillsQuery {
+    symbol: Option<String>,
+    limit: Option<usize>,
+}
+
+/// Submits `request` for the caller's account and renders its answer.
+async fn enter(state: &AppState, caller: &Caller, request: &Request<'_>) -> ApiResult<Response> {
+    let trader = state.entry.trader(caller.account()?).await?;
+    let answer = state.entry.submit_and_wait(trader, request).await?;
+    let body = json::rest_body(&answer)?;
+    Ok((StatusCode::OK, [(CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+pub async fn place_order(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.account()?;
+    let request: OrderRequest = parse_body(&body)?;
+    enter(&state, &caller, &request.decode()?).await
+}
+
+pub async fn get_order(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(order_id): ApiPath<String>,
+) -> ApiResult<Response> {
+    let target = Target::OrderId(parse_order_id(&order_id)?);
+    let trader = state.entry.trader(caller.account()?).await?;
+    Ok(ok(state.entry.order_status(trader, &target).await?.to_json()))
+}
+
+pub async fn cancel_order(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(order_id): ApiPath<String>,
+) -> ApiResult<Response> {
+    let target = Target::OrderId(parse_order_id(&order_id)?);
+    enter(&state, &caller, &Request::Cancel(target)).await
+}
+
+pub async fn cancel_by_client(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiQuery(query): ApiQuery<ClientIdQuery>,
+) -> ApiResult<Response> {
+    let target = Target::ClientOrderId(Cow::Owned(query.client_order_id));
+    enter(&state, &caller, &Request::Cancel(target)).await
+}
+
+pub async fn amend_order(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(order_id): ApiPath<String>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let amend: AmendRequest = parse_body(&body)?;
+    let request = amend.decode(Target::OrderId(parse_order_id(&order_id)?))?;
+    enter(&state, &caller, &request).await
+}
+
+/// `PATCH /v1/orders?client_order_id=`: amends the order by the id the client gave it.
+pub async fn amend_by_client(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiQuery(query): ApiQuery<ClientIdQuery>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let amend: AmendRequest = parse_body(&body)?;
+    let request = amend.decode(Target::ClientOrderId(Cow::Owned(query.client_order_id)))?;
+    enter(&state, &caller, &request).await
+}
+
+pub async fn list_orders(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiQuery(query): ApiQuery<OrdersQuery>,
+) -> ApiResult<Response> {
+    let trader = state.entry.trader(caller.account()?).await?;
+    let Some(account_id) = trader.id else {
+        return Ok(ok(json!({ "orders": [] })));
+    };
+    if let Some(client_id) = query.client_order_id {
+        let target = Target::ClientOrderId(Cow::Owned(client_id));
+        return Ok(ok(state.entry.order_status(trader, &target).await?.to_json()));
+    }
+    let finished = match query.status.as_deref() {
+        None | Some("open") => false,
+        Some("finished") => true,
+        Some(other) => {
+            return Err(crate::port::error::ApiError::malformed(format!(
+                "status is open or finished, not {other:?}"
+            )))
+        }
+    };
+    let records: Vec<OrderRecord> = state
+        .link
+        .read(move |venue| {
+            let Some(activity) = venue.activity() else { return Vec::new() };
+            if finished {
+                activity.finished_orders(account_id).cloned().collect()
+            } else {
+                activity.open_orders(account_id).cloned().collect()
+            }
+        })
+        .await?;
+    let reference =
+        state.directory.reference_for(records.iter().map(|record| record.instrument)).await?;
+    let symbol = query.symbol;
+    let orders: Vec<Value> = records
+        .iter()
+        .filter(|record| matches_symbol(&reference, record.instrument, symbol.as_deref()))
+        .map(|record| order_json(&reference, record))
+        .collect();
+    Ok(ok(json!({ "orders": orders })))
+}
+
+fn matches_symbol(reference: &Reference, instrument: InstrumentId, symbol: Option<&str>) -> bool {
+    symbol.is_none_or(|symbol| {
+        reference.instrument(instrument).is_some_and(|info| info.symbol == symbol)
+    })
+}
+
+pub async fn fills(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    ApiQuery(query): ApiQuery<FillsQuery>,
+) -> ApiResult<Response> {
+    let trader = state.entry.trader(caller.account()?).await?;
+    let Some(account_id) = trader.id else {
+        return Ok(ok(json!({ "fills": [] })));
+    };
+    let fills = state
+        .link
+        .read(move |venue| {
+            venue.activity().map_or_else(Vec::new, |activity| {
+                activity.fills(account_id).cloned().collect::<Vec<_>>()
+            })
+        })
+        .await?;
+    let reference = state.directory.reference_for(fills.iter().map(|fill| fill.instrument)).await?;
+    let limit = query.limit.unwrap_or(usize::MAX);
+    let mut shown: Vec<Value> = fills
+        .iter()
+        .rev()
+        .filter(|fill| matches_symbol(&reference, fill.instrument, query.symbol.as_deref()))
+        .take(limit)
+        .map(|fill| fill_json(&reference, fill))
+        .collect();
+    shown.reverse();
+    Ok(ok(json!({ "fills": shown })))
+}
+
+pub async fn balances(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Response> {
+    let account = caller.account()?.to_string();
+    Ok(ok(json!({ "account": account, "balances": account_balances(&state, &account).await? })))
+}
+
+/// Every asset's `available` and `held` for `account` (zeros for one with nothing yet).
+pub async fn account_balances(state: &AppState, account: &str) -> ApiResult<Value> {
+    let id = state.directory.account_id(account).await?;
+    let balances = state.link.balances(vec![id]).await?;
+    Ok(balances.first().map_or_else(|| json!({}), |assets| balances_json(assets)))
+}

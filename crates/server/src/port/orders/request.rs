@@ -1,0 +1,169 @@
+//! Order entry's requests as every gateway hands them in, once decoded from its own
+//! bytes (JSON, a binary frame, later FIX): protocol-neutral values, not yet checked
+//! against the venue's rules. `OrderEntry` checks them and makes each into its
+//! engine command, in one place per kind.
+
+use std::borrow::Cow;
+
+use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
+use bourse_core::ids::{AccountId, OrderId};
+use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInForce};
+
+use crate::port::error::{ApiError, ApiResult};
+
+/// Client order ids: 1 to this many printable ASCII characters, no spaces (a UUID and
+/// tqsdk's 45-character ids fit).
+pub use bourse_protocol::client_order_id::CLIENT_ORDER_ID_BYTES_MAX;
+
+/// A new order, as decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewOrder<'a> {
+    /// `None`: the venue makes one (`auto-` and 24 hex digits).
+    pub client_order_id: Option<Cow<'a, str>>,
+    pub symbol: Cow<'a, str>,
+    pub side: Side,
+    /// A limit order's price, or a market order.
+    pub order_type: OrderType,
+    pub qty: Decimal,
+    pub time_in_force: TimeInForce,
+    pub post_only: bool,
+    pub stp: StpMode,
+    /// Futures: what the order does to the position (ignored on spot).
+    pub offset: Offset,
+}
+
+impl NewOrder<'_> {
+    /// The same order, owning its text (for a gateway that keeps it until the answer).
+    pub fn into_owned(self) -> NewOrder<'static> {
+        NewOrder {
+            client_order_id: self.client_order_id.map(|id| Cow::Owned(id.into_owned())),
+            symbol: Cow::Owned(self.symbol.into_owned()),
+            side: self.side,
+            order_type: self.order_type,
+            qty: self.qty,
+            time_in_force: self.time_in_force,
+            post_only: self.post_only,
+            stp: self.stp,
+            offset: self.offset,
+        }
+    }
+}
+
+/// Which of the caller's orders a cancel, an amend or a status request names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// The exchange's id (read first, to learn its client order id).
+    OrderId(OrderId),
+    ClientOrderId(Cow<'a, str>),
+}
+
+/// One order-entry request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request<'a> {
+    Place(NewOrder<'a>),
+    Cancel(Target<'a>),
+    /// A new price, a new quantity or both (made by `Request::amend`).
+    Amend {
+        target: Target<'a>,
+        price: Option<Decimal>,
+        qty: Option<Decimal>,
+    },
+}
+
+impl<'a> Request<'a> {
+    /// An amend, which must change the price, the quantity or both.
+    pub fn amend(
+        target: Target<'a>,
+        price: Option<Decimal>,
+        qty: Option<Decimal>,
+    ) -> ApiResult<Request<'a>> {
+        if price.is_none() && qty.is_none() {
+            return Err(ApiError::malformed("an amend needs price, qty or both"));
+        }
+        Ok(Request::Amend { target, price, qty })
+    }
+
+    /// As the metrics and logs name the request's kind.
+    pub fn kind(&self) -> RequestKind {
+        match self {
+            Request::Place(_) => RequestKind::Place,
+            Request::Cancel(_) => RequestKind::Cancel,
+            Request::Amend { .. } => RequestKind::Amend,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestKind {
+    Place,
+    Cancel,
+    Amend,
+}
+
+/// Whether `id` may name an order: 1 to `CLIENT_ORDER_ID_BYTES_MAX` printable ASCII
+/// characters, no spaces.
+pub fn valid_client_order_id(id: &str) -> bool {
+    bourse_protocol::client_order_id::is_valid(id)
+}
+
+/// The client order id a new order gets: the one requested, checked, or a new one.
+pub fn client_order_id(requested: Option<&str>) -> ApiResult<Cow<'_, str>> {
+    match requested {
+        Some(id) if valid_client_order_id(id) => Ok(Cow::Borrowed(id)),
+        Some(id) => Err(ApiError::malformed(format!(
+            "client_order_id must be 1 to {CLIENT_ORDER_ID_BYTES_MAX} printable ASCII characters without spaces, not {id:?}"
+        ))),
+        None => {
+            let mut bytes = [0u8; 12];
+            getrandom::fill(&mut bytes).map_err(|_| {
+                ApiError::malformed("no client_order_id given and none could be made")
+            })?;
+            Ok(Cow::Owned(format!("auto-{}", hex::encode(bytes))))
+        }
+    }
+}
+
+/// The engine command of a new order whose client order id is `client_order_id`
+/// (checked) for `account` (by id once the engine knows it, which spares it the name
+/// lookup; by name before its first deposit).
+pub fn order_command<'a>(
+    account: AccountRef<'a>,
+    client_order_id: &'a str,
+    order: &'a NewOrder<'_>,
+) -> Command<'a> {
+    debug_assert!(valid_client_order_id(client_order_id));
+    Command::Order(OrderCommand {
+        account,
+        id: Cow::Borrowed(client_order_id),
+        symbol: Cow::Borrowed(order.symbol.as_ref()),
+        side: order.side,
+        order_type: order.order_type,
+        qty: order.qty,
+        time_in_force: order.time_in_force,
+        post_only: order.post_only,
+        stp: order.stp,
+        offset: order.offset,
+    })
+}
+
+/// The engine command of a cancel of `account`'s order `client_order_id`.
+pub fn cancel_command(account: AccountId, client_order_id: &str) -> Command<'_> {
+    Command::Cancel { account: AccountRef::Id(account), id: Cow::Borrowed(client_order_id) }
+}
+
+/// The engine command of an amend (`Request::amend` has checked that it changes
+/// something).
+pub fn amend_command(
+    account: AccountId,
+    client_order_id: &str,
+    price: Option<Decimal>,
+    qty: Option<Decimal>,
+) -> Command<'_> {
+    debug_assert!(price.is_some() || qty.is_some());
+    Command::Amend(AmendCommand {
+        account: AccountRef::Id(account),
+        id: Cow::Borrowed(client_order_id),
+        price,
+        qty,
+    })
+}

@@ -1,0 +1,63 @@
+//! The running server's services, put together once at start (`server`) and handed to
+//! the gateways, which are the only ones to take all of them: each service below takes
+//! just the few it needs. It holds no business state: balances, orders and their
+//! history are the engine's.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::config::LimitsConfig;
+use crate::directory::Directory;
+use crate::keys::KeyStore;
+use crate::link::EngineLink;
+use crate::metrics::Metrics;
+use crate::port::auth::{Authenticator, LoggedIn};
+use crate::port::orders::OrderEntry;
+use crate::port::passwords::Passwords;
+use crate::port::tokens::Tokens;
+use crate::services::clearing::settings::FuturesSettings;
+use crate::services::feed::channel::HubCommand;
+use crate::services::feed::market::Market;
+use crate::services::history_access::HistoryAccess;
+use crate::services::multicast;
+
+pub struct AppState {
+    pub link: Arc<EngineLink>,
+    pub directory: Arc<Directory>,
+    pub entry: Arc<OrderEntry>,
+    /// Recent trades and tickers, kept by the hub.
+    pub market: Arc<Mutex<Market>>,
+    pub metrics: Arc<Metrics>,
+    /// Subscriptions and disconnections of connections go to the hub.
+    pub hub: mpsc::Sender<HubCommand>,
+    pub keys: Arc<KeyStore>,
+    pub auth: Authenticator,
+    /// Accounts' passwords: `passwords.verify(account, password).await` for every login
+    /// by name and password.
+    pub passwords: Arc<Passwords>,
+    /// The login tokens of the token endpoint (`rest::openid`).
+    pub tokens: Arc<Tokens>,
+    /// Logged-in WebSocket and TCP connections per key.
+    pub logged_in: LoggedIn,
+    pub limits: LimitsConfig,
+    /// A TCP connection must log in within this long.
+    pub login_timeout: Duration,
+    pub ready: AtomicBool,
+    /// The market-data publisher, when the feed is on: candles are read there.
+    pub market_data: Option<std::sync::mpsc::Sender<multicast::Input>>,
+    /// The history's lookups and SQL, once it is open.
+    pub history: OnceLock<Arc<HistoryAccess>>,
+    /// What the venue keeps about futures contracts beside the engine.
+    pub futures: Arc<FuturesSettings>,
+}
+
+pub type Shared = Arc<AppState>;
+
+impl AppState {
+    pub fn market(&self) -> MutexGuard<'_, Market> {
+        self.market.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
