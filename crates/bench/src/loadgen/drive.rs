@@ -238,7 +238,7 @@ fn run_open<S: Requests, R: Answers + 'static>(
 /// On a machine the server shares, each wake-up of a sender costs a context switch that
 /// the server pays for in CPU (at 200,000 orders/s on 2 vCPUs, sleeping 10 µs took
 /// 0.51 of a CPU for the load generator and this 0.43, with a lower p99:
-/// `docs/benchmarks.md`, issue 25's sixth session). It adds at most this much to a
+/// `docs/benchmarks-history.md`, issue 25's sixth session). It adds at most this much to a
 /// request's latency, and that is measured: latency runs from the due time.
 pub const SEND_TICK: Duration = Duration::from_micros(100);
 
