@@ -1976,6 +1976,204 @@ fn model_rejections_carry_account_and_id_except_when_malformed() {
 }
 
 // ----------------------------------------------------------------------------------
+// The model against `orders.md`'s "Market buys by amount to spend", on hand-written
+// scenarios (BTC-USD of `BTC_USD`: tick 1, lot 0.01, maker 15 bps, taker 20 bps, band
+// 5%).
+
+/// A market buy of alice spending `quote_qty` (`extra` adds fields).
+fn spend(id: &str, quote_qty: &str, extra: &str) -> String {
+    format!(
+        r#"{{"cmd":"order","account":"alice","id":"{id}","symbol":"BTC-USD","side":"buy","type":"market","quote_qty":"{quote_qty}"{extra}}}"#
+    )
+}
+
+/// Bob's asks: s1 100 x 0.3, s2 101 x 0.5 (seqs 4 to 7), and alice's 100 USD (seq 8).
+fn spending_scenario(extra: &[&str]) -> (Vec<Vec<Value>>, Value) {
+    let mut lines = vec![
+        r#"{"cmd":"deposit","account":"bob","asset":"BTC","amount":"1"}"#,
+        r#"{"cmd":"order","account":"bob","id":"s1","symbol":"BTC-USD","side":"sell","type":"limit","price":"100","qty":"0.3"}"#,
+        r#"{"cmd":"order","account":"bob","id":"s2","symbol":"BTC-USD","side":"sell","type":"limit","price":"101","qty":"0.5"}"#,
+        r#"{"cmd":"deposit","account":"carol","asset":"BTC","amount":"1"}"#,
+        r#"{"cmd":"deposit","account":"alice","asset":"USD","amount":"100"}"#,
+    ];
+    lines.extend_from_slice(extra);
+    scenario(&lines)
+}
+
+#[test]
+fn model_spending_buy_takes_what_is_left_pays_for_from_each_maker() {
+    let line = spend("m1", "50.75", "");
+    let (events, state) = spending_scenario(&[&line]);
+    // 50.75 buys all of s1 (0.3 for 30), then floor_to_lot(20.75 / 101) = 0.2 of s2 for
+    // 20.20; the 0.55 left buys less than a lot at 101: filled, and 0.55 comes back.
+    // Fees as for any taker: 0.3 and 0.2 BTC at 20 bps; bob's 15 bps of 30 and 20.20,
+    // rounded up to the cent.
+    assert_events(
+        &events[8],
+        &[
+            accepted(9, "alice", "m1"),
+            trade(9, "100", "0.3", "buy", ("bob", "s1"), ("alice", "m1"), ("0.05", "0.0006")),
+            done(9, "bob", "s1", "filled", "0.3"),
+            trade(9, "101", "0.2", "buy", ("bob", "s2"), ("alice", "m1"), ("0.04", "0.0004")),
+            done(9, "alice", "m1", "filled", "0.5"),
+        ],
+    );
+    let expected = json!({
+        "balances": {
+            "alice": { "USD": { "available": "49.8", "held": "0" }, "BTC": { "available": "0.499", "held": "0" } },
+            "bob": { "USD": { "available": "50.11", "held": "0" }, "BTC": { "available": "0.2", "held": "0.3" } },
+            "carol": { "BTC": { "available": "1", "held": "0" } },
+        },
+        "fees": { "USD": "0.09", "BTC": "0.001" },
+        "books": { "BTC-USD": { "bids": [], "asks": [ { "account": "bob", "id": "s2", "price": "101", "qty": "0.3" } ] } },
+    });
+    assert_eq!(state, normalize_state(&expected));
+}
+
+#[test]
+fn model_spending_buy_ends_filled_with_nothing_left_and_expired_with_no_maker_left() {
+    let (exact, cent, bought_nothing) =
+        (spend("m1", "80.5", ""), spend("m2", "0.5", ""), spend("m3", "100", ""));
+    let (events, state) = spending_scenario(&[&exact, &cent, &bought_nothing]);
+    // 30 + 50.50 = 80.50: nothing left after s2, so filled, though no ask is left.
+    assert_events(
+        &events[8],
+        &[
+            accepted(9, "alice", "m1"),
+            trade(9, "100", "0.3", "buy", ("bob", "s1"), ("alice", "m1"), ("0.05", "0.0006")),
+            done(9, "bob", "s1", "filled", "0.3"),
+            trade(9, "101", "0.5", "buy", ("bob", "s2"), ("alice", "m1"), ("0.08", "0.001")),
+            done(9, "bob", "s2", "filled", "0.5"),
+            done(9, "alice", "m1", "filled", "0.8"),
+        ],
+    );
+    // An empty other side: `no_liquidity`, as for any market order.
+    let rejected = |seq: u64, id: &str, reason: &str| json!({ "ev": "rejected", "seq": seq, "reason": reason, "account": "alice", "id": id });
+    assert_events(&events[9], &[rejected(10, "m2", "no_liquidity")]);
+    assert_events(&events[10], &[rejected(11, "m3", "no_liquidity")]);
+    assert_eq!(state["balances"]["alice"]["USD"], json!({ "available": "19.5", "held": "0" }));
+
+    // Money left but no maker within the protection price (100 * 1.05 = 105): expired.
+    let ask_at_106 = r#"{"cmd":"order","account":"carol","id":"c1","symbol":"BTC-USD","side":"sell","type":"limit","price":"106","qty":"0.1"}"#;
+    let more = spend("m4", "85", "");
+    let (events, state) = spending_scenario(&[ask_at_106, &more]);
+    assert_events(
+        &events[9],
+        &[
+            accepted(10, "alice", "m4"),
+            trade(10, "100", "0.3", "buy", ("bob", "s1"), ("alice", "m4"), ("0.05", "0.0006")),
+            done(10, "bob", "s1", "filled", "0.3"),
+            trade(10, "101", "0.5", "buy", ("bob", "s2"), ("alice", "m4"), ("0.08", "0.001")),
+            done(10, "bob", "s2", "filled", "0.5"),
+            done(10, "alice", "m4", "expired", "0.8"),
+        ],
+    );
+    assert_eq!(state["balances"]["alice"]["USD"], json!({ "available": "19.5", "held": "0" }));
+}
+
+#[test]
+fn model_spending_buy_that_buys_less_than_a_lot_expires_and_returns_its_hold() {
+    let (less_than_a_lot, a_lot_and_a_half) = (spend("m1", "0.99", ""), spend("m2", "1.5", ""));
+    let (events, state) = spending_scenario(&[&less_than_a_lot, &a_lot_and_a_half]);
+    // A lot at 100 costs 1.00: 0.99 buys nothing.
+    assert_events(
+        &events[8],
+        &[accepted(9, "alice", "m1"), done(9, "alice", "m1", "expired", "0")],
+    );
+    // 1.5 buys one lot; the 0.5 left buys less than another at 100: filled.
+    assert_events(
+        &events[9],
+        &[
+            accepted(10, "alice", "m2"),
+            trade(10, "100", "0.01", "buy", ("bob", "s1"), ("alice", "m2"), ("0.01", "0.00002")),
+            done(10, "alice", "m2", "filled", "0.01"),
+        ],
+    );
+    assert_eq!(state["balances"]["alice"]["USD"], json!({ "available": "99", "held": "0" }));
+}
+
+#[test]
+fn model_spending_buy_rejections_follow_the_spec_order() {
+    let lines = [
+        // Not allowed, whatever the value: with qty, a sell, a limit order, fok.
+        spend("r1", "10", r#","qty":"0.1""#),
+        r#"{"cmd":"order","account":"carol","id":"r2","symbol":"BTC-USD","side":"sell","type":"market","quote_qty":"0"}"#.to_string(),
+        r#"{"cmd":"order","account":"alice","id":"r3","symbol":"BTC-USD","side":"buy","type":"limit","price":"100","quote_qty":"-5"}"#.to_string(),
+        spend("r4", "10", r#","tif":"fok""#),
+        // qty is checked first; a limit price before both.
+        spend("r5", "10", r#","qty":"0.001""#),
+        r#"{"cmd":"order","account":"alice","id":"r6","symbol":"BTC-USD","side":"buy","type":"limit","price":"100.5","quote_qty":"10"}"#.to_string(),
+        // The value where it is allowed: positive, within the quote's decimals.
+        spend("r7", "0", ""),
+        spend("r8", "-1", ""),
+        spend("r9", "0.001", ""),
+        // Funds: available must cover quote_qty (min_qty and max_qty do not apply).
+        spend("r10", "100.01", ""),
+        spend("r11", &format!("1{}", "0".repeat(40)), ""),
+        // Neither qty nor quote_qty, or a mistyped quote_qty even where it is not
+        // allowed: malformed.
+        r#"{"cmd":"order","account":"alice","id":"r12","symbol":"BTC-USD","side":"buy","type":"market"}"#.to_string(),
+        r#"{"cmd":"order","account":"alice","id":"r13","symbol":"BTC-USD","side":"buy","type":"limit","price":"100","qty":"1","quote_qty":5}"#.to_string(),
+        spend("r14", "100", ""),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let (events, _) = spending_scenario(&lines);
+    let rejected = |seq: u64, account: &str, id: &str, reason: &str| json!({ "ev": "rejected", "seq": seq, "reason": reason, "account": account, "id": id });
+    let reasons = [
+        ("alice", "r1", "invalid_order"),
+        ("carol", "r2", "invalid_order"),
+        ("alice", "r3", "invalid_order"),
+        ("alice", "r4", "invalid_order"),
+        ("alice", "r5", "invalid_qty"),
+        ("alice", "r6", "invalid_price"),
+        ("alice", "r7", "invalid_qty"),
+        ("alice", "r8", "invalid_qty"),
+        ("alice", "r9", "invalid_qty"),
+        ("alice", "r10", "insufficient_funds"),
+        ("alice", "r11", "insufficient_funds"),
+    ];
+    for (index, (account, id, reason)) in reasons.into_iter().enumerate() {
+        let seq = 9 + index as u64;
+        assert_events(&events[8 + index], &[rejected(seq, account, id, reason)]);
+    }
+    assert_events(&events[19], &[json!({ "ev": "rejected", "seq": 20, "reason": "malformed" })]);
+    assert_events(&events[20], &[json!({ "ev": "rejected", "seq": 21, "reason": "malformed" })]);
+    assert_eq!(events[21][0]["ev"], "accepted");
+}
+
+#[test]
+fn model_spending_buy_meets_its_own_asks_with_self_trade_prevention() {
+    let own_ask = r#"{"cmd":"order","account":"alice","id":"a1","symbol":"BTC-USD","side":"sell","type":"limit","price":"99","qty":"0.1"}"#;
+    let alice_btc = r#"{"cmd":"deposit","account":"alice","asset":"BTC","amount":"1"}"#;
+    let (taker, maker, small) = (
+        spend("m1", "50", ""),
+        spend("m2", "50", r#","stp":"cancel_maker""#),
+        spend("m3", "0.5", r#","stp":"cancel_both""#),
+    );
+    let (events, _) = spending_scenario(&[alice_btc, own_ask, &taker, &maker]);
+    assert_events(&events[10], &[accepted(11, "alice", "m1"), done(11, "alice", "m1", "stp", "0")]);
+    assert_events(
+        &events[11],
+        &[
+            accepted(12, "alice", "m2"),
+            done(12, "alice", "a1", "stp", "0"),
+            trade(12, "100", "0.3", "buy", ("bob", "s1"), ("alice", "m2"), ("0.05", "0.0006")),
+            done(12, "bob", "s1", "filled", "0.3"),
+            trade(12, "101", "0.19", "buy", ("bob", "s2"), ("alice", "m2"), ("0.03", "0.00038")),
+            done(12, "alice", "m2", "filled", "0.49"),
+        ],
+    );
+    // What is left buys less than a lot at the own ask's price: that check comes
+    // before self-trade prevention, so the order expires and the ask stays.
+    let (events, state) = spending_scenario(&[alice_btc, own_ask, &small]);
+    assert_events(
+        &events[10],
+        &[accepted(11, "alice", "m3"), done(11, "alice", "m3", "expired", "0")],
+    );
+    assert_eq!(state["books"]["BTC-USD"]["asks"][0]["id"], "a1");
+}
+
+// ----------------------------------------------------------------------------------
 // The model against `futures.md`, on hand-written scenarios. Two contracts settled in
 // CNY (2 decimals), tick 1, lot 1, multiplier 10, margin 100, fees 1 (maker) and 3
 // (taker) per lot: `rb` with `close_today: false`, `cu` with `close_today: true`.
