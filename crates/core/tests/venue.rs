@@ -21,7 +21,9 @@ mod venue_support;
 
 use bourse_core::format::parse_line;
 use bourse_core::ids::{AccountId, AssetId, OrderId, Seq, TimestampNs};
-use bourse_core::snapshot::{decode_venue, SnapshotError, VENUE_FORMAT_VERSION, VENUE_MAGIC};
+use bourse_core::snapshot::{
+    decode_venue, SnapshotError, VENUE_FORMAT_VERSION, VENUE_MAGIC, VENUE_QUOTE_QTY_FORMAT_VERSION,
+};
 use bourse_core::venue::{
     Fill, Liquidity, OrderKind, OrderRecord, OrderStatus, FILLS_KEPT, FINISHED_ORDERS_KEPT,
 };
@@ -72,6 +74,7 @@ fn an_accepted_limit_order_creates_an_open_record_in_engine_units() {
             // Tick 1: price units are whole USD; lot 0.01: qty units are hundredths.
             price: Some(Price(100)),
             qty: Qty(250),
+            quote_qty: None,
             remaining: Qty(250),
             filled: Qty::ZERO,
             status: OrderStatus::Open,
@@ -712,9 +715,19 @@ fn each_kind_of_bad_venue_snapshot_has_its_error() {
     assert_eq!(decode(b"BOURSV"), Err(SnapshotError::Truncated { offset: 6 }));
     assert_eq!(decode(b"BOURSVEX and more"), Err(SnapshotError::BadMagic));
     let mut version = bytes.clone();
+    version[8] = 3;
+    assert_eq!(decode(&version), Err(SnapshotError::UnsupportedVersion(3)));
+    assert_eq!((VENUE_FORMAT_VERSION, VENUE_QUOTE_QTY_FORMAT_VERSION), (1, 2));
+    // Version 2 only for a venue with a spend-amount buy among its records.
     version[8] = 2;
-    assert_eq!(decode(&version), Err(SnapshotError::UnsupportedVersion(2)));
-    assert_eq!(VENUE_FORMAT_VERSION, 1);
+    assert_eq!(
+        decode(&version),
+        Err(SnapshotError::Invalid {
+            offset: 8,
+            what: "a version 2 venue snapshot without a spend-amount buy (stored as version 1)"
+                .into()
+        })
+    );
     let mut trailing = bytes.clone();
     trailing.push(0);
     assert_eq!(

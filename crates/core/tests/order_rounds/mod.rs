@@ -9,7 +9,8 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use bourse_core::command::{
-    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderSize, OrderType,
+    TransferCommand,
 };
 use bourse_core::{
     Command, Decimal, Event, Exchange, Offset, Seq, Side, StpMode, TimeInForce, Venue,
@@ -92,7 +93,7 @@ pub fn futures_definitions() -> Vec<Command<'static>> {
                 symbol: Cow::Borrowed("FUT"),
                 side,
                 order_type: OrderType::Limit { price: number(1_000) },
-                qty: number(40_000),
+                size: OrderSize::of_qty(number(40_000)),
                 time_in_force: TimeInForce::GoodTillCancel,
                 post_only: false,
                 stp: StpMode::CancelMaker,
@@ -175,7 +176,7 @@ fn stream_on(
                     symbol: Cow::Borrowed(symbol),
                     side,
                     order_type: OrderType::Limit { price: number(price) },
-                    qty: number(qty),
+                    size: OrderSize::of_qty(number(qty)),
                     time_in_force,
                     post_only: false,
                     stp: StpMode::CancelMaker,
