@@ -2,8 +2,9 @@
 //!
 //! Random command streams (a few assets, one or two instruments with odd ticks and
 //! lots, four accounts, a small pool of order ids so that ids collide and get reused,
-//! prices clustered around a centre so that orders cross, plus invalid values and
-//! malformed lines) are fed line by line to both; every line's events are compared
+//! prices clustered around a centre so that orders cross, spend-amount market buys
+//! (`quote_qty`, orders.md) allowed and not, plus invalid values and malformed lines)
+//! are fed line by line to both; every line's events are compared
 //! after normalisation, the engine's invariants are checked after every line, and the
 //! final states are compared at the end. The plain tests at the bottom pin the model
 //! itself to the spec on small hand-written scenarios.
@@ -589,6 +590,60 @@ fn order_strategy(world: World) -> impl Strategy<Value = String> {
         )
 }
 
+/// Spend-amount market buys (`quote_qty`, orders.md): mostly allowed ones, of amounts
+/// that end between lots (and, where a notional unit is several quote units, between
+/// notional units), now and then zero, negative, too precise or beyond any balance,
+/// and now and then where `quote_qty` is not allowed (a sell, a limit order, with `qty`,
+/// with `fok`) or mistyped.
+fn spend_strategy(world: World) -> impl Strategy<Value = String> {
+    (
+        (0..4usize, 0..IDS.len(), 0..2usize),
+        (0..=12i128, -2..=5i128, 0..10_000i128),
+        (0..24u8, 0..6u8, 0..5u8),
+        prop::option::weighted(0.2, 0..1_000_000u64),
+    )
+        .prop_map(
+            move |((account, id, market), (lots, ticks, spare), (variant, tif, stp), ts)| {
+                let definition = world.market(market);
+                let decimals = world.assets[definition.quote].decimals;
+                let centre = (definition.centre_ticks + ticks).max(1);
+                // Whole lots at a price near the centre, plus a part of one more lot.
+                let lot_cost = definition.quote_units(&world, 1, centre).max(1);
+                let units = definition.quote_units(&world, lots, centre) + spare % lot_cost;
+                let mut command = world.order_json(account, id, market, true);
+                let fields = command.as_object_mut().expect("orders are objects");
+                fields.remove("qty");
+                fields.remove("price");
+                command["type"] = json!("market");
+                command["quote_qty"] = json!(units_text(units, decimals));
+                match variant {
+                    0 => command["quote_qty"] = json!("0"),
+                    1 => command["quote_qty"] = json!(units_text(-units - 1, decimals)),
+                    2 => command["quote_qty"] = json!(units_text(units * 10 + 1, decimals + 1)),
+                    3 => command["quote_qty"] = json!(format!("1{}", "0".repeat(40))),
+                    4 => command["side"] = json!("sell"),
+                    5 => {
+                        command["type"] = json!("limit");
+                        command["price"] = json!(definition.near_price(ticks, false));
+                    }
+                    6 => command["qty"] = json!(definition.qty_text(lots)),
+                    7 => command["quote_qty"] = json!(units as i64),
+                    _ => {}
+                }
+                if tif > 1 {
+                    command["tif"] = json!(["gtc", "ioc", "fok", "gfd"][usize::from(tif) - 2]);
+                }
+                if stp > 0 {
+                    command["stp"] = json!(
+                        ["cancel_taker", "cancel_maker", "cancel_both", "none"]
+                            [usize::from(stp) - 1]
+                    );
+                }
+                with_ts(command, ts)
+            },
+        )
+}
+
 fn cancel_strategy() -> impl Strategy<Value = String> {
     (0..4usize, 0..IDS.len(), prop::option::weighted(0.2, 0..1_000_000u64)).prop_map(
         |(account, id, ts)| {
@@ -793,6 +848,7 @@ fn lines_strategy(world: World) -> BoxedStrategy<Vec<String>> {
         12 => one(deposit_strategy(world.clone()).boxed()),
         3 => one(withdraw_strategy(world.clone()).boxed()),
         45 => one(order_strategy(world.clone()).boxed()),
+        10 => one(spend_strategy(world.clone()).boxed()),
         14 => order_and_follow_up_strategy(world.clone()),
         6 => one(cancel_strategy().boxed()),
         8 => one(amend_strategy(world.clone()).boxed()),
@@ -1228,6 +1284,39 @@ fn futures_order_strategy(world: FuturesWorld) -> impl Strategy<Value = String> 
         )
 }
 
+/// Spend-amount market buys (`quote_qty`) in the futures streams: on a contract
+/// (`invalid_order`, or `invalid_offset` first), and on the spot instrument beside
+/// the contracts when there is one, of amounts between lots of BTC at about 100 CNY.
+fn futures_spend_strategy(world: FuturesWorld) -> impl Strategy<Value = String> {
+    (
+        (0..4usize, 0..FUTURES_IDS.len(), 0..10usize),
+        (0..=20i128, 0..10_000i128, 0..8u8, 0..5u8),
+        ts_strategy(),
+    )
+        .prop_map(move |((account, id, pick), (lots, spare, variant, stp), ts)| {
+            let mut command = world.order_json(account, id, pick, true);
+            let fields = command.as_object_mut().expect("orders are objects");
+            fields.remove("qty");
+            fields.remove("price");
+            command["type"] = json!("market");
+            // A lot of BTC at 100 CNY, in CNY units.
+            let lot_cost = 100 * 10i128.pow(world.settle_decimals - world.spot_lot_scale);
+            command["quote_qty"] = json!(world.amount(lots * lot_cost + spare % lot_cost));
+            match variant {
+                0 => command["offset"] = json!("close_today"),
+                1 => command["tif"] = json!("fok"),
+                2 => command["qty"] = json!(world.spot_qty(1)),
+                _ => {}
+            }
+            if stp > 0 {
+                command["stp"] = json!(
+                    ["cancel_taker", "cancel_maker", "cancel_both", "none"][usize::from(stp) - 1]
+                );
+            }
+            with_ts(command, ts)
+        })
+}
+
 fn futures_cancel_strategy() -> impl Strategy<Value = String> {
     (0..4usize, 0..FUTURES_IDS.len(), ts_strategy()).prop_map(|(account, id, ts)| {
         with_ts(
@@ -1435,6 +1524,7 @@ fn futures_lines_strategy(world: FuturesWorld) -> BoxedStrategy<Vec<String>> {
         7 => one(futures_deposit_strategy(world.clone()).boxed()),
         3 => one(futures_withdraw_strategy(world.clone()).boxed()),
         55 => one(futures_order_strategy(world.clone()).boxed()),
+        5 => one(futures_spend_strategy(world.clone()).boxed()),
         12 => futures_order_and_follow_up_strategy(world.clone()),
         4 => one(futures_cancel_strategy().boxed()),
         6 => one(futures_amend_strategy(world.clone()).boxed()),
@@ -1492,6 +1582,61 @@ proptest! {
 
 /// Streams at the edges random ones rarely reach: amounts at the 64-bit limit, fees
 /// on huge notionals, 18-decimal assets, amends to extreme values.
+/// The spot streams reach every outcome of a spend-amount buy (each stop condition,
+/// each rejection), so that the comparison above covers them.
+#[test]
+fn random_streams_reach_every_outcome_of_a_spend_amount_buy() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, TestRunner};
+    use std::collections::BTreeMap;
+
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
+    );
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    for _ in 0..300 {
+        let lines = stream_strategy().new_tree(&mut runner).expect("a stream").current();
+        let mut model = Model::new();
+        for line in &lines {
+            let events = model.feed_line(line);
+            if !line.contains("quote_qty") {
+                continue;
+            }
+            let outcome = match (events.first(), events.last()) {
+                (Some(first), _) if first["ev"] == "rejected" => {
+                    format!("rejected {}", first["reason"].as_str().unwrap_or(""))
+                }
+                (_, Some(last)) => {
+                    let traded = events.iter().any(|event| event["ev"] == "trade");
+                    format!("{} traded {traded}", last["reason"].as_str().unwrap_or(""))
+                }
+                _ => "nothing".to_string(),
+            };
+            *outcomes.entry(outcome).or_default() += 1;
+        }
+    }
+    for expected in [
+        "filled traded true",
+        "expired traded true",
+        "expired traded false",
+        "stp traded false",
+        "rejected invalid_order",
+        "rejected invalid_qty",
+        "rejected no_liquidity",
+        "rejected insufficient_funds",
+        "rejected malformed",
+        "rejected duplicate_id",
+    ] {
+        assert!(
+            outcomes.get(expected).is_some_and(|&count| count > 0),
+            "{expected}: {outcomes:#?}"
+        );
+    }
+}
+
 #[test]
 fn engine_agrees_with_model_on_edge_streams() {
     let asset = |name: &str, decimals: u32| {
@@ -1524,6 +1669,11 @@ fn engine_agrees_with_model_on_edge_streams() {
     };
     let amend = |account: &str, id: &str, fields: &str| {
         format!(r#"{{"cmd":"amend","account":"{account}","id":"{id}",{fields}}}"#)
+    };
+    let spend = |account: &str, id: &str, quote_qty: &str| {
+        format!(
+            r#"{{"cmd":"order","account":"{account}","id":"{id}","symbol":"B-Q","side":"buy","type":"market","quote_qty":"{quote_qty}"}}"#
+        )
     };
     let top = "9223372036854775807";
     let streams: Vec<Vec<String>> = vec![
@@ -1577,6 +1727,24 @@ fn engine_agrees_with_model_on_edge_streams() {
             order("bob", "m1", "buy", None, "0.1", ""),
             order("bob", "b2", "buy", Some("3"), "0.5", r#","stp":"none""#),
             order("alice", "m2", "sell", None, "0.2", r#","tif":"fok","stp":"cancel_both""#),
+            spend("bob", "q1", "0.000000000000000001"),
+            spend("bob", "q2", "1.5"),
+            spend("alice", "q3", "0.6"),
+        ],
+        // Spend-amount buys of i64::MAX quote units: one lot at the top price costs
+        // exactly that (the protection price is beyond 64 bits).
+        vec![
+            asset("B", 8),
+            asset("Q", 2),
+            instrument("1", "0.01", "100", (10, 1000, 10_000)),
+            deposit("alice", "B", "1"),
+            order("alice", "s1", "sell", Some(top), "0.01", ""),
+            order("alice", "s2", "sell", Some(top), "0.02", ""),
+            deposit("bob", "Q", "92233720368547758.07"),
+            spend("bob", "q1", "92233720368547758.07"),
+            spend("bob", "q2", "0.01"),
+            spend("alice", "q3", "1"),
+            spend("alice", "q4", "92233720368547758.08"),
         ],
     ];
     for stream in streams {
