@@ -1,7 +1,8 @@
 //! The order flow of the no-allocation tests (`no_allocation_per_order.rs`,
 //! `venue_no_allocation.rs`): one instrument, four funded accounts, and rounds in which
 //! each of eight orders is placed, amended in place, moved (sometimes crossing), hit by
-//! an IOC and a FOK of another account, and cancelled; plus a feeder that applies them
+//! an IOC and a FOK of another account (and on spot a market buy spending an amount),
+//! and cancelled; plus a feeder that applies them
 //! with one reused event buffer, so that only the engine can allocate.
 #![allow(dead_code)]
 
@@ -206,6 +207,21 @@ fn stream_on(
                 taker,
             ));
             commands.push(order(fok, opposite, crossing_price, 5, TimeInForce::FillOrKill, taker));
+            // On spot, a market buy spending an amount (`quote_qty`) too.
+            if symbol == "BTC-USD" {
+                commands.push(Command::Order(OrderCommand {
+                    account: taker.into(),
+                    id: Cow::Owned(format!("{id}-spend")),
+                    symbol: Cow::Borrowed(symbol),
+                    side: Side::Buy,
+                    order_type: OrderType::Market,
+                    size: OrderSize::of_quote_qty(number(3_500)),
+                    time_in_force: TimeInForce::ImmediateOrCancel,
+                    post_only: false,
+                    stp: StpMode::CancelMaker,
+                    offset: Offset::Open,
+                }));
+            }
             commands.push(Command::Cancel { account: account.into(), id: Cow::Owned(id) });
         }
     }
