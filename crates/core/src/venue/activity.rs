@@ -762,20 +762,18 @@ impl Activity {
                 (OrderKind::Market, None, time_in_force, false)
             }
         };
-        let qty = command
-            .size
-            .qty()
-            .and_then(|qty| qty.to_units(instrument.qty_decimals))
-            .and_then(|units| i64::try_from(units).ok())
-            .map_or(Qty::ZERO, Qty);
-        // Accepted with `quote_qty`, it is a spot buy whose amount fits the quote asset.
-        let quote_qty = match (command.size.quote_qty(), instrument.spot()) {
-            (Some(quote_qty), Some(rules)) => quote_qty
-                .to_units(exchange.asset(rules.quote).decimals)
-                .and_then(|units| i64::try_from(units).ok())
-                .map(Amount),
-            _ => None,
+        // An accepted order names `qty` alone, or (a spend-amount buy: a spot buy whose
+        // amount fits the quote asset) `quote_qty` alone.
+        let (qty, quote_qty) = match command.size.qty_alone() {
+            Some(qty) => (qty.to_units(instrument.qty_decimals), None),
+            None => {
+                let quote_qty = command.size.quote_qty().zip(instrument.spot()).and_then(
+                    |(quote_qty, rules)| quote_qty.to_units(exchange.asset(rules.quote).decimals),
+                );
+                (Some(0), quote_qty.and_then(|units| i64::try_from(units).ok()).map(Amount))
+            }
         };
+        let qty = qty.and_then(|units| i64::try_from(units).ok()).map_or(Qty::ZERO, Qty);
         debug_assert!(
             self.accounts.get(account.index()).is_none_or(|activity| activity.open.tail == NIL
                 || self.records.get(activity.open.tail).record.order_id < OrderId::of(seq)),
