@@ -120,3 +120,46 @@ fn replays_a_futures_stream_with_settlement_liquidation_and_positions() {
     );
     assert!(state["positions"].get("bob").is_none(), "{}", state["positions"]);
 }
+
+#[test]
+fn replays_spend_amount_market_buys() {
+    let example = example().with_file_name("spend.jsonl");
+    let state_path =
+        std::env::temp_dir().join(format!("bourse-spend-state-{}.json", std::process::id()));
+    let output = bourse()
+        .arg("replay")
+        .arg(&example)
+        .arg("--state-out")
+        .arg(&state_path)
+        .output()
+        .expect("bourse runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let events = events(&output.stdout);
+    let done = |id: &str| {
+        events
+            .iter()
+            .find(|event| event["ev"] == "done" && event["id"] == id)
+            .unwrap_or_else(|| panic!("{id} is done: {events:#?}"))
+    };
+    // 1000 USDT: all of a1 (0.01 at 60000), then 66 lots of a2 (60010.5 a lot of 0.0001
+    // costs 6.00105); the 3.9307 left buys less than a lot.
+    assert_eq!(
+        (&done("spend-1")["reason"], &done("spend-1")["filled"]),
+        (&"filled".into(), &"0.0166".into())
+    );
+    // Less than a lot at the best ask: nothing bought.
+    assert_eq!(done("spend-4")["reason"], "expired");
+    let rejected: Vec<_> = events
+        .iter()
+        .filter(|event| event["ev"] == "rejected")
+        .map(|event| (event["id"].as_str().unwrap_or(""), event["reason"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(rejected, [("spend-2", "invalid_order"), ("spend-3", "invalid_order")]);
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    std::fs::remove_file(&state_path).ok();
+    assert_eq!(
+        state["balances"]["alice"]["USDT"],
+        serde_json::json!({"available": "503.9307", "held": "0"})
+    );
+}

@@ -19,7 +19,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use bourse_core::command::{
-    AmendCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+    AmendCommand, InstrumentCommand, OrderCommand, OrderSize, OrderType, TransferCommand,
 };
 use bourse_core::ids::InstrumentId;
 use bourse_core::{
@@ -73,7 +73,7 @@ fn limit_order(
         symbol: text(SYMBOL),
         side,
         order_type: OrderType::Limit { price: units(price_ticks) },
-        qty: units(qty_lots),
+        size: OrderSize::of_qty(units(qty_lots)),
         time_in_force,
         post_only: false,
         stp: StpMode::CancelTaker,

@@ -16,7 +16,9 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
+use bourse_core::command::{
+    InstrumentCommand, OrderCommand, OrderSize, OrderType, TransferCommand,
+};
 use bourse_core::format::state_digest;
 use bourse_core::ids::AccountId;
 use bourse_core::snapshot::{decode_state, encode_state};
@@ -106,7 +108,7 @@ fn resting_order(number: usize, random: &mut XorShift) -> Command<'static> {
         symbol: text(format!("C{}-USD", random.below(INSTRUMENTS as u64))),
         side,
         order_type: OrderType::Limit { price: units(price) },
-        qty: units(1 + random.below(100) as i64),
+        size: OrderSize::of_qty(units(1 + random.below(100) as i64)),
         time_in_force: TimeInForce::GoodTillCancel,
         post_only: false,
         stp: StpMode::CancelTaker,

@@ -215,6 +215,24 @@ pub struct Taker {
     pub stp: StpMode,
 }
 
+/// A market buy that spends an amount instead of buying a quantity (`quote_qty`), while
+/// it matches. The book stays money-blind: `left` counts in units of the caller's
+/// choosing, of which a notional unit (one price unit times one quantity unit) is
+/// `units_per_notional` (the spot account kind's quote units per notional unit).
+#[derive(Clone, Copy, Debug)]
+pub struct SpendingBuyer {
+    pub account: AccountId,
+    /// The protection price.
+    pub limit: Price,
+    pub stp: StpMode,
+    pub lot: Qty,
+    pub units_per_notional: i64,
+    /// What it may still spend.
+    pub left: i64,
+    /// What it has bought so far.
+    pub bought: Qty,
+}
+
 /// Why matching stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatchEnd {
@@ -769,6 +787,78 @@ impl OrderBook {
             let qty = taker.remaining.min(maker.remaining);
             taker.remaining -= qty;
             self.update_queue(maker_side, level, |queue| queue.total_qty -= qty);
+            let maker = self.orders.get_mut(maker_slot);
+            maker.remaining -= qty;
+            maker.filled += qty;
+            handler.on_trade(maker_slot, maker, price, qty);
+            if maker.remaining.is_zero() {
+                let maker = self.remove(maker_slot);
+                handler.on_maker_done(maker_slot, maker, DoneReason::Filled);
+            }
+        }
+    }
+
+    /// Matches a spending buyer against the asks (`orders.md`, "Market buys by amount
+    /// to spend"). Before each maker, in this order: nothing left to spend: `Filled`;
+    /// no ask at or below the protection price: `NoMoreCrossing`; what is left buys
+    /// less than a lot at the best ask's price: `Filled` if it bought anything, else
+    /// `NoMoreCrossing`; then self-trade prevention as in `match_taker`. Each trade takes
+    /// the largest lot multiple that `left` pays for, at most the maker's quantity, and
+    /// takes its price times its quantity from `left`.
+    pub fn match_spending_buyer(
+        &mut self,
+        buyer: &mut SpendingBuyer,
+        handler: &mut impl MatchHandler,
+    ) -> MatchEnd {
+        debug_assert!(buyer.lot.0 > 0 && buyer.units_per_notional > 0 && buyer.left >= 0);
+        loop {
+            if buyer.left == 0 {
+                return MatchEnd::Filled;
+            }
+            let asks = &self.asks;
+            let (level, price) = (asks.best, key_price(Side::Sell, asks.best_key));
+            if level.is_none() || price > buyer.limit {
+                return MatchEnd::NoMoreCrossing;
+            }
+            // Prices and lots are positive and within i64, the factor at most 10^18: the
+            // product fits in i128.
+            let lot_cost = i128::from(price.0)
+                * i128::from(buyer.lot.0)
+                * i128::from(buyer.units_per_notional);
+            let affordable_lots = i128::from(buyer.left) / lot_cost;
+            if affordable_lots == 0 {
+                return match buyer.bought.is_zero() {
+                    true => MatchEnd::NoMoreCrossing,
+                    false => MatchEnd::Filled,
+                };
+            }
+            let maker_slot = self.queue(Side::Sell, level).head;
+            let maker = self.orders.get(maker_slot);
+            if maker.account == buyer.account {
+                match buyer.stp {
+                    StpMode::None => {}
+                    StpMode::CancelTaker => return MatchEnd::SelfTradePrevented,
+                    StpMode::CancelMaker => {
+                        let maker = self.remove(maker_slot);
+                        handler.on_maker_done(maker_slot, maker, DoneReason::SelfTradePrevented);
+                        continue;
+                    }
+                    StpMode::CancelBoth => {
+                        let maker = self.remove(maker_slot);
+                        handler.on_maker_done(maker_slot, maker, DoneReason::SelfTradePrevented);
+                        return MatchEnd::SelfTradePrevented;
+                    }
+                }
+            }
+            // At most the maker's quantity, so within i64.
+            let affordable = affordable_lots.saturating_mul(i128::from(buyer.lot.0));
+            let qty = Qty(affordable.min(i128::from(maker.remaining.0)) as i64);
+            let cost =
+                i128::from(price.0) * i128::from(qty.0) * i128::from(buyer.units_per_notional);
+            debug_assert!(qty.0 > 0 && qty.0 % buyer.lot.0 == 0 && cost <= i128::from(buyer.left));
+            buyer.left -= cost as i64;
+            buyer.bought += qty;
+            self.update_queue(Side::Sell, level, |queue| queue.total_qty -= qty);
             let maker = self.orders.get_mut(maker_slot);
             maker.remaining -= qty;
             maker.filled += qty;

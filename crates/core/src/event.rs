@@ -38,12 +38,15 @@ pub enum RejectReason {
     /// A futures close order (or an amend raising one) beyond what the account may
     /// still close.
     InsufficientPosition,
+    /// An order whose fields do not go together (`orders.md`): `quote_qty` with `qty`,
+    /// on a sell, a limit order, a futures contract or with `fok`.
+    InvalidOrder,
 }
 
 impl RejectReason {
     /// Every reason; positions are stable (gateways number reasons by them), so a new
     /// reason is appended.
-    pub const ALL: [RejectReason; 19] = [
+    pub const ALL: [RejectReason; 20] = [
         RejectReason::Malformed,
         RejectReason::DuplicateAsset,
         RejectReason::InvalidDecimals,
@@ -63,6 +66,7 @@ impl RejectReason {
         RejectReason::TooManyOpenOrders,
         RejectReason::InvalidOffset,
         RejectReason::InsufficientPosition,
+        RejectReason::InvalidOrder,
     ];
 
     pub fn code(self) -> &'static str {
@@ -86,6 +90,7 @@ impl RejectReason {
             RejectReason::TooManyOpenOrders => "too_many_open_orders",
             RejectReason::InvalidOffset => "invalid_offset",
             RejectReason::InsufficientPosition => "insufficient_position",
+            RejectReason::InvalidOrder => "invalid_order",
         }
     }
 }

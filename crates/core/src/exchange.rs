@@ -12,11 +12,12 @@ use compact_str::CompactString;
 use rustc_hash::FxHashMap;
 
 use crate::book::{
-    BookCapacity, MatchEnd, MatchHandler, NewRestingOrder, OrderBook, RestingOrder, Taker,
+    BookCapacity, MatchEnd, MatchHandler, NewRestingOrder, OrderBook, RestingOrder, SpendingBuyer,
+    Taker,
 };
 use crate::command::{
     AccountRef, AmendCommand, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand,
-    OrderType, PositionSide, Side, StpMode, TimeInForce, TransferCommand,
+    OrderType, PositionSide, Side, SizeNamed, StpMode, TimeInForce, TransferCommand,
 };
 use crate::event::{DoneReason, Event, RejectReason, SettledEvent, TradeEvent};
 use crate::futures::{FutureRules, Positions, Takes};
@@ -778,15 +779,12 @@ impl Exchange {
         events: &mut Vec<Event>,
         rested: &mut Option<OrderHandle>,
     ) -> Result<Accepted, RejectReason> {
-        let instrument_id =
-            self.find_instrument(&order.symbol).ok_or(RejectReason::UnknownSymbol)?;
-        let account = self.resolve(&order.account);
-        // An account that does not exist yet has no open orders.
-        if account
-            .is_some_and(|account| self.open_orders.find(&self.books, account, &order.id).is_some())
-        {
-            return Err(RejectReason::DuplicateId);
-        }
+        // Nearly every order names its quantity alone: one predictable branch sends the
+        // others (a spend-amount buy, a command naming both sizes or neither) away.
+        let Some(qty) = order.size.qty_alone() else {
+            return self.place_order_of_another_size(seq, order, events);
+        };
+        let (instrument_id, account) = self.locate_new_order(order)?;
         let instrument = &self.instruments[instrument_id.index()];
         let book = &self.books[instrument_id.index()];
         let side = order.side;
@@ -794,7 +792,7 @@ impl Exchange {
             OrderType::Limit { price } => Some(instrument.validate_price(price)?),
             OrderType::Market => None,
         };
-        let qty = instrument.validate_qty(order.qty)?;
+        let qty = instrument.validate_qty(qty)?;
         let future = instrument.future();
         let (offset, takes) = match future {
             Some(rules) if order.offset.is_close() => {
@@ -920,6 +918,150 @@ impl Exchange {
         Ok(Accepted::Emitted)
     }
 
+    /// The first two checks of every `order`: its instrument (`unknown_symbol`) and its
+    /// id among the account's open orders (`duplicate_id`). Returns the instrument and
+    /// the account, if it exists.
+    #[inline(always)]
+    fn locate_new_order(
+        &self,
+        order: &OrderCommand<'_>,
+    ) -> Result<(InstrumentId, Option<AccountId>), RejectReason> {
+        let instrument = self.find_instrument(&order.symbol).ok_or(RejectReason::UnknownSymbol)?;
+        let account = self.resolve(&order.account);
+        // An account that does not exist yet has no open orders.
+        if account
+            .is_some_and(|account| self.open_orders.find(&self.books, account, &order.id).is_some())
+        {
+            return Err(RejectReason::DuplicateId);
+        }
+        Ok((instrument, account))
+    }
+
+    /// An `order` that does not name a quantity alone (`orders.md`, "Market buys by
+    /// amount to spend"): one naming neither is `malformed` (the replay format's parser
+    /// says so of such a line first); then the checks of any order in the spec's order
+    /// (`qty`, when named too, checked as usual), `invalid_order` unless it is a spot
+    /// market buy naming only `quote_qty` and not `fok`, then the value of `quote_qty`
+    /// (`invalid_qty`: not positive, or more decimals than the quote asset; `min_qty`
+    /// and `max_qty` do not apply), `no_liquidity`, `insufficient_funds`. An accepted
+    /// one spends: `place_spending_buy`.
+    #[cold]
+    #[inline(never)]
+    fn place_order_of_another_size(
+        &mut self,
+        seq: Seq,
+        order: &OrderCommand<'_>,
+        events: &mut Vec<Event>,
+    ) -> Result<Accepted, RejectReason> {
+        let named = order.size.named();
+        debug_assert!(!matches!(named, SizeNamed::Qty(_)), "plain orders go the hot path");
+        if named == SizeNamed::Neither {
+            return Err(RejectReason::Malformed);
+        }
+        let (instrument_id, account) = self.locate_new_order(order)?;
+        let instrument = &self.instruments[instrument_id.index()];
+        if let OrderType::Limit { price } = order.order_type {
+            instrument.validate_price(price)?;
+        }
+        if let Some(qty) = order.size.qty() {
+            instrument.validate_qty(qty)?;
+        }
+        if let (Some(rules), true) = (instrument.future(), order.offset.is_close()) {
+            rules.takes(order.offset).ok_or(RejectReason::InvalidOffset)?;
+        }
+        // `quote_qty` anywhere else is `invalid_order` whatever its value.
+        let (rules, quote_qty) = match (&instrument.kind, named) {
+            (InstrumentKind::Spot(rules), SizeNamed::QuoteQty(quote_qty))
+                if order.side == Side::Buy
+                    && order.order_type == OrderType::Market
+                    && order.time_in_force != TimeInForce::FillOrKill =>
+            {
+                (rules, quote_qty)
+            }
+            _ => return Err(RejectReason::InvalidOrder),
+        };
+        let spend = quote_qty
+            .to_units(self.assets[rules.quote.index()].decimals)
+            .filter(|&units| units > 0)
+            .ok_or(RejectReason::InvalidQty)?;
+        let best_ask = self.books[instrument_id.index()]
+            .best_price(Side::Sell)
+            .ok_or(RejectReason::NoLiquidity)?;
+        let account = account.ok_or(RejectReason::InsufficientFunds)?;
+        // Beyond i64 is more than any account has.
+        let hold = i64::try_from(spend)
+            .ok()
+            .map(Amount)
+            .filter(|&hold| hold <= self.ledger.available(account, rules.quote))
+            .ok_or(RejectReason::InsufficientFunds)?;
+        let limit = instrument.price_within_range(instrument.protection_price(Side::Buy, best_ask));
+        let id = ClientOrderId::new(&order.id);
+        events.push(Event::Accepted { seq, account: Some(account) });
+        let buyer = SpendingBuyer {
+            account,
+            limit,
+            stp: order.stp,
+            lot: instrument.lot,
+            units_per_notional: rules.quote_units_per_notional_unit,
+            left: hold.0,
+            bought: Qty::ZERO,
+        };
+        self.place_spending_buy(seq, (instrument_id, id), buyer, events);
+        Ok(Accepted::Emitted)
+    }
+
+    /// An accepted spend-amount buy: holds what it may spend, buys from the asks
+    /// (`OrderBook::match_spending_buyer`), each fill paying its price times its quantity
+    /// from the hold, then gives back what is left of the hold and reports its `done`:
+    /// `filled` with the base it bought, `expired` or `stp` as matching ended.
+    fn place_spending_buy(
+        &mut self,
+        seq: Seq,
+        (instrument, id): (InstrumentId, ClientOrderId),
+        mut buyer: SpendingBuyer,
+        events: &mut Vec<Event>,
+    ) {
+        let Exchange { instruments, books, ledger, open_orders, .. } = self;
+        let Some(rules) = instruments[instrument.index()].spot() else {
+            unreachable!("only a spot instrument takes spend-amount buys")
+        };
+        let account = buyer.account;
+        let held_before = ledger.balance(account, rules.quote).held;
+        ledger.hold(account, rules.quote, Amount(buyer.left));
+        // The trades name the buyer as any taker; its fills pay from the hold at their
+        // own price (`SpotFills::<true>`).
+        let taker = Taker {
+            account,
+            side: Side::Buy,
+            limit: buyer.limit,
+            remaining: Qty::ZERO,
+            stp: buyer.stp,
+        };
+        let mut fills = SpotFills::<true> {
+            rules,
+            ledger,
+            open_orders,
+            events,
+            seq,
+            instrument,
+            taker: &taker,
+            taker_id: &id,
+        };
+        let end = books[instrument.index()].match_spending_buyer(&mut buyer, &mut fills);
+        let reason = match end {
+            MatchEnd::Filled => DoneReason::Filled,
+            MatchEnd::NoMoreCrossing => DoneReason::Expired,
+            MatchEnd::SelfTradePrevented => DoneReason::SelfTradePrevented,
+        };
+        ledger.release(account, rules.quote, Amount(buyer.left));
+        debug_assert_eq!(
+            ledger.balance(account, rules.quote).held,
+            held_before,
+            "a spend-amount buy's hold is paid out or given back in full"
+        );
+        events.push(Event::Done { seq, instrument, account, id, reason, filled: buyer.bought });
+    }
+
     /// Matches an incoming (or re-placed) order whose hold (or reservation) is taken,
     /// then rests what is left of a GTC order or finishes it, releasing what it still
     /// holds. Sets `rested` where a new order rests (`Placement::New` only: a re-placed
@@ -946,7 +1088,7 @@ impl Exchange {
             let mut matching = taker;
             let end = match (&definition.kind, positions) {
                 (InstrumentKind::Spot(rules), _) => {
-                    let mut fills = SpotFills {
+                    let mut fills = SpotFills::<false> {
                         rules,
                         ledger,
                         open_orders,
@@ -1797,7 +1939,11 @@ pub struct Applied {
 
 /// The spot account kind's side of matching: settles each fill, releases what
 /// finished makers still hold, and reports trades and finished makers as events.
-struct SpotFills<'a> {
+/// `SPENDS_AMOUNT`: the taker is a spend-amount buy, whose hold falls by exactly what
+/// each fill pays (as a buy limited at the fill's price); otherwise by its limit times
+/// the quantity, the difference going back to available. A constant, so that ordinary
+/// takers pay nothing for the other kind.
+struct SpotFills<'a, const SPENDS_AMOUNT: bool> {
     rules: &'a SpotRules,
     ledger: &'a mut Ledger,
     open_orders: &'a mut OrderIndex,
@@ -1808,11 +1954,12 @@ struct SpotFills<'a> {
     taker_id: &'a ClientOrderId,
 }
 
-impl MatchHandler for SpotFills<'_> {
+impl<const SPENDS_AMOUNT: bool> MatchHandler for SpotFills<'_, SPENDS_AMOUNT> {
     fn on_trade(&mut self, _slot: u32, maker: &RestingOrder, price: Price, qty: Qty) {
         let maker_party = FillParty { account: maker.account, limit: maker.price, is_taker: false };
+        let taker_limit = if SPENDS_AMOUNT { price } else { self.taker.limit };
         let taker_party =
-            FillParty { account: self.taker.account, limit: self.taker.limit, is_taker: true };
+            FillParty { account: self.taker.account, limit: taker_limit, is_taker: true };
         let (maker_fee, taker_fee) = match self.taker.side {
             Side::Buy => {
                 let (buyer_fee, seller_fee) =

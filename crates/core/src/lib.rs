@@ -45,7 +45,9 @@ pub mod spot;
 mod test_random;
 pub mod venue;
 
-pub use command::{AccountRef, Command, Offset, PositionSide, Side, StpMode, TimeInForce};
+pub use command::{
+    AccountRef, Command, Offset, OrderSize, PositionSide, Side, SizeNamed, StpMode, TimeInForce,
+};
 pub use event::{BookNote, DoneReason, Event, RejectReason};
 pub use exchange::{Applied, Exchange, ExchangeConfig};
 pub use ids::{OrderId, Seq, TimestampNs};

@@ -80,6 +80,12 @@ impl Decimal {
         decimal
     }
 
+    /// The decimal whose parts (`mantissa`, `scale`) these are, as another decimal gave
+    /// them: no check (a container that keeps decimals as parts, `OrderSize`).
+    pub(crate) const fn from_parts(mantissa: i128, scale: u32) -> Decimal {
+        Decimal { mantissa, scale }
+    }
+
     /// `mantissa * 10^-scale` if that is already the normalised form (no trailing zero
     /// in the fraction, scale at most 38), as every decimal this crate produces is;
     /// `None` otherwise. For decoders of stored decimals: one cheap check, no loop.

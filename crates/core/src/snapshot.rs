@@ -49,7 +49,7 @@
 //! Nothing may follow. Decoding one resting order reads about five varints and
 //! re-inserts it in its book and the index, with no allocation of its own.
 //!
-//! # Venue snapshots (`encode_venue`, `decode_venue`), version 1
+//! # Venue snapshots (`encode_venue`, `decode_venue`), versions 1 and 2
 //!
 //! A `Venue` without activity, without halted instruments and without an open-orders
 //! limit is stored as its exchange: exactly `encode_state`'s bytes, so an old snapshot
@@ -59,7 +59,8 @@
 //! strings:
 //!
 //! ```text
-//! magic BOURSVEN, version (little-endian u32)
+//! magic BOURSVEN, version (little-endian u32: 2 when an order record is a spend-amount
+//!                   buy, else 1)
 //! state length;     then exactly that many bytes: the exchange, as `encode_state`
 //! flags             one byte: bit 0 set when the activity section follows, bit 1 set
 //!                   when the limit follows; the other bits 0
@@ -76,17 +77,22 @@
 //! order:            order id (never 0), client id, instrument,
 //!                   flags (one byte: side in bit 0 (1 = sell), market in bit 1, time
 //!                   in force in bits 2-3 (gtc, ioc, fok), post_only in bit 4, stp mode
-//!                   in bits 5-6 (as a resting order's)),
+//!                   in bits 5-6 (as a resting order's), version 2 only: a spend-amount
+//!                   buy in bit 7),
 //!                   status (one byte: open, filled, canceled, expired, stp),
 //!                   price (0 for a market order), qty, remaining, filled, created_ns,
-//!                   updated_ns
+//!                   updated_ns, then for a spend-amount buy its quote_qty (in the quote
+//!                   asset's smallest units; `qty` is what it bought)
 //! fill:             seq, trade index, order id, client id, instrument,
 //!                   flags (one byte: side in bit 0 (1 = sell), taker in bit 1),
 //!                   price, qty, fee, ts_ns
 //! ```
 //!
 //! A fill's fee asset is not stored: it is what its side receives (the base for a buy,
-//! the quote for a sell). Nothing may follow. A container with neither activity nor a
+//! the quote for a sell). Nothing may follow. Version 2 differs from version 1 only by
+//! bit 7 of a record's flags and the `quote_qty` it announces; a venue none of whose
+//! records is a spend-amount buy is written as version 1 (its bytes are those of every
+//! earlier build), and a version 2 container without one is invalid (not canonical). A container with neither activity nor a
 //! halted instrument nor a limit is invalid (that venue is stored as its exchange).
 //! Decoding checks the exchange as `decode_state` does (an error inside it is reported
 //! at its offset in the container), the flags, the limit (not 0), the halted
@@ -134,8 +140,12 @@ pub const FORMAT_VERSION: u32 = 2;
 pub const SPOT_FORMAT_VERSION: u32 = 1;
 /// The first bytes of a venue snapshot with activity, halts or an open-orders limit.
 pub const VENUE_MAGIC: [u8; 8] = *b"BOURSVEN";
-/// The venue container's version this build writes and reads.
+/// The venue container's version this build writes when no order record is a
+/// spend-amount buy, and reads: its bytes are those of every earlier build.
 pub const VENUE_FORMAT_VERSION: u32 = 1;
+/// The venue container's version this build writes when an order record is a
+/// spend-amount buy (`quote_qty`), and the newest it reads.
+pub const VENUE_QUOTE_QTY_FORMAT_VERSION: u32 = 2;
 
 const HEADER_BYTES: usize = MAGIC.len() + 4;
 /// The fewest bytes an item can take, which bounds what a count may claim.
@@ -1315,6 +1325,8 @@ const TIF_SHIFT: u8 = 2;
 const RECORD_POST_ONLY_BIT: u8 = 0b1_0000;
 const RECORD_STP_SHIFT: u8 = 5;
 const RECORD_FLAGS: u8 = 0b111_1111;
+/// Venue version 2: a spend-amount buy, whose `quote_qty` follows `updated_ns`.
+const RECORD_QUOTE_QTY_BIT: u8 = 0b1000_0000;
 const TAKER_BIT: u8 = 0b10;
 const FILL_FLAGS: u8 = 0b11;
 
@@ -1336,6 +1348,7 @@ pub fn encode_venue(venue: &Venue, out: &mut Vec<u8>) {
         return;
     }
     out.extend_from_slice(&VENUE_MAGIC);
+    let version_at = out.len();
     out.extend_from_slice(&VENUE_FORMAT_VERSION.to_le_bytes());
     let start = out.len();
     encode_state(venue.exchange(), out);
@@ -1353,11 +1366,17 @@ pub fn encode_venue(venue: &Venue, out: &mut Vec<u8>) {
         put_varint(out, u64::from(instrument.0));
     }
     if let Some(activity) = activity {
-        encode_activity(activity, venue.exchange(), out);
+        // Version 2 only when a record needs it: other venues' bytes stay version 1's.
+        if encode_activity(activity, venue.exchange(), out) {
+            out[version_at..version_at + 4]
+                .copy_from_slice(&VENUE_QUOTE_QTY_FORMAT_VERSION.to_le_bytes());
+        }
     }
 }
 
-fn encode_activity(activity: &Activity, exchange: &Exchange, out: &mut Vec<u8>) {
+/// The activity section; `true` when a record is a spend-amount buy (version 2).
+fn encode_activity(activity: &Activity, exchange: &Exchange, out: &mut Vec<u8>) -> bool {
+    let mut spends = false;
     let accounts =
         (0..activity.account_bound() as u32).map(AccountId).filter(|&a| activity.has_activity(a));
     out.reserve(activity.order_count() * 40 + accounts.clone().count() * 4);
@@ -1366,10 +1385,12 @@ fn encode_activity(activity: &Activity, exchange: &Exchange, out: &mut Vec<u8>) 
         put_varint(out, u64::from(account.0));
         put_varint(out, activity.open_order_count(account) as u64);
         for record in activity.open_orders(account) {
+            spends |= record.quote_qty.is_some();
             put_record(out, record, exchange);
         }
         put_varint(out, activity.finished_order_count(account) as u64);
         for record in activity.finished_orders(account) {
+            spends |= record.quote_qty.is_some();
             put_record(out, record, exchange);
         }
         put_varint(out, activity.fill_count(account) as u64);
@@ -1377,6 +1398,7 @@ fn encode_activity(activity: &Activity, exchange: &Exchange, out: &mut Vec<u8>) 
             put_fill(out, fill);
         }
     }
+    spends
 }
 
 fn tif_code(time_in_force: TimeInForce) -> u8 {
@@ -1405,8 +1427,8 @@ fn side_bit(side: Side) -> u8 {
     }
 }
 
-/// One order record; on a futures contract followed by its offset (one byte: 0 open, 1
-/// close, 2 close today).
+/// One order record; a spend-amount buy's followed by its `quote_qty` (version 2), one
+/// on a futures contract by its offset (one byte: 0 open, 1 close, 2 close today).
 fn put_record(out: &mut Vec<u8>, record: &OrderRecord, exchange: &Exchange) {
     put_varint(out, record.order_id.0);
     put_str(out, &record.client_id);
@@ -1415,7 +1437,8 @@ fn put_record(out: &mut Vec<u8>, record: &OrderRecord, exchange: &Exchange) {
         | if record.kind == OrderKind::Market { MARKET_BIT } else { 0 }
         | tif_code(record.time_in_force) << TIF_SHIFT
         | if record.post_only { RECORD_POST_ONLY_BIT } else { 0 }
-        | stp_code(record.stp) << RECORD_STP_SHIFT;
+        | stp_code(record.stp) << RECORD_STP_SHIFT
+        | if record.quote_qty.is_some() { RECORD_QUOTE_QTY_BIT } else { 0 };
     out.push(flags);
     out.push(status_code(record.status));
     put_varint(out, record.price.map_or(0, |price| price.0 as u64));
@@ -1424,6 +1447,9 @@ fn put_record(out: &mut Vec<u8>, record: &OrderRecord, exchange: &Exchange) {
     put_varint(out, record.filled.0 as u64);
     put_varint(out, record.created_ns.0);
     put_varint(out, record.updated_ns.0);
+    if let Some(quote_qty) = record.quote_qty {
+        put_varint(out, quote_qty.0 as u64);
+    }
     if exchange.instrument(record.instrument).is_future() {
         out.push(offset_code(record.offset));
     }
@@ -1475,9 +1501,10 @@ pub fn decode_venue(
     let mut reader = Reader { bytes, offset: VENUE_MAGIC.len() };
     let version = reader.take(4)?;
     let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
-    if version != VENUE_FORMAT_VERSION {
+    if version != VENUE_FORMAT_VERSION && version != VENUE_QUOTE_QTY_FORMAT_VERSION {
         return Err(SnapshotError::UnsupportedVersion(version));
     }
+    let spends_allowed = version == VENUE_QUOTE_QTY_FORMAT_VERSION;
     let length = reader.varint()?;
     let length = usize::try_from(length).map_err(|_| reader.truncated())?;
     let state_at = reader.offset;
@@ -1508,8 +1535,17 @@ pub fn decode_venue(
     }
     let activity = match flags & VENUE_HAS_ACTIVITY {
         0 => None,
-        _ => Some(read_activity(&mut reader, &exchange)?),
+        _ => Some(read_activity(&mut reader, &exchange, spends_allowed)?),
     };
+    // Canonical: version 2 only when a record needs it.
+    let spends = activity.as_ref().is_some_and(|(_, spends)| *spends);
+    if spends_allowed && !spends {
+        return Err(invalid(
+            VENUE_MAGIC.len(),
+            "a version 2 venue snapshot without a spend-amount buy (stored as version 1)",
+        ));
+    }
+    let activity = activity.map(|(activity, _)| activity);
     if reader.offset != bytes.len() {
         return Err(invalid(reader.offset, "bytes after the end of the snapshot"));
     }
@@ -1561,8 +1597,15 @@ fn within(error: SnapshotError, start: usize) -> SnapshotError {
     }
 }
 
-fn read_activity(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Activity, SnapshotError> {
+/// The activity section, with whether a record is a spend-amount buy (which only
+/// version 2, `spends_allowed`, may have).
+fn read_activity(
+    reader: &mut Reader<'_>,
+    exchange: &Exchange,
+    spends_allowed: bool,
+) -> Result<(Activity, bool), SnapshotError> {
     let mut activity = Activity::new();
+    let mut spends = false;
     let mut previous_account: Option<u32> = None;
     let mut open_records = 0usize;
     for _ in 0..reader.count(MIN_ACCOUNT_ACTIVITY_BYTES)? {
@@ -1580,7 +1623,7 @@ fn read_activity(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Activit
         let mut previous_order_id = OrderId(0);
         for _ in 0..open {
             let at = reader.offset;
-            let record = read_record(reader, exchange, account, ListKind::Open)?;
+            let record = read_record(reader, exchange, account, ListKind::Open, spends_allowed)?;
             if record.order_id <= previous_order_id {
                 return Err(invalid(at, "open orders out of order id order"));
             }
@@ -1595,7 +1638,9 @@ fn read_activity(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Activit
         }
         for _ in 0..finished {
             let at = reader.offset;
-            let record = read_record(reader, exchange, account, ListKind::Finished)?;
+            let record =
+                read_record(reader, exchange, account, ListKind::Finished, spends_allowed)?;
+            spends |= record.quote_qty.is_some();
             activity.insert(record, ListKind::Finished).map_err(|what| invalid(at, what))?;
         }
         let at = reader.offset;
@@ -1620,7 +1665,7 @@ fn read_activity(reader: &mut Reader<'_>, exchange: &Exchange) -> Result<Activit
     if open_records != exchange.open_order_count() {
         return Err(invalid(reader.offset, "open records are not the exchange's open orders"));
     }
-    Ok(activity)
+    Ok((activity, spends))
 }
 
 fn read_instrument_index(
@@ -1663,6 +1708,7 @@ fn read_record(
     exchange: &Exchange,
     account: AccountId,
     list: ListKind,
+    spends_allowed: bool,
 ) -> Result<OrderRecord, SnapshotError> {
     let at = reader.offset;
     let order_id = OrderId(reader.varint()?);
@@ -1677,7 +1723,11 @@ fn read_record(
         2 => TimeInForce::FillOrKill,
         _ => TimeInForce::GoodForDay,
     };
-    if flags & !RECORD_FLAGS != 0 {
+    let known_flags = match spends_allowed {
+        true => RECORD_FLAGS | RECORD_QUOTE_QTY_BIT,
+        false => RECORD_FLAGS,
+    };
+    if flags & !known_flags != 0 {
         return Err(invalid(flags_at, "unknown order flags"));
     }
     let status_at = reader.offset;
@@ -1691,6 +1741,13 @@ fn read_record(
     let filled = read_lots(reader, lot, "filled qty out of range")?;
     let created_ns = TimestampNs(reader.varint()?);
     let updated_ns = TimestampNs(reader.varint()?);
+    let quote_qty = match flags & RECORD_QUOTE_QTY_BIT {
+        0 => None,
+        _ if definition.is_future() => {
+            return Err(invalid(flags_at, "a spend-amount buy on a futures contract"))
+        }
+        _ => Some(Amount(reader.units("quote_qty out of range")?)),
+    };
     let offset = match definition.is_future() {
         false => Offset::Open,
         true => {
@@ -1719,6 +1776,7 @@ fn read_record(
         stp: stp_from_code(flags >> RECORD_STP_SHIFT),
         price,
         qty,
+        quote_qty,
         remaining,
         filled,
         status,

@@ -2,8 +2,9 @@
 //!
 //! Random command streams (a few assets, one or two instruments with odd ticks and
 //! lots, four accounts, a small pool of order ids so that ids collide and get reused,
-//! prices clustered around a centre so that orders cross, plus invalid values and
-//! malformed lines) are fed line by line to both; every line's events are compared
+//! prices clustered around a centre so that orders cross, spend-amount market buys
+//! (`quote_qty`, orders.md) allowed and not, plus invalid values and malformed lines)
+//! are fed line by line to both; every line's events are compared
 //! after normalisation, the engine's invariants are checked after every line, and the
 //! final states are compared at the end. The plain tests at the bottom pin the model
 //! itself to the spec on small hand-written scenarios.
@@ -589,6 +590,60 @@ fn order_strategy(world: World) -> impl Strategy<Value = String> {
         )
 }
 
+/// Spend-amount market buys (`quote_qty`, orders.md): mostly allowed ones, of amounts
+/// that end between lots (and, where a notional unit is several quote units, between
+/// notional units), now and then zero, negative, too precise or beyond any balance,
+/// and now and then where `quote_qty` is not allowed (a sell, a limit order, with `qty`,
+/// with `fok`) or mistyped.
+fn spend_strategy(world: World) -> impl Strategy<Value = String> {
+    (
+        (0..4usize, 0..IDS.len(), 0..2usize),
+        (0..=12i128, -2..=5i128, 0..10_000i128),
+        (0..24u8, 0..6u8, 0..5u8),
+        prop::option::weighted(0.2, 0..1_000_000u64),
+    )
+        .prop_map(
+            move |((account, id, market), (lots, ticks, spare), (variant, tif, stp), ts)| {
+                let definition = world.market(market);
+                let decimals = world.assets[definition.quote].decimals;
+                let centre = (definition.centre_ticks + ticks).max(1);
+                // Whole lots at a price near the centre, plus a part of one more lot.
+                let lot_cost = definition.quote_units(&world, 1, centre).max(1);
+                let units = definition.quote_units(&world, lots, centre) + spare % lot_cost;
+                let mut command = world.order_json(account, id, market, true);
+                let fields = command.as_object_mut().expect("orders are objects");
+                fields.remove("qty");
+                fields.remove("price");
+                command["type"] = json!("market");
+                command["quote_qty"] = json!(units_text(units, decimals));
+                match variant {
+                    0 => command["quote_qty"] = json!("0"),
+                    1 => command["quote_qty"] = json!(units_text(-units - 1, decimals)),
+                    2 => command["quote_qty"] = json!(units_text(units * 10 + 1, decimals + 1)),
+                    3 => command["quote_qty"] = json!(format!("1{}", "0".repeat(40))),
+                    4 => command["side"] = json!("sell"),
+                    5 => {
+                        command["type"] = json!("limit");
+                        command["price"] = json!(definition.near_price(ticks, false));
+                    }
+                    6 => command["qty"] = json!(definition.qty_text(lots)),
+                    7 => command["quote_qty"] = json!(units as i64),
+                    _ => {}
+                }
+                if tif > 1 {
+                    command["tif"] = json!(["gtc", "ioc", "fok", "gfd"][usize::from(tif) - 2]);
+                }
+                if stp > 0 {
+                    command["stp"] = json!(
+                        ["cancel_taker", "cancel_maker", "cancel_both", "none"]
+                            [usize::from(stp) - 1]
+                    );
+                }
+                with_ts(command, ts)
+            },
+        )
+}
+
 fn cancel_strategy() -> impl Strategy<Value = String> {
     (0..4usize, 0..IDS.len(), prop::option::weighted(0.2, 0..1_000_000u64)).prop_map(
         |(account, id, ts)| {
@@ -793,6 +848,7 @@ fn lines_strategy(world: World) -> BoxedStrategy<Vec<String>> {
         12 => one(deposit_strategy(world.clone()).boxed()),
         3 => one(withdraw_strategy(world.clone()).boxed()),
         45 => one(order_strategy(world.clone()).boxed()),
+        10 => one(spend_strategy(world.clone()).boxed()),
         14 => order_and_follow_up_strategy(world.clone()),
         6 => one(cancel_strategy().boxed()),
         8 => one(amend_strategy(world.clone()).boxed()),
@@ -1228,6 +1284,39 @@ fn futures_order_strategy(world: FuturesWorld) -> impl Strategy<Value = String> 
         )
 }
 
+/// Spend-amount market buys (`quote_qty`) in the futures streams: on a contract
+/// (`invalid_order`, or `invalid_offset` first), and on the spot instrument beside
+/// the contracts when there is one, of amounts between lots of BTC at about 100 CNY.
+fn futures_spend_strategy(world: FuturesWorld) -> impl Strategy<Value = String> {
+    (
+        (0..4usize, 0..FUTURES_IDS.len(), 0..10usize),
+        (0..=20i128, 0..10_000i128, 0..8u8, 0..5u8),
+        ts_strategy(),
+    )
+        .prop_map(move |((account, id, pick), (lots, spare, variant, stp), ts)| {
+            let mut command = world.order_json(account, id, pick, true);
+            let fields = command.as_object_mut().expect("orders are objects");
+            fields.remove("qty");
+            fields.remove("price");
+            command["type"] = json!("market");
+            // A lot of BTC at 100 CNY, in CNY units.
+            let lot_cost = 100 * 10i128.pow(world.settle_decimals - world.spot_lot_scale);
+            command["quote_qty"] = json!(world.amount(lots * lot_cost + spare % lot_cost));
+            match variant {
+                0 => command["offset"] = json!("close_today"),
+                1 => command["tif"] = json!("fok"),
+                2 => command["qty"] = json!(world.spot_qty(1)),
+                _ => {}
+            }
+            if stp > 0 {
+                command["stp"] = json!(
+                    ["cancel_taker", "cancel_maker", "cancel_both", "none"][usize::from(stp) - 1]
+                );
+            }
+            with_ts(command, ts)
+        })
+}
+
 fn futures_cancel_strategy() -> impl Strategy<Value = String> {
     (0..4usize, 0..FUTURES_IDS.len(), ts_strategy()).prop_map(|(account, id, ts)| {
         with_ts(
@@ -1435,6 +1524,7 @@ fn futures_lines_strategy(world: FuturesWorld) -> BoxedStrategy<Vec<String>> {
         7 => one(futures_deposit_strategy(world.clone()).boxed()),
         3 => one(futures_withdraw_strategy(world.clone()).boxed()),
         55 => one(futures_order_strategy(world.clone()).boxed()),
+        5 => one(futures_spend_strategy(world.clone()).boxed()),
         12 => futures_order_and_follow_up_strategy(world.clone()),
         4 => one(futures_cancel_strategy().boxed()),
         6 => one(futures_amend_strategy(world.clone()).boxed()),
@@ -1492,6 +1582,61 @@ proptest! {
 
 /// Streams at the edges random ones rarely reach: amounts at the 64-bit limit, fees
 /// on huge notionals, 18-decimal assets, amends to extreme values.
+/// The spot streams reach every outcome of a spend-amount buy (each stop condition,
+/// each rejection), so that the comparison above covers them.
+#[test]
+fn random_streams_reach_every_outcome_of_a_spend_amount_buy() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, TestRunner};
+    use std::collections::BTreeMap;
+
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
+    );
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    for _ in 0..300 {
+        let lines = stream_strategy().new_tree(&mut runner).expect("a stream").current();
+        let mut model = Model::new();
+        for line in &lines {
+            let events = model.feed_line(line);
+            if !line.contains("quote_qty") {
+                continue;
+            }
+            let outcome = match (events.first(), events.last()) {
+                (Some(first), _) if first["ev"] == "rejected" => {
+                    format!("rejected {}", first["reason"].as_str().unwrap_or(""))
+                }
+                (_, Some(last)) => {
+                    let traded = events.iter().any(|event| event["ev"] == "trade");
+                    format!("{} traded {traded}", last["reason"].as_str().unwrap_or(""))
+                }
+                _ => "nothing".to_string(),
+            };
+            *outcomes.entry(outcome).or_default() += 1;
+        }
+    }
+    for expected in [
+        "filled traded true",
+        "expired traded true",
+        "expired traded false",
+        "stp traded false",
+        "rejected invalid_order",
+        "rejected invalid_qty",
+        "rejected no_liquidity",
+        "rejected insufficient_funds",
+        "rejected malformed",
+        "rejected duplicate_id",
+    ] {
+        assert!(
+            outcomes.get(expected).is_some_and(|&count| count > 0),
+            "{expected}: {outcomes:#?}"
+        );
+    }
+}
+
 #[test]
 fn engine_agrees_with_model_on_edge_streams() {
     let asset = |name: &str, decimals: u32| {
@@ -1524,6 +1669,11 @@ fn engine_agrees_with_model_on_edge_streams() {
     };
     let amend = |account: &str, id: &str, fields: &str| {
         format!(r#"{{"cmd":"amend","account":"{account}","id":"{id}",{fields}}}"#)
+    };
+    let spend = |account: &str, id: &str, quote_qty: &str| {
+        format!(
+            r#"{{"cmd":"order","account":"{account}","id":"{id}","symbol":"B-Q","side":"buy","type":"market","quote_qty":"{quote_qty}"}}"#
+        )
     };
     let top = "9223372036854775807";
     let streams: Vec<Vec<String>> = vec![
@@ -1577,6 +1727,24 @@ fn engine_agrees_with_model_on_edge_streams() {
             order("bob", "m1", "buy", None, "0.1", ""),
             order("bob", "b2", "buy", Some("3"), "0.5", r#","stp":"none""#),
             order("alice", "m2", "sell", None, "0.2", r#","tif":"fok","stp":"cancel_both""#),
+            spend("bob", "q1", "0.000000000000000001"),
+            spend("bob", "q2", "1.5"),
+            spend("alice", "q3", "0.6"),
+        ],
+        // Spend-amount buys of i64::MAX quote units: one lot at the top price costs
+        // exactly that (the protection price is beyond 64 bits).
+        vec![
+            asset("B", 8),
+            asset("Q", 2),
+            instrument("1", "0.01", "100", (10, 1000, 10_000)),
+            deposit("alice", "B", "1"),
+            order("alice", "s1", "sell", Some(top), "0.01", ""),
+            order("alice", "s2", "sell", Some(top), "0.02", ""),
+            deposit("bob", "Q", "92233720368547758.07"),
+            spend("bob", "q1", "92233720368547758.07"),
+            spend("bob", "q2", "0.01"),
+            spend("alice", "q3", "1"),
+            spend("alice", "q4", "92233720368547758.08"),
         ],
     ];
     for stream in streams {
@@ -1973,6 +2141,204 @@ fn model_rejections_carry_account_and_id_except_when_malformed() {
         &events[10],
         &[json!({ "ev": "rejected", "seq": 11, "reason": "invalid_amount" })],
     );
+}
+
+// ----------------------------------------------------------------------------------
+// The model against `orders.md`'s "Market buys by amount to spend", on hand-written
+// scenarios (BTC-USD of `BTC_USD`: tick 1, lot 0.01, maker 15 bps, taker 20 bps, band
+// 5%).
+
+/// A market buy of alice spending `quote_qty` (`extra` adds fields).
+fn spend(id: &str, quote_qty: &str, extra: &str) -> String {
+    format!(
+        r#"{{"cmd":"order","account":"alice","id":"{id}","symbol":"BTC-USD","side":"buy","type":"market","quote_qty":"{quote_qty}"{extra}}}"#
+    )
+}
+
+/// Bob's asks: s1 100 x 0.3, s2 101 x 0.5 (seqs 4 to 7), and alice's 100 USD (seq 8).
+fn spending_scenario(extra: &[&str]) -> (Vec<Vec<Value>>, Value) {
+    let mut lines = vec![
+        r#"{"cmd":"deposit","account":"bob","asset":"BTC","amount":"1"}"#,
+        r#"{"cmd":"order","account":"bob","id":"s1","symbol":"BTC-USD","side":"sell","type":"limit","price":"100","qty":"0.3"}"#,
+        r#"{"cmd":"order","account":"bob","id":"s2","symbol":"BTC-USD","side":"sell","type":"limit","price":"101","qty":"0.5"}"#,
+        r#"{"cmd":"deposit","account":"carol","asset":"BTC","amount":"1"}"#,
+        r#"{"cmd":"deposit","account":"alice","asset":"USD","amount":"100"}"#,
+    ];
+    lines.extend_from_slice(extra);
+    scenario(&lines)
+}
+
+#[test]
+fn model_spending_buy_takes_what_is_left_pays_for_from_each_maker() {
+    let line = spend("m1", "50.75", "");
+    let (events, state) = spending_scenario(&[&line]);
+    // 50.75 buys all of s1 (0.3 for 30), then floor_to_lot(20.75 / 101) = 0.2 of s2 for
+    // 20.20; the 0.55 left buys less than a lot at 101: filled, and 0.55 comes back.
+    // Fees as for any taker: 0.3 and 0.2 BTC at 20 bps; bob's 15 bps of 30 and 20.20,
+    // rounded up to the cent.
+    assert_events(
+        &events[8],
+        &[
+            accepted(9, "alice", "m1"),
+            trade(9, "100", "0.3", "buy", ("bob", "s1"), ("alice", "m1"), ("0.05", "0.0006")),
+            done(9, "bob", "s1", "filled", "0.3"),
+            trade(9, "101", "0.2", "buy", ("bob", "s2"), ("alice", "m1"), ("0.04", "0.0004")),
+            done(9, "alice", "m1", "filled", "0.5"),
+        ],
+    );
+    let expected = json!({
+        "balances": {
+            "alice": { "USD": { "available": "49.8", "held": "0" }, "BTC": { "available": "0.499", "held": "0" } },
+            "bob": { "USD": { "available": "50.11", "held": "0" }, "BTC": { "available": "0.2", "held": "0.3" } },
+            "carol": { "BTC": { "available": "1", "held": "0" } },
+        },
+        "fees": { "USD": "0.09", "BTC": "0.001" },
+        "books": { "BTC-USD": { "bids": [], "asks": [ { "account": "bob", "id": "s2", "price": "101", "qty": "0.3" } ] } },
+    });
+    assert_eq!(state, normalize_state(&expected));
+}
+
+#[test]
+fn model_spending_buy_ends_filled_with_nothing_left_and_expired_with_no_maker_left() {
+    let (exact, cent, bought_nothing) =
+        (spend("m1", "80.5", ""), spend("m2", "0.5", ""), spend("m3", "100", ""));
+    let (events, state) = spending_scenario(&[&exact, &cent, &bought_nothing]);
+    // 30 + 50.50 = 80.50: nothing left after s2, so filled, though no ask is left.
+    assert_events(
+        &events[8],
+        &[
+            accepted(9, "alice", "m1"),
+            trade(9, "100", "0.3", "buy", ("bob", "s1"), ("alice", "m1"), ("0.05", "0.0006")),
+            done(9, "bob", "s1", "filled", "0.3"),
+            trade(9, "101", "0.5", "buy", ("bob", "s2"), ("alice", "m1"), ("0.08", "0.001")),
+            done(9, "bob", "s2", "filled", "0.5"),
+            done(9, "alice", "m1", "filled", "0.8"),
+        ],
+    );
+    // An empty other side: `no_liquidity`, as for any market order.
+    let rejected = |seq: u64, id: &str, reason: &str| json!({ "ev": "rejected", "seq": seq, "reason": reason, "account": "alice", "id": id });
+    assert_events(&events[9], &[rejected(10, "m2", "no_liquidity")]);
+    assert_events(&events[10], &[rejected(11, "m3", "no_liquidity")]);
+    assert_eq!(state["balances"]["alice"]["USD"], json!({ "available": "19.5", "held": "0" }));
+
+    // Money left but no maker within the protection price (100 * 1.05 = 105): expired.
+    let ask_at_106 = r#"{"cmd":"order","account":"carol","id":"c1","symbol":"BTC-USD","side":"sell","type":"limit","price":"106","qty":"0.1"}"#;
+    let more = spend("m4", "85", "");
+    let (events, state) = spending_scenario(&[ask_at_106, &more]);
+    assert_events(
+        &events[9],
+        &[
+            accepted(10, "alice", "m4"),
+            trade(10, "100", "0.3", "buy", ("bob", "s1"), ("alice", "m4"), ("0.05", "0.0006")),
+            done(10, "bob", "s1", "filled", "0.3"),
+            trade(10, "101", "0.5", "buy", ("bob", "s2"), ("alice", "m4"), ("0.08", "0.001")),
+            done(10, "bob", "s2", "filled", "0.5"),
+            done(10, "alice", "m4", "expired", "0.8"),
+        ],
+    );
+    assert_eq!(state["balances"]["alice"]["USD"], json!({ "available": "19.5", "held": "0" }));
+}
+
+#[test]
+fn model_spending_buy_that_buys_less_than_a_lot_expires_and_returns_its_hold() {
+    let (less_than_a_lot, a_lot_and_a_half) = (spend("m1", "0.99", ""), spend("m2", "1.5", ""));
+    let (events, state) = spending_scenario(&[&less_than_a_lot, &a_lot_and_a_half]);
+    // A lot at 100 costs 1.00: 0.99 buys nothing.
+    assert_events(
+        &events[8],
+        &[accepted(9, "alice", "m1"), done(9, "alice", "m1", "expired", "0")],
+    );
+    // 1.5 buys one lot; the 0.5 left buys less than another at 100: filled.
+    assert_events(
+        &events[9],
+        &[
+            accepted(10, "alice", "m2"),
+            trade(10, "100", "0.01", "buy", ("bob", "s1"), ("alice", "m2"), ("0.01", "0.00002")),
+            done(10, "alice", "m2", "filled", "0.01"),
+        ],
+    );
+    assert_eq!(state["balances"]["alice"]["USD"], json!({ "available": "99", "held": "0" }));
+}
+
+#[test]
+fn model_spending_buy_rejections_follow_the_spec_order() {
+    let lines = [
+        // Not allowed, whatever the value: with qty, a sell, a limit order, fok.
+        spend("r1", "10", r#","qty":"0.1""#),
+        r#"{"cmd":"order","account":"carol","id":"r2","symbol":"BTC-USD","side":"sell","type":"market","quote_qty":"0"}"#.to_string(),
+        r#"{"cmd":"order","account":"alice","id":"r3","symbol":"BTC-USD","side":"buy","type":"limit","price":"100","quote_qty":"-5"}"#.to_string(),
+        spend("r4", "10", r#","tif":"fok""#),
+        // qty is checked first; a limit price before both.
+        spend("r5", "10", r#","qty":"0.001""#),
+        r#"{"cmd":"order","account":"alice","id":"r6","symbol":"BTC-USD","side":"buy","type":"limit","price":"100.5","quote_qty":"10"}"#.to_string(),
+        // The value where it is allowed: positive, within the quote's decimals.
+        spend("r7", "0", ""),
+        spend("r8", "-1", ""),
+        spend("r9", "0.001", ""),
+        // Funds: available must cover quote_qty (min_qty and max_qty do not apply).
+        spend("r10", "100.01", ""),
+        spend("r11", &format!("1{}", "0".repeat(40)), ""),
+        // Neither qty nor quote_qty, or a mistyped quote_qty even where it is not
+        // allowed: malformed.
+        r#"{"cmd":"order","account":"alice","id":"r12","symbol":"BTC-USD","side":"buy","type":"market"}"#.to_string(),
+        r#"{"cmd":"order","account":"alice","id":"r13","symbol":"BTC-USD","side":"buy","type":"limit","price":"100","qty":"1","quote_qty":5}"#.to_string(),
+        spend("r14", "100", ""),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let (events, _) = spending_scenario(&lines);
+    let rejected = |seq: u64, account: &str, id: &str, reason: &str| json!({ "ev": "rejected", "seq": seq, "reason": reason, "account": account, "id": id });
+    let reasons = [
+        ("alice", "r1", "invalid_order"),
+        ("carol", "r2", "invalid_order"),
+        ("alice", "r3", "invalid_order"),
+        ("alice", "r4", "invalid_order"),
+        ("alice", "r5", "invalid_qty"),
+        ("alice", "r6", "invalid_price"),
+        ("alice", "r7", "invalid_qty"),
+        ("alice", "r8", "invalid_qty"),
+        ("alice", "r9", "invalid_qty"),
+        ("alice", "r10", "insufficient_funds"),
+        ("alice", "r11", "insufficient_funds"),
+    ];
+    for (index, (account, id, reason)) in reasons.into_iter().enumerate() {
+        let seq = 9 + index as u64;
+        assert_events(&events[8 + index], &[rejected(seq, account, id, reason)]);
+    }
+    assert_events(&events[19], &[json!({ "ev": "rejected", "seq": 20, "reason": "malformed" })]);
+    assert_events(&events[20], &[json!({ "ev": "rejected", "seq": 21, "reason": "malformed" })]);
+    assert_eq!(events[21][0]["ev"], "accepted");
+}
+
+#[test]
+fn model_spending_buy_meets_its_own_asks_with_self_trade_prevention() {
+    let own_ask = r#"{"cmd":"order","account":"alice","id":"a1","symbol":"BTC-USD","side":"sell","type":"limit","price":"99","qty":"0.1"}"#;
+    let alice_btc = r#"{"cmd":"deposit","account":"alice","asset":"BTC","amount":"1"}"#;
+    let (taker, maker, small) = (
+        spend("m1", "50", ""),
+        spend("m2", "50", r#","stp":"cancel_maker""#),
+        spend("m3", "0.5", r#","stp":"cancel_both""#),
+    );
+    let (events, _) = spending_scenario(&[alice_btc, own_ask, &taker, &maker]);
+    assert_events(&events[10], &[accepted(11, "alice", "m1"), done(11, "alice", "m1", "stp", "0")]);
+    assert_events(
+        &events[11],
+        &[
+            accepted(12, "alice", "m2"),
+            done(12, "alice", "a1", "stp", "0"),
+            trade(12, "100", "0.3", "buy", ("bob", "s1"), ("alice", "m2"), ("0.05", "0.0006")),
+            done(12, "bob", "s1", "filled", "0.3"),
+            trade(12, "101", "0.19", "buy", ("bob", "s2"), ("alice", "m2"), ("0.03", "0.00038")),
+            done(12, "alice", "m2", "filled", "0.49"),
+        ],
+    );
+    // What is left buys less than a lot at the own ask's price: that check comes
+    // before self-trade prevention, so the order expires and the ask stays.
+    let (events, state) = spending_scenario(&[alice_btc, own_ask, &small]);
+    assert_events(
+        &events[10],
+        &[accepted(11, "alice", "m3"), done(11, "alice", "m3", "expired", "0")],
+    );
+    assert_eq!(state["books"]["BTC-USD"]["asks"][0]["id"], "a1");
 }
 
 // ----------------------------------------------------------------------------------

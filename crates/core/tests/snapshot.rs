@@ -7,7 +7,9 @@
 
 use std::borrow::Cow;
 
-use bourse_core::command::{InstrumentCommand, OrderCommand, OrderType, TransferCommand};
+use bourse_core::command::{
+    InstrumentCommand, OrderCommand, OrderSize, OrderType, TransferCommand,
+};
 use bourse_core::format::{parse_line, state_digest, state_document, write_event};
 use bourse_core::ids::{AccountId, InstrumentId, Seq, TimestampNs};
 use bourse_core::snapshot::{decode_state, encode_state, SnapshotError, FORMAT_VERSION, MAGIC};
@@ -491,7 +493,7 @@ fn exchange_with_resting_orders(orders: usize, instruments: usize) -> Exchange {
                 symbol: text(format!("C{}-USD", random.below(instruments as u64))),
                 side,
                 order_type: OrderType::Limit { price: units(price) },
-                qty: units(1 + random.below(100) as i64),
+                size: OrderSize::of_qty(units(1 + random.below(100) as i64)),
                 time_in_force: TimeInForce::GoodTillCancel,
                 post_only: number % 7 == 0,
                 stp: [StpMode::CancelTaker, StpMode::None][number % 3 / 2],

@@ -21,7 +21,9 @@ mod venue_support;
 
 use bourse_core::format::parse_line;
 use bourse_core::ids::{AccountId, AssetId, OrderId, Seq, TimestampNs};
-use bourse_core::snapshot::{decode_venue, SnapshotError, VENUE_FORMAT_VERSION, VENUE_MAGIC};
+use bourse_core::snapshot::{
+    decode_venue, SnapshotError, VENUE_FORMAT_VERSION, VENUE_MAGIC, VENUE_QUOTE_QTY_FORMAT_VERSION,
+};
 use bourse_core::venue::{
     Fill, Liquidity, OrderKind, OrderRecord, OrderStatus, FILLS_KEPT, FINISHED_ORDERS_KEPT,
 };
@@ -33,7 +35,7 @@ use random::Random;
 use snapshot_bytes::{patched, state_bytes, tiny_config, varint, venue_bytes};
 use support::{
     amend, amend_price, amend_qty, assert_events, asset, buy, cancel, deposit, instrument,
-    market_buy, market_sell, sell,
+    market_buy, market_sell, sell, spend,
 };
 use venue_stream::{deposit_line, random_stream, with_fresh_ids, DEFINITIONS};
 use venue_support::{
@@ -72,6 +74,7 @@ fn an_accepted_limit_order_creates_an_open_record_in_engine_units() {
             // Tick 1: price units are whole USD; lot 0.01: qty units are hundredths.
             price: Some(Price(100)),
             qty: Qty(250),
+            quote_qty: None,
             remaining: Qty(250),
             filled: Qty::ZERO,
             status: OrderStatus::Open,
@@ -694,6 +697,81 @@ fn a_venue_snapshot_round_trips_and_decodes_without_activity_too() {
     assert!(state_bytes(without.exchange()) == state_bytes(harness.venue.exchange()));
 }
 
+/// Bob's ask s1 100 x 1 on BTC-USD; alice spends `quote_qty` on it.
+fn spent(quote_qty: &str) -> (Harness, OrderRecord) {
+    let mut harness = Harness::funded(true);
+    harness.ok(sell("bob", "s1", "100", "1"));
+    harness.ok(spend("alice", "m1", quote_qty).with("ts", 5_000));
+    let record = harness.record("alice", "m1");
+    (harness, record)
+}
+
+#[test]
+fn a_spend_amount_buy_is_remembered_with_its_quote_qty_and_what_it_bought() {
+    let (harness, record) = spent("55.55");
+    assert_eq!(
+        record,
+        OrderRecord {
+            order_id: OrderId(harness.seq),
+            account: harness.account("alice"),
+            client_id: "m1".into(),
+            instrument: BTC_USD,
+            side: Side::Buy,
+            kind: OrderKind::Market,
+            time_in_force: TimeInForce::ImmediateOrCancel,
+            offset: Offset::Open,
+            post_only: false,
+            stp: StpMode::CancelTaker,
+            price: None,
+            // What it bought: 0.55 BTC in hundredths; 55.55 USD in cents.
+            qty: Qty(55),
+            quote_qty: Some(Amount(5_555)),
+            remaining: Qty::ZERO,
+            filled: Qty(55),
+            status: OrderStatus::Filled,
+            created_ns: TimestampNs(5_000),
+            updated_ns: TimestampNs(5_000),
+        }
+    );
+    let fills = harness.fills("alice");
+    assert_eq!(fills.len(), 1);
+    assert_eq!((fills[0].price, fills[0].qty), (Price(100), Qty(55)));
+}
+
+#[test]
+fn a_spend_amount_buy_that_bought_nothing_is_remembered_with_nothing_bought() {
+    let (_, record) = spent("0.99");
+    assert_eq!(record.status, OrderStatus::Expired);
+    assert_eq!(
+        (record.qty, record.filled, record.quote_qty),
+        (Qty::ZERO, Qty::ZERO, Some(Amount(99)))
+    );
+}
+
+#[test]
+fn a_venue_with_a_spend_amount_buy_snapshots_as_version_2_and_round_trips() {
+    let (harness, _) = spent("55.55");
+    let bytes = harness.encoded();
+    assert_eq!(bytes[8..12], VENUE_QUOTE_QTY_FORMAT_VERSION.to_le_bytes());
+    let restored = decode_venue(&bytes, ExchangeConfig::default(), true).unwrap();
+    restored.check_invariants().unwrap();
+    assert!(venue_bytes(&restored) == bytes);
+    let alice = restored.exchange().ledger().find_account("alice").unwrap();
+    let record = restored.activity().unwrap().order_by_client(alice, "m1").unwrap();
+    assert_eq!(*record, harness.record("alice", "m1"));
+    // Under version 1, the record's flag is unknown.
+    let mut as_version_1 = bytes.clone();
+    as_version_1[8] = 1;
+    match decode_venue(&as_version_1, ExchangeConfig::default(), true) {
+        Err(SnapshotError::Invalid { what, .. }) => assert_eq!(what, "unknown order flags"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    // A venue whose records hold none (rebuilt from the same exchange): version 1.
+    let (mut plain, _) = spent("55.55");
+    plain.venue = Venue::new(plain.venue.into_parts().0, true);
+    assert_eq!(plain.encoded()[8..12], VENUE_FORMAT_VERSION.to_le_bytes());
+}
+
 #[test]
 fn each_kind_of_bad_venue_snapshot_has_its_error() {
     let mut harness = Harness::funded(true);
@@ -712,9 +790,19 @@ fn each_kind_of_bad_venue_snapshot_has_its_error() {
     assert_eq!(decode(b"BOURSV"), Err(SnapshotError::Truncated { offset: 6 }));
     assert_eq!(decode(b"BOURSVEX and more"), Err(SnapshotError::BadMagic));
     let mut version = bytes.clone();
+    version[8] = 3;
+    assert_eq!(decode(&version), Err(SnapshotError::UnsupportedVersion(3)));
+    assert_eq!((VENUE_FORMAT_VERSION, VENUE_QUOTE_QTY_FORMAT_VERSION), (1, 2));
+    // Version 2 only for a venue with a spend-amount buy among its records.
     version[8] = 2;
-    assert_eq!(decode(&version), Err(SnapshotError::UnsupportedVersion(2)));
-    assert_eq!(VENUE_FORMAT_VERSION, 1);
+    assert_eq!(
+        decode(&version),
+        Err(SnapshotError::Invalid {
+            offset: 8,
+            what: "a version 2 venue snapshot without a spend-amount buy (stored as version 1)"
+                .into()
+        })
+    );
     let mut trailing = bytes.clone();
     trailing.push(0);
     assert_eq!(

@@ -494,7 +494,7 @@ fn the_exchange_alone_rejects_venue_commands_malformed_and_changes_nothing() {
 
 #[test]
 fn the_new_reasons_are_appended() {
-    assert_eq!(RejectReason::ALL.len(), 19);
+    assert_eq!(RejectReason::ALL.len(), 20);
     assert_eq!(RejectReason::ALL[14], RejectReason::UnknownOrder);
     assert_eq!(RejectReason::ALL[15], RejectReason::InstrumentHalted);
     assert_eq!(RejectReason::InstrumentHalted.code(), "instrument_halted");
@@ -502,6 +502,8 @@ fn the_new_reasons_are_appended() {
     assert_eq!(RejectReason::TooManyOpenOrders.code(), "too_many_open_orders");
     assert_eq!(RejectReason::ALL[17], RejectReason::InvalidOffset);
     assert_eq!(RejectReason::ALL[18], RejectReason::InsufficientPosition);
+    assert_eq!(RejectReason::ALL[19], RejectReason::InvalidOrder);
+    assert_eq!(RejectReason::InvalidOrder.code(), "invalid_order");
     let codes: BTreeSet<&str> = RejectReason::ALL.iter().map(|reason| reason.code()).collect();
     assert_eq!(codes.len(), RejectReason::ALL.len());
 }

@@ -25,8 +25,11 @@ fn fresh_ids(index: usize, round: usize) -> [String; 3] {
 fn a_tracking_venue_allocates_nothing_per_order_once_warm() {
     let mut venue = Venue::new(Exchange::new(ExchangeConfig::default()), true);
     let mut feeder = Feeder::default();
-    let warm_up = stream(0..1_000, fresh_ids);
-    let measured = stream(1_000..1_500, fresh_ids);
+    // Warm means at full size: the records at their bounds, and the client-key tables
+    // grown once more after that (a table more than half full doubles, once, when the
+    // entries it deletes have used up its free room).
+    let warm_up = stream(0..2_000, fresh_ids);
+    let measured = stream(2_000..2_500, fresh_ids);
     feeder.feed(&mut venue, &definitions());
     feeder.feed(&mut venue, &warm_up);
     let activity = venue.activity().unwrap();

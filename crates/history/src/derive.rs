@@ -523,7 +523,8 @@ fn rejected_order(
         OrderType::Limit { price } => ("limit", scaled_decimal(price.mantissa(), price.scale())),
         OrderType::Market => ("market", None),
     };
-    let qty = scaled_decimal(order.qty.mantissa(), order.qty.scale()).unwrap_or(0);
+    let qty =
+        order.size.qty().and_then(|qty| scaled_decimal(qty.mantissa(), qty.scale())).unwrap_or(0);
     let row = OrderRow {
         seq,
         ts,

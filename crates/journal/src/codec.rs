@@ -9,9 +9,15 @@
 //! command. The venue's own commands (`halt`, `resume`, `cancel_all`, `set_limits`:
 //! tags 8 to 11) export in the same style, but the replay format does not have them.
 //!
-//! The futures commands (`futures.md`) have tags 12 to 15; an order's offset, when it is
-//! not `open`, is one byte after the flags (flag bit 7 says it is there: 1 close, 2
-//! close today), so an order without one encodes as before futures existed.
+//! The futures commands (`futures.md`) have tags 12 to 15. An order's offset and its
+//! size kind share one extension byte after the flags, present only when it is not 0
+//! (flag bit 7 says it is there): the offset in bits 0-1 (0 open, 1 close, 2 close
+//! today), what the order names in bits 2-3 (0 `qty`, 1 `quote_qty`, 2 both, 3
+//! neither: `orders.md`'s spend-amount buys), the other bits 0. So an order that is
+//! `open` and names `qty` alone encodes as before futures existed, and one that names
+//! `qty` alone as before spend-amount buys existed (the byte was then the offset, 1 or
+//! 2). After the price (limit orders), the decimals the order names: `qty`, then
+//! `quote_qty`.
 //!
 //! ```text
 //! future:        tag, symbol, settle asset, tick, lot, min_qty, max_qty, multiplier,
@@ -30,7 +36,8 @@
 use std::borrow::Cow;
 
 use bourse_core::command::{
-    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderSize, OrderType, SizeNamed,
+    TransferCommand,
 };
 use bourse_core::ids::AccountId;
 use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInForce};
@@ -63,10 +70,19 @@ const FLAG_MARKET: u8 = 1 << 1;
 const FLAG_POST_ONLY: u8 = 1 << 2;
 const TIF_SHIFT: u32 = 3; // two bits
 const STP_SHIFT: u32 = 5; // two bits
-/// An offset byte follows the flags (the order's offset is not `open`).
-const FLAG_OFFSET: u8 = 1 << 7;
+/// The extension byte follows the flags (the order is not `open` with `qty` alone).
+const FLAG_EXTENSION: u8 = 1 << 7;
+// Extension byte: the offset in bits 0-1, the size kind in bits 2-3.
+const OFFSET_OPEN: u8 = 0;
 const OFFSET_CLOSE: u8 = 1;
 const OFFSET_CLOSE_TODAY: u8 = 2;
+const OFFSET_BITS: u8 = 0b11;
+const SIZE_SHIFT: u32 = 2;
+const SIZE_QTY: u8 = 0;
+const SIZE_QUOTE_QTY: u8 = 1;
+const SIZE_BOTH: u8 = 2;
+const SIZE_NEITHER: u8 = 3;
+const EXTENSION_BITS: u8 = 0b1111;
 
 // Amend flag bits.
 const AMEND_PRICE: u8 = 1;
@@ -239,10 +255,17 @@ fn encode_order(writer: &mut Writer<'_>, order: &OrderCommand<'_>) -> Result<(),
         TimeInForce::GoodForDay => 3,
     };
     let offset = match order.offset {
-        Offset::Open => None,
-        Offset::Close => Some(OFFSET_CLOSE),
-        Offset::CloseToday => Some(OFFSET_CLOSE_TODAY),
+        Offset::Open => OFFSET_OPEN,
+        Offset::Close => OFFSET_CLOSE,
+        Offset::CloseToday => OFFSET_CLOSE_TODAY,
     };
+    let size = match order.size.named() {
+        SizeNamed::Qty(_) => SIZE_QTY,
+        SizeNamed::QuoteQty(_) => SIZE_QUOTE_QTY,
+        SizeNamed::QtyAndQuoteQty { .. } => SIZE_BOTH,
+        SizeNamed::Neither => SIZE_NEITHER,
+    };
+    let extension = offset | size << SIZE_SHIFT;
     let stp = match order.stp {
         StpMode::CancelTaker => 0u8,
         StpMode::CancelMaker => 1,
@@ -254,15 +277,17 @@ fn encode_order(writer: &mut Writer<'_>, order: &OrderCommand<'_>) -> Result<(),
         | if order.post_only { FLAG_POST_ONLY } else { 0 }
         | tif << TIF_SHIFT
         | stp << STP_SHIFT
-        | if offset.is_some() { FLAG_OFFSET } else { 0 };
+        | if extension != 0 { FLAG_EXTENSION } else { 0 };
     writer.byte(flags);
-    if let Some(offset) = offset {
-        writer.byte(offset);
+    if extension != 0 {
+        writer.byte(extension);
     }
     if let OrderType::Limit { price } = order.order_type {
         writer.decimal(price);
     }
-    writer.decimal(order.qty);
+    for decimal in [order.size.qty(), order.size.quote_qty()].into_iter().flatten() {
+        writer.decimal(decimal);
+    }
     Ok(())
 }
 
@@ -366,21 +391,42 @@ fn decode_order<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> 
         2 => StpMode::CancelBoth,
         _ => StpMode::None,
     };
-    let offset = match flags & FLAG_OFFSET {
-        0 => Offset::Open,
+    let extension_at = reader.offset;
+    let extension = match flags & FLAG_EXTENSION {
+        0 => 0,
         _ => {
-            let offset_at = reader.offset;
-            match reader.byte("offset")? {
-                OFFSET_CLOSE => Offset::Close,
-                OFFSET_CLOSE_TODAY => Offset::CloseToday,
-                _ => return Err(CodecError::Invalid { field: "offset", offset: offset_at }),
+            match reader.byte("order extension")? {
+                // 0 is written as no extension byte at all: one encoding per command.
+                extension if extension != 0 && extension & !EXTENSION_BITS == 0 => extension,
+                _ => {
+                    return Err(CodecError::Invalid {
+                        field: "order extension",
+                        offset: extension_at,
+                    })
+                }
             }
         }
+    };
+    let offset = match extension & OFFSET_BITS {
+        OFFSET_OPEN => Offset::Open,
+        OFFSET_CLOSE => Offset::Close,
+        OFFSET_CLOSE_TODAY => Offset::CloseToday,
+        _ => return Err(CodecError::Invalid { field: "offset", offset: extension_at }),
     };
     let order_type = if flags & FLAG_MARKET != 0 {
         OrderType::Market
     } else {
         OrderType::Limit { price: reader.decimal("price")? }
+    };
+    let size = match extension >> SIZE_SHIFT {
+        SIZE_QTY => OrderSize::of_qty(reader.decimal("qty")?),
+        SIZE_QUOTE_QTY => OrderSize::of_quote_qty(reader.decimal("quote_qty")?),
+        SIZE_BOTH => {
+            let qty = reader.decimal("qty")?;
+            OrderSize::of(Some(qty), Some(reader.decimal("quote_qty")?))
+        }
+        // SIZE_NEITHER, the last of the two bits' values.
+        _ => OrderSize::of(None, None),
     };
     Ok(Command::Order(OrderCommand {
         account,
@@ -388,7 +434,7 @@ fn decode_order<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> 
         symbol,
         side: if flags & FLAG_SELL != 0 { Side::Sell } else { Side::Buy },
         order_type,
-        qty: reader.decimal("qty")?,
+        size,
         time_in_force,
         post_only: flags & FLAG_POST_ONLY != 0,
         stp,
@@ -620,7 +666,7 @@ mod tests {
                 symbol: "BTC-USD".into(),
                 side: Side::Sell,
                 order_type: OrderType::Limit { price: decimal("50000.25") },
-                qty: decimal("0.5"),
+                size: OrderSize::of_qty(decimal("0.5")),
                 time_in_force: TimeInForce::FillOrKill,
                 post_only: true,
                 stp: StpMode::None,
@@ -632,7 +678,7 @@ mod tests {
                 symbol: "S".into(),
                 side: Side::Buy,
                 order_type: OrderType::Market,
-                qty: decimal("3"),
+                size: OrderSize::of_qty(decimal("3")),
                 time_in_force: TimeInForce::ImmediateOrCancel,
                 post_only: false,
                 stp: StpMode::CancelBoth,
@@ -689,7 +735,7 @@ mod tests {
                 symbol: "SHFE.cu2501".into(),
                 side: Side::Sell,
                 order_type: OrderType::Limit { price: decimal("50010") },
-                qty: decimal("2"),
+                size: OrderSize::of_qty(decimal("2")),
                 time_in_force: TimeInForce::GoodForDay,
                 post_only: false,
                 stp: StpMode::CancelTaker,
@@ -701,7 +747,44 @@ mod tests {
                 symbol: "SHFE.cu2501".into(),
                 side: Side::Buy,
                 order_type: OrderType::Market,
-                qty: decimal("1"),
+                size: OrderSize::of_qty(decimal("1")),
+                time_in_force: TimeInForce::ImmediateOrCancel,
+                post_only: false,
+                stp: StpMode::None,
+                offset: Offset::Close,
+            }),
+            // Spend-amount buys (orders.md), and commands naming both sizes or neither.
+            Command::Order(OrderCommand {
+                account: AccountRef::Id(AccountId(2)),
+                id: "q-1".into(),
+                symbol: "BTC-USD".into(),
+                side: Side::Buy,
+                order_type: OrderType::Market,
+                size: OrderSize::of_quote_qty(decimal("1234.56")),
+                time_in_force: TimeInForce::GoodTillCancel,
+                post_only: false,
+                stp: StpMode::CancelMaker,
+                offset: Offset::Open,
+            }),
+            Command::Order(OrderCommand {
+                account: "alice".into(),
+                id: "q-2".into(),
+                symbol: "SHFE.cu2501".into(),
+                side: Side::Sell,
+                order_type: OrderType::Limit { price: decimal("7") },
+                size: OrderSize::of(Some(decimal("2")), Some(decimal("-3.5"))),
+                time_in_force: TimeInForce::FillOrKill,
+                post_only: true,
+                stp: StpMode::CancelTaker,
+                offset: Offset::CloseToday,
+            }),
+            Command::Order(OrderCommand {
+                account: "bob".into(),
+                id: "q-3".into(),
+                symbol: "S".into(),
+                side: Side::Buy,
+                order_type: OrderType::Market,
+                size: OrderSize::of(None, None),
                 time_in_force: TimeInForce::ImmediateOrCancel,
                 post_only: false,
                 stp: StpMode::None,
@@ -721,7 +804,7 @@ mod tests {
                 symbol: "S".into(),
                 side: Side::Buy,
                 order_type: OrderType::Limit { price: decimal("1") },
-                qty: decimal("1"),
+                size: OrderSize::of_qty(decimal("1")),
                 time_in_force: TimeInForce::GoodTillCancel,
                 post_only: false,
                 stp: StpMode::CancelTaker,
@@ -735,14 +818,117 @@ mod tests {
         let mut close_today = Vec::new();
         encode_command(&order(Offset::CloseToday), &mut close_today).unwrap();
         let flags_at = 8;
-        assert_eq!(close_today[flags_at], FLAG_OFFSET);
+        assert_eq!(close_today[flags_at], FLAG_EXTENSION);
         assert_eq!(close_today[flags_at + 1], OFFSET_CLOSE_TODAY);
         let mut unknown = close_today.clone();
         unknown[flags_at + 1] = 3;
-        assert!(matches!(
+        assert_eq!(
             decode_command(&unknown),
-            Err(CodecError::Invalid { field: "offset", .. })
-        ));
+            Err(CodecError::Invalid { field: "offset", offset: flags_at + 1 })
+        );
+        // An extension byte of 0 (written as none) or with bits beyond the four: damage.
+        for extension in [0, 0b1_0000, 0b1000_0001] {
+            let mut damaged = close_today.clone();
+            damaged[flags_at + 1] = extension;
+            assert_eq!(
+                decode_command(&damaged),
+                Err(CodecError::Invalid { field: "order extension", offset: flags_at + 1 })
+            );
+        }
+    }
+
+    /// Journals written before spend-amount buys existed hold orders whose byte after
+    /// the flags (when flag bit 7 is set) is the offset alone, 1 or 2: they decode to the
+    /// same commands as then, which encode to the same bytes again.
+    #[test]
+    fn orders_journaled_before_spend_amount_buys_decode_exactly() {
+        let old_payloads: [(&[u8], Command<'static>); 3] = [
+            // A limit sell, close today: flags 0x81 (sell, extension), offset byte 2,
+            // price 1 (zigzag 2, scale 0), qty 1.
+            (
+                &[5, 0, 1, b'a', 1, b'1', 1, b'S', 0x81, 2, 2, 0, 2, 0],
+                Command::Order(OrderCommand {
+                    account: "a".into(),
+                    id: "1".into(),
+                    symbol: "S".into(),
+                    side: Side::Sell,
+                    order_type: OrderType::Limit { price: decimal("1") },
+                    size: OrderSize::of_qty(decimal("1")),
+                    time_in_force: TimeInForce::GoodTillCancel,
+                    post_only: false,
+                    stp: StpMode::CancelTaker,
+                    offset: Offset::CloseToday,
+                }),
+            ),
+            // A market buy by account id 3, ioc, stp none, close: flags 0xea, offset byte
+            // 1, qty 0.5 (zigzag 10, scale 1).
+            (
+                &[5, 1, 3, 1, b'2', 1, b'S', 0xea, 1, 10, 1],
+                Command::Order(OrderCommand {
+                    account: AccountRef::Id(AccountId(3)),
+                    id: "2".into(),
+                    symbol: "S".into(),
+                    side: Side::Buy,
+                    order_type: OrderType::Market,
+                    size: OrderSize::of_qty(decimal("0.5")),
+                    time_in_force: TimeInForce::ImmediateOrCancel,
+                    post_only: false,
+                    stp: StpMode::None,
+                    offset: Offset::Close,
+                }),
+            ),
+            // A post-only fok limit buy, open: flags 0x34 (post-only, fok, stp cancel
+            // maker), no extension byte, price 100.25 (zigzag 20050, scale 2), qty 3.
+            (
+                &[5, 0, 1, b'b', 1, b'3', 1, b'S', 0x34, 0xd2, 0x9c, 0x01, 2, 6, 0],
+                Command::Order(OrderCommand {
+                    account: "b".into(),
+                    id: "3".into(),
+                    symbol: "S".into(),
+                    side: Side::Buy,
+                    order_type: OrderType::Limit { price: decimal("100.25") },
+                    size: OrderSize::of_qty(decimal("3")),
+                    time_in_force: TimeInForce::FillOrKill,
+                    post_only: true,
+                    stp: StpMode::CancelMaker,
+                    offset: Offset::Open,
+                }),
+            ),
+        ];
+        for (payload, command) in old_payloads {
+            assert_eq!(decode_command(payload).as_ref(), Ok(&command), "{payload:?}");
+            let mut again = Vec::new();
+            encode_command(&command, &mut again).unwrap();
+            assert_eq!(again, payload);
+        }
+    }
+
+    #[test]
+    fn a_spend_amount_buy_has_its_size_kind_in_the_extension_byte() {
+        let mut payload = Vec::new();
+        let order = OrderCommand {
+            account: "a".into(),
+            id: "1".into(),
+            symbol: "S".into(),
+            side: Side::Buy,
+            order_type: OrderType::Market,
+            size: OrderSize::of_quote_qty(decimal("25")),
+            time_in_force: TimeInForce::GoodTillCancel,
+            post_only: false,
+            stp: StpMode::CancelTaker,
+            offset: Offset::Open,
+        };
+        encode_command(&Command::Order(order.clone()), &mut payload).unwrap();
+        // Flags: market, extension; the extension: open, quote_qty; then 25 (zigzag 50).
+        assert_eq!(payload, [5, 0, 1, b'a', 1, b'1', 1, b'S', 0x82, 0b0100, 50, 0]);
+        let both = OrderCommand {
+            size: OrderSize::of(Some(decimal("1")), Some(decimal("25"))),
+            offset: Offset::Close,
+            ..order
+        };
+        payload.clear();
+        encode_command(&Command::Order(both), &mut payload).unwrap();
+        assert_eq!(payload, [5, 0, 1, b'a', 1, b'1', 1, b'S', 0x82, 0b1001, 2, 0, 50, 0]);
     }
 
     #[test]

@@ -176,7 +176,10 @@ impl Run {
                 } else {
                     OrderType::Limit { price: Decimal::from_units(price, 0) }
                 },
-                qty: Decimal::from_units(1 + random.below(150) as i128, 2),
+                size: bourse_core::OrderSize::of_qty(Decimal::from_units(
+                    1 + random.below(150) as i128,
+                    2,
+                )),
                 time_in_force: match random.below(10) {
                     0 => TimeInForce::ImmediateOrCancel,
                     1 => TimeInForce::FillOrKill,

@@ -116,7 +116,8 @@ pub mod server {
 
 /// Reason codes of `Rejected` and `Goodbye`: the engine's reject reasons are their
 /// place in `RejectReason::ALL` plus one (the replay format's 1 to 15 in the spec's
-/// order, then the venue's); the server's own from `SERVER_FIRST`.
+/// order, then each later one as it was added: the venue's, the futures', `orders.md`'s
+/// `invalid_order`); the server's own from `SERVER_FIRST`.
 pub mod code {
     /// The first of the server's own codes; below it, the engine's reasons.
     pub const SERVER_FIRST: u16 = 100;
@@ -882,6 +883,11 @@ mod tests {
     fn reason_codes_are_the_specs_order_then_the_servers() {
         assert_eq!(reject_code(RejectReason::Malformed), 1);
         assert_eq!(reject_code(RejectReason::UnknownOrder), 15);
+        // Later reasons are appended: the venue's, the futures', orders.md's.
+        assert_eq!(reject_code(RejectReason::InstrumentHalted), 16);
+        assert_eq!(reject_code(RejectReason::InsufficientPosition), 19);
+        assert_eq!(reject_code(RejectReason::InvalidOrder), 20);
+        assert_eq!(server_code("invalid_order"), 20);
         assert_eq!(server_code("insufficient_funds"), reject_code(RejectReason::InsufficientFunds));
         assert_eq!(server_code("rate_limited"), code::RATE_LIMITED);
         let decimal = WireDecimal::from_text("12.50").unwrap();

@@ -87,7 +87,7 @@ fn order(
         symbol: symbol.into(),
         side,
         order_type: OrderType::Limit { price: decimal(price) },
-        qty: decimal(qty),
+        size: bourse_core::OrderSize::of_qty(decimal(qty)),
         time_in_force: tif,
         post_only: false,
         stp: StpMode::None,

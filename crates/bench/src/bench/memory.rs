@@ -181,7 +181,7 @@ fn resting_order(
         symbol: text(SYMBOL),
         side,
         order_type: OrderType::Limit { price: units(price) },
-        qty: units(1 + random.below(SIZE_LOTS_MAX) as i64),
+        size: bourse_core::OrderSize::of_qty(units(1 + random.below(SIZE_LOTS_MAX) as i64)),
         time_in_force: TimeInForce::GoodTillCancel,
         post_only: false,
         stp: StpMode::CancelTaker,

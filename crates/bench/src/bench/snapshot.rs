@@ -80,7 +80,7 @@ fn resting_order(number: usize, variant: usize) -> Command<'static> {
         symbol: "X-USD".into(),
         side,
         order_type: OrderType::Limit { price: decimal(price) },
-        qty: decimal(1 + number % 5),
+        size: bourse_core::OrderSize::of_qty(decimal(1 + number % 5)),
         time_in_force: TimeInForce::GoodTillCancel,
         post_only: false,
         stp: StpMode::None,

@@ -13,8 +13,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::command::{
-    AmendCommand, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand, OrderType, Side,
-    StpMode, TimeInForce, TransferCommand,
+    AmendCommand, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand, OrderSize,
+    OrderType, Side, StpMode, TimeInForce, TransferCommand,
 };
 use crate::ids::TimestampNs;
 use crate::num::Decimal;
@@ -70,6 +70,7 @@ fields! {
     PostOnly => "post_only", Stp => "stp", Ts => "ts", Settle => "settle",
     Multiplier => "multiplier", Margin => "margin", MakerFee => "maker_fee",
     TakerFee => "taker_fee", CloseToday => "close_today", Final => "final", Offset => "offset",
+    QuoteQty => "quote_qty",
 }
 
 /// The known fields of one line, as raw JSON text.
@@ -352,13 +353,21 @@ fn parse_order<'a>(fields: &RawFields<'a>) -> Result<OrderCommand<'a>, Malformed
     } else {
         (OrderType::Market, false)
     };
+    // `quote_qty` (orders.md) is type-checked wherever it appears; which orders may
+    // carry it is the engine's to judge (`invalid_order`).
+    let (qty, quote_qty) =
+        (fields.optional_decimal(Field::Qty)?, fields.optional_decimal(Field::QuoteQty)?);
+    if qty.is_none() && quote_qty.is_none() {
+        return Err(malformed("an order needs `qty` or `quote_qty`"));
+    }
+    let size = OrderSize::of(qty, quote_qty);
     Ok(OrderCommand {
         account,
         id,
         symbol,
         side,
         order_type,
-        qty: fields.decimal(Field::Qty)?,
+        size,
         time_in_force: fields.choice(
             Field::Tif,
             &TIMES_IN_FORCE,

@@ -251,7 +251,14 @@ pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<Timesta
                 }
                 OrderType::Market => line.string("type", "market"),
             }
-            line.decimal("qty", order.qty);
+            // A command naming neither prints as a line naming neither: `malformed`, as
+            // the engine rejects it.
+            if let Some(qty) = order.size.qty() {
+                line.decimal("qty", qty);
+            }
+            if let Some(quote_qty) = order.size.quote_qty() {
+                line.decimal("quote_qty", quote_qty);
+            }
             line.string("tif", order.time_in_force.as_str());
             if order.post_only {
                 line.key("post_only").push_str("true");

@@ -147,7 +147,13 @@ pub struct OrderRecord {
     /// market order.
     pub price: Option<Price>,
     /// The quantity as submitted, in quantity units (amends change `remaining` only).
+    /// A spend-amount buy (`quote_qty`) submits none: its `qty` is what it bought, once
+    /// it is done (it never rests, so it is done by the end of its command).
     pub qty: Qty,
+    /// A spend-amount buy's `quote_qty` as submitted, in the quote asset's smallest
+    /// units (`orders.md`, "Market buys by amount to spend"); `None` for every other
+    /// order.
+    pub quote_qty: Option<Amount>,
     /// Open quantity now; 0 once finished.
     pub remaining: Qty,
     /// Filled over the order's whole life.
@@ -175,6 +181,7 @@ impl OrderRecord {
             stp: StpMode::CancelTaker,
             price: None,
             qty: Qty::ZERO,
+            quote_qty: None,
             remaining: Qty::ZERO,
             filled: Qty::ZERO,
             status: OrderStatus::Open,
@@ -544,7 +551,8 @@ impl Activity {
     fn fill_order(&mut self, slot: u32, qty: Qty, now: TimestampNs) -> (OrderId, AccountId) {
         let record = &mut self.records.get_mut(slot).record;
         record.filled = Qty(record.filled.0.saturating_add(qty.0));
-        record.remaining = Qty(record.remaining.0.saturating_sub(qty.0));
+        // (A spend-amount buy starts with nothing remaining: it stays at zero.)
+        record.remaining = Qty(record.remaining.0.saturating_sub(qty.0).max(0));
         record.updated_ns = now;
         (record.order_id, record.account)
     }
@@ -557,6 +565,9 @@ impl Activity {
         record.status = reason.into();
         record.remaining = Qty::ZERO;
         record.filled = filled;
+        if record.quote_qty.is_some() {
+            record.qty = filled;
+        }
         record.updated_ns = now;
         let (account, hash) = (record.account, entry.client_hash);
         if let Ok(entry) = self.open_by_client.find_entry(hash, |entry| entry.slot == slot) {
@@ -751,11 +762,18 @@ impl Activity {
                 (OrderKind::Market, None, time_in_force, false)
             }
         };
-        let qty = command
-            .qty
-            .to_units(instrument.qty_decimals)
-            .and_then(|units| i64::try_from(units).ok())
-            .map_or(Qty::ZERO, Qty);
+        // An accepted order names `qty` alone, or (a spend-amount buy: a spot buy whose
+        // amount fits the quote asset) `quote_qty` alone.
+        let (qty, quote_qty) = match command.size.qty_alone() {
+            Some(qty) => (qty.to_units(instrument.qty_decimals), None),
+            None => {
+                let quote_qty = command.size.quote_qty().zip(instrument.spot()).and_then(
+                    |(quote_qty, rules)| quote_qty.to_units(exchange.asset(rules.quote).decimals),
+                );
+                (Some(0), quote_qty.and_then(|units| i64::try_from(units).ok()).map(Amount))
+            }
+        };
+        let qty = qty.and_then(|units| i64::try_from(units).ok()).map_or(Qty::ZERO, Qty);
         debug_assert!(
             self.accounts.get(account.index()).is_none_or(|activity| activity.open.tail == NIL
                 || self.records.get(activity.open.tail).record.order_id < OrderId::of(seq)),
@@ -774,6 +792,7 @@ impl Activity {
             stp: command.stp,
             price,
             qty,
+            quote_qty,
             remaining: qty,
             filled: Qty::ZERO,
             status: OrderStatus::Open,
@@ -938,9 +957,22 @@ pub(crate) fn check_record(record: &OrderRecord) -> Result<(), String> {
     };
     let resting_kind =
         matches!(record.time_in_force, TimeInForce::GoodTillCancel | TimeInForce::GoodForDay);
+    // A spend-amount buy is a market buy, done by the end of its command, whose `qty`
+    // is what it bought (nothing, perhaps).
+    let sized = match record.quote_qty {
+        None => record.qty.0 > 0,
+        Some(quote_qty) => {
+            quote_qty.0 > 0
+                && record.kind == OrderKind::Market
+                && record.side == Side::Buy
+                && record.offset == Offset::Open
+                && !record.status.is_open()
+                && record.qty == record.filled
+        }
+    };
     if !shaped
+        || !sized
         || record.order_id == OrderId(0)
-        || record.qty.0 <= 0
         || record.remaining.0 < 0
         || record.filled.0 < 0
         || record.created_ns > record.updated_ns

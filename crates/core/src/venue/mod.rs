@@ -498,6 +498,7 @@ fn rebuild_open_records(exchange: &Exchange) -> Activity {
                     stp: order.stp,
                     price: Some(order.price),
                     qty: Qty(order.remaining.0.saturating_add(order.filled.0)),
+                    quote_qty: None,
                     remaining: order.remaining,
                     filled: order.filled,
                     status: OrderStatus::Open,

@@ -249,7 +249,10 @@ struct OrderCommand {
     side: Side,
     /// `None` for a market order (its `price` field is ignored).
     price: Option<Decimal>,
-    qty: Decimal,
+    /// An order names `qty`, `quote_qty` (a spot market buy's amount to spend,
+    /// `orders.md`) or both; naming neither is `malformed`.
+    qty: Option<Decimal>,
+    quote_qty: Option<Decimal>,
     tif: TimeInForce,
     post_only: bool,
     stp: SelfTrade,
@@ -456,13 +459,20 @@ fn parse_order(fields: &Fields) -> Result<OrderCommand, Malformed> {
         let post_only = fields.optional_bool("post_only")?.unwrap_or(false);
         (Some(fields.decimal("price")?), post_only)
     };
+    // `quote_qty` is type-checked wherever it appears, even where it is not allowed.
+    let qty = fields.optional_decimal("qty")?;
+    let quote_qty = fields.optional_decimal("quote_qty")?;
+    if qty.is_none() && quote_qty.is_none() {
+        return Err(Malformed);
+    }
     Ok(OrderCommand {
         account: fields.name("account")?,
         id: fields.name("id")?,
         symbol: fields.name("symbol")?,
         side,
         price,
-        qty: fields.decimal("qty")?,
+        qty,
+        quote_qty,
         tif,
         post_only,
         stp,
@@ -1421,7 +1431,11 @@ impl Model {
             Some(price) => Some(instrument.limit_price(price).ok_or("invalid_price")?),
             None => None,
         };
-        let qty = instrument.quantity(&command.qty).ok_or("invalid_qty")?;
+        // With both `qty` and `quote_qty`, `qty` is checked first, as usual.
+        let qty = match &command.qty {
+            Some(qty) => Some(instrument.quantity(qty).ok_or("invalid_qty")?),
+            None => None,
+        };
         // A valid offset on a spot order is ignored.
         let offset = match instrument.future() {
             None => Offset::Open,
@@ -1432,6 +1446,21 @@ impl Model {
                 command.offset
             }
         };
+        if let Some(quote_qty) = command.quote_qty.clone() {
+            // orders.md: only a spot market buy, without `qty` and not `fok`, may name
+            // what it spends; anywhere else `quote_qty` is `invalid_order` whatever its
+            // value.
+            let allowed = qty.is_none()
+                && command.side == Side::Buy
+                && limit.is_none()
+                && instrument.future().is_none()
+                && command.tif != TimeInForce::Fok;
+            if !allowed {
+                return Err("invalid_order");
+            }
+            return self.submit_spending_buy(&instrument, command, &quote_qty, events);
+        }
+        let qty = qty.expect("model: an order names qty or quote_qty (else malformed)");
         if let Some(limit) = limit {
             if command.post_only && self.would_cross(&instrument, command.side, limit) {
                 return Err("would_cross");
@@ -1520,6 +1549,103 @@ impl Model {
         }
     }
 
+    /// A spot market buy that names what it spends (`quote_qty`, orders.md "Market buys
+    /// by amount to spend"), already checked up to `invalid_order`: the value check
+    /// (`invalid_qty`), `no_liquidity`, `insufficient_funds`; then it holds `quote_qty`
+    /// and buys, maker by maker, the largest lot multiple that what is left pays for.
+    fn submit_spending_buy(
+        &mut self,
+        instrument: &Instrument,
+        command: OrderCommand,
+        quote_qty: &Decimal,
+        events: &mut Vec<Value>,
+    ) -> Outcome {
+        let Terms::Spot(spot) = &instrument.terms else {
+            unreachable!("model: quote_qty on a futures contract is invalid_order")
+        };
+        if !quote_qty.is_positive() {
+            return Err("invalid_qty");
+        }
+        // `None`: a positive amount beyond every range, more than any account has.
+        let spend = match quote_qty.units(spot.quote_decimals) {
+            Units::TooPrecise => return Err("invalid_qty"),
+            Units::Exact(units) if units <= UNITS_MAX => Some(units),
+            Units::Exact(_) | Units::TooLarge => None,
+        };
+        let best = self.best_price(&instrument.symbol, Side::Sell).ok_or("no_liquidity")?;
+        let protection = instrument.protection_price(Side::Buy, best);
+        let spend = spend
+            .filter(|&spend| spend <= self.available(&command.account, &spot.quote))
+            .ok_or("insufficient_funds")?;
+        self.take_hold(&command.account, &spot.quote, spend);
+        events.push(self.accepted(Some((&command.account, &command.id))));
+        let mut buyer = Order {
+            account: command.account,
+            id: command.id,
+            symbol: command.symbol,
+            side: Side::Buy,
+            price: protection,
+            remaining: 0,
+            filled: 0,
+            post_only: false,
+            stp: command.stp,
+            arrival: 0,
+            offset: Offset::Open,
+            gfd: false,
+            liquidation: false,
+            accepted: self.seq,
+        };
+        let mut left = spend;
+        let reason = loop {
+            if left == 0 {
+                break "filled";
+            }
+            let Some(maker) = self.books[&instrument.symbol].asks.first().cloned() else {
+                break "expired";
+            };
+            if maker.price > protection {
+                break "expired";
+            }
+            // Every lot multiple's notional is a whole number of quote units (the
+            // decimals rule), so the largest affordable lot multiple is this many lots.
+            let lot_cost =
+                instrument.notional(spot, maker.price, instrument.lot).expect("a lot's notional");
+            let affordable_lots = left / lot_cost;
+            if affordable_lots == 0 {
+                break if buyer.filled > 0 { "filled" } else { "expired" };
+            }
+            if maker.account == buyer.account && buyer.stp != SelfTrade::Allow {
+                if buyer.stp == SelfTrade::CancelTaker {
+                    break "stp";
+                }
+                self.remove_open(&maker.account, &maker.id);
+                self.finish(instrument, &maker, "stp", events);
+                if buyer.stp == SelfTrade::CancelBoth {
+                    break "stp";
+                }
+                continue;
+            }
+            let qty = maker.remaining.min(affordable_lots * instrument.lot);
+            let paid = instrument.notional(spot, maker.price, qty).expect("within the hold");
+            // Each fill costs `p * q`, taken from the hold: as a buy limited at the fill's
+            // own price, which gives nothing back.
+            let paying = Order { price: maker.price, ..buyer.clone() };
+            self.trade(instrument, &paying, &maker, qty, events);
+            left -= paid;
+            buyer.filled += qty;
+        };
+        self.take_hold(&buyer.account, &spot.quote, -left);
+        events.push(json!({
+            "ev": "done",
+            "seq": self.seq,
+            "account": buyer.account,
+            "id": buyer.id,
+            "reason": reason,
+            "filled": instrument.qty_text(buyer.filled),
+        }));
+        Ok(())
+    }
+
     /// What a fok order could execute, counted in priority order before any trade.
     fn fok_executable_qty(&self, taker: &Order) -> i128 {
         let mut counted = 0;
@@ -1571,39 +1697,53 @@ impl Model {
                 }
             }
             let qty = taker.remaining.min(maker.remaining);
-            let report = self.fill(instrument, taker, &maker, qty);
+            self.trade(instrument, taker, &maker, qty, events);
             taker.remaining -= qty;
             taker.filled += qty;
-            let maker_after = {
-                let resting =
-                    self.open_mut(&maker.account, &maker.id).expect("the maker is on the book");
-                resting.remaining -= qty;
-                resting.filled += qty;
-                resting.clone()
-            };
-            let mut trade = json!({
-                "ev": "trade",
-                "seq": self.seq,
-                "symbol": instrument.symbol,
-                "price": instrument.price_text(maker.price),
-                "qty": instrument.qty_text(qty),
-                "taker_side": taker.side.name(),
-                "maker_account": maker.account,
-                "maker_id": maker.id,
-                "taker_account": taker.account,
-                "taker_id": taker.id,
-                "maker_fee": report.maker_fee,
-                "taker_fee": report.taker_fee,
-            });
-            if let Some((maker_pnl, taker_pnl)) = report.pnl {
-                trade["maker_pnl"] = json!(maker_pnl);
-                trade["taker_pnl"] = json!(taker_pnl);
-            }
-            events.push(trade);
-            if maker_after.remaining == 0 {
-                self.remove_open(&maker.account, &maker.id);
-                self.finish(instrument, &maker_after, "filled", events);
-            }
+        }
+    }
+
+    /// One trade of `taker` with `maker` (the best resting order) for `qty` at the
+    /// maker's price: the money, the maker's fills, the `trade` event and, if it
+    /// filled, the maker's `done`.
+    fn trade(
+        &mut self,
+        instrument: &Instrument,
+        taker: &Order,
+        maker: &Order,
+        qty: i128,
+        events: &mut Vec<Value>,
+    ) {
+        let report = self.fill(instrument, taker, maker, qty);
+        let maker_after = {
+            let resting =
+                self.open_mut(&maker.account, &maker.id).expect("the maker is on the book");
+            resting.remaining -= qty;
+            resting.filled += qty;
+            resting.clone()
+        };
+        let mut trade = json!({
+            "ev": "trade",
+            "seq": self.seq,
+            "symbol": instrument.symbol,
+            "price": instrument.price_text(maker.price),
+            "qty": instrument.qty_text(qty),
+            "taker_side": taker.side.name(),
+            "maker_account": maker.account,
+            "maker_id": maker.id,
+            "taker_account": taker.account,
+            "taker_id": taker.id,
+            "maker_fee": report.maker_fee,
+            "taker_fee": report.taker_fee,
+        });
+        if let Some((maker_pnl, taker_pnl)) = report.pnl {
+            trade["maker_pnl"] = json!(maker_pnl);
+            trade["taker_pnl"] = json!(taker_pnl);
+        }
+        events.push(trade);
+        if maker_after.remaining == 0 {
+            self.remove_open(&maker.account, &maker.id);
+            self.finish(instrument, &maker_after, "filled", events);
         }
     }
 

@@ -1,7 +1,8 @@
 //! The order flow of the no-allocation tests (`no_allocation_per_order.rs`,
 //! `venue_no_allocation.rs`): one instrument, four funded accounts, and rounds in which
 //! each of eight orders is placed, amended in place, moved (sometimes crossing), hit by
-//! an IOC and a FOK of another account, and cancelled; plus a feeder that applies them
+//! an IOC and a FOK of another account (and on spot a market buy spending an amount),
+//! and cancelled; plus a feeder that applies them
 //! with one reused event buffer, so that only the engine can allocate.
 #![allow(dead_code)]
 
@@ -9,7 +10,8 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use bourse_core::command::{
-    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderType, TransferCommand,
+    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderSize, OrderType,
+    TransferCommand,
 };
 use bourse_core::{
     Command, Decimal, Event, Exchange, Offset, Seq, Side, StpMode, TimeInForce, Venue,
@@ -92,7 +94,7 @@ pub fn futures_definitions() -> Vec<Command<'static>> {
                 symbol: Cow::Borrowed("FUT"),
                 side,
                 order_type: OrderType::Limit { price: number(1_000) },
-                qty: number(40_000),
+                size: OrderSize::of_qty(number(40_000)),
                 time_in_force: TimeInForce::GoodTillCancel,
                 post_only: false,
                 stp: StpMode::CancelMaker,
@@ -175,7 +177,7 @@ fn stream_on(
                     symbol: Cow::Borrowed(symbol),
                     side,
                     order_type: OrderType::Limit { price: number(price) },
-                    qty: number(qty),
+                    size: OrderSize::of_qty(number(qty)),
                     time_in_force,
                     post_only: false,
                     stp: StpMode::CancelMaker,
@@ -205,6 +207,21 @@ fn stream_on(
                 taker,
             ));
             commands.push(order(fok, opposite, crossing_price, 5, TimeInForce::FillOrKill, taker));
+            // On spot, a market buy spending an amount (`quote_qty`) too.
+            if symbol == "BTC-USD" {
+                commands.push(Command::Order(OrderCommand {
+                    account: taker.into(),
+                    id: Cow::Owned(format!("{id}-spend")),
+                    symbol: Cow::Borrowed(symbol),
+                    side: Side::Buy,
+                    order_type: OrderType::Market,
+                    size: OrderSize::of_quote_qty(number(3_500)),
+                    time_in_force: TimeInForce::ImmediateOrCancel,
+                    post_only: false,
+                    stp: StpMode::CancelMaker,
+                    offset: Offset::Open,
+                }));
+            }
             commands.push(Command::Cancel { account: account.into(), id: Cow::Owned(id) });
         }
     }

@@ -564,6 +564,12 @@ pub fn market_buy(account: &str, id: &str, qty: &str) -> Cmd {
     order(account, id, "buy").with("type", "market").with("qty", qty)
 }
 
+/// A market buy on BTC-USD that names what it spends (`quote_qty`, orders.md) instead
+/// of a quantity.
+pub fn spend(account: &str, id: &str, quote_qty: &str) -> Cmd {
+    order(account, id, "buy").with("type", "market").with("quote_qty", quote_qty)
+}
+
 pub fn market_sell(account: &str, id: &str, qty: &str) -> Cmd {
     order(account, id, "sell").with("type", "market").with("qty", qty)
 }

@@ -151,6 +151,8 @@ pub struct Terms {
     pub side: &'static str,
     pub price: String,
     pub qty: String,
+    /// What `qty` costs at `price`, in the quote asset: a spend-amount buy's `quote_qty`.
+    pub notional: String,
 }
 
 pub fn random_terms(random: &mut Random) -> Terms {
@@ -164,24 +166,33 @@ pub fn random_terms(random: &mut Random) -> Terms {
     let lots_max = if random.below(4) == 0 { 400 } else { 40 };
     let lots = 1 + random.below(lots_max) as i64;
     let qty = decimal(lots * market.lot_units, market.qty_decimals);
-    Terms { market, side, price, qty }
+    let notional = decimal(
+        ticks * market.tick_units * lots * market.lot_units,
+        market.price_decimals + market.qty_decimals,
+    );
+    Terms { market, side, price, qty, notional }
 }
 
 /// An order of `account` with id `id` on `terms`: any time in force (mostly gtc), any
-/// stp mode, now and then post-only, now and then a market order.
+/// stp mode, now and then post-only, now and then a market order, half of those naming
+/// what they spend (`quote_qty`: rejected on a sell or with `fok`).
 pub fn random_order_line(random: &mut Random, account: &str, id: &str, terms: &Terms) -> String {
-    let Terms { market, side, price, qty } = terms;
+    let Terms { market, side, price, qty, notional } = terms;
     let symbol = market.symbol;
     let tif = random.pick(&["gtc", "gtc", "gtc", "gtc", "ioc", "fok"]);
     let stp = random.pick(&["none", "cancel_taker", "cancel_maker", "cancel_both"]);
     let post_only = random.below(6) == 0;
-    let kind = if random.below(12) == 0 {
-        r#""type":"market""#.to_string()
+    let (kind, size) = if random.below(12) == 0 {
+        let size = match random.below(2) {
+            0 => format!(r#""quote_qty":"{notional}""#),
+            _ => format!(r#""qty":"{qty}""#),
+        };
+        (r#""type":"market""#.to_string(), size)
     } else {
-        format!(r#""type":"limit","price":"{price}""#)
+        (format!(r#""type":"limit","price":"{price}""#), format!(r#""qty":"{qty}""#))
     };
     format!(
-        r#"{{"cmd":"order","account":"{account}","id":"{id}","symbol":"{symbol}","side":"{side}",{kind},"qty":"{qty}","tif":"{tif}","stp":"{stp}","post_only":{post_only}}}"#
+        r#"{{"cmd":"order","account":"{account}","id":"{id}","symbol":"{symbol}","side":"{side}",{kind},{size},"tif":"{tif}","stp":"{stp}","post_only":{post_only}}}"#
     )
 }
 

@@ -127,6 +127,9 @@ fn rejection_message(reason: RejectReason) -> &'static str {
         RejectReason::InsufficientPosition => {
             "the position (less what open close orders reserve) does not cover this close"
         }
+        RejectReason::InvalidOrder => {
+            "these fields do not go together on one order (quote_qty: a spot market buy, without qty, not fok)"
+        }
     }
 }
 

@@ -426,6 +426,7 @@ impl Orders {
             stp: order.stp,
             price: price.map(bourse_core::Price),
             qty: bourse_core::Qty(qty),
+            quote_qty: None,
             remaining: bourse_core::Qty(qty),
             filled: bourse_core::Qty(0),
             status: OrderStatus::Open,

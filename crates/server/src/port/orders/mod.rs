@@ -266,8 +266,9 @@ impl OrderEntry {
             OrderType::Market => None,
         };
         let qty = order
-            .qty
-            .to_units(info.qty_decimals)
+            .size
+            .qty()
+            .and_then(|qty| qty.to_units(info.qty_decimals))
             .and_then(|units| i64::try_from(units).ok())
             .map_or(Qty(0), Qty);
         // (The events name the account too: this only fills in an order that neither
@@ -289,6 +290,7 @@ impl OrderEntry {
             stp: order.stp,
             price,
             qty,
+            quote_qty: None,
             remaining: qty,
             filled: Qty(0),
             status: OrderStatus::Open,

@@ -138,7 +138,7 @@ pub fn order_command<'a>(
         symbol: Cow::Borrowed(order.symbol.as_ref()),
         side: order.side,
         order_type: order.order_type,
-        qty: order.qty,
+        size: bourse_core::OrderSize::of_qty(order.qty),
         time_in_force: order.time_in_force,
         post_only: order.post_only,
         stp: order.stp,
