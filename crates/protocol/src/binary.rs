@@ -136,6 +136,29 @@ pub mod code {
     pub const SHUTTING_DOWN: u16 = 113;
     pub const ALREADY_LOGGED_IN: u16 = 114;
     pub const FORBIDDEN: u16 = 115;
+    /// The venue failed to do what was asked (a code of the server's that has no code
+    /// of its own here).
+    pub const INTERNAL: u16 = 116;
+
+    /// Every server code, with its name.
+    pub const NAMES: &[(u16, &str)] = &[
+        (BUSY, "busy"),
+        (ENGINE_STOPPED, "engine_stopped"),
+        (RATE_LIMITED, "rate_limited"),
+        (LOGIN_REQUIRED, "login_required"),
+        (INVALID_KEY, "invalid_key"),
+        (INVALID_SIGNATURE, "invalid_signature"),
+        (EXPIRED_TIMESTAMP, "expired_timestamp"),
+        (REPLAYED_REQUEST, "replayed_request"),
+        (MALFORMED_FRAME, "malformed_frame"),
+        (TOO_MANY_CONNECTIONS, "too_many_connections"),
+        (IDLE_TIMEOUT, "idle_timeout"),
+        (SLOW_CONSUMER, "slow_consumer"),
+        (SHUTTING_DOWN, "shutting_down"),
+        (ALREADY_LOGGED_IN, "already_logged_in"),
+        (FORBIDDEN, "forbidden"),
+        (INTERNAL, "internal"),
+    ];
 }
 
 // The engine's reasons are numbered from 1 and must stay below the server's own codes,
@@ -152,29 +175,23 @@ pub fn reject_reason(code: u16) -> Option<RejectReason> {
     RejectReason::ALL.get(usize::from(code).checked_sub(1)?).copied()
 }
 
-/// The code for one of the server's error codes (as REST names them).
-pub fn server_code(name: &str) -> u16 {
-    match name {
-        "busy" => code::BUSY,
-        "engine_stopped" => code::ENGINE_STOPPED,
-        "rate_limited" => code::RATE_LIMITED,
-        "missing_signature" | "login_required" | "login_timeout" => code::LOGIN_REQUIRED,
-        "idle_timeout" => code::IDLE_TIMEOUT,
-        "already_logged_in" => code::ALREADY_LOGGED_IN,
-        "malformed_frame" => code::MALFORMED_FRAME,
-        "invalid_key" => code::INVALID_KEY,
-        "invalid_signature" => code::INVALID_SIGNATURE,
-        "invalid_timestamp" | "expired_timestamp" => code::EXPIRED_TIMESTAMP,
-        "replayed_request" => code::REPLAYED_REQUEST,
-        "too_many_connections" => code::TOO_MANY_CONNECTIONS,
-        "forbidden" => code::FORBIDDEN,
-        "slow_consumer" => code::SLOW_CONSUMER,
-        "shutting_down" | "resync" => code::SHUTTING_DOWN,
-        other => RejectReason::ALL
-            .iter()
-            .find(|reason| reason.code() == other)
-            .map_or(code::MALFORMED_FRAME, |reason| reject_code(*reason)),
+/// The code of an error named as REST names it (`busy`, `insufficient_funds`): one of
+/// the engine's reasons or of the server's own codes; `None` for a name the protocol
+/// has no code of its own for (the server then sends the code its gateway chose for
+/// it, `code::INTERNAL` at worst: see `docs/protocol-binary.md`).
+pub fn server_code(name: &str) -> Option<u16> {
+    if let Some(reason) = RejectReason::ALL.iter().find(|reason| reason.code() == name) {
+        return Some(reject_code(*reason));
     }
+    code::NAMES.iter().find(|(_, known)| *known == name).map(|(code, _)| *code)
+}
+
+/// The name of `code` (the inverse of `server_code` for the codes the protocol has).
+pub fn code_name(code: u16) -> Option<&'static str> {
+    if let Some(reason) = reject_reason(code) {
+        return Some(reason.code());
+    }
+    code::NAMES.iter().find(|(known, _)| *known == code).map(|(_, name)| *name)
 }
 
 /// The length a frame's header announces (its type and body), if the protocol allows
@@ -887,9 +904,17 @@ mod tests {
         assert_eq!(reject_code(RejectReason::InstrumentHalted), 16);
         assert_eq!(reject_code(RejectReason::InsufficientPosition), 19);
         assert_eq!(reject_code(RejectReason::InvalidOrder), 20);
-        assert_eq!(server_code("invalid_order"), 20);
-        assert_eq!(server_code("insufficient_funds"), reject_code(RejectReason::InsufficientFunds));
-        assert_eq!(server_code("rate_limited"), code::RATE_LIMITED);
+        assert_eq!(server_code("invalid_order"), Some(20));
+        assert_eq!(
+            server_code("insufficient_funds"),
+            Some(reject_code(RejectReason::InsufficientFunds))
+        );
+        assert_eq!(server_code("rate_limited"), Some(code::RATE_LIMITED));
+        assert_eq!(server_code("no_such_code"), None, "no default: an unknown name has none");
+        for (code, name) in code::NAMES {
+            assert_eq!((server_code(name), code_name(*code)), (Some(*code), Some(*name)));
+            assert!(*code >= code::SERVER_FIRST);
+        }
         let decimal = WireDecimal::from_text("12.50").unwrap();
         assert_eq!(decimal, WireDecimal { mantissa: 125, scale: 1 });
     }

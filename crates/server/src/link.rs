@@ -75,16 +75,6 @@ pub enum LinkError {
     Failed(String),
 }
 
-impl LinkError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            LinkError::Refused(error) => error.code(),
-            LinkError::Busy(_) => "busy",
-            LinkError::Failed(_) => "engine_stopped",
-        }
-    }
-}
-
 /// A submitted command's outcome, to wait for.
 pub struct Pending {
     receiver: oneshot::Receiver<Reply>,

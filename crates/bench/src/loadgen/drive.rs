@@ -173,10 +173,14 @@ pub struct Answer {
     pub outcome: Outcome,
 }
 
-/// The code of a server's error named as REST names it (`busy`, `insufficient_funds`).
+/// The code of a server's error named as REST names it (`busy`, `insufficient_funds`),
+/// as the binary protocol numbers it; `UNKNOWN_CODE` for a name it has no code for.
 pub fn code_of(name: &str) -> u16 {
-    bourse_protocol::binary::server_code(name)
+    bourse_protocol::binary::server_code(name).unwrap_or(UNKNOWN_CODE)
 }
+
+/// What the tally counts an answer under whose code it cannot tell.
+pub const UNKNOWN_CODE: u16 = 255;
 
 /// The sending half of a connection.
 pub trait Requests: Send {

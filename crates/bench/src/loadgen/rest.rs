@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bourse_protocol::signing::{self, Signer};
 
-use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests};
+use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests, UNKNOWN_CODE};
 use super::flow::{price_text, qty_text, Flow, OrderRequest};
 
 const PATH: &str = "/v1/orders";
@@ -211,7 +211,7 @@ impl Answers for RestAnswers {
             Outcome::Ok
         } else {
             // (255 when it has none: not one of the server's answers.)
-            Outcome::Rejected((self.code_of_body)(&self.body).unwrap_or(255))
+            Outcome::Rejected((self.code_of_body)(&self.body).unwrap_or(UNKNOWN_CODE))
         };
         Ok(Some(Answer { request, outcome }))
     }

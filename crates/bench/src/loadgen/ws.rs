@@ -15,7 +15,7 @@ use serde::Deserialize;
 use tungstenite::protocol::Role;
 use tungstenite::{Message, WebSocket};
 
-use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests};
+use super::drive::{code_of, Answer, Answers, ConnectionPlan, Outcome, Requests, UNKNOWN_CODE};
 use super::flow::{price_text, qty_text, Flow, OrderRequest};
 
 /// A batch of requests stops growing past this many bytes.
@@ -136,7 +136,7 @@ impl Answers for WsAnswers {
             .map_err(|error| format!("an answer that is not JSON ({error}): {text}"))?;
         let outcome = match (reply.op, reply.kind) {
             (Some("ack"), _) => Outcome::Ok,
-            (Some("error"), _) => Outcome::Rejected(reply.code.map_or(255, code_of)),
+            (Some("error"), _) => Outcome::Rejected(reply.code.map_or(UNKNOWN_CODE, code_of)),
             (_, Some("error")) => return Err(format!("the server answered {text}")),
             _ => return Ok(None), // a channel's message
         };

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
@@ -17,7 +16,7 @@ use axum::Router;
 
 use super::{binance, diff, rest, ui, ws};
 use crate::metrics;
-use crate::port::error::ApiError;
+use crate::port::error::{ApiError, ErrorCode};
 use crate::port::state::Shared;
 
 pub fn router(state: Shared) -> Router {
@@ -115,15 +114,11 @@ pub fn router(state: Shared) -> Router {
 }
 
 async fn not_found() -> ApiError {
-    ApiError::not_found("not_found", "no such endpoint (see /openapi.json)")
+    ApiError::new(ErrorCode::NotFound, "no such endpoint (see /openapi.json)")
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "this endpoint does not take that method",
-    )
+    ApiError::new(ErrorCode::MethodNotAllowed, "this endpoint does not take that method")
 }
 
 /// Reads the whole body (up to the limit) so that handlers and the signature check see
@@ -135,8 +130,7 @@ async fn limit_body(State(state): State<Shared>, request: Request, next: Next) -
         Ok(bytes) => bytes,
         Err(_) => {
             return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                ErrorCode::BodyTooLarge,
                 format!("the request body is over {limit} bytes (or could not be read)"),
             )
             .into_response()

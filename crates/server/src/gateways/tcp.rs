@@ -40,7 +40,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::gateways::shared::connection::{self, Output};
 use crate::port::auth::{Caller, Signed};
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::{Answer, Detail};
 use crate::port::orders::in_flight::InFlight;
 use crate::port::orders::request::{self, Request, Target};
@@ -158,7 +158,7 @@ impl Connection {
             tokio::select! {
                 biased;
                 _ = kill.notify.notified() => break,
-                _ = stop.changed() => kill.kill("shutting_down"),
+                _ = stop.changed() => kill.kill(ErrorCode::ShuttingDown),
                 Some(released) = releases.recv() => connection.take_released(&released).await,
                 read = read_half.read(&mut input.buffer[input.filled..]), if readable => {
                     match read {
@@ -173,17 +173,17 @@ impl Connection {
                 Some(message) = hub_receiver.recv() => connection.forward(&message),
                 written = write_half.writable(), if writing => {
                     if written.is_err() {
-                        kill.kill("closed");
+                        kill.kill(ErrorCode::Closed);
                     }
                 }
                 _ = watchdog.tick() => {
                     let now = Instant::now();
                     if connection.caller.is_none() && now - opened >= login_timeout {
-                        kill.kill("login_timeout");
+                        kill.kill(ErrorCode::LoginTimeout);
                     } else if input.open && now - input.last_read >= idle_timeout {
-                        kill.kill("idle_timeout");
+                        kill.kill(ErrorCode::IdleTimeout);
                     } else if connection.output.stalled(now) {
-                        kill.kill("slow_consumer");
+                        kill.kill(ErrorCode::SlowConsumer);
                     }
                 }
             }
@@ -195,7 +195,7 @@ impl Connection {
                 connection.forward(&message);
             }
             if !connection.output.flush(|bytes| write_half.try_write(bytes)) {
-                kill.kill("closed");
+                kill.kill(ErrorCode::Closed);
             }
             if !input.open && connection.in_flight.is_empty() && !connection.output.pending() {
                 break;
@@ -207,12 +207,12 @@ impl Connection {
     /// Says goodbye (with the reason it was closed for), writes what is left and lets
     /// the hub and the key's connection count know.
     async fn close(mut self, kill: &Kill, write_half: &mut OwnedWriteHalf) {
-        let reason = kill.reason().unwrap_or("closed");
-        tracing::debug!(connection = self.id, reason, "tcp connection closed");
-        if reason != "closed" {
+        let reason = kill.reason().unwrap_or(ErrorCode::Closed);
+        tracing::debug!(connection = self.id, reason = reason.as_str(), "tcp connection closed");
+        if reason != ErrorCode::Closed {
             self.goodbye(reason);
         }
-        if reason != "slow_consumer" {
+        if reason != ErrorCode::SlowConsumer {
             self.output.drain(write_half).await;
         }
         let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
@@ -230,7 +230,7 @@ impl Connection {
             let length = usize::from(u16::from_le_bytes([input.buffer[at], input.buffer[at + 1]]));
             if length == 0 || length > wire::FRAME_BYTES_MAX {
                 input.open = false;
-                return self.kill.kill("malformed_frame");
+                return self.kill.kill(ErrorCode::MalformedFrame);
             }
             let end = at + wire::FRAME_HEADER_BYTES + length;
             if end > input.filled {
@@ -240,7 +240,7 @@ impl Connection {
                 Ok(message) => self.handle(message).await,
                 Err(_) => {
                     input.open = false;
-                    return self.kill.kill("malformed_frame");
+                    return self.kill.kill(ErrorCode::MalformedFrame);
                 }
             }
             at = end;
@@ -258,12 +258,12 @@ impl Connection {
     fn emit(&mut self, message: &ServerMessage<&str>) {
         self.output.push(|bytes| message.encode_into(bytes));
         if self.output.messages() > self.output_frames_max {
-            self.kill.kill("slow_consumer");
+            self.kill.kill(ErrorCode::SlowConsumer);
         }
     }
 
-    fn goodbye(&mut self, reason: &str) {
-        let goodbye = ServerMessage::Goodbye { code: wire::server_code(reason), text: reason };
+    fn goodbye(&mut self, reason: ErrorCode) {
+        let goodbye = ServerMessage::Goodbye { code: wire_code(reason), text: reason.as_str() };
         self.output.push(|bytes| goodbye.encode_into(bytes));
     }
 
@@ -277,12 +277,12 @@ impl Connection {
             ClientMessage::Login { key, timestamp_ms, signature } => {
                 self.login(&key, timestamp_ms, &signature).await
             }
-            _ if self.caller.is_none() => self.kill.kill("login_required"),
+            _ if self.caller.is_none() => self.kill.kill(ErrorCode::LoginRequired),
             other => {
                 let Some(caller) = &self.caller else { return };
                 if let Err(error) = self.state.auth.take_token(&caller.key) {
                     let (request_id, client_order_id) = request_of(&other);
-                    return self.reject(request_id, wire::server_code(error.code), client_order_id);
+                    return self.reject(request_id, wire_code(error.code), client_order_id);
                 }
                 self.request(other).await;
             }
@@ -291,7 +291,7 @@ impl Connection {
 
     async fn login(&mut self, key: &str, timestamp_ms: u64, signature: &[u8; 32]) {
         if self.caller.is_some() {
-            return self.kill.kill("already_logged_in");
+            return self.kill.kill(ErrorCode::AlreadyLoggedIn);
         }
         let timestamp = timestamp_ms.to_string();
         let signature_hex = hex::encode(signature);
@@ -308,10 +308,10 @@ impl Connection {
             Err(error) => return self.kill.kill(error.code),
         };
         let Ok(account) = caller.account().map(str::to_string) else {
-            return self.kill.kill("forbidden");
+            return self.kill.kill(ErrorCode::Forbidden);
         };
-        if let Err((code, _)) = self.state.logged_in.claim(&caller.key.id) {
-            return self.kill.kill(code);
+        if self.state.logged_in.claim(&caller.key.id).is_err() {
+            return self.kill.kill(ErrorCode::TooManyConnections);
         }
         tracing::info!(connection = self.id, key = %caller.key.id, "tcp login");
         self.caller = Some(caller);
@@ -333,7 +333,7 @@ impl Connection {
         self.account = Some(id);
         let (hub, connection) = (&self.state.hub, self.id);
         if !follow_orders_and_fills(hub, connection, id, &self.hub_outbound).await {
-            self.kill.kill("shutting_down");
+            self.kill.kill(ErrorCode::ShuttingDown);
         }
     }
 
@@ -372,7 +372,7 @@ impl Connection {
 
     /// Answers a request refused before the engine, at once (answers go by request id).
     fn refuse(&mut self, route: Route, request_id: u64, client_order_id: &str, error: &ApiError) {
-        let code = wire::server_code(error.code);
+        let code = wire_code(error.code);
         self.observe(route, code, Duration::ZERO);
         self.reject(request_id, code, client_order_id);
     }
@@ -391,10 +391,10 @@ impl Connection {
         let stamp = match answer {
             Ok(answer) => answer.stamp,
             Err(error) => {
-                let code = wire::server_code(error.code);
+                let code = wire_code(error.code);
                 self.observe(route, code, started.elapsed());
                 self.reject(request_id, code, &client_order_id);
-                if error.code == RejectReason::DuplicateId.code() {
+                if error.code == ErrorCode::Rejected(RejectReason::DuplicateId) {
                     // The retried order: its state, so the client learns its outcome.
                     match error.order.as_deref() {
                         Some(shown) => {
@@ -431,7 +431,7 @@ impl Connection {
         let entry = Arc::clone(&self.state.entry);
         match entry.order_status(trader, &target).await {
             Ok(shown) => self.order_state(request_id, &shown.reference, &shown.record),
-            Err(error) => self.reject(request_id, wire::server_code(error.code), client_order_id),
+            Err(error) => self.reject(request_id, wire_code(error.code), client_order_id),
         }
     }
 
@@ -463,6 +463,68 @@ impl Connection {
             }
             FeedBody::Text(_) | FeedBody::Json { .. } => {}
         }
+    }
+}
+
+/// The binary protocol's code for an error (`docs/protocol-binary.md`, "Codes"): one
+/// arm per code, so a new one does not compile until it has its code here. A code that
+/// the binary gateway never meets (another protocol's) is `INTERNAL`, said as such.
+fn wire_code(code: ErrorCode) -> u16 {
+    use wire::code;
+    match code {
+        ErrorCode::Rejected(reason) => wire::reject_code(reason),
+        ErrorCode::InvalidCommand => wire::reject_code(RejectReason::Malformed),
+        ErrorCode::MalformedFrame | ErrorCode::ProtocolError => code::MALFORMED_FRAME,
+        ErrorCode::Busy => code::BUSY,
+        ErrorCode::EngineStopped => code::ENGINE_STOPPED,
+        ErrorCode::RateLimited => code::RATE_LIMITED,
+        ErrorCode::MissingSignature | ErrorCode::LoginRequired | ErrorCode::LoginTimeout => {
+            code::LOGIN_REQUIRED
+        }
+        ErrorCode::InvalidKey => code::INVALID_KEY,
+        ErrorCode::InvalidSignature => code::INVALID_SIGNATURE,
+        ErrorCode::InvalidTimestamp | ErrorCode::ExpiredTimestamp => code::EXPIRED_TIMESTAMP,
+        ErrorCode::ReplayedRequest => code::REPLAYED_REQUEST,
+        ErrorCode::TooManyConnections => code::TOO_MANY_CONNECTIONS,
+        ErrorCode::IdleTimeout => code::IDLE_TIMEOUT,
+        ErrorCode::SlowConsumer => code::SLOW_CONSUMER,
+        ErrorCode::ShuttingDown | ErrorCode::Resync | ErrorCode::Closed => code::SHUTTING_DOWN,
+        ErrorCode::AlreadyLoggedIn => code::ALREADY_LOGGED_IN,
+        ErrorCode::Forbidden => code::FORBIDDEN,
+        // Not of this protocol: password logins, HTTP, subscriptions, history, futures
+        // administration, FIX's store; and the venue's own failures.
+        ErrorCode::NotFound
+        | ErrorCode::MethodNotAllowed
+        | ErrorCode::BodyTooLarge
+        | ErrorCode::Unsupported
+        | ErrorCode::UnknownAccount
+        | ErrorCode::UnknownKey
+        | ErrorCode::UnknownTrade
+        | ErrorCode::UnknownChannel
+        | ErrorCode::DuplicateAccount
+        | ErrorCode::InvalidAccount
+        | ErrorCode::InvalidPassword
+        | ErrorCode::InvalidSymbol
+        | ErrorCode::NoSettlementPrice
+        | ErrorCode::TooManySubscriptions
+        | ErrorCode::TooManyCharts
+        | ErrorCode::TooManySymbols
+        | ErrorCode::UnknownAid
+        | ErrorCode::InvalidCredentials
+        | ErrorCode::LoginLocked
+        | ErrorCode::FeedOff
+        | ErrorCode::HistoryOff
+        | ErrorCode::HistoryUnreadable
+        | ErrorCode::SqlUnavailable
+        | ErrorCode::SqlError
+        | ErrorCode::PlanError
+        | ErrorCode::ExecutionError
+        | ErrorCode::Io
+        | ErrorCode::SqlFailed
+        | ErrorCode::SettingsFailed
+        | ErrorCode::KeyStoreFailed
+        | ErrorCode::StoreFailed
+        | ErrorCode::Internal => code::INTERNAL,
     }
 }
 

@@ -9,7 +9,7 @@ use axum::extract::Path;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 
-use crate::port::error::ApiError;
+use crate::port::error::{ApiError, ErrorCode};
 
 /// An embedded file: its name under `/ui/`, its content type and its bytes.
 struct Asset {
@@ -56,7 +56,7 @@ pub async fn asset(Path(name): Path<String>) -> Response {
             ([(CONTENT_TYPE, asset.content_type), (CACHE_CONTROL, "no-cache")], asset.bytes)
                 .into_response()
         }
-        None => ApiError::not_found("not_found", format!("no file {name:?} in the web screens"))
+        None => ApiError::new(ErrorCode::NotFound, format!("no file {name:?} in the web screens"))
             .into_response(),
     }
 }

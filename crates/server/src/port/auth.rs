@@ -15,12 +15,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use bourse_protocol::signing::{signing_message, KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use rustc_hash::FxHashMap;
 
 use crate::keys::{KeyRecord, KeyStore, Role};
-use crate::port::error::ApiError;
+use crate::port::error::{ApiError, ErrorCode};
 
 /// Who made an authenticated request.
 #[derive(Clone, Debug)]
@@ -132,10 +132,7 @@ impl Authenticator {
     ) -> Result<Caller, ApiError> {
         let text = |name: &'static str| -> Result<&'h str, ApiError> {
             let value = header(name).ok_or_else(|| {
-                ApiError::unauthenticated(
-                    "missing_signature",
-                    format!("the {name} header is missing"),
-                )
+                ApiError::new(ErrorCode::MissingSignature, format!("the {name} header is missing"))
             })?;
             std::str::from_utf8(value)
                 .ok()
@@ -143,8 +140,8 @@ impl Authenticator {
                     text.bytes().all(|byte| byte == b'\t' || (b' '..=b'~').contains(&byte))
                 })
                 .ok_or_else(|| {
-                    ApiError::unauthenticated(
-                        "missing_signature",
+                    ApiError::new(
+                        ErrorCode::MissingSignature,
                         format!("the {name} header is not text"),
                     )
                 })
@@ -165,18 +162,18 @@ impl Authenticator {
         now_ms: u64,
     ) -> Result<Caller, ApiError> {
         let Signed { key_id, timestamp, signature_hex, method, path_and_query, body } = *signed;
-        let key = keys.active_key(key_id).ok_or_else(|| {
-            ApiError::unauthenticated("invalid_key", "unknown or revoked API key")
-        })?;
+        let key = keys
+            .active_key(key_id)
+            .ok_or_else(|| ApiError::new(ErrorCode::InvalidKey, "unknown or revoked API key"))?;
         let timestamp_ms: u64 = timestamp.parse().map_err(|_| {
-            ApiError::unauthenticated(
-                "invalid_timestamp",
+            ApiError::new(
+                ErrorCode::InvalidTimestamp,
                 "the timestamp must be milliseconds since the Unix epoch",
             )
         })?;
         if timestamp_ms.abs_diff(now_ms) > self.timestamp_window_ms {
-            return Err(ApiError::unauthenticated(
-                "expired_timestamp",
+            return Err(ApiError::new(
+                ErrorCode::ExpiredTimestamp,
                 format!(
                     "the timestamp is {} ms from the server's clock; at most {} ms is accepted",
                     timestamp_ms.abs_diff(now_ms),
@@ -203,8 +200,8 @@ impl Authenticator {
     ) -> Result<Caller, ApiError> {
         let signature = parse_signature(signed.signature_hex)?;
         if !keys.verify(&key.id, signed.message, &signature) {
-            return Err(ApiError::unauthenticated(
-                "invalid_signature",
+            return Err(ApiError::new(
+                ErrorCode::InvalidSignature,
                 "the signature does not match the request (see docs/api.md, Signing)",
             ));
         }
@@ -226,8 +223,8 @@ impl Authenticator {
             seen.next_sweep_ms = now_ms + self.timestamp_window_ms.max(1_000);
         }
         if seen.expires_ms.insert(signature, expires_ms).is_some() {
-            return Err(ApiError::unauthenticated(
-                "replayed_request",
+            return Err(ApiError::new(
+                ErrorCode::ReplayedRequest,
                 "this exact request was received before; sign each request anew",
             ));
         }
@@ -254,8 +251,7 @@ impl Authenticator {
         bucket.refilled = now;
         if bucket.tokens < 1.0 {
             let mut error = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
+                ErrorCode::RateLimited,
                 format!("more than {rate} requests per second for this key"),
             );
             error.retry_after_s = Some(1);
@@ -268,7 +264,7 @@ impl Authenticator {
 
 fn parse_signature(text: &str) -> Result<[u8; 32], ApiError> {
     let invalid =
-        || ApiError::unauthenticated("invalid_signature", "the signature must be 64 hex digits");
+        || ApiError::new(ErrorCode::InvalidSignature, "the signature must be 64 hex digits");
     let bytes = hex::decode(text).map_err(|_| invalid())?;
     bytes.try_into().map_err(|_| invalid())
 }

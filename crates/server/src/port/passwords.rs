@@ -22,8 +22,8 @@
 //! // state: &AppState (or the `Shared` Arc)
 //! match state.passwords.verify(&account_name, &password).await {
 //!     Ok(()) => { /* logged in as `account_name` */ }
-//!     Err(error) => { /* error.code: "invalid_credentials" (401), or "busy" (503,
-//!                        retry after error.retry_after_s) or "internal" (500) */ }
+//!     Err(error) => { /* error.code: ErrorCode::InvalidCredentials, or Busy (retry
+//!                        after error.retry_after_s), or Internal */ }
 //! }
 //! ```
 
@@ -32,11 +32,10 @@ use std::sync::Arc;
 
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use argon2::Argon2;
-use axum::http::StatusCode;
 use tokio::sync::Semaphore;
 
 use crate::keys::{KeyError, KeyStore};
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 
 /// A password is 8 to 128 bytes (of UTF-8).
 pub const PASSWORD_BYTES_MIN: usize = 8;
@@ -157,8 +156,7 @@ fn check_rule(password: &str) -> ApiResult<()> {
         return Ok(());
     }
     Err(ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "invalid_password",
+        ErrorCode::InvalidPassword,
         format!(
             "a password is {PASSWORD_BYTES_MIN} to {PASSWORD_BYTES_MAX} bytes; this one is \
              {length}"
@@ -167,11 +165,11 @@ fn check_rule(password: &str) -> ApiResult<()> {
 }
 
 fn invalid_credentials() -> ApiError {
-    ApiError::unauthenticated("invalid_credentials", "the account name or the password is wrong")
+    ApiError::new(ErrorCode::InvalidCredentials, "the account name or the password is wrong")
 }
 
 fn internal(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    ApiError::new(ErrorCode::Internal, message)
 }
 
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> ApiResult<T> {
@@ -188,8 +186,7 @@ impl<'a> Waiting<'a> {
         let waiting = Waiting(count);
         if count.fetch_add(1, Ordering::SeqCst) >= WAITING_MAX {
             let mut error = ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "busy",
+                ErrorCode::Busy,
                 "too many logins are being checked; try again in a moment",
             );
             error.retry_after_s = Some(1);
@@ -233,10 +230,7 @@ mod tests {
             let unknown = passwords.verify("carol", "correct horse").await.unwrap_err();
             let too_long = passwords.verify("alice", &"x".repeat(129)).await.unwrap_err();
             for error in [&wrong, &no_password, &unknown, &too_long] {
-                assert_eq!(
-                    (error.status, error.code),
-                    (StatusCode::UNAUTHORIZED, "invalid_credentials")
-                );
+                assert_eq!(error.code, ErrorCode::InvalidCredentials);
                 assert_eq!(error.message, wrong.message, "no hint which part was wrong");
             }
         });
@@ -272,18 +266,15 @@ mod tests {
         runtime().block_on(async {
             for bad in ["", "7 bytes", &"y".repeat(129)] {
                 let error = passwords.set("alice", bad).await.unwrap_err();
-                assert_eq!(
-                    (error.status, error.code),
-                    (StatusCode::BAD_REQUEST, "invalid_password")
-                );
+                assert_eq!(error.code, ErrorCode::InvalidPassword);
             }
             passwords.set("alice", "8 bytes!").await.unwrap();
             passwords.set("alice", &"z".repeat(128)).await.unwrap();
             assert!(passwords.verify("alice", &"z".repeat(128)).await.is_ok());
             let error = passwords.set("carol", "long enough").await.unwrap_err();
-            assert_eq!((error.status, error.code), (StatusCode::NOT_FOUND, "unknown_account"));
+            assert_eq!(error.code, ErrorCode::UnknownAccount);
             let error = passwords.remove("carol").await.unwrap_err();
-            assert_eq!(error.code, "unknown_account");
+            assert_eq!(error.code, ErrorCode::UnknownAccount);
         });
     }
 
@@ -297,7 +288,7 @@ mod tests {
             assert!(passwords.remove("alice").await.unwrap(), "it had one");
             assert!(!passwords.remove("alice").await.unwrap(), "and now has none");
             let error = passwords.verify("alice", "temporary one").await.unwrap_err();
-            assert_eq!(error.code, "invalid_credentials");
+            assert_eq!(error.code, ErrorCode::InvalidCredentials);
         });
         assert!(!keys.account("alice").unwrap().has_password());
     }
@@ -318,7 +309,7 @@ mod tests {
     fn callers_beyond_the_waiting_limit_are_refused_busy() {
         let count = AtomicUsize::new(WAITING_MAX);
         let error = Waiting::enter(&count).err().unwrap();
-        assert_eq!((error.status, error.code), (StatusCode::SERVICE_UNAVAILABLE, "busy"));
+        assert_eq!((error.code, error.retry_after_s), (ErrorCode::Busy, Some(1)));
         assert_eq!(count.load(Ordering::SeqCst), WAITING_MAX, "the refused one is not counted");
         count.store(WAITING_MAX - 1, Ordering::SeqCst);
         let waiting = Waiting::enter(&count).unwrap();

@@ -9,7 +9,9 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::port::error::ApiError;
+use bourse_core::RejectReason;
+
+use crate::port::error::{ApiError, ErrorCode};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BinanceError {
@@ -52,58 +54,130 @@ impl BinanceError {
 }
 
 impl From<ApiError> for BinanceError {
+    /// One arm per code: a new code does not compile until it has Binance's words here.
     fn from(error: ApiError) -> BinanceError {
         let bad = |code: i32, msg: &'static str| BinanceError::bad_request(code, msg);
         // Order refusals are -2010 (NEW_ORDER_REJECTED) with Binance's words where
         // Binance has them, else Bourse's reason.
-        let rejected = |msg: String| BinanceError::bad_request(-2010, msg);
-        let mut mapped = match error.code {
-            "invalid_key" | "forbidden" => BinanceError::new(
-                StatusCode::UNAUTHORIZED,
-                -2015,
-                "Invalid API-key, IP, or permissions for action.",
-            ),
-            "invalid_signature" | "missing_signature" => {
-                bad(-1022, "Signature for this request is not valid.")
-            }
-            "expired_timestamp" | "invalid_timestamp" => {
-                bad(-1021, "Timestamp for this request is outside of the recvWindow.")
-            }
-            "replayed_request" => bad(-1022, "Signature for this request was already used."),
-            "rate_limited" => BinanceError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                -1003,
-                "Too many requests; the key's rate limit is reached.",
-            ),
-            "unknown_symbol" => BinanceError::invalid_symbol(),
-            "unknown_order" => bad(-2013, "Order does not exist."),
-            "insufficient_funds" => {
-                rejected("Account has insufficient balance for requested action.".into())
-            }
-            "would_cross" => rejected("Order would immediately match and take.".into()),
-            "duplicate_id" => rejected("Duplicate order sent.".into()),
-            "instrument_halted" => rejected("Market is closed.".into()),
-            "no_liquidity" => {
-                rejected("No orders on book for symbol: the market order cannot trade.".into())
-            }
-            "too_many_open_orders" => rejected("Too many open orders for this account.".into()),
-            "invalid_price" => bad(-1013, "Filter failure: PRICE_FILTER"),
-            "invalid_qty" => bad(-1013, "Filter failure: LOT_SIZE"),
-            "malformed" => BinanceError::bad_request(-1100, error.message.clone()),
-            "busy" | "engine_stopped" | "shutting_down" => BinanceError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                -1004,
-                "Server is busy, please wait and try again",
-            ),
-            _ if error.status.is_server_error() => BinanceError::new(
-                error.status,
+        let rejected = |msg: &'static str| BinanceError::bad_request(-2010, msg);
+        let bourse_words = || format!("{}: {}", error.code, error.message);
+        let unknown = || {
+            BinanceError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
                 -1000,
                 format!(
                     "An unknown error occurred while processing the request: {}",
                     error.message
                 ),
+            )
+        };
+        let busy = || {
+            BinanceError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -1004,
+                "Server is busy, please wait and try again",
+            )
+        };
+        let mut mapped = match error.code {
+            ErrorCode::Rejected(reason) => match reason {
+                RejectReason::UnknownSymbol => BinanceError::invalid_symbol(),
+                RejectReason::UnknownOrder => bad(-2013, "Order does not exist."),
+                RejectReason::InsufficientFunds => {
+                    rejected("Account has insufficient balance for requested action.")
+                }
+                RejectReason::WouldCross => rejected("Order would immediately match and take."),
+                RejectReason::DuplicateId => rejected("Duplicate order sent."),
+                RejectReason::InstrumentHalted => rejected("Market is closed."),
+                RejectReason::NoLiquidity => {
+                    rejected("No orders on book for symbol: the market order cannot trade.")
+                }
+                RejectReason::TooManyOpenOrders => {
+                    rejected("Too many open orders for this account.")
+                }
+                RejectReason::InvalidPrice => bad(-1013, "Filter failure: PRICE_FILTER"),
+                RejectReason::InvalidQty => bad(-1013, "Filter failure: LOT_SIZE"),
+                RejectReason::Malformed => BinanceError::bad_request(-1100, error.message.clone()),
+                RejectReason::InvalidOrder => BinanceError::bad_request(
+                    -1106,
+                    format!("Parameter combination is not valid: {}", error.message),
+                ),
+                // Not met on this surface (spot orders only, no administration).
+                RejectReason::DuplicateAsset
+                | RejectReason::InvalidDecimals
+                | RejectReason::DuplicateSymbol
+                | RejectReason::UnknownAsset
+                | RejectReason::InvalidInstrument
+                | RejectReason::InvalidAmount
+                | RejectReason::InvalidOffset
+                | RejectReason::InsufficientPosition => {
+                    BinanceError::bad_request(-2010, bourse_words())
+                }
+            },
+            ErrorCode::InvalidKey | ErrorCode::Forbidden => BinanceError::new(
+                StatusCode::UNAUTHORIZED,
+                -2015,
+                "Invalid API-key, IP, or permissions for action.",
             ),
-            _ => BinanceError::bad_request(-1000, format!("{}: {}", error.code, error.message)),
+            ErrorCode::InvalidSignature | ErrorCode::MissingSignature => {
+                bad(-1022, "Signature for this request is not valid.")
+            }
+            ErrorCode::ExpiredTimestamp | ErrorCode::InvalidTimestamp => {
+                bad(-1021, "Timestamp for this request is outside of the recvWindow.")
+            }
+            ErrorCode::ReplayedRequest => {
+                bad(-1022, "Signature for this request was already used.")
+            }
+            ErrorCode::RateLimited => BinanceError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                -1003,
+                "Too many requests; the key's rate limit is reached.",
+            ),
+            ErrorCode::InvalidCommand => BinanceError::bad_request(-1100, error.message.clone()),
+            ErrorCode::Busy | ErrorCode::EngineStopped | ErrorCode::ShuttingDown => busy(),
+            // Not met on this surface: its requests are signed one by one (no login,
+            // connection or subscription), and it has no administration or history.
+            ErrorCode::NotFound
+            | ErrorCode::MethodNotAllowed
+            | ErrorCode::BodyTooLarge
+            | ErrorCode::Unsupported
+            | ErrorCode::UnknownAccount
+            | ErrorCode::UnknownKey
+            | ErrorCode::UnknownTrade
+            | ErrorCode::UnknownChannel
+            | ErrorCode::DuplicateAccount
+            | ErrorCode::InvalidAccount
+            | ErrorCode::InvalidPassword
+            | ErrorCode::InvalidSymbol
+            | ErrorCode::NoSettlementPrice
+            | ErrorCode::TooManySubscriptions
+            | ErrorCode::TooManyCharts
+            | ErrorCode::TooManySymbols
+            | ErrorCode::UnknownAid
+            | ErrorCode::InvalidCredentials
+            | ErrorCode::LoginLocked
+            | ErrorCode::LoginRequired
+            | ErrorCode::AlreadyLoggedIn
+            | ErrorCode::TooManyConnections
+            | ErrorCode::SlowConsumer
+            | ErrorCode::IdleTimeout
+            | ErrorCode::LoginTimeout
+            | ErrorCode::MalformedFrame
+            | ErrorCode::ProtocolError
+            | ErrorCode::Resync
+            | ErrorCode::Closed
+            | ErrorCode::FeedOff
+            | ErrorCode::HistoryOff
+            | ErrorCode::SqlUnavailable
+            | ErrorCode::SqlError
+            | ErrorCode::PlanError => BinanceError::bad_request(-1000, bourse_words()),
+            ErrorCode::HistoryUnreadable
+            | ErrorCode::ExecutionError
+            | ErrorCode::Io
+            | ErrorCode::SqlFailed
+            | ErrorCode::SettingsFailed
+            | ErrorCode::KeyStoreFailed
+            | ErrorCode::StoreFailed
+            | ErrorCode::Internal => unknown(),
         };
         mapped.retry_after_s = error.retry_after_s;
         mapped

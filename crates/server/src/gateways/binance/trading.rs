@@ -12,7 +12,7 @@ use axum::Json;
 use bourse_core::command::OrderType;
 use bourse_core::ids::{AccountId, InstrumentId, OrderId};
 use bourse_core::venue::{Fill, OrderRecord};
-use bourse_core::{Decimal, Offset, Side, StpMode, TimeInForce};
+use bourse_core::{Decimal, Offset, RejectReason, Side, StpMode, TimeInForce};
 use serde_json::{json, Value};
 
 use super::error::{BinanceError, BinanceResult};
@@ -21,7 +21,7 @@ use super::params::{Params, Selection};
 use super::shapes::{self, filled_notional, ms, order_json, trade_id};
 use super::BinanceRequest;
 use crate::port::auth::Caller;
-use crate::port::error::ApiError;
+use crate::port::error::{ApiError, ErrorCode};
 use crate::port::orders::answer::View;
 use crate::port::orders::request::{NewOrder, Request, Target};
 use crate::port::state::Shared;
@@ -188,7 +188,7 @@ pub async fn cancel_order(
     let answer =
         match state.entry.submit_and_wait(trader, &Request::Cancel(by_client.clone())).await {
             Ok(answer) => answer,
-            Err(error) if error.code == "unknown_order" => {
+            Err(error) if error.code == ErrorCode::Rejected(RejectReason::UnknownOrder) => {
                 return Err(BinanceError::unknown_order_sent())
             }
             Err(error) => return Err(error.into()),

@@ -22,6 +22,7 @@ use bourse_core::{Decimal, Offset, Side, StpMode, TimeInForce};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::port::error::ErrorCode;
 use crate::port::orders::request::NewOrder;
 
 /// At most this many symbols in one `ins_list`.
@@ -45,22 +46,22 @@ const NANOS_PER_SECOND: i64 = 1_000_000_000;
 /// `too_many_symbols`, `unsupported`) and what exactly was wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiffError {
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl DiffError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> DiffError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> DiffError {
         DiffError { code, message: message.into() }
     }
 
     pub fn malformed(message: impl Into<String>) -> DiffError {
-        DiffError::new("malformed", message)
+        DiffError::new(ErrorCode::MALFORMED, message)
     }
 
     /// Something DIFF can say that Bourse cannot do.
     pub fn unsupported(message: impl Into<String>) -> DiffError {
-        DiffError::new("unsupported", message)
+        DiffError::new(ErrorCode::Unsupported, message)
     }
 }
 
@@ -283,9 +284,10 @@ pub fn decode(text: &str) -> DiffResult<Pack> {
             user_id: fields.required_string("user_id", Text::Name, USER_NAME_BYTES_MAX)?,
             order_id: fields.required_string("order_id", Text::Id, ID_BYTES_MAX)?,
         })),
-        other => {
-            Err(DiffError::new("unknown_aid", format!("no pack is called {:?}", shorten(other))))
-        }
+        other => Err(DiffError::new(
+            ErrorCode::UnknownAid,
+            format!("no pack is called {:?}", shorten(other)),
+        )),
     }
 }
 
@@ -572,7 +574,7 @@ pub fn symbol_list(field: &str, text: &str) -> DiffResult<Vec<String>> {
         if seen.insert(symbol) {
             if symbols.len() == SYMBOLS_MAX {
                 return Err(DiffError::new(
-                    "too_many_symbols",
+                    ErrorCode::TooManySymbols,
                     format!("{field} names more than {SYMBOLS_MAX} symbols"),
                 ));
             }
@@ -939,8 +941,8 @@ pub(crate) mod tests {
             (PriceType::Limit, Some(Gfa), any, Err("unsupported")),
         ];
         for (price_type, time_condition, volume_condition, expected) in cases {
-            let got =
-                terms(price_type, time_condition, volume_condition).map_err(|error| error.code);
+            let got = terms(price_type, time_condition, volume_condition)
+                .map_err(|error| error.code.as_str());
             assert_eq!(got, expected, "{price_type:?} {time_condition:?} {volume_condition:?}");
         }
         let sell_close = InsertOrder {
@@ -1118,11 +1120,11 @@ pub(crate) mod tests {
         let repeated = format!("{},{}", many.join(","), many.join(","));
         assert_eq!(list(&repeated).map(|symbols| symbols.len()), Ok(SYMBOLS_MAX));
         let too_many = format!("{},one_more", many.join(","));
-        assert_eq!(list(&too_many).map_err(|error| error.code), Err("too_many_symbols"));
+        assert_eq!(list(&too_many).map_err(|error| error.code.as_str()), Err("too_many_symbols"));
         let long = "X".repeat(SYMBOL_BYTES_MAX + 1);
-        assert_eq!(list(&long).map_err(|error| error.code), Err("malformed"));
-        assert_eq!(list("a\tb").map_err(|error| error.code), Err("malformed"));
-        assert_eq!(list("é").map_err(|error| error.code), Err("malformed"));
+        assert_eq!(list(&long).map_err(|error| error.code.as_str()), Err("malformed"));
+        assert_eq!(list("a\tb").map_err(|error| error.code.as_str()), Err("malformed"));
+        assert_eq!(list("é").map_err(|error| error.code.as_str()), Err("malformed"));
     }
 
     #[test]
@@ -1139,10 +1141,10 @@ pub(crate) mod tests {
             "{\"aid\":\"peek_message\"} x",
             "NaN",
         ] {
-            assert_eq!(error(text).code, "malformed", "{text}");
+            assert_eq!(error(text).code, ErrorCode::MALFORMED, "{text}");
         }
         let unknown = error(r#"{"aid":"set_risk_management_rule"}"#);
-        assert_eq!(unknown.code, "unknown_aid");
+        assert_eq!(unknown.code, ErrorCode::UnknownAid);
         assert!(unknown.message.contains("set_risk_management_rule"), "{}", unknown.message);
         // Fields beyond the ones read are ignored; a member that is null is absent.
         assert_eq!(
@@ -1156,7 +1158,10 @@ pub(crate) mod tests {
             format!(r#"{{"aid":"ins_query","query_id":"q","query":"","{field}":{{"a":{nested}}}}}"#)
         };
         assert!(matches!(decode(&deep("ignored")), Ok(Pack::InsQuery(_))));
-        assert_eq!(decode(&deep("variables")).map_err(|error| error.code), Err("malformed"));
+        assert_eq!(
+            decode(&deep("variables")).map_err(|error| error.code.as_str()),
+            Err("malformed")
+        );
     }
 
     /// `field` of `pack` set to `value` (JSON text), then decoded: the error's code and
@@ -1168,7 +1173,7 @@ pub(crate) mod tests {
             None => pack.remove(field),
         };
         let error = error(&Value::Object(pack).to_string());
-        (error.code, error.message.contains(field))
+        (error.code.as_str(), error.message.contains(field))
     }
 
     #[test]
@@ -1233,7 +1238,7 @@ pub(crate) mod tests {
             match decode(&text) {
                 Ok(Pack::SetChart(chart)) => Ok((chart.duration_ns, chart.view_width)),
                 Ok(other) => panic!("{other:?}"),
-                Err(error) => Err(error.code),
+                Err(error) => Err(error.code.as_str()),
             }
         };
         assert_eq!(chart("60000000000.0", "200.0"), Ok((60_000_000_000, 200)));

@@ -22,7 +22,7 @@ use axum::response::Response;
 use bourse_core::command::OrderType;
 use bourse_core::exchange::InstrumentKind;
 use bourse_core::ids::{AccountId, InstrumentId};
-use bourse_core::{Decimal, StpMode};
+use bourse_core::{Decimal, RejectReason, StpMode};
 use bourse_marketdata::candles::{Candle, INTERVALS};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
@@ -33,7 +33,7 @@ use super::symbols;
 use super::trading;
 use crate::gateways::shared::connection::WRITE_TIMEOUT;
 use crate::link::LaneReleases;
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::Detail;
 use crate::port::orders::in_flight::{InFlight, Submitted};
 use crate::port::orders::request::{NewOrder, Request, Target};
@@ -153,11 +153,11 @@ impl Session {
                         self.answered(&mut in_flight);
                     }
                     Some(Ok(Message::Binary(_))) => {
-                        self.notice("ERROR", "malformed", "DIFF packs are JSON text");
+                        self.refuse(ErrorCode::MALFORMED, "DIFF packs are JSON text");
                     }
                     Some(Ok(Message::Close(_))) | None => break None,
                     Some(Ok(_)) => {}
-                    Some(Err(_)) => break Some("protocol_error"),
+                    Some(Err(_)) => break Some(ErrorCode::ProtocolError),
                 },
                 queued = self.receiver.recv() => match queued {
                     Some(message) => {
@@ -171,25 +171,34 @@ impl Session {
                 _ = kill.notify.notified() => break kill.reason(),
             }
             if self.pending.approx_bytes() > PENDING_BYTES_MAX {
-                break Some("slow_consumer");
+                break Some(ErrorCode::SlowConsumer);
             }
             if self.peeked && !self.pending.is_empty() {
                 self.peeked = false;
                 let data = self.pending.take();
                 let text = json!({ "aid": "rtn_data", "data": data }).to_string();
                 if !send(&mut socket, text).await {
-                    break Some("slow_consumer");
+                    break Some(ErrorCode::SlowConsumer);
                 }
             }
         };
-        tracing::debug!(session = self.id, reason = reason.unwrap_or("closed"), "diff closed");
+        tracing::debug!(
+            session = self.id,
+            reason = reason.unwrap_or(ErrorCode::Closed).as_str(),
+            "diff closed"
+        );
         if let Some(reason) = reason {
-            let frame = CloseFrame { code: 1008, reason: reason.into() };
+            let frame = CloseFrame { code: 1008, reason: reason.as_str().into() };
             let _ =
                 tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
         }
         let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
         self.state.metrics.connection_closed("diff");
+    }
+
+    /// A `notify` of an error, at the level its code deserves (`notify_level`).
+    fn refuse(&mut self, code: ErrorCode, content: &str) {
+        self.notice(notify_level(code), code.as_str(), content);
     }
 
     /// A `notify` for the client: `level` INFO, WARNING or ERROR, with a reason code.
@@ -205,7 +214,7 @@ impl Session {
         let pack = match request::decode(text) {
             Ok(pack) => pack,
             Err(error) => {
-                self.notice("ERROR", error.code, &error.message);
+                self.refuse(error.code, &error.message);
                 return;
             }
         };
@@ -250,9 +259,11 @@ impl Session {
                 Some((instrument, _)) => {
                     wanted.insert(instrument, symbol.clone());
                 }
-                None => {
-                    self.notice("WARNING", "unknown_symbol", &format!("no instrument {symbol:?}"))
-                }
+                None => self.notice(
+                    "WARNING",
+                    ErrorCode::Rejected(RejectReason::UnknownSymbol).as_str(),
+                    &format!("no instrument {symbol:?}"),
+                ),
             }
         }
         let gone: Vec<InstrumentId> = self
@@ -286,20 +297,22 @@ impl Session {
         if request.symbols.len() > 1 {
             self.notice(
                 "WARNING",
-                "unsupported",
+                ErrorCode::Unsupported.as_str(),
                 "a chart shows one instrument: the first of ins_list",
             );
         }
         if self.charts.len() >= CHARTS_MAX {
-            self.notice(
-                "ERROR",
-                "too_many_charts",
+            self.refuse(
+                ErrorCode::TooManyCharts,
                 &format!("at most {CHARTS_MAX} charts per session"),
             );
             return;
         }
         let Some((instrument, reference)) = self.instrument(&symbol).await else {
-            self.notice("ERROR", "unknown_symbol", &format!("no instrument {symbol:?}"));
+            self.refuse(
+                ErrorCode::Rejected(RejectReason::UnknownSymbol),
+                &format!("no instrument {symbol:?}"),
+            );
             return;
         };
         let Some(info) = reference.instrument(instrument).cloned() else { return };
@@ -311,9 +324,7 @@ impl Session {
             match INTERVALS.iter().position(|(_, length)| *length == duration_ns) {
                 Some(index) => Channel::Candles(instrument, index as u8),
                 None => {
-                    self.notice(
-                        "ERROR",
-                        "unsupported",
+                    self.refuse(ErrorCode::Unsupported,
                         "kline durations are 1 s, 1 min, 5 min, 15 min, 1 h or 1 day (or 0 for ticks)",
                     );
                     return;
@@ -453,11 +464,11 @@ impl Session {
     /// `req_login`: the account's password, checked like the token endpoint's.
     async fn login(&mut self, user_name: &str, password: &str) {
         if self.user.is_some() {
-            self.notice("ERROR", "already_logged_in", "this session is logged in already");
+            self.refuse(ErrorCode::AlreadyLoggedIn, "this session is logged in already");
             return;
         }
         if let Err(error) = self.state.passwords.verify(user_name, password).await {
-            self.notice("ERROR", error.code, &error.message);
+            self.refuse(error.code, &error.message);
             return;
         }
         let account = self.state.directory.account_id(user_name).await.ok().flatten();
@@ -553,7 +564,10 @@ impl Session {
         let user = self.logged_in(&order.user_id)?;
         let name = user.name.clone();
         let (instrument, reference) = self.instrument(&symbol).await.ok_or_else(|| {
-            ApiError::not_found("unknown_symbol", format!("no instrument {symbol:?}"))
+            ApiError::new(
+                ErrorCode::Rejected(bourse_core::RejectReason::UnknownSymbol),
+                format!("no instrument {symbol:?}"),
+            )
         })?;
         let info =
             reference.instrument(instrument).ok_or_else(|| ApiError::malformed("no instrument"))?;
@@ -604,17 +618,13 @@ impl Session {
 
     /// The logged-in user, which `user_id` must name.
     fn logged_in(&self, user_id: &str) -> ApiResult<&User> {
-        let user = self.user.as_ref().ok_or_else(|| {
-            ApiError::new(
-                axum::http::StatusCode::UNAUTHORIZED,
-                "login_required",
-                "log in (req_login) first",
-            )
-        })?;
+        let user = self
+            .user
+            .as_ref()
+            .ok_or_else(|| ApiError::new(ErrorCode::LoginRequired, "log in (req_login) first"))?;
         if user.name != user_id {
             return Err(ApiError::new(
-                axum::http::StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorCode::Forbidden,
                 format!("this session trades for {:?}, not {user_id:?}", user.name),
             ));
         }
@@ -643,18 +653,10 @@ impl Session {
                             json!({ "trade": { name: { "orders": { order_id.clone(): order } } } }),
                         );
                     }
-                    self.notice(
-                        "ERROR",
-                        error.code,
-                        &format!("order {order_id}: {}", error.message),
-                    );
+                    self.refuse(error.code, &format!("order {order_id}: {}", error.message));
                 }
                 Meta::Cancel { order_id } => {
-                    self.notice(
-                        "ERROR",
-                        error.code,
-                        &format!("cancel of {order_id}: {}", error.message),
-                    );
+                    self.refuse(error.code, &format!("cancel of {order_id}: {}", error.message));
                 }
             }
         }
@@ -951,5 +953,68 @@ async fn send(socket: &mut WebSocket, text: String) -> bool {
 
 /// A refusal of the DIFF decoder as order entry's error (its code kept).
 fn diff_error(error: request::DiffError) -> ApiError {
-    ApiError::new(axum::http::StatusCode::BAD_REQUEST, error.code, error.message)
+    ApiError::new(error.code, error.message)
+}
+
+/// The level of the `notify` that tells a DIFF client of an error (tqsdk logs
+/// `WARNING` and raises nothing; `ERROR` is for what failed): one arm per code. The
+/// session goes on after every one of them; the codes that end it are said in the
+/// WebSocket's close frame as well.
+fn notify_level(code: ErrorCode) -> &'static str {
+    match code {
+        // Wait and try again: nothing was wrong with the request itself.
+        ErrorCode::RateLimited | ErrorCode::Busy | ErrorCode::LoginLocked => "WARNING",
+        ErrorCode::Rejected(_)
+        | ErrorCode::InvalidCommand
+        | ErrorCode::NotFound
+        | ErrorCode::MethodNotAllowed
+        | ErrorCode::BodyTooLarge
+        | ErrorCode::Unsupported
+        | ErrorCode::UnknownAccount
+        | ErrorCode::UnknownKey
+        | ErrorCode::UnknownTrade
+        | ErrorCode::UnknownChannel
+        | ErrorCode::DuplicateAccount
+        | ErrorCode::InvalidAccount
+        | ErrorCode::InvalidPassword
+        | ErrorCode::InvalidSymbol
+        | ErrorCode::NoSettlementPrice
+        | ErrorCode::TooManySubscriptions
+        | ErrorCode::TooManyCharts
+        | ErrorCode::TooManySymbols
+        | ErrorCode::UnknownAid
+        | ErrorCode::MissingSignature
+        | ErrorCode::InvalidKey
+        | ErrorCode::InvalidTimestamp
+        | ErrorCode::ExpiredTimestamp
+        | ErrorCode::InvalidSignature
+        | ErrorCode::ReplayedRequest
+        | ErrorCode::InvalidCredentials
+        | ErrorCode::Forbidden
+        | ErrorCode::LoginRequired
+        | ErrorCode::AlreadyLoggedIn
+        | ErrorCode::TooManyConnections
+        | ErrorCode::SlowConsumer
+        | ErrorCode::IdleTimeout
+        | ErrorCode::LoginTimeout
+        | ErrorCode::MalformedFrame
+        | ErrorCode::ProtocolError
+        | ErrorCode::Resync
+        | ErrorCode::ShuttingDown
+        | ErrorCode::Closed
+        | ErrorCode::EngineStopped
+        | ErrorCode::FeedOff
+        | ErrorCode::HistoryOff
+        | ErrorCode::HistoryUnreadable
+        | ErrorCode::SqlUnavailable
+        | ErrorCode::SqlError
+        | ErrorCode::PlanError
+        | ErrorCode::ExecutionError
+        | ErrorCode::Io
+        | ErrorCode::SqlFailed
+        | ErrorCode::SettingsFailed
+        | ErrorCode::KeyStoreFailed
+        | ErrorCode::StoreFailed
+        | ErrorCode::Internal => "ERROR",
+    }
 }

@@ -588,7 +588,7 @@ mod tests {
     #[test]
     fn what_cannot_be_answered_is_an_error() {
         let code = |text: &str, variables: &Value| {
-            parse(text, variables.as_object()).map(|_| ()).map_err(|error| error.code)
+            parse(text, variables.as_object()).map(|_| ()).map_err(|error| error.code.as_str())
         };
         let none = json!({});
         assert_eq!(code("query { multi_symbol_info(", &none), Err("malformed"));

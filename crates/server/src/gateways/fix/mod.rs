@@ -40,9 +40,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::FixConfig;
 use crate::gateways::shared::connection::{self, Output};
+use crate::gateways::shared::http_error;
 use crate::link::LaneReleases;
 use crate::port::auth::{Caller, Signed};
-use crate::port::error::ApiResult;
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::{Answer, Detail, View};
 use crate::port::orders::in_flight::InFlight;
 use crate::port::orders::request::Request;
@@ -425,7 +426,7 @@ async fn run(gateway: Arc<Gateway>, state: Shared, stream: TcpStream, stop: watc
         tokio::select! {
             biased;
             _ = kill.notify.notified() => break,
-            _ = stopping.changed() => connection.close_with("the venue is shutting down", "shutting_down"),
+            _ = stopping.changed() => connection.close_with("the venue is shutting down", ErrorCode::ShuttingDown),
             Some(released) = releases.recv() => connection.take_released(&released).await,
             read = read_half.read(&mut input.buffer[input.filled..]), if readable => {
                 match read {
@@ -439,7 +440,7 @@ async fn run(gateway: Arc<Gateway>, state: Shared, stream: TcpStream, stop: watc
             Some(message) = receive(&mut hub) => connection.forward(&message),
             written = write_half.writable(), if writing => {
                 if written.is_err() {
-                    kill.kill("closed");
+                    kill.kill(ErrorCode::Closed);
                 }
             }
             _ = watchdog.tick() => connection.tick(),
@@ -457,7 +458,7 @@ async fn run(gateway: Arc<Gateway>, state: Shared, stream: TcpStream, stop: watc
         }
         connection.flush_store();
         if !connection.output.flush(|bytes| write_half.try_write(bytes)) {
-            kill.kill("closed");
+            kill.kill(ErrorCode::Closed);
         }
         if !input.open && connection.in_flight.is_empty() && !connection.output.pending() {
             break;
@@ -482,13 +483,13 @@ impl Connection {
         write_half: &mut OwnedWriteHalf,
         releases: &mut LaneReleases,
     ) -> Option<Session> {
-        let reason = self.kill.reason().unwrap_or("closed");
-        tracing::debug!(connection = self.id, reason, "fix connection closed");
-        if reason != "closed" && !self.logout_sent {
-            self.logout(reason);
+        let reason = self.kill.reason().unwrap_or(ErrorCode::Closed);
+        tracing::debug!(connection = self.id, reason = reason.as_str(), "fix connection closed");
+        if reason != ErrorCode::Closed && !self.logout_sent {
+            self.logout(reason.as_str());
         }
         self.flush_store();
-        if reason != "slow_consumer" {
+        if reason != ErrorCode::SlowConsumer {
             self.output.drain(write_half).await;
         }
         self.online = false;
@@ -517,7 +518,7 @@ impl Connection {
         let Some(session) = self.session.as_mut() else { return };
         if let Err(error) = session.out.flush() {
             tracing::error!(%error, "the FIX session's store cannot be written");
-            self.kill.kill("store_failed");
+            self.kill.kill(ErrorCode::StoreFailed);
         }
     }
 
@@ -543,7 +544,7 @@ impl Connection {
     }
 
     /// A Logout saying `text`, then the connection closes (`reason`).
-    fn close_with(&mut self, text: &str, reason: &'static str) {
+    fn close_with(&mut self, text: &str, reason: ErrorCode) {
         if !self.logout_sent {
             self.logout(text);
         }
@@ -554,12 +555,12 @@ impl Connection {
         let now = now_ms();
         let Some(session) = self.session.as_mut() else {
             if self.opened.elapsed() >= self.state.login_timeout {
-                self.close_with("no Logon in time", "login_timeout");
+                self.close_with("no Logon in time", ErrorCode::LoginTimeout);
             }
             return;
         };
         if session.hub_outbound.kill.reason().is_some() || self.output.stalled(Instant::now()) {
-            return self.kill.kill("slow_consumer");
+            return self.kill.kill(ErrorCode::SlowConsumer);
         }
         if now.saturating_sub(session.out.last_sent_ms) >= self.heartbeat_ms {
             session.out.heartbeat(None, &mut self.output);
@@ -571,7 +572,7 @@ impl Connection {
                 self.test_request_sent_ms = Some(now);
             }
             Some(sent) if now.saturating_sub(sent) >= self.heartbeat_ms => {
-                self.close_with("no answer to a TestRequest", "idle_timeout");
+                self.close_with("no answer to a TestRequest", ErrorCode::IdleTimeout);
             }
             _ => {}
         }
@@ -594,7 +595,7 @@ impl Connection {
                 }
                 Err(error) => {
                     input.open = false;
-                    return self.close_with(error.text(), "malformed_message");
+                    return self.close_with(error.text(), ErrorCode::ProtocolError);
                 }
             }
             if self.kill.reason().is_some() {
@@ -610,7 +611,7 @@ impl Connection {
     /// client's next message shows the gap, and it sends it again).
     fn garbled(&mut self, bytes: &[u8], error: FrameError) {
         let Some(session) = self.session.as_mut() else {
-            return self.close_with(error.text(), "malformed_message");
+            return self.close_with(error.text(), ErrorCode::ProtocolError);
         };
         let refused = Refused {
             ref_seq: seq_of(bytes).unwrap_or(0),
@@ -637,7 +638,8 @@ impl Connection {
     /// when it came in order), or a Logout when not even its MsgSeqNum can be read.
     fn field_error(&mut self, bytes: &[u8], error: FieldError) {
         let (Some(session), Some(seq)) = (self.session.as_mut(), seq_of(bytes)) else {
-            return self.close_with("the message's fields cannot be read", "malformed_message");
+            return self
+                .close_with("the message's fields cannot be read", ErrorCode::ProtocolError);
         };
         let (reason, tag, text) = match error {
             FieldError::InvalidTag => {
@@ -664,22 +666,26 @@ impl Connection {
         let seq = match message.number(tag::MSG_SEQ_NUM) {
             Ok(Some(seq)) if seq > 0 => seq,
             _ => {
-                return self
-                    .close_with("MsgSeqNum (34) is missing or not a number", "malformed_message")
+                return self.close_with(
+                    "MsgSeqNum (34) is missing or not a number",
+                    ErrorCode::ProtocolError,
+                )
             }
         };
         let Some(msg_type) = message.msg_type() else {
-            return self.close_with("MsgType (35) is missing", "malformed_message");
+            return self.close_with("MsgType (35) is missing", ErrorCode::ProtocolError);
         };
         if self.session.is_none() {
             if msg_type != "A" {
-                return self
-                    .close_with("the first message must be a Logon (35=A)", "login_required");
+                return self.close_with(
+                    "the first message must be a Logon (35=A)",
+                    ErrorCode::LoginRequired,
+                );
             }
             return self.logon(message, seq).await;
         }
         if msg_type == "A" {
-            return self.close_with("already logged on", "already_logged_in");
+            return self.close_with("already logged on", ErrorCode::AlreadyLoggedIn);
         }
         let Some(session) = self.session.as_mut() else { return };
         let expected = session.out.store.expected_in;
@@ -690,7 +696,7 @@ impl Connection {
         }
         if seq > expected {
             match msg_type {
-                "5" => return self.close_with("", "logout"),
+                "5" => return self.close_with("", ErrorCode::Closed),
                 "2" => self.answer_resend(message),
                 _ => {}
             }
@@ -707,7 +713,7 @@ impl Connection {
                 return;
             }
             let text = format!("MsgSeqNum too low, expecting {expected} but received {seq}");
-            return self.close_with(&text, "sequence_too_low");
+            return self.close_with(&text, ErrorCode::ProtocolError);
         }
         session.out.store.expected_in = seq + 1;
         if !poss_dup {
@@ -728,7 +734,7 @@ impl Connection {
                 &refuse(tag::SENDER_COMP_ID, reject_reason::COMP_ID_PROBLEM, text),
                 &mut self.output,
             );
-            return self.close_with(text, "malformed_message");
+            return self.close_with(text, ErrorCode::ProtocolError);
         }
         if message.get(tag::SENDING_TIME).and_then(fix::parse_timestamp).is_none() {
             let refused = refuse(
@@ -761,7 +767,7 @@ impl Connection {
             },
             "2" => self.answer_resend(message),
             "4" => self.sequence_reset(message, seq, true),
-            "5" => self.close_with("", "logout"),
+            "5" => self.close_with("", ErrorCode::Closed),
             "D" | "F" | "G" => self.application(msg_type, message, seq).await,
             _ => {
                 let writer = session.out.begin("j");
@@ -812,7 +818,7 @@ impl Connection {
         };
         if let Err(error) = session.out.resend(from, to, &mut self.output) {
             tracing::error!(%error, "the FIX session's store cannot be read");
-            self.kill.kill("store_failed");
+            self.kill.kill(ErrorCode::StoreFailed);
         }
     }
 
@@ -821,7 +827,10 @@ impl Connection {
     async fn logon(&mut self, message: &Message<'_>, seq: SeqNum) {
         let caller = match self.authenticate(message) {
             Ok(caller) => caller,
-            Err(text) => return self.close_with(&text, "unauthenticated"),
+            Err(error) => {
+                let text = format!("{}: {}", error.code, error.message);
+                return self.close_with(&text, error.code);
+            }
         };
         let heartbeat_s = match message.number(tag::HEART_BT_INT) {
             Ok(Some(seconds)) if (1..=self.gateway.heartbeat_max_s).contains(&seconds) => seconds,
@@ -830,20 +839,22 @@ impl Connection {
                     "HeartBtInt (108) must be 1 to {} seconds",
                     self.gateway.heartbeat_max_s
                 );
-                return self.close_with(&text, "malformed_message");
+                return self.close_with(&text, ErrorCode::ProtocolError);
             }
         };
         let Ok(account_name) = caller.account().map(str::to_string) else {
-            return self.close_with("the key has no account to trade for", "forbidden");
+            return self.close_with("the key has no account to trade for", ErrorCode::Forbidden);
         };
         if let Err((_, text)) = self.state.logged_in.claim(&caller.key.id) {
-            return self.close_with(&text, "too_many_connections");
+            return self.close_with(&text, ErrorCode::TooManyConnections);
         }
         let key_id = caller.key.id.clone();
         self.caller = Some(caller);
         let Ok(resumed) = self.gateway.claim(&key_id).await else {
-            return self
-                .close_with("a session with this key is already logged on", "already_logged_in");
+            return self.close_with(
+                "a session with this key is already logged on",
+                ErrorCode::AlreadyLoggedIn,
+            );
         };
         let their_comp_id = message.text(tag::SENDER_COMP_ID).unwrap_or("").to_string();
         let mut session = match resumed {
@@ -860,7 +871,10 @@ impl Connection {
                 Err(error) => {
                     tracing::error!(%error, "a FIX session's store cannot be opened");
                     self.gateway.set(&key_id, None);
-                    return self.close_with("the session's store cannot be opened", "store_failed");
+                    return self.close_with(
+                        "the session's store cannot be opened",
+                        ErrorCode::StoreFailed,
+                    );
                 }
             },
         };
@@ -880,7 +894,7 @@ impl Connection {
         self.session = Some(session);
         if seq < expected && !reset {
             let text = format!("MsgSeqNum too low, expecting {expected} but received {seq}");
-            return self.close_with(&text, "sequence_too_low");
+            return self.close_with(&text, ErrorCode::ProtocolError);
         }
         tracing::info!(connection = self.id, key = %key_id, "fix logon");
         let Some(session) = self.session.as_mut() else { return };
@@ -897,20 +911,28 @@ impl Connection {
     /// Checks the Logon's key and signature: Username (553) the key id, RawData (96)
     /// the hex HMAC-SHA256 over SendingTime (as milliseconds), `GET` and
     /// `FIX_LOGIN_PATH`. `Err` is the Logout's text.
-    fn authenticate(&self, message: &Message<'_>) -> Result<Caller, String> {
-        let key_id = message.text(tag::USERNAME).ok_or("Username (553) must be the API key id")?;
-        let signature = message.text(tag::RAW_DATA).ok_or(
-            "RawData (96) must be the hex signature of the Logon's SendingTime (docs/fix.md)",
-        )?;
+    fn authenticate(&self, message: &Message<'_>) -> ApiResult<Caller> {
+        let missing = |text: &str| ApiError::new(ErrorCode::MissingSignature, text);
+        let key_id = message
+            .text(tag::USERNAME)
+            .ok_or_else(|| missing("Username (553) must be the API key id"))?;
+        let signature = message.text(tag::RAW_DATA).ok_or_else(|| {
+            missing(
+                "RawData (96) must be the hex signature of the Logon's SendingTime (docs/fix.md)",
+            )
+        })?;
         let sent_ms = message
             .get(tag::SENDING_TIME)
             .and_then(fix::parse_timestamp)
-            .ok_or("SendingTime (52) missing or not a UTCTimestamp")?;
+            .ok_or_else(|| missing("SendingTime (52) missing or not a UTCTimestamp"))?;
         if message.text(tag::TARGET_COMP_ID) != Some(&*self.gateway.comp_id) {
-            return Err(format!("TargetCompID (56) must be {}", self.gateway.comp_id));
+            return Err(ApiError::malformed(format!(
+                "TargetCompID (56) must be {}",
+                self.gateway.comp_id
+            )));
         }
         if message.text(tag::SENDER_COMP_ID).is_none_or(str::is_empty) {
-            return Err("SenderCompID (49) missing".to_string());
+            return Err(ApiError::malformed("SenderCompID (49) missing"));
         }
         let timestamp = sent_ms.to_string();
         let signed = Signed {
@@ -921,10 +943,7 @@ impl Connection {
             path_and_query: FIX_LOGIN_PATH,
             body: b"",
         };
-        self.state
-            .auth
-            .check(&self.state.keys, &signed, now_ms())
-            .map_err(|error| format!("{}: {}", error.code, error.message))
+        self.state.auth.check(&self.state.keys, &signed, now_ms())
     }
 
     /// Subscribes the session to the account's orders and fills once the account exists
@@ -932,7 +951,7 @@ impl Connection {
     async fn follow_account(&mut self) {
         let Some(session) = self.session.as_mut() else { return };
         if !session.follow(&self.state).await {
-            self.kill.kill("shutting_down");
+            self.kill.kill(ErrorCode::ShuttingDown);
         }
     }
 
@@ -1016,14 +1035,14 @@ impl Connection {
             }
             Err(error) => {
                 let route_name = ("fix", route.name());
-                let status = error.status.as_u16();
+                let status = http_error::status(error.code).as_u16();
                 self.route_metrics.observe(&self.state.metrics, route_name, status, 0.0);
                 let mut sink = Sink { out: &mut session.out, output: Some(&mut self.output) };
                 session.orders.on_refused(&pending, &error, &mut sink);
             }
         }
         if self.output.messages() > self.output_frames_max {
-            self.kill.kill("slow_consumer");
+            self.kill.kill(ErrorCode::SlowConsumer);
         }
     }
 
@@ -1038,7 +1057,8 @@ impl Connection {
 
     fn answer(&mut self, waiting: Waiting, answer: ApiResult<Answer>) {
         let Waiting { pending, route, started } = waiting;
-        let status = answer.as_ref().map_or_else(|error| error.status.as_u16(), |_| 0);
+        let status =
+            answer.as_ref().err().map_or(0, |error| http_error::status(error.code).as_u16());
         self.observe(route, status, started.elapsed());
         let Connection { session, output, online, .. } = self;
         let Some(session) = session.as_mut() else { return };

@@ -18,12 +18,12 @@ use std::sync::Arc;
 use bourse_core::command::OrderType;
 use bourse_core::ids::{AccountId, ClientOrderId, OrderId};
 use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
-use bourse_core::{Decimal, Offset, Side, StpMode, TimeInForce};
+use bourse_core::{Decimal, Offset, RejectReason, Side, StpMode, TimeInForce};
 use bourse_protocol::fix::{tag, Message, Writer};
 
 use super::session::{reject_reason, Kind, Outgoing, Refused};
 use crate::gateways::shared::connection::Output;
-use crate::port::error::ApiError;
+use crate::port::error::{ApiError, ErrorCode};
 use crate::port::orders::answer::Stamp;
 use crate::port::orders::request::{self, Request, Target};
 use crate::reference::{InstrumentInfo, Reference};
@@ -711,23 +711,98 @@ fn report(
     sink.send();
 }
 
-/// OrdRejReason (103) of a Bourse error code.
-fn ord_rej_reason(code: &str) -> u64 {
+/// OrdRejReason (103) of an error: FIX's own numbers where FIX has one (1 unknown
+/// symbol, 2 exchange closed, 3 order exceeds limit, 5 unknown order, 6 duplicate
+/// order, 11 unsupported order characteristic), else 99 (other; Text (58) says which).
+/// One arm per code: a new code does not compile until it is given its number here.
+fn ord_rej_reason(code: ErrorCode) -> u64 {
     match code {
-        "unknown_symbol" => 1,
-        "instrument_halted" => 2,
-        "too_many_open_orders" => 3,
-        "unknown_order" => 5,
-        "duplicate_id" => 6,
-        "would_cross" | "invalid_price" | "invalid_qty" | "invalid_offset" => 11,
-        _ => 99,
+        ErrorCode::Rejected(reason) => match reason {
+            RejectReason::UnknownSymbol => 1,
+            RejectReason::InstrumentHalted => 2,
+            RejectReason::TooManyOpenOrders => 3,
+            RejectReason::UnknownOrder => 5,
+            RejectReason::DuplicateId => 6,
+            RejectReason::WouldCross
+            | RejectReason::InvalidPrice
+            | RejectReason::InvalidQty
+            | RejectReason::InvalidOffset
+            | RejectReason::InvalidOrder => 11,
+            RejectReason::Malformed
+            | RejectReason::DuplicateAsset
+            | RejectReason::InvalidDecimals
+            | RejectReason::DuplicateSymbol
+            | RejectReason::UnknownAsset
+            | RejectReason::InvalidInstrument
+            | RejectReason::InvalidAmount
+            | RejectReason::InsufficientFunds
+            | RejectReason::NoLiquidity
+            | RejectReason::InsufficientPosition => 99,
+        },
+        ErrorCode::Unsupported => 11,
+        ErrorCode::InvalidCommand
+        | ErrorCode::NotFound
+        | ErrorCode::MethodNotAllowed
+        | ErrorCode::BodyTooLarge
+        | ErrorCode::UnknownAccount
+        | ErrorCode::UnknownKey
+        | ErrorCode::UnknownTrade
+        | ErrorCode::UnknownChannel
+        | ErrorCode::DuplicateAccount
+        | ErrorCode::InvalidAccount
+        | ErrorCode::InvalidPassword
+        | ErrorCode::InvalidSymbol
+        | ErrorCode::NoSettlementPrice
+        | ErrorCode::TooManySubscriptions
+        | ErrorCode::TooManyCharts
+        | ErrorCode::TooManySymbols
+        | ErrorCode::UnknownAid
+        | ErrorCode::MissingSignature
+        | ErrorCode::InvalidKey
+        | ErrorCode::InvalidTimestamp
+        | ErrorCode::ExpiredTimestamp
+        | ErrorCode::InvalidSignature
+        | ErrorCode::ReplayedRequest
+        | ErrorCode::InvalidCredentials
+        | ErrorCode::LoginLocked
+        | ErrorCode::Forbidden
+        | ErrorCode::LoginRequired
+        | ErrorCode::AlreadyLoggedIn
+        | ErrorCode::RateLimited
+        | ErrorCode::TooManyConnections
+        | ErrorCode::Busy
+        | ErrorCode::SlowConsumer
+        | ErrorCode::IdleTimeout
+        | ErrorCode::LoginTimeout
+        | ErrorCode::MalformedFrame
+        | ErrorCode::ProtocolError
+        | ErrorCode::Resync
+        | ErrorCode::ShuttingDown
+        | ErrorCode::Closed
+        | ErrorCode::EngineStopped
+        | ErrorCode::FeedOff
+        | ErrorCode::HistoryOff
+        | ErrorCode::HistoryUnreadable
+        | ErrorCode::SqlUnavailable
+        | ErrorCode::SqlError
+        | ErrorCode::PlanError
+        | ErrorCode::ExecutionError
+        | ErrorCode::Io
+        | ErrorCode::SqlFailed
+        | ErrorCode::SettingsFailed
+        | ErrorCode::KeyStoreFailed
+        | ErrorCode::StoreFailed
+        | ErrorCode::Internal => 99,
     }
 }
 
-/// CxlRejReason (102) of a Bourse error code.
-fn cxl_rej_reason(code: &str) -> u64 {
-    match code {
-        "unknown_order" => 1,
+/// CxlRejReason (102) of an error: 1 (unknown order) for an order the account does
+/// not have, else 99 (other; Text (58) says which).
+fn cxl_rej_reason(code: ErrorCode) -> u64 {
+    // OrdRejReason's table says which code is an unknown order; its other numbers are
+    // for new orders only.
+    match ord_rej_reason(code) {
+        5 => 1,
         _ => 99,
     }
 }

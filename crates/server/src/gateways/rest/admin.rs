@@ -20,7 +20,7 @@ use super::trading::account_balances;
 use crate::gateways::shared::json::{parse_body, parse_decimal};
 use crate::keys::{KeyRecord, Role};
 use crate::port::auth::Caller;
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::state::Shared;
 use crate::render::instrument_json;
 
@@ -86,8 +86,7 @@ pub struct TransferRequest {
 async fn on_disk<T: Send + 'static>(change: impl FnOnce() -> T + Send + 'static) -> ApiResult<T> {
     tokio::task::spawn_blocking(change).await.map_err(|error| {
         ApiError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "key_store_failed",
+            ErrorCode::KeyStoreFailed,
             format!("the key store change did not finish: {error}"),
         )
     })
@@ -204,7 +203,10 @@ pub async fn remove_password(
 
 pub async fn account_balances_admin(state: &Shared, account: &str) -> ApiResult<Value> {
     if state.keys.account(account).is_none() {
-        return Err(ApiError::not_found("unknown_account", format!("unknown account {account:?}")));
+        return Err(ApiError::new(
+            ErrorCode::UnknownAccount,
+            format!("unknown account {account:?}"),
+        ));
     }
     account_balances(state, account).await
 }
@@ -284,8 +286,8 @@ pub async fn revoke_key(
 async fn transfer(state: &Shared, body: &Bytes, deposit: bool) -> ApiResult<Response> {
     let request: TransferRequest = parse_body(body)?;
     if state.keys.account(&request.account).is_none() {
-        return Err(ApiError::not_found(
-            "unknown_account",
+        return Err(ApiError::new(
+            ErrorCode::UnknownAccount,
             format!("unknown account {:?} (create it first)", request.account),
         ));
     }
@@ -358,7 +360,10 @@ pub async fn cancel_all(
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     if state.keys.account(&account).is_none() {
-        return Err(ApiError::not_found("unknown_account", format!("unknown account {account:?}")));
+        return Err(ApiError::new(
+            ErrorCode::UnknownAccount,
+            format!("unknown account {account:?}"),
+        ));
     }
     let command = Command::CancelAll {
         account: bourse_core::AccountRef::Name(Cow::Borrowed(&account)),

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Extension;
 use bourse_core::command::FutureCommand;
@@ -21,7 +20,7 @@ use serde_json::{json, Value};
 use super::extract::{created, ok, ApiPath};
 use crate::gateways::shared::json::{parse_body, parse_decimal};
 use crate::port::auth::Caller;
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::state::{AppState, Shared};
 use crate::render::instrument_json;
 use crate::services::clearing::settings::{ratio_margin, FuturesSettings};
@@ -122,7 +121,7 @@ async fn save(
 }
 
 fn settings_failed(message: String) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "settings_failed", message)
+    ApiError::new(ErrorCode::SettingsFailed, message)
 }
 
 /// A margin ratio: a positive decimal of at most 1.
@@ -144,11 +143,7 @@ async fn submit(state: &AppState, command: &Command<'_>) -> ApiResult<(u64, Vec<
 /// example otherwise.
 fn check_symbol(symbol: &str) -> ApiResult<()> {
     futures_symbol::split(symbol).map(|_| ()).map_err(|error| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_symbol",
-            format!("symbol {symbol:?}: {error}"),
-        )
+        ApiError::new(ErrorCode::InvalidSymbol, format!("symbol {symbol:?}: {error}"))
     })
 }
 
@@ -260,8 +255,7 @@ pub async fn set_margin(
             let facts = settlement::contract(&state.link, &symbol).await?;
             if facts.settlement_price.is_none() {
                 return Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    "no_settlement_price",
+                    ErrorCode::NoSettlementPrice,
                     format!("{symbol} has no settlement price yet to apply a ratio to"),
                 ));
             }

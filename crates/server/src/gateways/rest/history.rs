@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::extract::{ok, ApiPath, ApiQuery};
 use crate::gateways::shared::json::parse_body;
 use crate::port::auth::Caller;
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::state::Shared;
 use crate::services::history_access::HistoryAccess;
 
@@ -25,16 +25,14 @@ const FILLS_MAX: usize = 1_000;
 
 fn history(state: &Shared) -> ApiResult<Arc<HistoryAccess>> {
     state.history.get().cloned().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "history_off",
+        ApiError::new(ErrorCode::HistoryOff,
             "the history is not kept on this server ([history] enabled = false, or durability none)",
         )
     })
 }
 
 fn index_failed(error: bourse_history::index::IndexError) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "history_unreadable", error.to_string())
+    ApiError::new(ErrorCode::HistoryUnreadable, error.to_string())
 }
 
 pub async fn status(
@@ -70,9 +68,10 @@ pub async fn order(
     let history = history(&state)?;
     match history.index.order(order_id).map_err(index_failed)? {
         Some(order) => Ok(ok(order)),
-        None => {
-            Err(ApiError::not_found("unknown_order", format!("no order {order_id} in the history")))
-        }
+        None => Err(ApiError::new(
+            ErrorCode::Rejected(bourse_core::RejectReason::UnknownOrder),
+            format!("no order {order_id} in the history"),
+        )),
     }
 }
 
@@ -91,9 +90,10 @@ pub async fn trade(
     let history = history(&state)?;
     match history.index.trade(seq, trade_index).map_err(index_failed)? {
         Some(trade) => Ok(ok(trade)),
-        None => {
-            Err(ApiError::not_found("unknown_trade", format!("no trade {trade_id} in the history")))
-        }
+        None => Err(ApiError::new(
+            ErrorCode::UnknownTrade,
+            format!("no trade {trade_id} in the history"),
+        )),
     }
 }
 
@@ -142,26 +142,26 @@ pub async fn sql(
     let history = history(&state)?;
     let Some(service) = history.sql.clone() else {
         return Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "sql_unavailable",
+            ErrorCode::SqlUnavailable,
             "this build of the server has no query engine (bourse serve has one)",
         ));
     };
     let answer = tokio::task::spawn_blocking(move || service.query(&request.sql, &format))
         .await
-        .map_err(|error| {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "sql_failed", error.to_string())
-        })?;
+        .map_err(|error| ApiError::new(ErrorCode::SqlFailed, error.to_string()))?;
     match answer {
         Ok(answer) => {
             Ok((StatusCode::OK, [(CONTENT_TYPE, answer.content_type)], answer.body).into_response())
         }
         Err(error) => {
-            let status = match error.code {
-                "sql_error" | "plan_error" => StatusCode::BAD_REQUEST,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            let code = match error.code {
+                "sql_error" => ErrorCode::SqlError,
+                "plan_error" => ErrorCode::PlanError,
+                "io" => ErrorCode::Io,
+                // (The query engine's other failures: `execution_error`.)
+                _ => ErrorCode::ExecutionError,
             };
-            Err(ApiError::new(status, error.code, error.message))
+            Err(ApiError::new(code, error.message))
         }
     }
 }

@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::port::error::ApiError;
+use crate::port::error::{ApiError, ErrorCode};
 use crate::port::state::Shared;
 use crate::port::tokens::{Claims, Issued, TokenError};
 
@@ -63,12 +63,12 @@ impl OAuthError {
     /// as they are.
     fn from_login(error: ApiError) -> OAuthError {
         let mut oauth = match error.code {
-            "invalid_credentials" => OAuthError::new(
+            ErrorCode::InvalidCredentials => OAuthError::new(
                 StatusCode::UNAUTHORIZED,
                 "invalid_grant",
                 "Invalid user credentials",
             ),
-            "busy" => OAuthError::new(
+            ErrorCode::Busy => OAuthError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "temporarily_unavailable",
                 error.message,
@@ -265,12 +265,12 @@ mod tests {
             .to_str()
             .unwrap()
             .starts_with("Bearer"));
-        let login = OAuthError::from_login(ApiError::unauthenticated("invalid_credentials", "x"));
+        let login = OAuthError::from_login(ApiError::new(ErrorCode::InvalidCredentials, "x"));
         assert_eq!(
             (login.status, login.error, login.description.as_str()),
             (StatusCode::UNAUTHORIZED, "invalid_grant", "Invalid user credentials")
         );
-        let mut busy = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", "later");
+        let mut busy = ApiError::new(ErrorCode::Busy, "later");
         busy.retry_after_s = Some(1);
         let response = OAuthError::from_login(busy).into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);

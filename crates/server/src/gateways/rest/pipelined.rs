@@ -26,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::gateways::shared::connection::{self, Output};
+use crate::gateways::shared::http_error;
 use crate::gateways::shared::json::{self, parse_body, AmendRequest, OrderRequest};
 use crate::link::LaneReleases;
 use crate::port::error::{ApiError, ApiResult};
@@ -347,7 +348,8 @@ impl Connection {
     /// Moves the answers at the front, in order, to the output.
     fn emit_answered(&mut self) {
         while let Some((meta, answer)) = self.in_flight.pop_answered() {
-            let status = answer.as_ref().map_or_else(|error| error.status.as_u16(), |_| 200);
+            let status =
+                answer.as_ref().err().map_or(200, |error| http_error::status(error.code).as_u16());
             self.observe(meta.route, status, meta.started.elapsed());
             let body = answer.and_then(|answer| json::rest_body(&answer));
             self.output.push(|bytes| response(bytes, body));
@@ -629,7 +631,7 @@ mod tests {
         assert!(text.contains("content-length: 7\r\n"));
         assert!(text.contains("\r\ndate: "));
         assert!(text.ends_with("\r\n\r\n{\"a\":1}"));
-        let mut busy = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", "later");
+        let mut busy = ApiError::new(crate::port::error::ErrorCode::Busy, "later");
         busy.retry_after_s = Some(1);
         let mut bytes = Vec::new();
         response(&mut bytes, Err(busy));

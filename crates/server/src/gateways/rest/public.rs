@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::extract::{ok, ApiPath, ApiQuery};
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::state::Shared;
 use crate::reference::InstrumentInfo;
 use crate::render::{instrument_json, levels_json, top_levels, Level, DEPTH_LEVELS_MAX};
@@ -224,7 +224,7 @@ pub async fn candles(
     }
     let (instrument, info) = instrument_of(&state, &symbol).await?;
     let publisher = state.market_data.as_ref().ok_or_else(|| {
-        ApiError::not_found("feed_off", "the market-data feed is off on this server")
+        ApiError::new(ErrorCode::FeedOff, "the market-data feed is off on this server")
     })?;
     let (reply, answer) = tokio::sync::oneshot::channel();
     let request = crate::services::multicast::Input::Candles {
@@ -234,8 +234,7 @@ pub async fn candles(
         limit,
         reply,
     };
-    let stopped =
-        || ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the feed is stopping");
+    let stopped = || ApiError::new(ErrorCode::ShuttingDown, "the feed is stopping");
     publisher.send(request).map_err(|_| stopped())?;
     let series = answer.await.map_err(|_| stopped())?;
     let shown: Vec<Value> = series

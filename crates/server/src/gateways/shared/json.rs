@@ -232,7 +232,7 @@ pub fn ws_error(req_id: Value, error: ApiError) -> Value {
     let mut answer = Map::new();
     answer.insert("op".into(), Value::from("error"));
     answer.insert("req_id".into(), req_id);
-    answer.insert("code".into(), Value::from(error.code));
+    answer.insert("code".into(), Value::from(error.code.as_str()));
     answer.insert("message".into(), Value::from(error.message.clone()));
     for (field, value) in error.details() {
         answer.insert(field.into(), value);

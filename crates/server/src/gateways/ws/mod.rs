@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::Response;
 use bourse_protocol::signing::{LOGIN_METHOD, WS_LOGIN_PATH};
 use futures_util::SinkExt;
@@ -24,10 +23,10 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::gateways::shared::connection::WRITE_TIMEOUT;
-use crate::gateways::shared::json;
+use crate::gateways::shared::{http_error, json};
 use crate::link::LaneReleases;
 use crate::port::auth::{Caller, Signed};
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::Detail;
 use crate::port::orders::in_flight::{InFlight, Submitted};
 use crate::port::state::Shared;
@@ -146,7 +145,7 @@ impl Connection {
                 Some(released) = releases.recv() => {
                     in_flight.take_released_and_waiting(&entry, &released, &mut releases).await;
                     if !self.send_answered(&mut socket, &mut in_flight).await {
-                        break Some("slow_consumer");
+                        break Some(ErrorCode::SlowConsumer);
                     }
                 }
                 incoming = socket.recv(), if readable => match incoming {
@@ -159,23 +158,23 @@ impl Connection {
                         }
                         // Errors found at once, if nothing is ahead of them.
                         if !self.send_answered(&mut socket, &mut in_flight).await {
-                            break Some("slow_consumer");
+                            break Some(ErrorCode::SlowConsumer);
                         }
                     }
                     Some(Ok(Message::Binary(_))) => {
-                        let answer = error_message("malformed", "messages are JSON text");
+                        let answer = error_message(ErrorCode::MALFORMED, "messages are JSON text");
                         if !send(&mut socket, answer.to_string()).await {
                             break None;
                         }
                     }
                     Some(Ok(Message::Close(_))) | None => break None,
                     Some(Ok(_)) => {}
-                    Some(Err(_)) => break Some("protocol_error"),
+                    Some(Err(_)) => break Some(ErrorCode::ProtocolError),
                 },
                 queued = self.receiver.recv() => match queued {
                     Some(message) => {
                         if !send(&mut socket, message.text().to_string()).await {
-                            break Some("slow_consumer");
+                            break Some(ErrorCode::SlowConsumer);
                         }
                     }
                     None => break None,
@@ -185,11 +184,11 @@ impl Connection {
         };
         tracing::debug!(
             connection = self.id,
-            reason = reason.unwrap_or("closed"),
+            reason = reason.unwrap_or(ErrorCode::Closed).as_str(),
             "websocket closed"
         );
         if let Some(reason) = reason {
-            let frame = CloseFrame { code: 1008, reason: reason.into() };
+            let frame = CloseFrame { code: 1008, reason: reason.as_str().into() };
             let _ =
                 tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
         }
@@ -203,9 +202,17 @@ impl Connection {
     async fn handle(&mut self, text: &str, in_flight: &mut InFlight<Meta>) -> Option<Value> {
         let request = match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(request)) => request,
-            Ok(_) => return Some(error_message("malformed", "not a request: not a JSON object")),
+            Ok(_) => {
+                return Some(error_message(
+                    ErrorCode::MALFORMED,
+                    "not a request: not a JSON object",
+                ))
+            }
             Err(problem) => {
-                return Some(error_message("malformed", &format!("not a request: {problem}")))
+                return Some(error_message(
+                    ErrorCode::MALFORMED,
+                    &format!("not a request: {problem}"),
+                ))
             }
         };
         if let Some(op) = EntryOp::of(&request) {
@@ -214,7 +221,10 @@ impl Connection {
         let request: Request = match serde_json::from_value(Value::Object(request)) {
             Ok(request) => request,
             Err(problem) => {
-                return Some(error_message("malformed", &format!("not a request: {problem}")))
+                return Some(error_message(
+                    ErrorCode::MALFORMED,
+                    &format!("not a request: {problem}"),
+                ))
             }
         };
         // A logged-in connection's requests count against its key's rate, as REST's do.
@@ -235,7 +245,7 @@ impl Connection {
                 self.unsubscribe(&channel, symbol, interval).await.map(Some)
             }
         };
-        answer.unwrap_or_else(|(code, message)| Some(error_message(code, &message)))
+        answer.unwrap_or_else(|error| Some(error_message(error.code, &error.message)))
     }
 
     /// An `order`, `cancel` or `amend`: its answer joins the requests in flight (even an
@@ -276,8 +286,7 @@ impl Connection {
         }
         let Some(caller) = &self.caller else {
             return Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "login_required",
+                ErrorCode::LoginRequired,
                 format!("log in before {}", op.name()),
             ));
         };
@@ -297,7 +306,10 @@ impl Connection {
             let mut answers = Vec::new();
             while answers.len() < ANSWERS_PER_WRITE_MAX {
                 let Some((meta, answer)) = in_flight.pop_answered() else { break };
-                let status = answer.as_ref().map_or_else(|error| error.status.as_u16(), |_| 200);
+                let status = answer
+                    .as_ref()
+                    .err()
+                    .map_or(200, |error| http_error::status(error.code).as_u16());
                 let took = meta.started.elapsed().as_secs_f64();
                 self.state.metrics.request("websocket", meta.op.name(), status, took);
                 answers.push(json::ws_answer(&meta.req_id, answer));
@@ -311,14 +323,12 @@ impl Connection {
         }
     }
 
-    fn login(
-        &mut self,
-        key: &str,
-        timestamp: &str,
-        signature: &str,
-    ) -> Result<Value, (&'static str, String)> {
+    fn login(&mut self, key: &str, timestamp: &str, signature: &str) -> ApiResult<Value> {
         if self.caller.is_some() {
-            return Err(("already_logged_in", "this connection is logged in already".into()));
+            return Err(ApiError::new(
+                ErrorCode::AlreadyLoggedIn,
+                "this connection is logged in already",
+            ));
         }
         let signed = Signed {
             key_id: key,
@@ -328,13 +338,13 @@ impl Connection {
             path_and_query: WS_LOGIN_PATH,
             body: b"",
         };
-        let caller = self
-            .state
-            .auth
-            .check(&self.state.keys, &signed, bourse_protocol::signing::now_ms())
-            .map_err(|error| (error.code, error.message))?;
-        caller.account().map_err(|error| (error.code, error.message))?;
-        self.state.logged_in.claim(&caller.key.id)?;
+        let caller =
+            self.state.auth.check(&self.state.keys, &signed, bourse_protocol::signing::now_ms())?;
+        caller.account()?;
+        self.state
+            .logged_in
+            .claim(&caller.key.id)
+            .map_err(|(_, message)| ApiError::new(ErrorCode::TooManyConnections, message))?;
         let account = caller.key.account.clone();
         tracing::info!(connection = self.id, key = %caller.key.id, "websocket login");
         self.caller = Some(caller);
@@ -346,10 +356,10 @@ impl Connection {
         name: &str,
         symbol: Option<String>,
         interval: Option<String>,
-    ) -> Result<Channel, (&'static str, String)> {
+    ) -> ApiResult<Channel> {
         if matches!(name, "bbo" | "l3" | "candles") && self.state.market_data.is_none() {
-            return Err((
-                "feed_off",
+            return Err(ApiError::new(
+                ErrorCode::FeedOff,
                 format!("the {name} channel needs the market-data feed, which is off"),
             ));
         }
@@ -358,29 +368,33 @@ impl Connection {
                 bourse_marketdata::candles::INTERVALS
                     .iter()
                     .position(|(known, _)| *known == interval)
-                    .ok_or((
-                        "malformed",
-                        format!("interval {interval:?} is not one of 1s, 1m, 5m, 15m, 1h, 1d"),
-                    ))? as u8,
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::MALFORMED,
+                            format!("interval {interval:?} is not one of 1s, 1m, 5m, 15m, 1h, 1d"),
+                        )
+                    })? as u8,
             ),
             ("candles", None) => Some(1),
             (_, Some(_)) => {
-                return Err(("malformed", format!("the {name} channel takes no interval")))
+                return Err(ApiError::new(
+                    ErrorCode::MALFORMED,
+                    format!("the {name} channel takes no interval"),
+                ))
             }
             (_, None) => None,
         };
         let public = |make: fn(bourse_core::ids::InstrumentId) -> Channel| async move {
-            let symbol =
-                symbol.ok_or(("malformed", format!("the {name} channel needs a symbol")))?;
-            let reference = self
-                .state
-                .directory
-                .reference_with_symbol(&symbol)
-                .await
-                .map_err(|error| (error.code, error.message))?;
-            let (instrument, _) = reference
-                .find_instrument(&symbol)
-                .ok_or(("unknown_symbol", format!("no instrument {symbol:?}")))?;
+            let symbol = symbol.ok_or_else(|| {
+                ApiError::new(ErrorCode::MALFORMED, format!("the {name} channel needs a symbol"))
+            })?;
+            let reference = self.state.directory.reference_with_symbol(&symbol).await?;
+            let (instrument, _) = reference.find_instrument(&symbol).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::Rejected(bourse_core::RejectReason::UnknownSymbol),
+                    format!("no instrument {symbol:?}"),
+                )
+            })?;
             Ok(make(instrument))
         };
         match name {
@@ -393,24 +407,23 @@ impl Connection {
                 let channel = public(Channel::Trades).await?;
                 match (channel, interval) {
                     (Channel::Trades(instrument), Some(interval)) => Ok(Channel::Candles(instrument, interval)),
-                    _ => Err(("malformed", "the candles channel needs an interval".into())),
+                    _ => Err(ApiError::new(ErrorCode::MALFORMED, "the candles channel needs an interval")),
                 }
             }
             "orders" | "fills" | "balances" | "positions" => {
                 let caller = self
                     .caller
                     .as_ref()
-                    .ok_or(("login_required", format!("log in before subscribing to {name}")))?;
-                let account = caller.account().map_err(|error| (error.code, error.message))?;
+                    .ok_or_else(|| ApiError::new(ErrorCode::LoginRequired, format!("log in before subscribing to {name}")))?;
+                let account = caller.account()?;
                 let id = self
                     .state
                     .directory
                     .account_id(account)
                     .await
-                    .map_err(|error| (error.code, error.message))?
-                    .ok_or((
-                        "unknown_account",
-                        "the account has no balance yet; subscribe after its first deposit".into(),
+                    ?
+                    .ok_or_else(|| ApiError::new(ErrorCode::UnknownAccount,
+                        "the account has no balance yet; subscribe after its first deposit",
                     ))?;
                 Ok(match name {
                     "orders" => Channel::Orders(id),
@@ -419,8 +432,7 @@ impl Connection {
                     _ => Channel::Balances(id),
                 })
             }
-            other => Err((
-                "unknown_channel",
+            other => Err(ApiError::new(ErrorCode::UnknownChannel,
                 format!(
                     "no channel {other:?}: depth, trades, ticker, bbo, l3, candles, orders, fills, balances, positions"
                 ),
@@ -435,11 +447,11 @@ impl Connection {
         name: &str,
         symbol: Option<String>,
         interval: Option<String>,
-    ) -> Result<Option<Value>, (&'static str, String)> {
+    ) -> ApiResult<Option<Value>> {
         let channel = self.channel(name, symbol.clone(), interval).await?;
         if self.subscriptions.len() >= SUBSCRIPTIONS_MAX && !self.subscriptions.contains(&channel) {
-            return Err((
-                "too_many_subscriptions",
+            return Err(ApiError::new(
+                ErrorCode::TooManySubscriptions,
                 format!("at most {SUBSCRIPTIONS_MAX} per connection"),
             ));
         }
@@ -451,11 +463,9 @@ impl Connection {
             outbound: self.outbound.clone(),
             acknowledgement: Some(FeedMessage::text_message(answer.to_string())),
         };
-        self.state
-            .hub
-            .send(command)
-            .await
-            .map_err(|_| ("shutting_down", "the server is stopping".to_string()))?;
+        self.state.hub.send(command).await.map_err(|_| {
+            ApiError::new(ErrorCode::ShuttingDown, "the server is stopping".to_string())
+        })?;
         Ok(None)
     }
 
@@ -464,21 +474,19 @@ impl Connection {
         name: &str,
         symbol: Option<String>,
         interval: Option<String>,
-    ) -> Result<Value, (&'static str, String)> {
+    ) -> ApiResult<Value> {
         let channel = self.channel(name, symbol.clone(), interval).await?;
         self.subscriptions.remove(&channel);
         let command = HubCommand::Unsubscribe { connection: self.id, channel };
-        self.state
-            .hub
-            .send(command)
-            .await
-            .map_err(|_| ("shutting_down", "the server is stopping".to_string()))?;
+        self.state.hub.send(command).await.map_err(|_| {
+            ApiError::new(ErrorCode::ShuttingDown, "the server is stopping".to_string())
+        })?;
         Ok(json!({ "type": "unsubscribed", "channel": name, "symbol": symbol }))
     }
 }
 
-fn error_message(code: &str, message: &str) -> Value {
-    json!({ "type": "error", "code": code, "message": message })
+fn error_message(code: ErrorCode, message: &str) -> Value {
+    json!({ "type": "error", "code": code.as_str(), "message": message })
 }
 
 /// Sends `texts` in one write; `false` when the client is gone or does not take them

@@ -14,7 +14,7 @@ use super::answer::{Answer, Detail};
 use super::request::Request;
 use super::{OrderEntry, Trader, Work};
 use crate::link::{Lane, LaneReleases, LinkError, Reply};
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 
 /// Requests of one connection waiting for the engine, at most: at this many the
 /// connection is not read until answers go out (TCP flow control holds the client
@@ -111,9 +111,7 @@ impl<M> InFlight<M> {
 
     /// The busy answer to a request that came while `is_full` (read regardless).
     pub fn busy_error() -> ApiError {
-        let mut busy = ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "busy",
+        let mut busy = ApiError::new(ErrorCode::Busy,
             format!(
                 "{IN_FLIGHT_PER_CONNECTION_MAX} requests of this connection wait for their answers; read them first"
             ),

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::settings::{ratio_margin, FuturesSettings};
 use crate::link::EngineLink;
-use crate::port::error::{ApiError, ApiResult};
+use crate::port::error::{ApiError, ApiResult, ErrorCode};
 
 /// What settling needs to know of a contract, read from the engine.
 #[derive(Clone, Debug)]
@@ -67,7 +67,10 @@ pub fn live_contracts(venue: &Venue) -> Vec<ContractFacts> {
 pub async fn contract(link: &EngineLink, symbol: &str) -> ApiResult<ContractFacts> {
     let contracts = link.read(live_contracts).await?;
     contracts.into_iter().find(|contract| contract.symbol == symbol).ok_or_else(|| {
-        ApiError::not_found("unknown_symbol", format!("no live futures contract {symbol:?}"))
+        ApiError::new(
+            ErrorCode::Rejected(bourse_core::RejectReason::UnknownSymbol),
+            format!("no live futures contract {symbol:?}"),
+        )
     })
 }
 
@@ -96,8 +99,7 @@ pub async fn settle(
     let uses_posted = price.is_none() && posted.is_some();
     let price = price.or(posted).or(facts.mark_price).ok_or_else(|| {
         ApiError::new(
-            axum::http::StatusCode::CONFLICT,
-            "no_settlement_price",
+            ErrorCode::NoSettlementPrice,
             format!("{symbol} has not traded: give a price or post one"),
         )
     })?;
@@ -231,7 +233,7 @@ pub async fn run_daily(
             match settle(&link, &settings, &contract.symbol, None, false).await {
                 Ok(done) => tracing::info!(symbol = %contract.symbol, %done, "daily settlement"),
                 Err(error) => {
-                    tracing::warn!(symbol = %contract.symbol, code = error.code, message = %error.message, "daily settlement skipped")
+                    tracing::warn!(symbol = %contract.symbol, code = error.code.as_str(), message = %error.message, "daily settlement skipped")
                 }
             }
         }

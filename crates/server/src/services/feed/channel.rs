@@ -12,6 +12,7 @@ use bourse_core::Side;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify};
 
+use crate::port::error::ErrorCode;
 use crate::reference::{decimal, Reference};
 use crate::render::order_json;
 
@@ -64,16 +65,17 @@ impl Channel {
 #[derive(Default)]
 pub struct Kill {
     pub notify: Notify,
-    pub reason: Mutex<Option<&'static str>>,
+    pub reason: Mutex<Option<ErrorCode>>,
 }
 
 impl Kill {
-    pub fn kill(&self, reason: &'static str) {
+    /// Ends the connection for `reason` (the first reason given is kept).
+    pub fn kill(&self, reason: ErrorCode) {
         self.reason.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get_or_insert(reason);
         self.notify.notify_one();
     }
 
-    pub fn reason(&self) -> Option<&'static str> {
+    pub fn reason(&self) -> Option<ErrorCode> {
         *self.reason.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
@@ -179,7 +181,7 @@ impl Outbound {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 tracing::info!("a client's queue is full: disconnecting it (slow_consumer)");
-                self.kill.kill("slow_consumer");
+                self.kill.kill(ErrorCode::SlowConsumer);
                 false
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,

@@ -34,6 +34,7 @@ use super::quote::{ContractFigures, Quotes};
 use crate::directory::Directory;
 use crate::link::EngineLink;
 use crate::metrics::{Metrics, ReasonLabels, ResultLabels};
+use crate::port::error::ErrorCode;
 use crate::reference::Reference;
 use crate::render::{balances_json, levels_json, top_levels, Level};
 
@@ -160,7 +161,7 @@ impl Hub {
         }
         for connections in self.subscribers.values() {
             for outbound in connections.values() {
-                outbound.kill.kill("shutting_down");
+                outbound.kill.kill(ErrorCode::ShuttingDown);
             }
         }
     }
@@ -171,7 +172,7 @@ impl Hub {
         tracing::warn!("the feed fell behind the engine: closing every connection (resync)");
         for connections in self.subscribers.values() {
             for outbound in connections.values() {
-                outbound.kill.kill("resync");
+                outbound.kill.kill(ErrorCode::Resync);
             }
         }
         self.subscribers.clear();
