@@ -173,6 +173,16 @@ pub struct AuthConfig {
     /// Where the master key (64 hex digits) is, when it is kept off the data directory;
     /// by default `DATA_DIR/server/master.key`, made on first start.
     pub master_key_file: Option<PathBuf>,
+    /// Failed password logins of an account in a row that cost nothing; each one after
+    /// them locks the account's password logins for twice as long as the one before
+    /// (1 s, 2 s, 4 s, ...).
+    pub login_failures_free: u32,
+    /// Failed password logins in a row that lock the account's password logins for
+    /// `login_lock_s` (logged, and counted in `/metrics`).
+    pub login_failures_lock: u32,
+    /// How long that lock lasts, in seconds (and how long a run of failures is
+    /// remembered).
+    pub login_lock_s: u64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -228,7 +238,14 @@ impl Default for HttpConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        AuthConfig { timestamp_window_ms: 5_000, login_timeout_ms: 10_000, master_key_file: None }
+        AuthConfig {
+            timestamp_window_ms: 5_000,
+            login_timeout_ms: 10_000,
+            master_key_file: None,
+            login_failures_free: 3,
+            login_failures_lock: 10,
+            login_lock_s: 15 * 60,
+        }
     }
 }
 

@@ -76,6 +76,8 @@ pub struct Metrics {
     pub commands: Family<ResultLabels, Counter>,
     pub rejects: Family<ReasonLabels, Counter>,
     pub trades: Counter,
+    /// Accounts whose password logins were locked after failures in a row.
+    pub login_locks: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -123,6 +125,12 @@ impl Metrics {
         registry.register("rejects", "Rejected commands by reason", rejects.clone());
         let trades = Counter::default();
         registry.register("trades", "Trades", trades.clone());
+        let login_locks = Counter::default();
+        registry.register(
+            "login_locks",
+            "Accounts whose password logins were locked after too many failures in a row",
+            login_locks.clone(),
+        );
         registry.register_collector(Box::new(engine));
         if let Some(feed) = feed {
             registry.register_collector(Box::new(FeedCollector(feed)));
@@ -130,7 +138,16 @@ impl Metrics {
         if let Some(history) = history {
             registry.register_collector(Box::new(HistoryCollector(history)));
         }
-        Metrics { registry, requests, request_seconds, connections, commands, rejects, trades }
+        Metrics {
+            registry,
+            requests,
+            request_seconds,
+            connections,
+            commands,
+            rejects,
+            trades,
+            login_locks,
+        }
     }
 
     pub fn render(&self) -> String {

@@ -146,6 +146,15 @@ impl InstrumentInfo {
         }
     }
 
+    /// A spot instrument's quote asset's decimals (what a spend-amount buy's
+    /// `quote_qty` is counted in); `None` for a futures contract.
+    pub fn quote_decimals(&self) -> Option<u32> {
+        match &self.terms {
+            Terms::Spot { quote_decimals, .. } => Some(*quote_decimals),
+            Terms::Future { .. } => None,
+        }
+    }
+
     /// The asset an order on `side` receives in a fill and pays its fee in, with its
     /// decimals: spot's base for a buy and quote for a sell, a futures contract's
     /// settle asset either way.

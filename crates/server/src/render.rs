@@ -63,6 +63,9 @@ pub struct OrderView<'a> {
     post_only: bool,
     price: Option<String>,
     qty: String,
+    /// A spend-amount buy's amount to spend (`orders.md`); absent for every other order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quote_qty: Option<String>,
     remaining: String,
     side: &'static str,
     status: &'static str,
@@ -86,6 +89,10 @@ impl<'a> OrderView<'a> {
             post_only: order.post_only,
             price: order.price.map(|price| info.price(price.0)),
             qty: info.qty(order.qty.0),
+            quote_qty: order
+                .quote_qty
+                .zip(info.quote_decimals())
+                .map(|(amount, decimals)| decimal(i128::from(amount.0), decimals)),
             remaining: info.qty(order.remaining.0),
             side: order.side.as_str(),
             status: order.status.code(),

@@ -21,9 +21,10 @@ use crate::gateways::router;
 use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
 use crate::metrics::{EngineFigures, FeedFigures, Metrics};
-use crate::port::auth::{Authenticator, LoggedIn};
+use crate::port::auth::Authenticator;
 use crate::port::orders::OrderEntry;
 use crate::port::passwords::Passwords;
+use crate::port::policy::{LoginLimits, Policy, PolicyEvents, Rate};
 use crate::port::state::AppState;
 use crate::port::tokens::Tokens;
 use crate::services::feed::hub::{Hub, HubServices};
@@ -262,29 +263,39 @@ pub async fn start_with_sql(
         .open_tap(Arc::new(tap_sink))
         .ok_or_else(|| ServeError::Internal("the engine's tap is taken".to_string()))?;
     let (hub_sender, hub_receiver) = tokio::sync::mpsc::channel(1_024);
-    let authenticator = Authenticator::new(
-        config.auth.timestamp_window_ms,
-        config.limits.requests_per_second,
-        config.limits.requests_burst,
-    );
+    let authenticator = Authenticator::new(config.auth.timestamp_window_ms);
     let directory = Arc::new(Directory::new(Arc::clone(&link)));
     let metrics = Arc::new(Metrics::new(
         EngineFigures::new(Arc::clone(&link)),
         md_sender.is_some().then(|| Arc::clone(&feed_figures)),
         history_stats.clone(),
     ));
+    let policy = Arc::new(Policy::new(
+        Rate::new(config.limits.requests_per_second, config.limits.requests_burst),
+        config.limits.connections_per_key,
+        LoginLimits::new(
+            config.auth.login_failures_free,
+            config.auth.login_failures_lock,
+            std::time::Duration::from_secs(config.auth.login_lock_s),
+        ),
+        Arc::clone(&metrics) as Arc<dyn PolicyEvents>,
+    ));
     let state = Arc::new(AppState {
-        entry: Arc::new(OrderEntry::new(Arc::clone(&link), Arc::clone(&directory))),
+        entry: Arc::new(OrderEntry::new(
+            Arc::clone(&link),
+            Arc::clone(&directory),
+            Arc::clone(&policy),
+        )),
         link,
         directory,
         market: Arc::new(std::sync::Mutex::new(Market::default())),
-        metrics,
+        metrics: Arc::clone(&metrics),
         hub: hub_sender,
         passwords: Arc::new(Passwords::new(Arc::clone(&keys))),
         tokens: Arc::new(Tokens::new(Arc::clone(&keys))),
         keys: Arc::clone(&keys),
         auth: authenticator,
-        logged_in: LoggedIn::new(config.limits.connections_per_key),
+        policy: Arc::clone(&policy),
         limits: config.limits.clone(),
         login_timeout: std::time::Duration::from_millis(config.auth.login_timeout_ms),
         ready: std::sync::atomic::AtomicBool::new(false),

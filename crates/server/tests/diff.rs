@@ -377,3 +377,94 @@ fn a_peek_flood_is_answered_once_per_peek_and_a_client_that_never_reads_is_dropp
     other.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
     other.until("a quote for another client", |tree| tree["quotes"][SYMBOL]["price_tick"] == 10.0);
 }
+
+/// The notices of `code` seen so far.
+fn notices(tree: &Value, code: &str) -> usize {
+    tree["notify"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, notice)| notice["code"] == code)
+        .count()
+}
+
+fn demo_with(
+    change: impl FnOnce(&mut bourse_server::ServeConfig),
+) -> (tempfile::TempDir, TestServer) {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    change(&mut config);
+    let server = TestServer::start_with(config, true);
+    (directory, server)
+}
+
+#[test]
+fn a_diff_session_is_held_to_its_accounts_rate_and_connections() {
+    let (_directory, server) = demo_with(|config| {
+        config.limits.requests_per_second = 1;
+        config.limits.requests_burst = 5;
+        config.limits.connections_per_key = 1;
+    });
+    let mut diff = Diff::connect(&server);
+    diff.login("alice", "alice-demo-password");
+    diff.until("the login", |tree| tree["trade"]["alice"]["trade_more_data"] == false);
+    // Past the rate: each refused with a `notify` saying so, and the session goes on.
+    for index in 0..10 {
+        diff.send(json!({ "aid": "cancel_order", "user_id": "alice", "order_id": format!("none-{index}") }));
+    }
+    let tree = diff.until("an answer to every cancel", |tree| {
+        notices(tree, "rate_limited") + notices(tree, "unknown_order") >= 10
+    });
+    let (limited, unknown) = (notices(&tree, "rate_limited"), notices(&tree, "unknown_order"));
+    assert!(
+        limited >= 4 && unknown >= 4,
+        "{limited} limited, {unknown} unknown: {}",
+        tree["notify"]
+    );
+    let level = tree["notify"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .find(|(_, notice)| notice["code"] == "rate_limited")
+        .map(|(_, notice)| notice["level"].clone());
+    assert_eq!(level, Some(json!("WARNING")), "wait and try again: not an error of the request");
+    // Past the account's connections: a second session's login is refused; the first
+    // goes on.
+    let mut second = Diff::connect(&server);
+    second.login("alice", "alice-demo-password");
+    let refused = second.until("the refusal", |tree| notices(tree, "too_many_connections") == 1);
+    assert!(refused["trade"]["alice"].is_null(), "not logged in: {}", refused["trade"]);
+    diff.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
+    diff.until("the quote", |tree| tree["quotes"][SYMBOL]["price_tick"] == 10.0);
+}
+
+#[test]
+fn a_password_guessed_again_and_again_is_slowed_then_locked_and_the_lock_is_counted() {
+    let (_directory, server) = demo_with(|config| {
+        config.auth.login_failures_free = 1;
+        config.auth.login_failures_lock = 3;
+        config.auth.login_lock_s = 60;
+    });
+    let mut diff = Diff::connect(&server);
+    let guess = |diff: &mut Diff, password: &str, code: &str| {
+        let seen = notices(&diff.tree, code);
+        diff.send(json!({ "aid": "req_login", "bid": "bourse", "user_name": "alice", "password": password }));
+        diff.until(code, |tree| notices(tree, code) == seen + 1);
+    };
+    // The first failure is free; the second locks the account's password logins for a
+    // second: a guess within it is refused without being checked.
+    guess(&mut diff, "wrong-1", "invalid_credentials");
+    guess(&mut diff, "wrong-2", "invalid_credentials");
+    guess(&mut diff, "alice-demo-password", "login_locked");
+    std::thread::sleep(Duration::from_millis(1_100));
+    // The third failure in a row locks them for the configured minute: even the right
+    // password is refused, and `/metrics` counts the lock.
+    guess(&mut diff, "wrong-3", "invalid_credentials");
+    guess(&mut diff, "alice-demo-password", "login_locked");
+    let (_, metrics) = support::raw_request(server.address, "GET", "/metrics", &[], b"");
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(metrics.contains("bourse_login_locks_total 1"), "{metrics}");
+    // Another account is not locked.
+    diff.send(json!({ "aid": "req_login", "bid": "bourse", "user_name": "bob", "password": "bob-demo-password" }));
+    diff.until("bob's login", |tree| tree["trade"]["bob"]["trade_more_data"] == false);
+}

@@ -549,7 +549,9 @@ mod decoding {
         let Ok(message) = Message::parse(bytes, &mut fields) else { return };
         for msg_type in ["D", "F", "G"] {
             match decode(msg_type, &message) {
-                Ok(Some(Application::NewOrder(order))) => assert!(order.qty.mantissa() > 0),
+                Ok(Some(Application::NewOrder(order))) => {
+                    assert!(order.size.qty().is_some_and(|qty| qty.mantissa() > 0))
+                }
                 Ok(_) => {}
                 Err(refused) => assert!(refused.tag.is_some() && !refused.text.is_empty()),
             }
@@ -605,4 +607,64 @@ mod decoding {
             check(&bytes[20.min(bytes.len())..]);
         }
     }
+}
+
+#[test]
+fn the_keys_rate_and_connection_limits_hold_on_fix_as_on_every_gateway() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.limits.requests_per_second = 1;
+    config.limits.requests_burst = 5;
+    config.limits.connections_per_key = 1;
+    let server = TestServer::start_with(config, false);
+    let (_seller, buyer) = server.seller_and_buyer("10", "1000000");
+    // The key's one connection is a WebSocket's: the FIX Logon is refused, whatever
+    // gateway holds the place.
+    let url = format!("ws://{}/v1/ws", server.address);
+    let (mut websocket, _) = tungstenite::connect(url).unwrap();
+    let timestamp = now_ms().to_string();
+    let signature = sign(&buyer.secret, format!("{timestamp}\nGET\n/v1/ws\n").as_bytes());
+    let login = serde_json::json!({
+        "op": "login", "key": buyer.key, "timestamp": timestamp, "signature": signature,
+    });
+    websocket.send(tungstenite::Message::text(login.to_string())).unwrap();
+    let answer = websocket.read().unwrap();
+    assert!(answer.to_text().unwrap().contains("logged_in"), "{answer:?}");
+    let mut refused = FixClient::connect(server.fix_address, "BUYER");
+    std::thread::sleep(Duration::from_millis(5)); // (another timestamp: not a replay)
+    refused.send_logon(&buyer, &[]);
+    let logout = refused.next("5");
+    assert!(logout[&tag::TEXT].contains("connections"), "{logout:?}");
+    assert!(refused.closed());
+    drop(websocket);
+    // Once the WebSocket is gone, the Logon is taken; past the key's rate, orders are
+    // rejected with the reason and the session goes on.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut fix = loop {
+        let mut fix = FixClient::connect(server.fix_address, "BUYER");
+        std::thread::sleep(Duration::from_millis(5));
+        fix.send_logon(&buyer, &[]);
+        match fix.receive(Duration::from_secs(5)) {
+            Some(answer) if answer[&tag::MSG_TYPE] == "A" => break fix,
+            answer => assert!(Instant::now() < deadline, "never logged on: {answer:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for index in 0..10 {
+        let id = format!("r{index}");
+        fix.send("D", &new_order(&id, "1", "0.1", "100"));
+    }
+    let mut limited = 0;
+    let mut accepted = 0;
+    while limited + accepted < 10 {
+        let report = fix.next("8");
+        match (report[&tag::EXEC_TYPE].as_str(), report.get(&tag::TEXT)) {
+            ("8", Some(text)) if text.starts_with("rate_limited") => limited += 1,
+            ("0", _) => accepted += 1,
+            other => panic!("an unexpected report: {other:?} {report:?}"),
+        }
+    }
+    assert!(limited >= 4 && accepted >= 4, "{limited} limited, {accepted} accepted");
+    fix.send("1", &[(tag::TEST_REQ_ID, "still-there")]);
+    assert_eq!(fix.next("0")[&tag::TEST_REQ_ID], "still-there", "the session goes on");
 }

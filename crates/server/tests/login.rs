@@ -313,3 +313,29 @@ fn the_demo_gives_alice_and_bob_a_password_and_keeps_one_the_operator_changed() 
     assert_eq!(login(&server, "alice", "alice-demo-password").0, 401);
     assert_eq!(login(&server, "alice", "the operator's own").0, 200);
 }
+
+#[test]
+fn the_token_endpoint_slows_then_locks_a_guessed_password() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.auth.login_failures_free = 2;
+    config.auth.login_failures_lock = 4;
+    config.auth.login_lock_s = 60;
+    let server = TestServer::start_with(config, true);
+    for attempt in 0..2 {
+        let (status, body) = login(&server, "alice", "not-her-password");
+        assert_eq!((status, body["error"].as_str()), (401, Some("invalid_grant")), "{attempt}");
+    }
+    // The third failure locks for a second; a try within it is refused unchecked.
+    assert_eq!(login(&server, "alice", "not-her-password").0, 401);
+    let (status, body) = login(&server, "alice", "alice-demo-password");
+    assert_eq!((status, body["error"].as_str()), (429, Some("invalid_grant")), "{body}");
+    assert!(body["error_description"].as_str().unwrap().contains("locked"), "{body}");
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    // A success ends the run: three more failures are needed for a lock again.
+    assert_eq!(login(&server, "alice", "alice-demo-password").0, 200);
+    for _ in 0..2 {
+        assert_eq!(login(&server, "alice", "not-her-password").0, 401);
+    }
+    assert_eq!(login(&server, "alice", "alice-demo-password").0, 200);
+}

@@ -513,3 +513,37 @@ fn the_open_orders_limit_is_the_engines_and_follows_the_configuration_across_res
     let (status, refused) = place(&trader, "e");
     assert_eq!((status, refused["code"].as_str()), (422, Some("too_many_open_orders")));
 }
+
+#[test]
+fn a_market_buy_names_what_it_spends_and_reads_back_with_it() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let (seller, buyer) = server.seller_and_buyer("10", "1000");
+    for (price, qty, id) in [("100", "1", "a1"), ("110", "1", "a2")] {
+        assert_eq!(
+            seller.post("/v1/orders", &order_body("BTC-USD", "sell", price, qty, id)).0,
+            200
+        );
+    }
+    // 150 USD: all of the ask at 100, and 50 / 110 = 0.4545 of the next.
+    let body = r#"{"symbol":"BTC-USD","side":"buy","type":"market","quote_qty":"150","client_order_id":"spend-1"}"#;
+    let (status, placed) = buyer.post("/v1/orders", body);
+    assert_eq!(status, 200, "{placed}");
+    let order = &placed["order"];
+    assert_eq!(
+        (order["status"].as_str(), order["filled"].as_str()),
+        (Some("filled"), Some("1.4545"))
+    );
+    assert_eq!((order["qty"].as_str(), order["quote_qty"].as_str()), (Some("1.4545"), Some("150")));
+    let (_, read) = buyer.get(&format!("/v1/orders/{}", order["order_id"]));
+    assert_eq!(read["quote_qty"], "150", "{read}");
+    let (_, balances) = buyer.get("/v1/balances");
+    assert_eq!(balances["balances"]["USD"]["held"], "0", "nothing of the amount stays held");
+    // What does not go together is the engine's `invalid_order`; neither is malformed.
+    let both = r#"{"symbol":"BTC-USD","side":"buy","type":"market","qty":"1","quote_qty":"150"}"#;
+    let (status, refused) = buyer.post("/v1/orders", both);
+    assert_eq!((status, refused["code"].as_str()), (422, Some("invalid_order")), "{refused}");
+    let neither = r#"{"symbol":"BTC-USD","side":"buy","type":"market"}"#;
+    let (status, refused) = buyer.post("/v1/orders", neither);
+    assert_eq!((status, refused["code"].as_str()), (400, Some("malformed")), "{refused}");
+}

@@ -465,3 +465,56 @@ fn futures_orders_carry_their_offset_and_its_rejections_in_a_byte() {
     let frame = client.until(GOODBYE, &mut seen);
     assert_eq!(frame.u16(0), code::MALFORMED_FRAME);
 }
+
+#[test]
+fn the_keys_rate_and_connection_limits_hold_on_the_binary_gateway() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.limits.requests_per_second = 1;
+    config.limits.requests_burst = 5;
+    config.limits.connections_per_key = 2;
+    let server = TestServer::start_with(config, false);
+    server.declare_btc_usd();
+    let trader = server.trader("alice", &[("BTC", "10")]);
+    // Past the key's rate: refused with its code, the connection goes on.
+    let mut first = TcpClient::connect(server.tcp_address);
+    first.login(&trader);
+    for request in 0..10u64 {
+        first.by_id(ORDER_STATUS, request, &format!("none-{request}"));
+    }
+    let mut codes = Vec::new();
+    while codes.len() < 10 {
+        let frame = first.read().expect("an answer to every request");
+        if frame.kind == REJECTED {
+            codes.push(frame.u16(8));
+        }
+    }
+    let limited = codes.iter().filter(|code| **code == code::RATE_LIMITED).count();
+    let unknown =
+        codes.iter().filter(|code| **code == reject_code(RejectReason::UnknownOrder)).count();
+    assert!(limited >= 4 && unknown >= 4, "{codes:?}");
+    assert_eq!(limited + unknown, 10, "{codes:?}");
+    // Past the key's connections: the third login is refused, and a place freed by a
+    // closed connection is taken again.
+    let mut second = TcpClient::connect(server.tcp_address);
+    second.login(&trader);
+    let mut third = TcpClient::connect(server.tcp_address);
+    std::thread::sleep(Duration::from_millis(2));
+    third.send(LOGIN, &TcpClient::login_body(&trader, support::now_ms()));
+    let goodbye = third.read().expect("a goodbye");
+    assert_eq!((goodbye.kind, goodbye.u16(0)), (GOODBYE, code::TOO_MANY_CONNECTIONS));
+    drop(second);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut again = TcpClient::connect(server.tcp_address);
+        std::thread::sleep(Duration::from_millis(2));
+        again.send(LOGIN, &TcpClient::login_body(&trader, support::now_ms()));
+        let answer = again.read().expect("an answer to the login");
+        if answer.kind == LOGGED_IN {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the closed connection's place stays taken");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(first);
+}

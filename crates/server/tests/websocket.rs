@@ -813,3 +813,45 @@ fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
     });
     assert_eq!(moved["data"]["positions"]["SHFE.cu2501"]["position_profit"], "500");
 }
+
+#[test]
+fn a_key_has_at_most_its_connections_logged_in_at_once() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.limits.connections_per_key = 2;
+    let server = TestServer::start_with(config, false);
+    let trader = server.trader("alice", &[]);
+    let mut first = connect(server.address);
+    login(&mut first, &trader);
+    let mut second = connect(server.address);
+    std::thread::sleep(Duration::from_millis(2)); // (another timestamp: not a replay)
+    login(&mut second, &trader);
+    let mut third = connect(server.address);
+    std::thread::sleep(Duration::from_millis(2));
+    let timestamp = support::now_ms().to_string();
+    let signature = sign(&trader.secret, format!("{timestamp}\nGET\n/v1/ws\n").as_bytes());
+    send(
+        &mut third,
+        json!({ "op": "login", "key": trader.key, "timestamp": timestamp, "signature": signature }),
+    );
+    let refused = next(&mut third);
+    assert_eq!(refused["code"], "too_many_connections", "{refused}");
+    // The refused connection stays open, not logged in: once a place is free, it logs in.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let timestamp = support::now_ms().to_string();
+        let signature = sign(&trader.secret, format!("{timestamp}\nGET\n/v1/ws\n").as_bytes());
+        send(
+            &mut third,
+            json!({ "op": "login", "key": trader.key, "timestamp": timestamp, "signature": signature }),
+        );
+        let answer = next(&mut third);
+        if answer["type"] == "logged_in" {
+            break;
+        }
+        assert_eq!(answer["code"], "too_many_connections", "{answer}");
+        assert!(Instant::now() < deadline, "the closed connection's place stays taken");
+    }
+}

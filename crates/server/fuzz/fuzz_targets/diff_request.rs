@@ -10,9 +10,11 @@ use std::borrow::Cow;
 
 use bourse_server::gateways::diff::request::{decode, order_terms, to_new_order, Pack, SYMBOLS_MAX};
 use bourse_server::gateways::diff::symbols;
+use bourse_server::port::error::ErrorCode;
 use libfuzzer_sys::fuzz_target;
 
-const CODES: [&str; 4] = ["malformed", "unknown_aid", "too_many_symbols", "unsupported"];
+const CODES: [ErrorCode; 4] =
+    [ErrorCode::MALFORMED, ErrorCode::UnknownAid, ErrorCode::TooManySymbols, ErrorCode::Unsupported];
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(text) = std::str::from_utf8(bytes) else { return };

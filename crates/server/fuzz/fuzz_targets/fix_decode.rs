@@ -24,7 +24,7 @@ fuzz_target!(|bytes: &[u8]| {
             Ok(Some(Application::NewOrder(order))) => {
                 let id = order.client_order_id.as_deref().unwrap_or("");
                 assert!(bourse_server::port::orders::request::valid_client_order_id(id));
-                assert!(order.qty.mantissa() > 0);
+                assert!(order.size.qty().is_some_and(|qty| qty.mantissa() > 0));
             }
             Ok(_) => {}
             Err(refused) => assert!(refused.tag.is_some() && !refused.text.is_empty()),

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use bourse_core::command::OrderType;
 use bourse_core::ids::AccountId;
 use bourse_core::venue::OrderRecord;
-use bourse_core::{Offset, RejectReason, Side, StpMode, TimeInForce};
+use bourse_core::{Offset, OrderSize, RejectReason, Side, StpMode, TimeInForce};
 use bourse_protocol::binary::{
     self as wire, ClientMessage, Fill, NewOrder, OrderReport, ServerMessage, WireDecimal,
 };
@@ -39,12 +39,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::gateways::shared::connection::{self, Output};
-use crate::port::auth::{Caller, Signed};
+use crate::port::auth::Signed;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::{Answer, Detail};
 use crate::port::orders::in_flight::InFlight;
 use crate::port::orders::request::{self, Request, Target};
-use crate::port::orders::Trader;
+use crate::port::session::Session;
 use crate::port::state::Shared;
 use crate::reference::InstrumentInfo;
 use crate::services::feed::channel::{
@@ -102,7 +102,8 @@ struct Connection {
     id: u64,
     kill: Arc<Kill>,
     hub_outbound: Outbound,
-    caller: Option<Caller>,
+    /// Once logged in: who, holding its place among its key's connections.
+    session: Option<Session>,
     account: Option<AccountId>,
     in_flight: InFlight<Waiting>,
     output: Output,
@@ -141,7 +142,7 @@ impl Connection {
             id: crate::gateways::shared::connection::next_connection_id(),
             state,
             kill: Arc::clone(&kill),
-            caller: None,
+            session: None,
             account: None,
             in_flight,
             output: Output::default(),
@@ -178,7 +179,7 @@ impl Connection {
                 }
                 _ = watchdog.tick() => {
                     let now = Instant::now();
-                    if connection.caller.is_none() && now - opened >= login_timeout {
+                    if connection.session.is_none() && now - opened >= login_timeout {
                         kill.kill(ErrorCode::LoginTimeout);
                     } else if input.open && now - input.last_read >= idle_timeout {
                         kill.kill(ErrorCode::IdleTimeout);
@@ -216,9 +217,6 @@ impl Connection {
             self.output.drain(write_half).await;
         }
         let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
-        if let Some(caller) = &self.caller {
-            self.state.logged_in.release(&caller.key.id);
-        }
         self.state.metrics.connection_closed("tcp");
     }
 
@@ -277,20 +275,13 @@ impl Connection {
             ClientMessage::Login { key, timestamp_ms, signature } => {
                 self.login(&key, timestamp_ms, &signature).await
             }
-            _ if self.caller.is_none() => self.kill.kill(ErrorCode::LoginRequired),
-            other => {
-                let Some(caller) = &self.caller else { return };
-                if let Err(error) = self.state.auth.take_token(&caller.key) {
-                    let (request_id, client_order_id) = request_of(&other);
-                    return self.reject(request_id, wire_code(error.code), client_order_id);
-                }
-                self.request(other).await;
-            }
+            _ if self.session.is_none() => self.kill.kill(ErrorCode::LoginRequired),
+            other => self.request(other).await,
         }
     }
 
     async fn login(&mut self, key: &str, timestamp_ms: u64, signature: &[u8; 32]) {
-        if self.caller.is_some() {
+        if self.session.is_some() {
             return self.kill.kill(ErrorCode::AlreadyLoggedIn);
         }
         let timestamp = timestamp_ms.to_string();
@@ -303,18 +294,15 @@ impl Connection {
             path_and_query: TCP_LOGIN_PATH,
             body: b"",
         };
-        let caller = match self.state.auth.check(&self.state.keys, &signed, now_ms()) {
-            Ok(caller) => caller,
+        let session = match self.state.login_with_key(&signed, now_ms()) {
+            Ok(session) => session,
             Err(error) => return self.kill.kill(error.code),
         };
-        let Ok(account) = caller.account().map(str::to_string) else {
+        let Ok(account) = session.account().map(str::to_string) else {
             return self.kill.kill(ErrorCode::Forbidden);
         };
-        if self.state.logged_in.claim(&caller.key.id).is_err() {
-            return self.kill.kill(ErrorCode::TooManyConnections);
-        }
-        tracing::info!(connection = self.id, key = %caller.key.id, "tcp login");
-        self.caller = Some(caller);
+        tracing::info!(connection = self.id, key = session.key_id(), "tcp login");
+        self.session = Some(session);
         self.emit(&ServerMessage::LoggedIn { account: &account });
         self.follow_account().await;
     }
@@ -325,11 +313,8 @@ impl Connection {
         if self.account.is_some() {
             return;
         }
-        let Some(account) = self.caller.as_ref().and_then(|caller| caller.key.account.clone())
-        else {
-            return;
-        };
-        let Ok(Some(id)) = self.state.directory.account_id(&account).await else { return };
+        let Some(session) = &self.session else { return };
+        let Ok(Some(id)) = self.state.entry.account_id(session).await else { return };
         self.account = Some(id);
         let (hub, connection) = (&self.state.hub, self.id);
         if !follow_orders_and_fills(hub, connection, id, &self.hub_outbound).await {
@@ -339,17 +324,13 @@ impl Connection {
 
     async fn request(&mut self, message: ClientMessage) {
         self.follow_account().await;
-        let Some(account_name) = self.caller.as_ref().and_then(|caller| caller.key.account.clone())
-        else {
-            return;
-        };
-        let trader = Trader { name: &account_name, id: self.account };
+        let Some(session) = self.session.clone() else { return };
         let (request_id, client_order_id) = request_of(&message);
         let (route, request) = match decode(&message) {
             Ok(Some(decoded)) => decoded,
             Ok(None) => {
                 let client_order_id = client_order_id.to_string();
-                return self.status(trader, request_id, &client_order_id).await;
+                return self.status(&session, request_id, &client_order_id).await;
             }
             Err(error) => {
                 let client_order_id = client_order_id.to_string();
@@ -357,7 +338,7 @@ impl Connection {
             }
         };
         let entry = Arc::clone(&self.state.entry);
-        let submitted = self.in_flight.submit(&entry, trader, &request, Detail::Stamp).await;
+        let submitted = self.in_flight.submit(&entry, &session, &request, Detail::Stamp).await;
         drop(request);
         let client_order_id = into_client_order_id(message);
         match submitted {
@@ -426,10 +407,10 @@ impl Connection {
     }
 
     /// ORDER_STATUS: the order as it stands now, or why not.
-    async fn status(&mut self, trader: Trader<'_>, request_id: u64, client_order_id: &str) {
+    async fn status(&mut self, session: &Session, request_id: u64, client_order_id: &str) {
         let target = Target::ClientOrderId(Cow::Borrowed(client_order_id));
         let entry = Arc::clone(&self.state.entry);
-        match entry.order_status(trader, &target).await {
+        match entry.order_status(session, &target).await {
             Ok(shown) => self.order_state(request_id, &shown.reference, &shown.record),
             Err(error) => self.reject(request_id, wire_code(error.code), client_order_id),
         }
@@ -469,7 +450,7 @@ impl Connection {
 /// The binary protocol's code for an error (`docs/protocol-binary.md`, "Codes"): one
 /// arm per code, so a new one does not compile until it has its code here. A code that
 /// the binary gateway never meets (another protocol's) is `INTERNAL`, said as such.
-fn wire_code(code: ErrorCode) -> u16 {
+pub(crate) fn wire_code(code: ErrorCode) -> u16 {
     use wire::code;
     match code {
         ErrorCode::Rejected(reason) => wire::reject_code(reason),
@@ -575,7 +556,7 @@ fn new_order(order: &NewOrder) -> Option<request::NewOrder<'_>> {
         symbol: Cow::Borrowed(order.symbol.as_str()),
         side: if order.side == 1 { Side::Buy } else { Side::Sell },
         order_type,
-        qty: order.qty.to_decimal()?,
+        size: OrderSize::of_qty(order.qty.to_decimal()?),
         time_in_force: match order.time_in_force {
             1 => TimeInForce::GoodTillCancel,
             2 => TimeInForce::ImmediateOrCancel,

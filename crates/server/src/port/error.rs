@@ -153,68 +153,6 @@ impl ErrorCode {
     pub fn parse(text: &str) -> Option<ErrorCode> {
         ErrorCode::all().find(|code| code.as_str() == text)
     }
-
-    /// Whether the fault is the venue's (a client may retry the same request later),
-    /// not the request's.
-    pub fn is_venues_fault(self) -> bool {
-        match self {
-            ErrorCode::Busy
-            | ErrorCode::ShuttingDown
-            | ErrorCode::EngineStopped
-            | ErrorCode::HistoryUnreadable
-            | ErrorCode::SqlFailed
-            | ErrorCode::ExecutionError
-            | ErrorCode::Io
-            | ErrorCode::SettingsFailed
-            | ErrorCode::KeyStoreFailed
-            | ErrorCode::StoreFailed
-            | ErrorCode::Internal => true,
-            ErrorCode::Rejected(_)
-            | ErrorCode::InvalidCommand
-            | ErrorCode::NotFound
-            | ErrorCode::MethodNotAllowed
-            | ErrorCode::BodyTooLarge
-            | ErrorCode::Unsupported
-            | ErrorCode::UnknownAccount
-            | ErrorCode::UnknownKey
-            | ErrorCode::UnknownTrade
-            | ErrorCode::UnknownChannel
-            | ErrorCode::DuplicateAccount
-            | ErrorCode::InvalidAccount
-            | ErrorCode::InvalidPassword
-            | ErrorCode::InvalidSymbol
-            | ErrorCode::NoSettlementPrice
-            | ErrorCode::TooManySubscriptions
-            | ErrorCode::TooManyCharts
-            | ErrorCode::TooManySymbols
-            | ErrorCode::UnknownAid
-            | ErrorCode::MissingSignature
-            | ErrorCode::InvalidKey
-            | ErrorCode::InvalidTimestamp
-            | ErrorCode::ExpiredTimestamp
-            | ErrorCode::InvalidSignature
-            | ErrorCode::ReplayedRequest
-            | ErrorCode::InvalidCredentials
-            | ErrorCode::LoginLocked
-            | ErrorCode::Forbidden
-            | ErrorCode::LoginRequired
-            | ErrorCode::AlreadyLoggedIn
-            | ErrorCode::RateLimited
-            | ErrorCode::TooManyConnections
-            | ErrorCode::SlowConsumer
-            | ErrorCode::IdleTimeout
-            | ErrorCode::LoginTimeout
-            | ErrorCode::MalformedFrame
-            | ErrorCode::ProtocolError
-            | ErrorCode::Resync
-            | ErrorCode::Closed
-            | ErrorCode::FeedOff
-            | ErrorCode::HistoryOff
-            | ErrorCode::SqlUnavailable
-            | ErrorCode::SqlError
-            | ErrorCode::PlanError => false,
-        }
-    }
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -4,11 +4,12 @@
 //!   a token bucket of requests per second, with a burst (admin keys have none);
 //! - **connections** per principal: at most `connections_per_key` logged in at once,
 //!   each counted by a [`ConnectionClaim`] that gives its place back when dropped;
-//! - **password logins** per account name: after [`LOGIN_FAILURES_FREE`] failures in a
-//!   row, each further failure locks the account's password logins for twice as long
-//!   as the one before (1 s, 2 s, 4 s, ...); at [`LOGIN_FAILURES_LOCK`] failures in a
-//!   row it is locked for [`LOGIN_LOCK`] (logged, and counted in `/metrics`). A
-//!   success ends the run; a run with no failure for `LOGIN_LOCK` is forgotten.
+//! - **password logins** per account name ([`LoginLimits`], `[auth]` in the
+//!   configuration): after `failures_free` failures in a row (3 by default), each
+//!   further failure locks the account's password logins for twice as long as the one
+//!   before (1 s, 2 s, 4 s, ...); at `failures_lock` failures in a row (10) it is
+//!   locked for `lock` (15 minutes; logged, and counted in `/metrics`). A success ends
+//!   the run; a run with no failure for `lock` is forgotten.
 //!
 //! Gateways never call these: the port does, for every request it takes (`Port`'s
 //! operations take a [`super::session::Session`], which says whom to charge). The
@@ -23,21 +24,45 @@ use rustc_hash::FxHashMap;
 
 use super::error::{ApiError, ErrorCode};
 
-/// Failed password logins in a row that cost nothing.
-pub const LOGIN_FAILURES_FREE: u32 = 3;
-/// Failed password logins in a row that lock the account's password logins for
-/// `LOGIN_LOCK`.
-pub const LOGIN_FAILURES_LOCK: u32 = 10;
-/// How long an account's password logins stay locked after `LOGIN_FAILURES_LOCK`
-/// failures in a row, and how long a run of failures is remembered.
-pub const LOGIN_LOCK: Duration = Duration::from_secs(15 * 60);
 /// Account names whose failures are remembered at most (a flood of made-up names
 /// cannot grow the map without end: the oldest runs are forgotten first).
 pub const LOGIN_RUNS_MAX: usize = 100_000;
+/// The most failures beyond the free ones that double the short lock (2^30 s is
+/// longer than any lock a venue would set: beyond it the lock stays the same).
+const DOUBLINGS_MAX: u32 = 30;
 
-const _: () = assert!(LOGIN_FAILURES_FREE < LOGIN_FAILURES_LOCK);
-// The longest short lock stays well under the long one.
-const _: () = assert!((1u64 << (LOGIN_FAILURES_LOCK - LOGIN_FAILURES_FREE)) < 15 * 60);
+/// How failed password logins are slowed and then locked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoginLimits {
+    /// Failures in a row that cost nothing.
+    pub failures_free: u32,
+    /// Failures in a row that lock the account's password logins for `lock`.
+    pub failures_lock: u32,
+    /// How long that lock lasts, and how long a run of failures is remembered.
+    pub lock: Duration,
+}
+
+impl LoginLimits {
+    /// The limits as configured, made consistent: at least one free failure, and the
+    /// long lock after the free ones.
+    pub fn new(failures_free: u32, failures_lock: u32, lock: Duration) -> LoginLimits {
+        let failures_free = failures_free.max(1);
+        LoginLimits {
+            failures_free,
+            failures_lock: failures_lock.max(failures_free + 1),
+            lock: lock.max(Duration::from_secs(1)),
+        }
+    }
+
+    /// How long a run of `in_a_row` failures locks the account's password logins.
+    fn lock_after(&self, in_a_row: u32) -> Option<Duration> {
+        if in_a_row >= self.failures_lock {
+            return Some(self.lock);
+        }
+        let beyond = in_a_row.checked_sub(self.failures_free + 1)?;
+        Some(Duration::from_secs(1u64 << beyond.min(DOUBLINGS_MAX)).min(self.lock))
+    }
+}
 
 /// Whom a limit counts against.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -90,13 +115,14 @@ struct FailedLogins {
 
 /// What the policy counts for `/metrics`.
 pub trait PolicyEvents: Send + Sync {
-    /// An account's password logins were locked for `LOGIN_LOCK`.
+    /// An account's password logins were locked for `LoginLimits::lock`.
     fn login_locked(&self);
 }
 
 pub struct Policy {
     default_rate: Rate,
     connections_per_principal: usize,
+    login_limits: LoginLimits,
     buckets: Mutex<FxHashMap<Principal, Bucket>>,
     connections: Arc<Mutex<HashMap<Principal, usize>>>,
     logins: Mutex<HashMap<String, FailedLogins>>,
@@ -111,11 +137,13 @@ impl Policy {
     pub fn new(
         default_rate: Rate,
         connections_per_principal: usize,
+        login_limits: LoginLimits,
         events: Arc<dyn PolicyEvents>,
     ) -> Policy {
         Policy {
             default_rate,
             connections_per_principal,
+            login_limits,
             buckets: Mutex::new(FxHashMap::default()),
             connections: Arc::new(Mutex::new(HashMap::new())),
             logins: Mutex::new(HashMap::new()),
@@ -217,25 +245,26 @@ impl Policy {
             logins.remove(account);
             return;
         }
+        let limits = self.login_limits;
         if !logins.contains_key(account) && logins.len() >= LOGIN_RUNS_MAX {
-            forget_oldest_runs(&mut logins, now);
+            forget_oldest_runs(&mut logins, now, limits.lock);
         }
         let run = logins.entry(account.to_string()).or_insert(FailedLogins {
             in_a_row: 0,
             last: now,
             locked_until: None,
         });
-        if now.saturating_duration_since(run.last) >= LOGIN_LOCK {
+        if now.saturating_duration_since(run.last) >= limits.lock {
             *run = FailedLogins { in_a_row: 0, last: now, locked_until: None };
         }
         run.in_a_row = run.in_a_row.saturating_add(1);
         run.last = now;
-        run.locked_until = lock_after(run.in_a_row).map(|lock| now + lock);
-        if run.in_a_row == LOGIN_FAILURES_LOCK {
+        run.locked_until = limits.lock_after(run.in_a_row).map(|lock| now + lock);
+        if run.in_a_row == limits.failures_lock {
             tracing::warn!(
                 account,
                 failures = run.in_a_row,
-                lock_s = LOGIN_LOCK.as_secs(),
+                lock_s = limits.lock.as_secs(),
                 "password logins locked after failures in a row"
             );
             self.events.login_locked();
@@ -243,19 +272,10 @@ impl Policy {
     }
 }
 
-/// How long a run of `in_a_row` failures locks the account's password logins.
-fn lock_after(in_a_row: u32) -> Option<Duration> {
-    if in_a_row >= LOGIN_FAILURES_LOCK {
-        return Some(LOGIN_LOCK);
-    }
-    let beyond = in_a_row.checked_sub(LOGIN_FAILURES_FREE)?;
-    Some(Duration::from_secs(1u64 << beyond))
-}
-
 /// Forgets runs that are over, and if none are, the oldest half.
-fn forget_oldest_runs(logins: &mut HashMap<String, FailedLogins>, now: Instant) {
+fn forget_oldest_runs(logins: &mut HashMap<String, FailedLogins>, now: Instant, lock: Duration) {
     logins.retain(|_, run| {
-        now.saturating_duration_since(run.last) < LOGIN_LOCK
+        now.saturating_duration_since(run.last) < lock
             || run.locked_until.is_some_and(|until| until > now)
     });
     if logins.len() >= LOGIN_RUNS_MAX {
@@ -306,9 +326,28 @@ mod tests {
         }
     }
 
+    const LIMITS: LoginLimits =
+        LoginLimits { failures_free: 3, failures_lock: 10, lock: Duration::from_secs(15 * 60) };
+    const LOGIN_FAILURES_FREE: u32 = LIMITS.failures_free;
+    const LOGIN_FAILURES_LOCK: u32 = LIMITS.failures_lock;
+    const LOGIN_LOCK: Duration = LIMITS.lock;
+
     fn policy(connections: usize) -> (Policy, Arc<Counted>) {
         let events = Arc::new(Counted::default());
-        (Policy::new(Rate::new(10, 3), connections, events.clone()), events)
+        (Policy::new(Rate::new(10, 3), connections, LIMITS, events.clone()), events)
+    }
+
+    #[test]
+    fn login_limits_are_made_consistent() {
+        let limits = LoginLimits::new(0, 0, Duration::ZERO);
+        assert_eq!((limits.failures_free, limits.failures_lock), (1, 2));
+        assert_eq!(limits.lock, Duration::from_secs(1));
+        assert_eq!(LIMITS.lock_after(LOGIN_FAILURES_FREE), None);
+        assert_eq!(LIMITS.lock_after(LOGIN_FAILURES_FREE + 1), Some(Duration::from_secs(1)));
+        assert_eq!(LIMITS.lock_after(LOGIN_FAILURES_FREE + 2), Some(Duration::from_secs(2)));
+        assert_eq!(LIMITS.lock_after(LOGIN_FAILURES_LOCK), Some(LOGIN_LOCK));
+        let short_lock = LoginLimits::new(1, 100, Duration::from_secs(60));
+        assert_eq!(short_lock.lock_after(50), Some(Duration::from_secs(60)), "never past it");
     }
 
     #[test]
@@ -361,7 +400,9 @@ mod tests {
             let refused = policy.may_try_password_at("alice", now).expect_err("locked");
             assert_eq!(refused.code, ErrorCode::LoginLocked);
             assert_eq!(refused.retry_after_s, Some(lock.as_secs()));
-            assert!(policy.may_try_password_at("alice", now + lock - Duration::from_millis(1)).is_err());
+            assert!(policy
+                .may_try_password_at("alice", now + lock - Duration::from_millis(1))
+                .is_err());
             now += lock;
             policy.may_try_password_at("alice", now).expect("the lock is over");
         }

@@ -14,9 +14,10 @@ use crate::directory::Directory;
 use crate::keys::KeyStore;
 use crate::link::EngineLink;
 use crate::metrics::Metrics;
-use crate::port::auth::{Authenticator, LoggedIn};
+use crate::port::auth::Authenticator;
 use crate::port::orders::OrderEntry;
 use crate::port::passwords::Passwords;
+use crate::port::policy::Policy;
 use crate::port::tokens::Tokens;
 use crate::services::clearing::settings::FuturesSettings;
 use crate::services::feed::channel::HubCommand;
@@ -40,8 +41,8 @@ pub struct AppState {
     pub passwords: Arc<Passwords>,
     /// The login tokens of the token endpoint (`rest::openid`).
     pub tokens: Arc<Tokens>,
-    /// Logged-in WebSocket and TCP connections per key.
-    pub logged_in: LoggedIn,
+    /// The limits of every key and login, applied by the port (`login`).
+    pub policy: Arc<Policy>,
     pub limits: LimitsConfig,
     /// A TCP connection must log in within this long.
     pub login_timeout: Duration,

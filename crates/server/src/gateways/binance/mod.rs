@@ -22,7 +22,8 @@ use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::Router;
 
-use crate::port::auth::{Caller, SignedMessage};
+use crate::port::auth::SignedMessage;
+use crate::port::session::Session;
 use crate::port::state::Shared;
 use error::{BinanceError, BinanceResult};
 use params::Params;
@@ -87,7 +88,7 @@ impl BinanceRequest {
     }
 
     /// A signed endpoint's caller and parameters (`authenticate`).
-    pub fn signed(&self, state: &Shared) -> BinanceResult<(Caller, Params<'_>)> {
+    pub fn signed(&self, state: &Shared) -> BinanceResult<(Session, Params<'_>)> {
         let now_ms = bourse_protocol::signing::now_ms();
         authenticate(state, &self.headers, &self.query, &self.body, now_ms)
     }
@@ -103,19 +104,13 @@ pub fn authenticate<'a>(
     query: &'a str,
     body: &'a [u8],
     now_ms: u64,
-) -> BinanceResult<(Caller, Params<'a>)> {
+) -> BinanceResult<(Session, Params<'a>)> {
     let key_id = headers
         .get(KEY_HEADER)
         .and_then(|value| value.to_str().ok())
         .filter(|key| !key.is_empty())
         .ok_or_else(|| BinanceError::bad_request(-2014, "API-key format invalid."))?;
-    let key = state.keys.active_key(key_id).ok_or_else(|| {
-        BinanceError::new(
-            axum::http::StatusCode::UNAUTHORIZED,
-            -2015,
-            "Invalid API-key, IP, or permissions for action.",
-        )
-    })?;
+    let key = state.active_key(key_id)?;
     let params = Params::parse(query, body)?;
     let timestamp = params.required("timestamp")?;
     let timestamp: u64 = timestamp.parse().map_err(|_| {
@@ -157,6 +152,6 @@ pub fn authenticate<'a>(
         signature_hex,
         expires_ms: timestamp_ms + recv_window_ms + 1,
     };
-    let caller = state.auth.verified(&state.keys, key, &signed, now_ms)?;
-    Ok((caller, params))
+    let session = state.authenticate_message(key, &signed, now_ms)?;
+    Ok((session, params))
 }

@@ -189,7 +189,13 @@ pub fn order_json(
     put("updateTime", json!(ms(record.updated_ns.0)));
     put("isWorking", json!(record.status == OrderStatus::Open));
     put("workingTime", json!(ms(record.created_ns.0)));
-    put("origQuoteOrderQty", json!("0"));
+    put(
+        "origQuoteOrderQty",
+        json!(match (record.quote_qty, info.quote_decimals()) {
+            (Some(amount), Some(decimals)) => decimal(i128::from(amount.0), decimals),
+            _ => "0".to_string(),
+        }),
+    );
     put("selfTradePreventionMode", json!(stp_code(record.stp)));
     order
 }

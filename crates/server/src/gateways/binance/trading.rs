@@ -12,7 +12,7 @@ use axum::Json;
 use bourse_core::command::OrderType;
 use bourse_core::ids::{AccountId, InstrumentId, OrderId};
 use bourse_core::venue::{Fill, OrderRecord};
-use bourse_core::{Decimal, Offset, RejectReason, Side, StpMode, TimeInForce};
+use bourse_core::{Decimal, Offset, OrderSize, RejectReason, Side, StpMode, TimeInForce};
 use serde_json::{json, Value};
 
 use super::error::{BinanceError, BinanceResult};
@@ -20,18 +20,15 @@ use super::market::instrument;
 use super::params::{Params, Selection};
 use super::shapes::{self, filled_notional, ms, order_json, trade_id};
 use super::BinanceRequest;
-use crate::port::auth::Caller;
 use crate::port::error::{ApiError, ErrorCode};
 use crate::port::orders::answer::View;
 use crate::port::orders::request::{NewOrder, Request, Target};
+use crate::port::session::Session;
 use crate::port::state::Shared;
-use crate::reference::{decimal, InstrumentInfo};
-use crate::render::top_levels;
+use crate::reference::decimal;
 
 const LIST_DEFAULT: usize = 500;
 const LIST_MAX: usize = 1_000;
-/// Levels a market order by quote amount may walk through.
-const AMOUNT_LEVELS_MAX: usize = 1_000;
 
 fn ok(value: Value) -> Response {
     Json(value).into_response()
@@ -53,7 +50,7 @@ fn not_required(name: &str) -> BinanceError {
 }
 
 /// The account's engine id, or `None` before its first deposit (nothing to show).
-async fn account_id(state: &Shared, caller: &Caller) -> BinanceResult<Option<AccountId>> {
+async fn account_id(state: &Shared, caller: &Session) -> BinanceResult<Option<AccountId>> {
     Ok(state.directory.account_id(caller.account()?).await?)
 }
 
@@ -184,9 +181,8 @@ pub async fn cancel_order(
         .ok_or_else(BinanceError::unknown_order_sent)?;
     let client_order_id = record.client_id.as_str().to_string();
     let by_client = Target::ClientOrderId(Cow::Borrowed(client_order_id.as_str()));
-    let trader = state.entry.trader(caller.account()?).await?;
     let answer =
-        match state.entry.submit_and_wait(trader, &Request::Cancel(by_client.clone())).await {
+        match state.entry.submit_and_wait(&caller, &Request::Cancel(by_client.clone())).await {
             Ok(answer) => answer,
             Err(error) if error.code == ErrorCode::Rejected(RejectReason::UnknownOrder) => {
                 return Err(BinanceError::unknown_order_sent())
@@ -203,8 +199,8 @@ pub async fn cancel_order(
 }
 
 /// `POST /api/v3/order`: `LIMIT` (with `timeInForce` GTC, IOC or FOK), `LIMIT_MAKER`
-/// (post-only) and `MARKET` (by `quantity`, or by `quoteOrderQty`: see
-/// `amount_order`); answered as `newOrderRespType` asks (`FULL` by default, with the
+/// (post-only) and `MARKET` (by `quantity`, or a buy by `quoteOrderQty`: the engine's
+/// spend-amount buy); answered as `newOrderRespType` asks (`FULL` by default, with the
 /// order's fills).
 pub async fn new_order(
     State(state): State<Shared>,
@@ -223,7 +219,7 @@ pub async fn new_order(
         "newOrderRespType",
         "selfTradePreventionMode",
     ])?;
-    let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
+    let (_, info, _) = instrument(&state, params.required("symbol")?).await?;
     let side = match params.required("side")? {
         "BUY" => Side::Buy,
         "SELL" => Side::Sell,
@@ -236,7 +232,7 @@ pub async fn new_order(
         decimal_param(&params, "quoteOrderQty")?,
     );
     let time_in_force = params.get("timeInForce");
-    let (order_type, time_in_force, post_only, qty) = match kind {
+    let (order_type, time_in_force, post_only, size) = match kind {
         "LIMIT" | "LIMIT_MAKER" => {
             let price = price.ok_or_else(|| super::params::missing("price"))?;
             let qty = qty.ok_or_else(|| super::params::missing("quantity"))?;
@@ -254,7 +250,8 @@ pub async fn new_order(
                 (_, Some(_)) => return Err(not_required("timeInForce")),
                 (_, None) => TimeInForce::GoodTillCancel,
             };
-            (OrderType::Limit { price }, time_in_force, kind == "LIMIT_MAKER", qty)
+            let size = OrderSize::of_qty(qty);
+            (OrderType::Limit { price }, time_in_force, kind == "LIMIT_MAKER", size)
         }
         "MARKET" => {
             if price.is_some() {
@@ -263,15 +260,12 @@ pub async fn new_order(
             if time_in_force.is_some() {
                 return Err(not_required("timeInForce"));
             }
-            match (qty, amount) {
-                (Some(qty), None) => {
-                    (OrderType::Market, TimeInForce::ImmediateOrCancel, false, qty)
-                }
-                (None, Some(amount)) => {
-                    let (qty, worst) =
-                        amount_order(&state, instrument, &info, side, amount).await?;
-                    (OrderType::Limit { price: worst }, TimeInForce::ImmediateOrCancel, false, qty)
-                }
+            let size = match (qty, amount) {
+                (Some(qty), None) => OrderSize::of_qty(qty),
+                // The engine's spend-amount buy (`orders.md`): the journal records the
+                // order as sent, and the engine decides what it buys (and refuses it
+                // on a sell, `invalid_order`).
+                (None, Some(amount)) => OrderSize::of_quote_qty(amount),
                 (None, None) => return Err(BinanceError::bad_request(
                     -1102,
                     "Param 'quantity' or 'quoteOrderQty' must be sent, but both were empty/null!",
@@ -282,7 +276,8 @@ pub async fn new_order(
                         "Combination of optional parameters invalid: quantity and quoteOrderQty.",
                     ))
                 }
-            }
+            };
+            (OrderType::Market, TimeInForce::ImmediateOrCancel, false, size)
         }
         _ => return Err(BinanceError::bad_request(-1116, "Invalid orderType.")),
     };
@@ -304,14 +299,13 @@ pub async fn new_order(
         symbol: Cow::Borrowed(info.symbol.as_str()),
         side,
         order_type,
-        qty,
+        size,
         time_in_force,
         post_only,
         stp,
         offset: Offset::Open,
     };
-    let trader = state.entry.trader(caller.account()?).await?;
-    let answer = state.entry.submit_and_wait(trader, &Request::Place(order)).await?;
+    let answer = state.entry.submit_and_wait(&caller, &Request::Place(order)).await?;
     let View::Placed(placed) = &answer.view else {
         return Err(ApiError::malformed("a new order's answer shows the order").into());
     };
@@ -355,68 +349,6 @@ enum ResponseType {
     Ack,
     Result,
     Full,
-}
-
-/// A market order for a quote amount (`quoteOrderQty`), as Bourse's engine takes
-/// orders by base quantity: the book's opposite side is walked from the best price
-/// until the amount is spent (a buy) or received (a sell), giving the largest
-/// quantity, in whole lots, that the amount covers at the prices resting now, and the
-/// worst price reached. The order is entered as an IOC limit order at that price for
-/// that quantity, so it never pays more than that price; should the book change
-/// between this read and the order, it fills less, or at better prices.
-async fn amount_order(
-    state: &Shared,
-    instrument: InstrumentId,
-    info: &InstrumentInfo,
-    side: Side,
-    amount: Decimal,
-) -> BinanceResult<(Decimal, Decimal)> {
-    let scale = info.price_decimals + info.qty_decimals;
-    let amount_units = amount.to_units(scale).ok_or_else(|| {
-        BinanceError::bad_request(-1111, format!("Precision is over the maximum defined for this asset: quoteOrderQty has at most {scale} decimals."))
-    })?;
-    let opposite = match side {
-        Side::Buy => Side::Sell,
-        Side::Sell => Side::Buy,
-    };
-    let levels = state
-        .link
-        .read(move |venue| {
-            top_levels(venue.exchange().book(instrument), opposite, AMOUNT_LEVELS_MAX)
-        })
-        .await
-        .map_err(ApiError::from)?;
-    if levels.is_empty() {
-        return Err(ApiError::rejected(bourse_core::RejectReason::NoLiquidity).into());
-    }
-    let lot = i128::from(info.lot.max(1));
-    let (mut left, mut qty, mut worst) = (amount_units, 0i128, None);
-    for (price, level_qty, _) in levels {
-        let price_units = i128::from(price.max(1));
-        let cost = price_units * i128::from(level_qty);
-        if cost <= left {
-            left -= cost;
-            qty += i128::from(level_qty);
-            worst = Some(price);
-            continue;
-        }
-        let take = (left / price_units) / lot * lot;
-        if take > 0 {
-            qty += take;
-            worst = Some(price);
-        }
-        break;
-    }
-    let Some(worst) = worst.filter(|_| qty > 0) else {
-        return Err(BinanceError::bad_request(
-            -1013,
-            "Filter failure: NOTIONAL (quoteOrderQty buys less than one lot at the best price)",
-        ));
-    };
-    Ok((
-        Decimal::from_units(qty, info.qty_decimals),
-        Decimal::from_units(i128::from(worst), info.price_decimals),
-    ))
 }
 
 /// The account's orders on `instrument` (open ones, or also the finished ones it

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use bourse_core::command::OrderType;
-use bourse_core::{Decimal, Offset, Side, StpMode, TimeInForce};
+use bourse_core::{Decimal, Offset, OrderSize, Side, StpMode, TimeInForce};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -520,7 +520,7 @@ pub fn to_new_order<'a>(
         symbol,
         side: terms.side,
         order_type,
-        qty: Decimal::from_units(i128::from(order.volume), 0),
+        size: OrderSize::of_qty(Decimal::from_units(i128::from(order.volume), 0)),
         time_in_force: terms.time_in_force,
         post_only: false,
         stp: StpMode::CancelTaker,
@@ -867,7 +867,7 @@ pub(crate) mod tests {
                 symbol: "SHFE.cu2501".into(),
                 side: Side::Buy,
                 order_type: OrderType::Limit { price: price("75010") },
-                qty: price("2"),
+                size: OrderSize::of_qty(price("2")),
                 time_in_force: TimeInForce::GoodForDay,
                 post_only: false,
                 stp: StpMode::CancelTaker,

@@ -22,7 +22,7 @@ use axum::response::Response;
 use bourse_core::command::OrderType;
 use bourse_core::exchange::InstrumentKind;
 use bourse_core::ids::{AccountId, InstrumentId};
-use bourse_core::{Decimal, RejectReason, StpMode};
+use bourse_core::{Decimal, OrderSize, RejectReason, StpMode};
 use bourse_marketdata::candles::{Candle, INTERVALS};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
@@ -32,11 +32,13 @@ use super::request::{self, Pack};
 use super::symbols;
 use super::trading;
 use crate::gateways::shared::connection::WRITE_TIMEOUT;
+use crate::gateways::shared::websocket;
 use crate::link::LaneReleases;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::Detail;
 use crate::port::orders::in_flight::{InFlight, Submitted};
 use crate::port::orders::request::{NewOrder, Request, Target};
+use crate::port::session::Session as Login;
 use crate::port::state::Shared;
 use crate::reference::{InstrumentInfo, Reference};
 use crate::services::feed::channel::{Channel, FeedBody, FeedMessage, HubCommand, Kill, Outbound};
@@ -56,11 +58,8 @@ const ORDERS_AT_LOGIN_MAX: usize = 1_000;
 
 const _: () = assert!(INBOUND_MESSAGE_BYTES_MAX < PENDING_BYTES_MAX);
 
-pub async fn upgrade(
-    upgrade: crate::gateways::ws::Upgrade,
-    State(state): State<Shared>,
-) -> Response {
-    crate::gateways::ws::accept(upgrade, INBOUND_MESSAGE_BYTES_MAX, move |socket| async move {
+pub async fn upgrade(upgrade: websocket::Upgrade, State(state): State<Shared>) -> Response {
+    websocket::accept(upgrade, INBOUND_MESSAGE_BYTES_MAX, move |socket| async move {
         Session::new(state).run(socket).await
     })
 }
@@ -69,6 +68,9 @@ pub async fn upgrade(
 struct User {
     /// As the client logged in (`user_name`): the key of `trade.<user>`.
     name: String,
+    /// The port's session of the login: whom its requests are charged to, holding its
+    /// place among the account's connections.
+    login: Login,
     /// Each order's offset, from its record (a fill's offset is its order's).
     offsets: HashMap<String, &'static str>,
     /// Trades sent before their order's record (a fill comes first): their ids by
@@ -467,13 +469,17 @@ impl Session {
             self.refuse(ErrorCode::AlreadyLoggedIn, "this session is logged in already");
             return;
         }
-        if let Err(error) = self.state.passwords.verify(user_name, password).await {
-            self.refuse(error.code, &error.message);
-            return;
-        }
+        let login = match self.state.login_with_password(user_name, password).await {
+            Ok(login) => login,
+            Err(error) => {
+                self.refuse(error.code, &error.message);
+                return;
+            }
+        };
         let account = self.state.directory.account_id(user_name).await.ok().flatten();
         let mut user = User {
             name: user_name.to_string(),
+            login,
             offsets: HashMap::new(),
             offsetless: HashMap::new(),
             view: json!({ "accounts": {}, "positions": {} }),
@@ -561,8 +567,7 @@ impl Session {
         symbol: String,
         in_flight: &mut InFlight<Meta>,
     ) -> ApiResult<Submitted> {
-        let user = self.logged_in(&order.user_id)?;
-        let name = user.name.clone();
+        let login = self.logged_in(&order.user_id)?.login.clone();
         let (instrument, reference) = self.instrument(&symbol).await.ok_or_else(|| {
             ApiError::new(
                 ErrorCode::Rejected(bourse_core::RejectReason::UnknownSymbol),
@@ -585,15 +590,13 @@ impl Session {
             symbol: symbol.into(),
             side: terms.side,
             order_type,
-            qty,
+            size: OrderSize::of_qty(qty),
             time_in_force: terms.time_in_force,
             post_only: false,
             stp: StpMode::CancelTaker,
             offset: terms.offset,
         };
-        let entry = &self.state.entry;
-        let trader = entry.trader(&name).await?;
-        in_flight.submit(entry, trader, &Request::Place(new_order), Detail::Stamp).await
+        in_flight.submit(&self.state.entry, &login, &Request::Place(new_order), Detail::Stamp).await
     }
 
     async fn cancel_order(&mut self, cancel: request::CancelOrder, in_flight: &mut InFlight<Meta>) {
@@ -603,11 +606,11 @@ impl Session {
             return;
         }
         let submitted = async {
-            let name = self.logged_in(&cancel.user_id)?.name.clone();
-            let entry = &self.state.entry;
-            let trader = entry.trader(&name).await?;
+            let login = self.logged_in(&cancel.user_id)?.login.clone();
             let target = Target::ClientOrderId(cancel.order_id.as_str().into());
-            in_flight.submit(entry, trader, &Request::Cancel(target), Detail::Stamp).await
+            in_flight
+                .submit(&self.state.entry, &login, &Request::Cancel(target), Detail::Stamp)
+                .await
         }
         .await;
         match submitted {
@@ -960,7 +963,7 @@ fn diff_error(error: request::DiffError) -> ApiError {
 /// `WARNING` and raises nothing; `ERROR` is for what failed): one arm per code. The
 /// session goes on after every one of them; the codes that end it are said in the
 /// WebSocket's close frame as well.
-fn notify_level(code: ErrorCode) -> &'static str {
+pub(crate) fn notify_level(code: ErrorCode) -> &'static str {
     match code {
         // Wait and try again: nothing was wrong with the request itself.
         ErrorCode::RateLimited | ErrorCode::Busy | ErrorCode::LoginLocked => "WARNING",

@@ -42,12 +42,12 @@ use crate::config::FixConfig;
 use crate::gateways::shared::connection::{self, Output};
 use crate::gateways::shared::http_error;
 use crate::link::LaneReleases;
-use crate::port::auth::{Caller, Signed};
+use crate::port::auth::Signed;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::{Answer, Detail, View};
 use crate::port::orders::in_flight::InFlight;
 use crate::port::orders::request::Request;
-use crate::port::orders::Trader;
+use crate::port::session::Session as Login;
 use crate::port::state::Shared;
 use crate::services::feed::channel::{
     follow_orders_and_fills, FeedBody, FeedMessage, HubCommand, Kill, Outbound,
@@ -97,7 +97,7 @@ impl Gateway {
 
     /// Takes `key_id`'s session for a connection: the one kept offline (`Some`), or
     /// none yet (`None`: the caller opens it). `Err` while another connection holds it.
-    async fn claim(&self, key_id: &str) -> Result<Option<Session>, ()> {
+    async fn take_session(&self, key_id: &str) -> Result<Option<Session>, ()> {
         let takeover = {
             let mut sessions = self.sessions();
             let takeover = match sessions.get(key_id) {
@@ -364,7 +364,8 @@ struct Connection {
     gateway: Arc<Gateway>,
     id: u64,
     kill: Arc<Kill>,
-    caller: Option<Caller>,
+    /// Once logged on: who, holding its place among its key's connections.
+    login: Option<Login>,
     session: Option<Session>,
     /// The session's hub messages, once logged on (the loop takes the receiver).
     hub_taken: Option<mpsc::Receiver<Arc<FeedMessage>>>,
@@ -400,7 +401,7 @@ async fn run(gateway: Arc<Gateway>, state: Shared, stream: TcpStream, stop: watc
         state,
         gateway,
         kill: Arc::clone(&kill),
-        caller: None,
+        login: None,
         session: None,
         hub_taken: None,
         in_flight,
@@ -501,9 +502,6 @@ impl Connection {
             }
         }
         self.flush_store();
-        if let Some(caller) = &self.caller {
-            self.state.logged_in.release(&caller.key.id);
-        }
         self.state.metrics.connection_closed("fix");
         let session = self.session.take()?;
         if session.hub_outbound.kill.reason().is_some() {
@@ -825,8 +823,8 @@ impl Connection {
     /// The Logon: the key's signature checked, the session taken (one per key), its
     /// sequence numbers checked (a gap asks for a resend), the Logon answered.
     async fn logon(&mut self, message: &Message<'_>, seq: SeqNum) {
-        let caller = match self.authenticate(message) {
-            Ok(caller) => caller,
+        let login = match self.authenticate(message) {
+            Ok(login) => login,
             Err(error) => {
                 let text = format!("{}: {}", error.code, error.message);
                 return self.close_with(&text, error.code);
@@ -842,15 +840,12 @@ impl Connection {
                 return self.close_with(&text, ErrorCode::ProtocolError);
             }
         };
-        let Ok(account_name) = caller.account().map(str::to_string) else {
+        let Ok(account_name) = login.account().map(str::to_string) else {
             return self.close_with("the key has no account to trade for", ErrorCode::Forbidden);
         };
-        if let Err((_, text)) = self.state.logged_in.claim(&caller.key.id) {
-            return self.close_with(&text, ErrorCode::TooManyConnections);
-        }
-        let key_id = caller.key.id.clone();
-        self.caller = Some(caller);
-        let Ok(resumed) = self.gateway.claim(&key_id).await else {
+        let key_id = login.key_id().unwrap_or_default().to_string();
+        self.login = Some(login);
+        let Ok(resumed) = self.gateway.take_session(&key_id).await else {
             return self.close_with(
                 "a session with this key is already logged on",
                 ErrorCode::AlreadyLoggedIn,
@@ -911,7 +906,9 @@ impl Connection {
     /// Checks the Logon's key and signature: Username (553) the key id, RawData (96)
     /// the hex HMAC-SHA256 over SendingTime (as milliseconds), `GET` and
     /// `FIX_LOGIN_PATH`. `Err` is the Logout's text.
-    fn authenticate(&self, message: &Message<'_>) -> ApiResult<Caller> {
+    /// The Logon's key and signature checked, and its place among the key's
+    /// connections taken.
+    fn authenticate(&self, message: &Message<'_>) -> ApiResult<Login> {
         let missing = |text: &str| ApiError::new(ErrorCode::MissingSignature, text);
         let key_id = message
             .text(tag::USERNAME)
@@ -943,7 +940,7 @@ impl Connection {
             path_and_query: FIX_LOGIN_PATH,
             body: b"",
         };
-        self.state.auth.check(&self.state.keys, &signed, now_ms())
+        self.state.login_with_key(&signed, now_ms())
     }
 
     /// Subscribes the session to the account's orders and fills once the account exists
@@ -1010,19 +1007,12 @@ impl Connection {
             }
             _ => return,
         };
-        let checked = match (&self.caller, request) {
-            (Some(caller), Ok(request)) => {
-                self.state.auth.take_token(&caller.key).map(|()| request)
-            }
-            (_, Err(error)) => Err(error),
-            (None, Ok(_)) => return,
-        };
-        let submitted = match checked {
+        let Some(login) = self.login.clone() else { return };
+        let submitted = match request {
             Ok(request) => {
-                let trader = Trader { name: &session.account_name, id: session.account };
                 let detail = if route == Route::NewOrder { Detail::Stamp } else { Detail::Full };
                 let entry = Arc::clone(&self.state.entry);
-                self.in_flight.submit(&entry, trader, &request, detail).await
+                self.in_flight.submit(&entry, &login, &request, detail).await
             }
             Err(error) => Err(error),
         };

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use bourse_core::command::OrderType;
 use bourse_core::ids::{AccountId, ClientOrderId, OrderId};
 use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
-use bourse_core::{Decimal, Offset, RejectReason, Side, StpMode, TimeInForce};
+use bourse_core::{Decimal, Offset, OrderSize, RejectReason, Side, StpMode, TimeInForce};
 use bourse_protocol::fix::{tag, Message, Writer};
 
 use super::session::{reject_reason, Kind, Outgoing, Refused};
@@ -162,7 +162,7 @@ fn new_order<'a>(message: &Message<'a>) -> Result<request::NewOrder<'a>, Refused
         symbol: Cow::Borrowed(symbol),
         side,
         order_type,
-        qty,
+        size: OrderSize::of_qty(qty),
         time_in_force,
         post_only,
         stp: StpMode::None,
@@ -407,7 +407,9 @@ impl Orders {
             OrderType::Limit { price } => (OrderKind::Limit, units(price, info.price_decimals)),
             OrderType::Market => (OrderKind::Market, None),
         };
-        let Some(qty) = units(order.qty, info.qty_decimals) else { return };
+        let Some(qty) = order.size.qty().and_then(|qty| units(qty, info.qty_decimals)) else {
+            return;
+        };
         let time_in_force = crate::port::orders::applied_time_in_force(
             order.order_type,
             order.time_in_force,
@@ -715,7 +717,7 @@ fn report(
 /// symbol, 2 exchange closed, 3 order exceeds limit, 5 unknown order, 6 duplicate
 /// order, 11 unsupported order characteristic), else 99 (other; Text (58) says which).
 /// One arm per code: a new code does not compile until it is given its number here.
-fn ord_rej_reason(code: ErrorCode) -> u64 {
+pub(crate) fn ord_rej_reason(code: ErrorCode) -> u64 {
     match code {
         ErrorCode::Rejected(reason) => match reason {
             RejectReason::UnknownSymbol => 1,

@@ -19,8 +19,8 @@ use super::extract::{created, ok, ApiPath, ApiQuery};
 use super::trading::account_balances;
 use crate::gateways::shared::json::{parse_body, parse_decimal};
 use crate::keys::{KeyRecord, Role};
-use crate::port::auth::Caller;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
+use crate::port::session::Session;
 use crate::port::state::Shared;
 use crate::render::instrument_json;
 
@@ -104,7 +104,7 @@ async fn submit_admin(state: &Shared, command: &Command<'_>) -> ApiResult<u64> {
 
 pub async fn create_asset(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -117,7 +117,7 @@ pub async fn create_asset(
 
 pub async fn create_instrument(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -144,7 +144,7 @@ pub async fn create_instrument(
 
 pub async fn create_account(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -158,7 +158,7 @@ pub async fn create_account(
 
 pub async fn list_accounts(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let accounts: Vec<Value> = state
@@ -180,7 +180,7 @@ pub async fn list_accounts(
 /// any it had, which ends the tokens issued under that one.
 pub async fn set_password(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(account): ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -193,7 +193,7 @@ pub async fn set_password(
 /// Removes an account's password: it can no longer log in with one.
 pub async fn remove_password(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(account): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -213,7 +213,7 @@ pub async fn account_balances_admin(state: &Shared, account: &str) -> ApiResult<
 
 pub async fn account_balances_route(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(account): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -235,7 +235,7 @@ fn key_json(key: &KeyRecord) -> Value {
 
 pub async fn create_key(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -265,7 +265,7 @@ pub async fn create_key(
 
 pub async fn list_keys(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let keys: Vec<Value> = state.keys.keys().iter().map(key_json).collect();
@@ -274,7 +274,7 @@ pub async fn list_keys(
 
 pub async fn revoke_key(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(key_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -304,7 +304,7 @@ async fn transfer(state: &Shared, body: &Bytes, deposit: bool) -> ApiResult<Resp
 
 pub async fn deposit(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -313,7 +313,7 @@ pub async fn deposit(
 
 pub async fn withdraw(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -334,7 +334,7 @@ async fn halt_or_resume(state: &Shared, symbol: String, halt: bool) -> ApiResult
 /// cancels still work.
 pub async fn halt(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -343,7 +343,7 @@ pub async fn halt(
 
 pub async fn resume(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -354,7 +354,7 @@ pub async fn resume(
 /// engine command.
 pub async fn cancel_all(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(account): ApiPath<String>,
     ApiQuery(query): ApiQuery<CancelAllQuery>,
 ) -> ApiResult<Response> {

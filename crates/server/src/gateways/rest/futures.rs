@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 
 use super::extract::{created, ok, ApiPath};
 use crate::gateways::shared::json::{parse_body, parse_decimal};
-use crate::port::auth::Caller;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
+use crate::port::session::Session;
 use crate::port::state::{AppState, Shared};
 use crate::render::instrument_json;
 use crate::services::clearing::settings::{ratio_margin, FuturesSettings};
@@ -30,7 +30,7 @@ use crate::services::clearing::view::futures_json;
 /// `GET /v1/positions`: the caller's futures positions, by symbol.
 pub async fn positions(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
     let account = caller.account()?.to_string();
     let view = account_futures(&state, &account).await?;
@@ -40,7 +40,7 @@ pub async fn positions(
 /// `GET /v1/account`: the caller's futures account per settle asset, and positions.
 pub async fn account(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
     let account = caller.account()?.to_string();
     let view = account_futures(&state, &account).await?;
@@ -150,7 +150,7 @@ fn check_symbol(symbol: &str) -> ApiResult<()> {
 /// `POST /v1/admin/futures`: declares a contract.
 pub async fn create_future(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -209,7 +209,7 @@ pub async fn create_future(
 /// not listed (it stays in `GET /v1/instruments`).
 pub async fn list_futures(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let contracts = state.link.read(settlement::live_contracts).await?;
@@ -236,7 +236,7 @@ pub async fn list_futures(
 /// (applied at the last settlement price, and after every settlement).
 pub async fn set_margin(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(symbol): ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -275,7 +275,7 @@ pub async fn set_margin(
 /// `POST /v1/admin/futures/{symbol}/settlement-price`: the price of the next settlement.
 pub async fn post_price(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(symbol): ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -292,7 +292,7 @@ pub async fn post_price(
 /// `POST /v1/admin/futures/{symbol}/settle`: settles now (`final`: expiry).
 pub async fn settle(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(symbol): ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -311,7 +311,7 @@ pub async fn settle(
 /// `POST /v1/admin/futures/{symbol}/liquidate`: force-closes an account's position.
 pub async fn liquidate(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(symbol): ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {

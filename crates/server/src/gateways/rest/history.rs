@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use super::extract::{ok, ApiPath, ApiQuery};
 use crate::gateways::shared::json::parse_body;
-use crate::port::auth::Caller;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
+use crate::port::session::Session;
 use crate::port::state::Shared;
 use crate::services::history_access::HistoryAccess;
 
@@ -37,7 +37,7 @@ fn index_failed(error: bourse_history::index::IndexError) -> ApiError {
 
 pub async fn status(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let history = history(&state)?;
@@ -58,7 +58,7 @@ pub async fn status(
 
 pub async fn order(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(order_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -77,7 +77,7 @@ pub async fn order(
 
 pub async fn trade(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(trade_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
@@ -105,7 +105,7 @@ pub struct FillsQuery {
 
 pub async fn fills(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(account): ApiPath<String>,
     ApiQuery(query): ApiQuery<FillsQuery>,
 ) -> ApiResult<Response> {
@@ -128,7 +128,7 @@ pub struct SqlRequest {
 
 pub async fn sql(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;

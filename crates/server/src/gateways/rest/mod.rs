@@ -31,17 +31,16 @@ pub async fn authenticate(State(state): State<Shared>, request: Request, next: N
         Err(_) => return ApiError::malformed("the body could not be read").into_response(),
     };
     let path_and_query = parts.uri.path_and_query().map_or("/", |path| path.as_str());
-    let caller = state.auth.authenticate(
-        &state.keys,
+    let session = state.authenticate_request(
         &parts.headers,
         parts.method.as_str(),
         path_and_query,
         &bytes,
         bourse_protocol::signing::now_ms(),
     );
-    match caller {
-        Ok(caller) => {
-            parts.extensions.insert(caller);
+    match session {
+        Ok(session) => {
+            parts.extensions.insert(session);
             next.run(Request::from_parts(parts, Body::from(bytes))).await
         }
         Err(error) => error.into_response(),

@@ -245,12 +245,12 @@ fn schemas() -> Value {
     json!({
         "Error": { "type": "object", "required": ["code", "message"],
                    "properties": { "code": { "type": "string" }, "message": { "type": "string" }, "order": { "type": "object" } } },
-        "OrderRequest": { "type": "object", "additionalProperties": false, "required": ["symbol", "side", "type", "qty"],
+        "OrderRequest": { "type": "object", "additionalProperties": false, "required": ["symbol", "side", "type"],
             "properties": {
                 "symbol": { "type": "string" },
                 "side": { "enum": ["buy", "sell"] },
                 "type": { "enum": ["limit", "market"] },
-                "price": decimal(), "qty": decimal(),
+                "price": decimal(), "qty": decimal(), "quote_qty": decimal(),
                 "time_in_force": { "enum": ["gtc", "ioc", "fok"] },
                 "post_only": { "type": "boolean" },
                 "stp": { "enum": ["cancel_taker", "cancel_maker", "cancel_both", "none"] },

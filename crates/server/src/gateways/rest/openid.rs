@@ -73,6 +73,13 @@ impl OAuthError {
                 "temporarily_unavailable",
                 error.message,
             ),
+            // Too many failures in a row: the grant is refused until the lock ends
+            // (`Retry-After`), whatever the password.
+            ErrorCode::LoginLocked => {
+                OAuthError::new(StatusCode::TOO_MANY_REQUESTS, "invalid_grant", error.message)
+            }
+            // (The password check answers nothing else; were it to, it is the
+            // server's failure.)
             _ => OAuthError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", error.message),
         };
         oauth.retry_after_s = error.retry_after_s;
@@ -162,7 +169,7 @@ pub async fn token(State(state): State<Shared>, body: Bytes) -> OAuthResult {
         "password" => {
             let account = form.required("username")?;
             let password = form.required("password")?;
-            state.passwords.verify(account, password).await.map_err(OAuthError::from_login)?;
+            state.check_password(account, password).await.map_err(OAuthError::from_login)?;
             // (A password removed since the check: as if it had been wrong.)
             let issued = state.tokens.issue(account, now_s()).map_err(|_| {
                 OAuthError::new(

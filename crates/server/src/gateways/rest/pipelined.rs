@@ -33,6 +33,7 @@ use crate::port::error::{ApiError, ApiResult};
 use crate::port::orders::answer::Detail;
 use crate::port::orders::in_flight::{InFlight, Submitted};
 use crate::port::orders::request::{Request, Target};
+use crate::port::session::Session;
 use crate::port::state::Shared;
 /// Bytes read from the socket at a time, at most; a request head and body must fit.
 const READ_BUFFER_BYTES: usize = 128 * 1024;
@@ -440,22 +441,20 @@ async fn submit(
     route: Route,
     (head, client_id, body): (&[u8], Option<&str>, &[u8]),
 ) -> ApiResult<Submitted> {
-    let (account, request) = match decode(state, route, head, client_id, body)? {
-        Decoded::Place(account, order) => {
+    let (session, request) = match decode(state, route, head, client_id, body)? {
+        Decoded::Place(session, order) => {
             let request = order.decode()?;
-            let trader = state.entry.trader(&account).await?;
-            return in_flight.submit(&state.entry, trader, &request, Detail::Full).await;
+            return in_flight.submit(&state.entry, &session, &request, Detail::Full).await;
         }
-        Decoded::Change(account, request) => (account, request),
+        Decoded::Change(session, request) => (session, request),
     };
-    let trader = state.entry.trader(&account).await?;
-    in_flight.submit(&state.entry, trader, &request, Detail::Full).await
+    in_flight.submit(&state.entry, &session, &request, Detail::Full).await
 }
 
-/// An order-entry request read from the loop: the caller's account and what it asks.
+/// An order-entry request read from the loop: who signed it and what it asks.
 enum Decoded<'a> {
-    Place(String, OrderRequest),
-    Change(String, Request<'a>),
+    Place(Session, OrderRequest),
+    Change(Session, Request<'a>),
 }
 
 /// Checks the signature, then reads the request (in the router's order).
@@ -481,8 +480,7 @@ fn decode<'a>(
             .find(|header| header.name.eq_ignore_ascii_case(name))
             .map(|header| header.value)
     };
-    let caller = state.auth.authenticate_with(
-        &state.keys,
+    let caller = state.authenticate_request_with(
         header,
         method,
         target,
@@ -491,19 +489,20 @@ fn decode<'a>(
     )?;
     match (route, client_id) {
         (Route::Place, _) => {
-            let account = caller.account()?.to_string();
-            Ok(Decoded::Place(account, parse_body(body)?))
+            caller.account()?;
+            Ok(Decoded::Place(caller, parse_body(body)?))
         }
         (Route::Cancel, Some(client_id)) => {
-            let account = caller.account()?.to_string();
+            caller.account()?;
             let target = Target::ClientOrderId(std::borrow::Cow::Borrowed(client_id));
-            Ok(Decoded::Change(account, Request::Cancel(target)))
+            Ok(Decoded::Change(caller, Request::Cancel(target)))
         }
         (Route::Amend, Some(client_id)) => {
             let amend: AmendRequest = parse_body(body)?;
             let target = Target::ClientOrderId(std::borrow::Cow::Borrowed(client_id));
             let request = amend.decode(target)?;
-            Ok(Decoded::Change(caller.account()?.to_string(), request))
+            caller.account()?;
+            Ok(Decoded::Change(caller, request))
         }
         (_, None) => Err(ApiError::malformed("name the order by client_order_id")),
     }

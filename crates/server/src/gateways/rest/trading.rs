@@ -19,9 +19,9 @@ use serde_json::{json, Value};
 
 use super::extract::{ok, ApiPath, ApiQuery};
 use crate::gateways::shared::json::{self, parse_body, parse_order_id, AmendRequest, OrderRequest};
-use crate::port::auth::Caller;
 use crate::port::error::ApiResult;
 use crate::port::orders::request::{Request, Target};
+use crate::port::session::Session;
 use crate::port::state::{AppState, Shared};
 use crate::reference::Reference;
 use crate::render::{balances_json, fill_json, order_json};
@@ -48,16 +48,15 @@ pub struct FillsQuery {
 }
 
 /// Submits `request` for the caller's account and renders its answer.
-async fn enter(state: &AppState, caller: &Caller, request: &Request<'_>) -> ApiResult<Response> {
-    let trader = state.entry.trader(caller.account()?).await?;
-    let answer = state.entry.submit_and_wait(trader, request).await?;
+async fn enter(state: &AppState, caller: &Session, request: &Request<'_>) -> ApiResult<Response> {
+    let answer = state.entry.submit_and_wait(caller, request).await?;
     let body = json::rest_body(&answer)?;
     Ok((StatusCode::OK, [(CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 pub async fn place_order(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.account()?;
@@ -67,17 +66,16 @@ pub async fn place_order(
 
 pub async fn get_order(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(order_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let target = Target::OrderId(parse_order_id(&order_id)?);
-    let trader = state.entry.trader(caller.account()?).await?;
-    Ok(ok(state.entry.order_status(trader, &target).await?.to_json()))
+    Ok(ok(state.entry.order_status(&caller, &target).await?.to_json()))
 }
 
 pub async fn cancel_order(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(order_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let target = Target::OrderId(parse_order_id(&order_id)?);
@@ -86,7 +84,7 @@ pub async fn cancel_order(
 
 pub async fn cancel_by_client(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiQuery(query): ApiQuery<ClientIdQuery>,
 ) -> ApiResult<Response> {
     let target = Target::ClientOrderId(Cow::Owned(query.client_order_id));
@@ -95,7 +93,7 @@ pub async fn cancel_by_client(
 
 pub async fn amend_order(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiPath(order_id): ApiPath<String>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -107,7 +105,7 @@ pub async fn amend_order(
 /// `PATCH /v1/orders?client_order_id=`: amends the order by the id the client gave it.
 pub async fn amend_by_client(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiQuery(query): ApiQuery<ClientIdQuery>,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -118,16 +116,15 @@ pub async fn amend_by_client(
 
 pub async fn list_orders(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiQuery(query): ApiQuery<OrdersQuery>,
 ) -> ApiResult<Response> {
-    let trader = state.entry.trader(caller.account()?).await?;
-    let Some(account_id) = trader.id else {
+    let Some(account_id) = state.entry.account_id(&caller).await? else {
         return Ok(ok(json!({ "orders": [] })));
     };
     if let Some(client_id) = query.client_order_id {
         let target = Target::ClientOrderId(Cow::Owned(client_id));
-        return Ok(ok(state.entry.order_status(trader, &target).await?.to_json()));
+        return Ok(ok(state.entry.order_status(&caller, &target).await?.to_json()));
     }
     let finished = match query.status.as_deref() {
         None | Some("open") => false,
@@ -168,11 +165,10 @@ fn matches_symbol(reference: &Reference, instrument: InstrumentId, symbol: Optio
 
 pub async fn fills(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
     ApiQuery(query): ApiQuery<FillsQuery>,
 ) -> ApiResult<Response> {
-    let trader = state.entry.trader(caller.account()?).await?;
-    let Some(account_id) = trader.id else {
+    let Some(account_id) = state.entry.account_id(&caller).await? else {
         return Ok(ok(json!({ "fills": [] })));
     };
     let fills = state
@@ -198,7 +194,7 @@ pub async fn fills(
 
 pub async fn balances(
     State(state): State<Shared>,
-    Extension(caller): Extension<Caller>,
+    Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
     let account = caller.account()?.to_string();
     Ok(ok(json!({ "account": account, "balances": account_balances(&state, &account).await? })))

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use bourse_core::command::OrderType;
 use bourse_core::ids::OrderId;
-use bourse_core::{Decimal, Offset, Side, StpMode, TimeInForce};
+use bourse_core::{Decimal, Offset, OrderSize, Side, StpMode, TimeInForce};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -27,7 +27,10 @@ pub struct OrderRequest {
     #[serde(rename = "type")]
     kind: KindText,
     price: Option<String>,
-    qty: String,
+    /// What to buy or sell; or, for a spot market buy, `quote_qty`: what to spend
+    /// (`orders.md`). The engine checks which go together.
+    qty: Option<String>,
+    quote_qty: Option<String>,
     time_in_force: Option<TimeInForceText>,
     post_only: Option<bool>,
     stp: Option<StpText>,
@@ -106,7 +109,13 @@ impl OrderRequest {
                 SideText::Sell => Side::Sell,
             },
             order_type,
-            qty: parse_decimal("qty", &self.qty)?,
+            size: OrderSize::of(
+                self.qty.as_deref().map(|qty| parse_decimal("qty", qty)).transpose()?,
+                self.quote_qty
+                    .as_deref()
+                    .map(|amount| parse_decimal("quote_qty", amount))
+                    .transpose()?,
+            ),
             time_in_force: match self.time_in_force.unwrap_or(TimeInForceText::Gtc) {
                 TimeInForceText::Gtc => TimeInForce::GoodTillCancel,
                 TimeInForceText::Ioc => TimeInForce::ImmediateOrCancel,

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use axum::extract::State;
 use axum::response::Response;
 use bourse_protocol::signing::{LOGIN_METHOD, WS_LOGIN_PATH};
@@ -23,20 +23,20 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::gateways::shared::connection::WRITE_TIMEOUT;
+use crate::gateways::shared::websocket::{self, accept, Upgrade};
 use crate::gateways::shared::{http_error, json};
 use crate::link::LaneReleases;
-use crate::port::auth::{Caller, Signed};
+use crate::port::auth::Signed;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::Detail;
 use crate::port::orders::in_flight::{InFlight, Submitted};
+use crate::port::session::Session;
 use crate::port::state::Shared;
 use crate::services::feed::channel::{Channel, FeedMessage, HubCommand, Kill, Outbound};
 use orders::{Decoded, EntryOp};
 
 /// Largest message a client may send.
 pub const INBOUND_MESSAGE_BYTES_MAX: usize = 4_096;
-/// Bytes read from a connection at a time, at most.
-pub const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// Subscriptions per connection, at most.
 pub const SUBSCRIPTIONS_MAX: usize = 64;
 /// Answers to order entry that are ready together go out in one write, up to this many.
@@ -45,7 +45,7 @@ const ANSWERS_PER_WRITE_MAX: usize = 256;
 const _: () =
     assert!(ANSWERS_PER_WRITE_MAX <= crate::port::orders::in_flight::IN_FLIGHT_PER_CONNECTION_MAX);
 // A whole message fits what one read takes.
-const _: () = assert!(INBOUND_MESSAGE_BYTES_MAX <= READ_BUFFER_BYTES);
+const _: () = assert!(INBOUND_MESSAGE_BYTES_MAX <= websocket::READ_BUFFER_BYTES);
 
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
@@ -62,35 +62,6 @@ pub async fn upgrade(upgrade: Upgrade, State(state): State<Shared>) -> Response 
     })
 }
 
-/// A WebSocket upgrade request as axum hands it over (a rejection when it is none).
-pub type Upgrade =
-    Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>;
-
-/// Upgrades to a WebSocket whose messages are at most `message_bytes_max`, run by
-/// `run`; a request that is no upgrade gets `malformed` (every WebSocket gateway's).
-pub fn accept<F, R>(upgrade: Upgrade, message_bytes_max: usize, run: F) -> Response
-where
-    F: FnOnce(WebSocket) -> R + Send + 'static,
-    R: std::future::Future<Output = ()> + Send + 'static,
-{
-    let upgrade = match upgrade {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => {
-            let message =
-                format!("{} (a WebSocket upgrade request is needed)", rejection.body_text());
-            return axum::response::IntoResponse::into_response(ApiError::malformed(message));
-        }
-    };
-    upgrade
-        // (tungstenite zeroes its whole read buffer before every read attempt, and a
-        // connection's loop tries one whenever it wakes to send: 128 KiB by default
-        // made a fan-out to 2,000 subscribers spend 64% of its time in memset.)
-        .read_buffer_size(READ_BUFFER_BYTES)
-        .max_message_size(message_bytes_max)
-        .max_frame_size(message_bytes_max)
-        .on_upgrade(run)
-}
-
 struct Connection {
     id: u64,
     /// The connection's order-entry requests in flight, on its own lane.
@@ -100,7 +71,8 @@ struct Connection {
     state: Shared,
     outbound: Outbound,
     receiver: mpsc::Receiver<Arc<FeedMessage>>,
-    caller: Option<Caller>,
+    /// Once logged in: who, holding its place among its key's connections.
+    session: Option<Session>,
     subscriptions: HashSet<Channel>,
 }
 
@@ -123,7 +95,7 @@ impl Connection {
             state,
             outbound,
             receiver,
-            caller: None,
+            session: None,
             subscriptions: HashSet::new(),
         }
     }
@@ -193,9 +165,6 @@ impl Connection {
                 tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
         }
         let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
-        if let Some(caller) = &self.caller {
-            self.state.logged_in.release(&caller.key.id);
-        }
         self.state.metrics.connection_closed("websocket");
     }
 
@@ -228,8 +197,8 @@ impl Connection {
             }
         };
         // A logged-in connection's requests count against its key's rate, as REST's do.
-        if let Some(caller) = &self.caller {
-            if let Err(error) = self.state.auth.take_token(&caller.key) {
+        if let Some(session) = &self.session {
+            if let Err(error) = self.state.count_request(session) {
                 return Some(error_message(error.code, &error.message));
             }
         }
@@ -284,19 +253,15 @@ impl Connection {
                 op.name()
             )));
         }
-        let Some(caller) = &self.caller else {
+        let Some(session) = &self.session else {
             return Err(ApiError::new(
                 ErrorCode::LoginRequired,
                 format!("log in before {}", op.name()),
             ));
         };
-        self.state.auth.take_token(&caller.key)?;
-        let account = caller.account()?;
         let decoded = Decoded::read(op, request)?;
         let request = decoded.request()?;
-        let entry = &self.state.entry;
-        let trader = entry.trader(account).await?;
-        in_flight.submit(entry, trader, &request, Detail::Full).await
+        in_flight.submit(&self.state.entry, session, &request, Detail::Full).await
     }
 
     /// Sends the answers at the front of `in_flight` that are known, in order, in one
@@ -324,7 +289,7 @@ impl Connection {
     }
 
     fn login(&mut self, key: &str, timestamp: &str, signature: &str) -> ApiResult<Value> {
-        if self.caller.is_some() {
+        if self.session.is_some() {
             return Err(ApiError::new(
                 ErrorCode::AlreadyLoggedIn,
                 "this connection is logged in already",
@@ -338,16 +303,10 @@ impl Connection {
             path_and_query: WS_LOGIN_PATH,
             body: b"",
         };
-        let caller =
-            self.state.auth.check(&self.state.keys, &signed, bourse_protocol::signing::now_ms())?;
-        caller.account()?;
-        self.state
-            .logged_in
-            .claim(&caller.key.id)
-            .map_err(|(_, message)| ApiError::new(ErrorCode::TooManyConnections, message))?;
-        let account = caller.key.account.clone();
-        tracing::info!(connection = self.id, key = %caller.key.id, "websocket login");
-        self.caller = Some(caller);
+        let session = self.state.login_with_key(&signed, bourse_protocol::signing::now_ms())?;
+        let account = session.account()?.to_string();
+        tracing::info!(connection = self.id, key = session.key_id(), "websocket login");
+        self.session = Some(session);
         Ok(json!({ "type": "logged_in", "account": account }))
     }
 
@@ -412,7 +371,7 @@ impl Connection {
             }
             "orders" | "fills" | "balances" | "positions" => {
                 let caller = self
-                    .caller
+                    .session
                     .as_ref()
                     .ok_or_else(|| ApiError::new(ErrorCode::LoginRequired, format!("log in before subscribing to {name}")))?;
                 let account = caller.account()?;

@@ -107,6 +107,11 @@ pub fn placed_from_events(
             _ => {}
         }
     }
+    if record.quote_qty.is_some() {
+        // A spend-amount buy names no quantity: it bought what it filled (and it never
+        // rests, so it is done by the end of its command).
+        record.qty = record.filled;
+    }
     debug_assert!(record.filled <= record.qty, "an order never fills beyond its quantity");
     record.remaining =
         if record.status == OrderStatus::Open { record.qty - record.filled } else { Qty(0) };

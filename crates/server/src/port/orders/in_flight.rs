@@ -12,9 +12,10 @@ use bourse_engine::{Correlation, Outcome, Released};
 
 use super::answer::{Answer, Detail};
 use super::request::Request;
-use super::{OrderEntry, Trader, Work};
+use super::{OrderEntry, Work};
 use crate::link::{Lane, LaneReleases, LinkError, Reply};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
+use crate::port::session::Session;
 
 /// Requests of one connection waiting for the engine, at most: at this many the
 /// connection is not read until answers go out (TCP flow control holds the client
@@ -71,11 +72,11 @@ impl<M> InFlight<M> {
     pub async fn submit(
         &mut self,
         entry: &OrderEntry,
-        trader: Trader<'_>,
+        session: &Session,
         request: &Request<'_>,
         detail: Detail,
     ) -> ApiResult<Submitted> {
-        let (correlation, work) = entry.submit(&mut self.lane, trader, request, detail).await?;
+        let (correlation, work) = entry.submit(&mut self.lane, session, request, detail).await?;
         Ok(Submitted { correlation, work })
     }
 

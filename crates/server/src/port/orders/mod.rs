@@ -25,6 +25,8 @@ use bourse_engine::Correlation;
 use crate::directory::Directory;
 use crate::link::{read_order_behind, EngineLink, Lane, LinkError, OrderRead, Pending, Reply};
 use crate::port::error::{ApiError, ApiResult};
+use crate::port::policy::Policy;
+use crate::port::session::Session;
 use crate::render::Shown;
 use answer::{placed_from_events, Answer, Detail, Placed, Stamp, View};
 use request::{Request, Target};
@@ -32,7 +34,7 @@ use request::{Request, Target};
 /// The account a request acts for: its name, and its engine id once it has one (its
 /// first deposit made it).
 #[derive(Clone, Copy, Debug)]
-pub struct Trader<'a> {
+struct Trader<'a> {
     pub name: &'a str,
     pub id: Option<AccountId>,
 }
@@ -109,15 +111,21 @@ enum Needs {
     Order(OrderRead),
 }
 
-/// The order-entry service the gateways share.
+/// The order-entry service the gateways share. Every request it takes is a request
+/// of a session, charged against the session's limits (`policy`) before anything else.
 pub struct OrderEntry {
     link: Arc<EngineLink>,
     directory: Arc<Directory>,
+    policy: Arc<Policy>,
 }
 
 impl OrderEntry {
-    pub fn new(link: Arc<EngineLink>, directory: Arc<Directory>) -> OrderEntry {
-        OrderEntry { link, directory }
+    pub fn new(
+        link: Arc<EngineLink>,
+        directory: Arc<Directory>,
+        policy: Arc<Policy>,
+    ) -> OrderEntry {
+        OrderEntry { link, directory, policy }
     }
 
     pub fn link(&self) -> &Arc<EngineLink> {
@@ -128,21 +136,39 @@ impl OrderEntry {
         &self.directory
     }
 
-    /// The account `name` as order entry names it (its id read from the directory).
-    pub async fn trader<'a>(&self, name: &'a str) -> ApiResult<Trader<'a>> {
-        Ok(Trader { name, id: self.directory.account_id(name).await? })
+    /// The account `session` trades for, as order entry names it: its engine id once
+    /// the engine has it (read from the directory once per session), else its name.
+    async fn trader<'s>(&self, session: &'s Session) -> ApiResult<Trader<'s>> {
+        let name = session.account()?;
+        if let Some(id) = session.known_account_id() {
+            return Ok(Trader { name, id: Some(id) });
+        }
+        let id = self.directory.account_id(name).await?;
+        if let Some(id) = id {
+            session.learn_account_id(id);
+        }
+        Ok(Trader { name, id })
     }
 
-    /// Checks `request`, makes its command and submits it through `to`; returns the
-    /// submission's ticket and what its answer needs. Nothing is submitted when a check
-    /// fails (the error says why).
+    /// The engine id of the account `session` trades for; `None` before its first
+    /// deposit (it has no orders, fills or balances yet).
+    pub async fn account_id(&self, session: &Session) -> ApiResult<Option<AccountId>> {
+        Ok(self.trader(session).await?.id)
+    }
+
+    /// Takes one request of `session`: charged against its limits, then checked, made
+    /// into its command and submitted through `to`; returns the submission's ticket and
+    /// what its answer needs. Nothing is submitted when a check fails (the error says
+    /// why).
     pub async fn submit<S: Submit>(
         &self,
         to: &mut S,
-        trader: Trader<'_>,
+        session: &Session,
         request: &Request<'_>,
         detail: Detail,
     ) -> ApiResult<(S::Ticket, Work)> {
+        session.charge(&self.policy)?;
+        let trader = self.trader(session).await?;
         match request {
             Request::Place(order) => {
                 let client_order_id = request::client_order_id(order.client_order_id.as_deref())?;
@@ -192,11 +218,11 @@ impl OrderEntry {
     /// (REST's handlers: one request per call).
     pub async fn submit_and_wait(
         &self,
-        trader: Trader<'_>,
+        session: &Session,
         request: &Request<'_>,
     ) -> ApiResult<Answer> {
         let mut link: &EngineLink = &self.link;
-        let (pending, work) = self.submit(&mut link, trader, request, Detail::Full).await?;
+        let (pending, work) = self.submit(&mut link, session, request, Detail::Full).await?;
         let reply = pending.wait().await?;
         self.answer(work, reply).await
     }
@@ -271,6 +297,15 @@ impl OrderEntry {
             .and_then(|qty| qty.to_units(info.qty_decimals))
             .and_then(|units| i64::try_from(units).ok())
             .map_or(Qty(0), Qty);
+        // A spend-amount buy names what it spends, in the quote asset's units, as the
+        // venue's record keeps it.
+        let quote_qty = order
+            .size
+            .quote_qty()
+            .zip(info.quote_decimals())
+            .and_then(|(quote_qty, decimals)| quote_qty.to_units(decimals))
+            .and_then(|units| i64::try_from(units).ok())
+            .map(bourse_core::Amount);
         // (The events name the account too: this only fills in an order that neither
         // traded nor finished.)
         let submitted = OrderRecord {
@@ -290,7 +325,7 @@ impl OrderEntry {
             stp: order.stp,
             price,
             qty,
-            quote_qty: None,
+            quote_qty,
             remaining: qty,
             filled: Qty(0),
             status: OrderStatus::Open,
@@ -316,7 +351,7 @@ impl OrderEntry {
 
     /// The account and client order id of the order `target` names: `unknown_order`
     /// when the account has none such (by `order_id`, the order is read first).
-    pub async fn target(
+    async fn target(
         &self,
         trader: Trader<'_>,
         target: &Target<'_>,
@@ -334,8 +369,10 @@ impl OrderEntry {
     }
 
     /// The order `target` names as it stands now: `unknown_order` when the account has
-    /// none such (another account's order too).
-    pub async fn order_status(&self, trader: Trader<'_>, target: &Target<'_>) -> ApiResult<Shown> {
+    /// none such (another account's order too). A request of `session`, charged.
+    pub async fn order_status(&self, session: &Session, target: &Target<'_>) -> ApiResult<Shown> {
+        session.charge(&self.policy)?;
+        let trader = self.trader(session).await?;
         let account = trader.id.ok_or_else(ApiError::unknown_order)?;
         let record = match target {
             Target::OrderId(order_id) => self.own_order(account, *order_id).await?,

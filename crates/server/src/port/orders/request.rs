@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::ids::{AccountId, OrderId};
-use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInForce};
+use bourse_core::{AccountRef, Command, Decimal, Offset, OrderSize, Side, StpMode, TimeInForce};
 
 use crate::port::error::{ApiError, ApiResult};
 
@@ -24,7 +24,9 @@ pub struct NewOrder<'a> {
     pub side: Side,
     /// A limit order's price, or a market order.
     pub order_type: OrderType,
-    pub qty: Decimal,
+    /// What it buys or sells (`qty`), or for a spot market buy what it spends
+    /// (`quote_qty`, `orders.md`): the engine checks which go together.
+    pub size: OrderSize,
     pub time_in_force: TimeInForce,
     pub post_only: bool,
     pub stp: StpMode,
@@ -40,7 +42,7 @@ impl NewOrder<'_> {
             symbol: Cow::Owned(self.symbol.into_owned()),
             side: self.side,
             order_type: self.order_type,
-            qty: self.qty,
+            size: self.size,
             time_in_force: self.time_in_force,
             post_only: self.post_only,
             stp: self.stp,
@@ -138,7 +140,7 @@ pub fn order_command<'a>(
         symbol: Cow::Borrowed(order.symbol.as_ref()),
         side: order.side,
         order_type: order.order_type,
-        size: bourse_core::OrderSize::of_qty(order.qty),
+        size: order.size.clone(),
         time_in_force: order.time_in_force,
         post_only: order.post_only,
         stp: order.stp,
