@@ -4,7 +4,9 @@
 //! `tests/interop/ui/package.json`; no browser is downloaded) against `bourse serve
 //! --demo`: alice rests an order and sees it in the book, the depth and her open
 //! orders; bob fills it from his own page with the keyboard alone; both see the fill and
-//! their balances move; alice amends and cancels another order; the operator halts the
+//! their balances move; a page opened after that trade shows it and the ticker (a trade
+//! during its held REST reads shows once); no login leaves an error in the console;
+//! alice amends and cancels another order; the operator halts the
 //! market (alice's ticket says so), declares an asset and an instrument, creates and
 //! funds an account whose new key then logs in, cancels all of alice's orders, runs a
 //! contract's margin, posted price and settlement, revokes a key and runs SQL; a bad key

@@ -325,6 +325,36 @@ fn openapi_describes_exactly_the_routes_the_server_serves() {
 }
 
 #[test]
+fn any_key_reads_its_own_role_and_account_and_an_unsigned_request_is_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let alice = server.trader("alice", &[]);
+    let (status, trader) = alice.get("/v1/key");
+    assert_eq!(status, 200, "{trader}");
+    assert_eq!(
+        (trader["key"].as_str(), trader["role"].as_str(), trader["account"].as_str()),
+        (Some(alice.key.as_str()), Some("trader"), Some("alice")),
+        "{trader}"
+    );
+    assert_eq!(trader["revoked"], false);
+    assert!(trader.get("secret").is_none(), "no secret: {trader}");
+    // The admin key answers 200 too (no role is refused this read).
+    let (status, admin) = server.admin.get("/v1/key");
+    assert_eq!(status, 200, "{admin}");
+    assert_eq!(
+        (admin["key"].as_str(), admin["role"].as_str(), admin["account"].clone()),
+        (Some(server.admin.key.as_str()), Some("admin"), Value::Null),
+        "{admin}"
+    );
+    let (status, refused) = support::request(server.address, "GET", "/v1/key", &[], b"");
+    assert_eq!((status, refused["code"].as_str()), (401, Some("missing_signature")));
+    let (status, _) = server.admin.delete(&format!("/v1/admin/keys/{}", alice.key));
+    assert_eq!(status, 200);
+    let (status, revoked) = alice.get("/v1/key");
+    assert_eq!((status, revoked["code"].as_str()), (401, Some("invalid_key")), "{revoked}");
+}
+
+#[test]
 fn metrics_count_requests_commands_rejects_trades_connections_and_journal_syncs() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);

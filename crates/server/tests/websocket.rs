@@ -92,6 +92,15 @@ fn depth_is_a_snapshot_then_numbered_deltas_and_trades_and_ticker_follow_the_boo
             assert_eq!(snapshot["asks"], json!([["101", "1", 1]]));
             assert_eq!(snapshot["bids"], json!([]));
         }
+        if channel == "ticker" {
+            // The current ticker at once: no trade yet.
+            let snapshot = next(&mut socket);
+            assert_eq!(
+                (snapshot["type"].as_str(), snapshot["seq"].as_u64()),
+                (Some("snapshot"), Some(0))
+            );
+            assert_eq!(snapshot["data"]["last"], Value::Null, "{snapshot}");
+        }
     }
     let depth_seq = |message: &Value| message["seq"].as_u64().unwrap();
     order(&buyer, "buy", "99", "2", "b1");
@@ -115,6 +124,7 @@ fn depth_is_a_snapshot_then_numbered_deltas_and_trades_and_ticker_follow_the_boo
         (ticker["data"]["last"].as_str(), ticker["data"]["volume_24h"].as_str()),
         (Some("101"), Some("0.4"))
     );
+    assert_eq!(ticker["seq"], 1, "the first update follows the snapshot's 0");
     let delta = until(&mut socket, |m| m["channel"] == "depth");
     assert_eq!(depth_seq(&delta), first_delta + 1, "deltas are numbered without gaps");
     assert_eq!(delta["asks"], json!([["101", "0.6", 1]]));
@@ -134,6 +144,78 @@ fn depth_is_a_snapshot_then_numbered_deltas_and_trades_and_ticker_follow_the_boo
     send(&mut socket, json!({ "op": "unsubscribe", "channel": "depth", "symbol": "BTC-USD" }));
     assert_eq!(next(&mut socket)["type"], "unsubscribed");
     order(&seller, "sell", "99", "1", "s2");
+    send(&mut socket, json!({ "op": "ping" }));
+    assert_eq!(next(&mut socket)["type"], "pong");
+}
+
+/// Subscribes `socket` to `channel` of `symbol` and returns what follows the
+/// acknowledgement.
+fn subscribe_and_read(socket: &mut Socket, channel: &str, symbol: &str) -> Value {
+    send(socket, json!({ "op": "subscribe", "channel": channel, "symbol": symbol }));
+    let answer = next(socket);
+    assert_eq!(
+        (answer["type"].as_str(), answer["channel"].as_str()),
+        (Some("subscribed"), Some(channel))
+    );
+    next(socket)
+}
+
+#[test]
+fn a_ticker_subscription_gets_the_current_ticker_at_once_then_numbered_updates() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let (seller, buyer) = server.seller_and_buyer("10", "100000");
+    // Trades before anyone follows the ticker.
+    order(&seller, "sell", "101", "1", "s1");
+    order(&buyer, "buy", "101", "0.25", "b1");
+    order(&seller, "sell", "100", "1", "s2");
+    order(&buyer, "buy", "100", "0.5", "b2");
+    // The hub sees a trade a moment after its acknowledgement: wait for REST's ticker.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while support::request(server.address, "GET", "/v1/ticker/BTC-USD", &[], b"").1["data"]
+        ["trades_24h"]
+        != 2
+    {
+        assert!(Instant::now() < deadline, "the trades never reached the ticker");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut socket = connect(server.address);
+    let snapshot = subscribe_and_read(&mut socket, "ticker", "BTC-USD");
+    assert_eq!(
+        (snapshot["channel"].as_str(), snapshot["symbol"].as_str(), snapshot["type"].as_str()),
+        (Some("ticker"), Some("BTC-USD"), Some("snapshot")),
+        "the ticker comes at once, before any new trade: {snapshot}"
+    );
+    assert_eq!(snapshot["seq"], 0, "no update was sent before it");
+    let data = &snapshot["data"];
+    assert_eq!(
+        (data["last"].as_str(), data["open_24h"].as_str(), data["high_24h"].as_str()),
+        (Some("100"), Some("101"), Some("101"))
+    );
+    assert_eq!(
+        (data["low_24h"].as_str(), data["volume_24h"].as_str(), data["trades_24h"].as_u64()),
+        (Some("100"), Some("0.75"), Some(2))
+    );
+    assert_eq!(data["quote_volume_24h"], "75.25");
+    assert!(data.get("open_interest").is_none(), "a spot ticker has no open interest: {data}");
+
+    // Then an update per batch of trades, numbered from 1.
+    order(&buyer, "buy", "100", "0.1", "b3");
+    let update = next(&mut socket);
+    assert_eq!((update["channel"].as_str(), update["seq"].as_u64()), (Some("ticker"), Some(1)));
+    assert!(update.get("type").is_none(), "{update}");
+    assert_eq!(
+        (update["data"]["last"].as_str(), update["data"]["trades_24h"].as_u64()),
+        (Some("100"), Some(3))
+    );
+
+    // A later subscriber's snapshot is numbered after the update already sent.
+    let mut late = connect(server.address);
+    let snapshot = subscribe_and_read(&mut late, "ticker", "BTC-USD");
+    assert_eq!((snapshot["type"].as_str(), snapshot["seq"].as_u64()), (Some("snapshot"), Some(1)));
+    assert_eq!(snapshot["data"]["volume_24h"], "0.85");
+    // The first subscriber got nothing for it.
     send(&mut socket, json!({ "op": "ping" }));
     assert_eq!(next(&mut socket)["type"], "pong");
 }
@@ -812,6 +894,15 @@ fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
             && m["data"]["positions"]["SHFE.cu2501"]["last_price"] == "50100"
     });
     assert_eq!(moved["data"]["positions"]["SHFE.cu2501"]["position_profit"], "500");
+    // A contract's ticker snapshot has its open interest (alice's long and carol's).
+    let mut watcher = connect(server.address);
+    let ticker = subscribe_and_read(&mut watcher, "ticker", "SHFE.cu2501");
+    assert_eq!(ticker["type"], "snapshot", "{ticker}");
+    assert_eq!(
+        (ticker["data"]["last"].as_str(), ticker["data"]["open_interest"].as_str()),
+        (Some("50100"), Some("2")),
+        "{ticker}"
+    );
 }
 
 #[test]

@@ -90,11 +90,22 @@ const state = {
   symbol: null,
   book: { bids: new Map(), asks: new Map(), seq: 0, synced: false },
   openOrders: new Map(),
+  // Each order's newest version seen, from any source (`orderVersion`), and when it was
+  // seen (`tick`, a counter of this page's changes): an older copy never undoes it.
+  orderSeen: new Map(),
+  orderTick: 0,
+  // The latest trades of the market and the account's latest fills, newest first.
+  trades: [],
+  fills: [],
+  // Whether the ticker channel has spoken for this market (a REST answer is then older).
+  tickerLive: false,
   socket: null,
   reconnectDelay: 500,
   chart: null,
   candles: null,
-  lastCandleTime: 0,
+  // The chart's last bar (its time and trade count), and the channel's latest candles.
+  lastCandle: { time: 0, trades: 0 },
+  liveCandles: [],
   // The console: the futures contracts still live (an instrument not among them expired).
   liveFutures: null,
 };
@@ -126,16 +137,12 @@ $("logout").addEventListener("click", () => {
   location.reload();
 });
 
-// An operator's key opens the console, an account's key the trading screen.
+// An operator's key opens the console, an account's key the trading screen: the key
+// says which (`GET /v1/key` answers either role, so no refused probe is left in the
+// browser's console).
 async function roleOf() {
-  try {
-    await api("GET", "/v1/balances");
-    return "trader";
-  } catch (error) {
-    if (error.code !== "forbidden") throw error;
-    await api("GET", "/v1/admin/accounts");
-    return "operator";
-  }
+  const key = await api("GET", "/v1/key");
+  return key.role === "admin" ? "operator" : "trader";
 }
 
 async function startAs(role) {
@@ -481,6 +488,12 @@ $("sql-form").addEventListener("submit", async (event) => {
 
 // ---- The screen ------------------------------------------------------------------------
 
+// Every panel shows the current state on open, then live changes on top. The REST read
+// of a panel whose channel sends only changes (trades, candles, orders, fills) is made
+// once the channel's subscription is in place (its `subscribed` answer), so nothing
+// falls between the two; what comes both ways shows once (trade ids, order versions).
+// The book, the ticker, balances and positions come with their channel's snapshot; the
+// ticker and the balances are also read at once, until the channel speaks.
 async function start() {
   const balances = await api("GET", "/v1/balances");
   $("who").textContent = `Logged in as ${balances.account}`;
@@ -490,8 +503,6 @@ async function start() {
   renderBalances(balances.balances);
   state.instruments = (await api("GET", "/v1/instruments")).instruments;
   renderMarkets();
-  await loadOpenOrders();
-  await loadFills();
   selectMarket(state.instruments[0] && state.instruments[0].symbol);
   connect();
 }
@@ -520,9 +531,13 @@ function selectMarket(symbol) {
   $("futures-panel").hidden = !state.instruments.some((entry) => entry.kind === "future");
   $("place").disabled = Boolean(item && item.halted);
   $("ticket-error").textContent = item && item.halted ? `${symbol} is halted: orders are refused until it resumes.` : "";
-  $("trades").replaceChildren();
+  state.trades = [];
+  renderTrades();
+  state.tickerLive = false;
+  showTicker(null);
+  loadTicker(symbol);
   resetBook();
-  loadChart(symbol);
+  resetChart();
   if (state.socket && state.socket.readyState === WebSocket.OPEN) {
     if (previous) for (const channel of ["depth", "trades", "ticker", "candles"]) send({ op: "unsubscribe", channel, symbol: previous });
     subscribeMarket();
@@ -562,10 +577,10 @@ function subscribeMarket() {
 async function onMessage(message) {
   if (message.type === "logged_in") {
     for (const channel of ["orders", "fills", "balances", "positions"]) send({ op: "subscribe", channel });
-    loadOpenOrders();
     return;
   }
-  if (message.type === "subscribed" || message.type === "unsubscribed" || message.type === "pong") return;
+  if (message.type === "subscribed") return onSubscribed(message);
+  if (message.type === "unsubscribed" || message.type === "pong") return;
   if (message.type === "error") {
     if (message.code !== "unknown_channel") $("orders-error").textContent = `${message.code}: ${message.message}`;
     return;
@@ -579,6 +594,19 @@ async function onMessage(message) {
     case "fills": return onFill(message.data);
     case "balances": return renderBalances(message.data);
     case "positions": return renderFutures(message.data);
+  }
+}
+
+// A channel's subscription is in place: what happened before it is read by REST now
+// (the channel brings everything after). The book, the ticker, balances and positions
+// need nothing: their channels send a snapshot.
+function onSubscribed(message) {
+  if (message.symbol && message.symbol !== state.symbol) return;
+  switch (message.channel) {
+    case "trades": return loadTrades(message.symbol);
+    case "candles": return loadChart(message.symbol);
+    case "orders": return loadOpenOrders();
+    case "fills": return loadFills();
   }
 }
 
@@ -719,21 +747,85 @@ function renderDepth() {
   $("depth-summary").textContent = `${side(bids, "bids", "down to")}; ${side(asks, "asks", "up to")}.`;
 }
 
+// ---- Recent trades and fills: each once, newest first, whichever way it came
+
+const ROWS_SHOWN = 30;
+
+// A trade id, "35-0", as numbers: the command's sequence number, then the trade's
+// place among that command's trades.
+function tradeOrder(id) {
+  const [seq, index] = String(id).split("-").map(Number);
+  return [seq || 0, index || 0];
+}
+
+function newerTradeFirst(a, b) {
+  const [x, y] = [tradeOrder(a.trade_id), tradeOrder(b.trade_id)];
+  return y[0] - x[0] || y[1] - x[1];
+}
+
+// `shown` with `more` added: each item once (by `key`), newest first, the latest few.
+function mergeNewest(shown, more, key) {
+  const byKey = new Map(shown.map((item) => [key(item), item]));
+  for (const item of more) if (item && item.trade_id) byKey.set(key(item), item);
+  return [...byKey.values()].sort(newerTradeFirst).slice(0, ROWS_SHOWN);
+}
+
+const tradeKey = (trade) => trade.trade_id;
+
+async function loadTrades(symbol) {
+  $("trades-state").textContent = "";
+  try {
+    const answer = await api("GET", `/v1/trades/${encodeURIComponent(symbol)}?limit=${ROWS_SHOWN}`);
+    if (state.symbol !== symbol) return;
+    state.trades = mergeNewest(state.trades, answer.trades, tradeKey);
+    renderTrades();
+  } catch (error) {
+    if (state.symbol === symbol) $("trades-state").textContent = `(the earlier trades could not be read: ${error.message})`;
+  }
+}
+
 function onTrade(message) {
   if (message.symbol && message.symbol !== state.symbol) return;
-  const row = tableRow([message.data.price, message.data.qty, message.data.taker_side]);
-  $("trades").prepend(row);
-  while ($("trades").children.length > 30) $("trades").lastChild.remove();
+  state.trades = mergeNewest(state.trades, [message.data], tradeKey);
+  renderTrades();
+}
+
+function renderTrades() {
+  $("trades").replaceChildren(...state.trades.map((trade) => tableRow([trade.price, trade.qty, trade.taker_side])));
+}
+
+// ---- The ticker: the channel's snapshot, then its updates; a REST answer fills in
+// until the channel speaks (after that it would be older news).
+
+async function loadTicker(symbol) {
+  try {
+    const answer = await api("GET", `/v1/ticker/${encodeURIComponent(symbol)}`);
+    if (state.symbol === symbol && !state.tickerLive) showTicker(answer.data);
+  } catch (error) {
+    // The channel's snapshot shows it.
+  }
 }
 
 function onTicker(message) {
-  const data = message.data || {};
-  $("ticker").textContent = data.last ? `last ${data.last} · 24 h volume ${data.volume_24h}` : "no trade in 24 h";
+  if (message.symbol && message.symbol !== state.symbol) return;
+  state.tickerLive = true;
+  showTicker(message.data);
+}
+
+function showTicker(data) {
+  $("ticker").textContent = !data ? "" : data.last ? `last ${data.last} · 24 h volume ${data.volume_24h}` : "no trade in 24 h";
 }
 
 // ---- The chart --------------------------------------------------------------------------
 
-async function loadChart(symbol) {
+// Clears the chart for a new market: the previous market's candles go at once.
+function resetChart() {
+  ensureChart();
+  state.liveCandles = [];
+  showCandles([]);
+}
+
+function ensureChart() {
   if (!state.chart) {
     state.chart = LightweightCharts.createChart($("chart"), {
       autoSize: true,
@@ -743,34 +835,49 @@ async function loadChart(symbol) {
     });
     state.candles = state.chart.addSeries(LightweightCharts.CandlestickSeries);
   }
-  // The previous market's candles go at once: a live candle of this one may come first.
-  showCandles([]);
+}
+
+// The history (read once the candles channel is in place), then the channel's latest
+// candles on top where they are newer than the history's last.
+async function loadChart(symbol) {
+  ensureChart();
   try {
     const answer = await api("GET", `/v1/candles/${encodeURIComponent(symbol)}?interval=1m&limit=200`);
-    if (state.symbol === symbol) showCandles(answer.candles.map(candlePoint));
+    if (state.symbol !== symbol) return;
+    showCandles(answer.candles);
+    for (const candle of state.liveCandles) drawCandle(candle);
   } catch (error) {
-    showCandles([]);
+    // The channel's candles still show.
   }
 }
 
-// The chart's bars, and the time of its last one: the chart takes no bar older than
-// that (the history may already hold a minute the channel then sends).
-function showCandles(points) {
+// The chart's bars, and its last one: the chart takes no bar older than that, nor the
+// same minute with fewer trades (the history may hold a minute the channel then sends).
+function showCandles(candles) {
+  const points = candles.map(candlePoint);
   state.candles.setData(points);
-  state.lastCandleTime = points.length ? points[points.length - 1].time : 0;
+  const last = candles[candles.length - 1];
+  state.lastCandle = last ? { time: candlePoint(last).time, trades: Number(last[6]) || 0 } : { time: 0, trades: 0 };
 }
 
 function candlePoint(candle) {
   return { time: Math.floor(candle[0] / 1e9), open: Number(candle[1]), high: Number(candle[2]), low: Number(candle[3]), close: Number(candle[4]) };
 }
 
+function drawCandle(candle) {
+  const point = candlePoint(candle);
+  const trades = Number(candle[6]) || 0;
+  const last = state.lastCandle;
+  if (point.time < last.time || (point.time === last.time && trades < last.trades)) return;
+  state.candles.update(point);
+  state.lastCandle = { time: point.time, trades };
+}
+
 function onCandle(message) {
   if (message.symbol && message.symbol !== state.symbol) return;
   if (!message.data || !state.candles) return;
-  const point = candlePoint(message.data);
-  if (point.time < state.lastCandleTime) return;
-  state.candles.update(point);
-  state.lastCandleTime = point.time;
+  state.liveCandles = [...state.liveCandles.slice(-4), message.data];
+  drawCandle(message.data);
 }
 
 // ---- The order ticket -------------------------------------------------------------------
@@ -806,19 +913,50 @@ $("ticket").addEventListener("submit", async (event) => {
 
 // ---- Orders, fills, balances -----------------------------------------------------------
 
+// The open orders as the server lists them, merged with what this page has seen: an
+// order the list lacks goes only if the page knew it before asking (it finished before
+// the read); one seen since may be newer than the list (placed since), and stays.
 async function loadOpenOrders() {
+  const asked = state.orderTick;
   try {
     const answer = await api("GET", "/v1/orders?status=open");
-    state.openOrders = new Map(answer.orders.map((order) => [order.order_id, order]));
+    const listed = new Set(answer.orders.map((order) => order.order_id));
+    for (const [id] of state.openOrders) {
+      const seen = state.orderSeen.get(id);
+      if (!listed.has(id) && !(seen && seen.tick > asked)) state.openOrders.delete(id);
+    }
+    for (const order of answer.orders) applyOrder(order);
     renderOpenOrders();
   } catch (error) {
     $("orders-error").textContent = error.message;
   }
 }
 
-function onOrder(order) {
+// An order's version: its last change's time, then finished after open (a command
+// that finishes it may share the time), then the quantity filled.
+function orderVersion(order) {
+  return [Number(order.updated_ns) || 0, order.status === "open" ? 0 : 1, Number(order.filled) || 0];
+}
+
+function olderVersion(a, b) {
+  for (let index = 0; index < a.length; index += 1) if (a[index] !== b[index]) return a[index] < b[index];
+  return false;
+}
+
+// Shows `order` unless a newer version of it was seen (from the channel, a REST list or
+// an answer, whichever came first).
+function applyOrder(order) {
+  const version = orderVersion(order);
+  const seen = state.orderSeen.get(order.order_id);
+  if (seen && olderVersion(version, seen.version)) return;
+  state.orderTick += 1;
+  state.orderSeen.set(order.order_id, { version, tick: state.orderTick });
   if (order.status === "open") state.openOrders.set(order.order_id, order);
   else state.openOrders.delete(order.order_id);
+}
+
+function onOrder(order) {
+  applyOrder(order);
   renderOpenOrders();
 }
 
@@ -896,16 +1034,28 @@ onSubmit($("amend-form"), async (data) => {
   return `Order ${amended.order_id}: ${amended.remaining} at ${text(amended.price)}.`;
 });
 
+// A fill is its trade's and its side's (with self-trade prevention off, an account may
+// be both the maker and the taker of one trade).
+const fillKey = (fill) => `${fill.trade_id} ${fill.liquidity}`;
+
 async function loadFills() {
-  const answer = await api("GET", "/v1/fills?limit=30");
-  $("fills").replaceChildren();
-  for (const fill of answer.fills) onFill(fill);
+  $("fills-error").textContent = "";
+  try {
+    const answer = await api("GET", `/v1/fills?limit=${ROWS_SHOWN}`);
+    state.fills = mergeNewest(state.fills, answer.fills, fillKey);
+    renderFills();
+  } catch (error) {
+    $("fills-error").textContent = error.message;
+  }
 }
 
 function onFill(fill) {
-  const row = tableRow([fill.symbol, fill.side, fill.price, fill.qty, `${text(fill.fee)} ${text(fill.fee_asset)}`]);
-  $("fills").prepend(row);
-  while ($("fills").children.length > 30) $("fills").lastChild.remove();
+  state.fills = mergeNewest(state.fills, [fill], fillKey);
+  renderFills();
+}
+
+function renderFills() {
+  $("fills").replaceChildren(...state.fills.map((fill) => tableRow([fill.symbol, fill.side, fill.price, fill.qty, `${text(fill.fee)} ${text(fill.fee_asset)}`])));
 }
 
 function renderBalances(balances) {

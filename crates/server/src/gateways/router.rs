@@ -36,6 +36,7 @@ pub fn router(state: Shared) -> Router {
         )
         .route("/v1/fills", get(rest::trading::fills))
         .route("/v1/balances", get(rest::trading::balances))
+        .route("/v1/key", get(rest::admin::own_key))
         .route("/v1/positions", get(rest::futures::positions))
         .route("/v1/account", get(rest::futures::account))
         .route(

@@ -5,14 +5,18 @@
 // - A bad key gets a clear message.
 // - alice logs in and rests an order: she sees it in the book, the depth and her open
 //   orders. bob logs in and places an order with the keyboard alone that fills it; both
-//   see the fill and their balances change. alice amends another order with the
-//   keyboard and cancels it.
+//   see the fill and their balances change. A page opened after the trade shows it in
+//   Recent trades and the ticker's last price; a trade while its REST reads are held
+//   shows once, and a ticker answer older than the channel's is not shown over it.
+//   alice amends another order with the keyboard and cancels it.
 // - The operator halts the market and alice's ticket shows it; declares an asset and a
 //   spot instrument; creates an account, funds it, gives it a key, and that key logs in;
 //   cancels all of alice's orders; runs a contract's margin, posted price and
 //   settlement; declares a contract and expires it; revokes a key; runs SQL; watches
 //   the engine's charts.
-// - Phone width; no script errors. Screenshots of each screen go to SCREENSHOT_DIR.
+// - Phone width; no script errors, and none at all in the console after a trader's or
+//   the operator's login (no refused request). Screenshots of each screen go to
+//   SCREENSHOT_DIR.
 //
 // Environment: BOURSE_URL, BOURSE_{ALICE,BOB,ADMIN}_{KEY,SECRET}, CHROMIUM (the
 // browser's path), SCREENSHOT_DIR. Prints every check; exits non-zero on the first
@@ -32,8 +36,10 @@ function check(condition, what) {
 
 // `routed`: the page's WebSocket goes through Playwright's route, so the test can drop
 // it (`page.dropSocket()`) and hold the page's reconnection until `page.reopenSocket()`.
-async function open(browser, who, { keyboard = false, width = 1300, routed = false } = {}) {
+// `before(page)`: runs before the page is loaded (to route its requests).
+async function open(browser, who, { keyboard = false, width = 1300, routed = false, before = null } = {}) {
   const page = await browser.newPage({ viewport: { width, height: 1000 } });
+  if (before) await before(page);
   if (routed) {
     let current = null;
     let gate = Promise.resolve();
@@ -110,6 +116,27 @@ async function waitFor(page, expression, what) {
   check(true, what);
 }
 
+// Waits for `condition()` in this script (not the page).
+async function until(condition, what) {
+  const deadline = Date.now() + TIMEOUT;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`FAILED (timed out): ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  check(true, what);
+}
+
+// Nothing at all in the console: no script error and no refused request.
+function consoleClean(page, who) {
+  check(page.errors.length === 0, `no errors in the console after ${who}'s login ${JSON.stringify(page.errors)}`);
+}
+
+// A trading page's panels have their current state: the ticker has spoken and the
+// recent trades are read.
+async function panelsReady(page) {
+  await page.waitForFunction(() => document.getElementById("ticker").textContent !== "", null, { timeout: TIMEOUT });
+}
+
 // Submits a console form and returns its status line (fails on its error line).
 async function submitForm(page, form, fields, button = "button[type=submit]") {
   for (const [name, value] of Object.entries(fields)) {
@@ -143,6 +170,11 @@ async function main() {
 
     const alice = await open(browser, "alice", { routed: true });
     const bob = await open(browser, "bob", { keyboard: true });
+    for (const [who, page] of [["alice", alice], ["bob", bob]]) {
+      await panelsReady(page);
+      consoleClean(page, who);
+    }
+    check(await bob.textContent("#ticker") === "no trade in 24 h", "before any trade the ticker says so");
     const aliceUsdBefore = await balance(alice, "USD");
     const bobBtcBefore = await balance(bob, "BTC");
     // The demo's book: five levels of 0.05 each side; the depth says so exactly.
@@ -192,6 +224,51 @@ async function main() {
     check(true, `bob's BTC changed (${bobBtcBefore.available} -> ${(await balance(bob, "BTC")).available})`);
     await bob.screenshot({ path: path.join(shots, "trading-filled.png"), fullPage: true });
 
+    // A page opened after the trade shows the current state. Its REST read of the
+    // trades is held until bob has traded again (that trade comes over the WebSocket
+    // first, then in the REST answer too: it must show once), and its REST ticker is
+    // read at once but delivered only after the channel's newer one.
+    let releaseTrades;
+    let releaseTicker;
+    const tradesHeld = new Promise((resolve) => { releaseTrades = resolve; });
+    const tickerHeld = new Promise((resolve) => { releaseTicker = resolve; });
+    let tradesAsked = false;
+    let staleTicker = null;
+    const late = await open(browser, "bob", {
+      before: async (page) => {
+        await page.route(/\/v1\/trades\/BTC-USD/, async (route) => {
+          tradesAsked = true;
+          await tradesHeld;
+          await route.continue();
+        });
+        await page.route(/\/v1\/ticker\/BTC-USD$/, async (route) => {
+          const response = await route.fetch();
+          staleTicker = staleTicker || (await response.json()).data;
+          await tickerHeld;
+          await route.fulfill({ response });
+        });
+      },
+    });
+    await waitFor(late, () => document.getElementById("ticker").textContent.startsWith("last 60000 · 24 h volume 0.02"), "a page opened after the trade shows the ticker's last price at once (the channel's snapshot)");
+    await until(() => tradesAsked, "it reads the recent trades once the trades channel is in place");
+    await place(bob, "sell", "59995", "0.01");
+    const tradeRows = (page) => cellTexts(page, "#trades tr");
+    await waitFor(late, () => document.querySelectorAll("#trades tr").length === 1 && document.querySelector("#trades td").textContent === "59995", "bob's new trade comes over the WebSocket while the REST read is held");
+    await waitFor(late, () => document.getElementById("ticker").textContent.startsWith("last 59995"), "and moves the ticker");
+    releaseTrades();
+    await waitFor(late, () => document.querySelectorAll("#trades tr").length === 2, "the held REST read adds the earlier trade");
+    check(JSON.stringify(await tradeRows(late)) === JSON.stringify([["59995", "0.01", "sell"], ["60000", "0.02", "sell"]]), `Recent trades: each trade once, newest first ${JSON.stringify(await tradeRows(late))}`);
+    check(staleTicker && staleTicker.last === "60000", "the held REST ticker is older (last 60000)");
+    const tickerDelivered = late.waitForResponse(/\/v1\/ticker\/BTC-USD$/);
+    releaseTicker();
+    await tickerDelivered;
+    await late.waitForTimeout(300);
+    check((await late.textContent("#ticker")).startsWith("last 59995"), "the older REST ticker does not replace the channel's newer one");
+    await waitFor(bob, () => document.querySelector("#trades td") && document.querySelector("#trades td").textContent === "59995", "bob's open page shows the new trade on top");
+    check(JSON.stringify(await tradeRows(bob)) === JSON.stringify(await tradeRows(late)), "and the same trades as the page opened later");
+    consoleClean(late, "bob (a second page)");
+    await late.close();
+
     // alice amends another order with the keyboard (Enter on Amend, type, Enter; Escape
     // gives the focus back), then cancels it.
     const other = await place(alice, "buy", "59000", "0.01");
@@ -211,6 +288,8 @@ async function main() {
 
     // ---- The operator console.
     const operator = await open(browser, "admin");
+    await waitFor(operator, () => document.querySelectorAll("#console-keys tr").length > 0 && document.querySelectorAll("#console-accounts tr").length > 0, "the console lists the keys and accounts");
+    consoleClean(operator, "the operator");
     await waitFor(operator, () => /^\d+$/.test(document.getElementById("health-commands").textContent), `the engine's commands/s chart has figures`);
     await waitFor(operator, () => /^\d+$/.test(document.getElementById("health-history-lag").textContent), "the history's lag is charted");
 
@@ -252,6 +331,9 @@ async function main() {
     check(/Key bk_/.test(await submitForm(operator, "#key-form", { account: "carol", label: "carol's screen" })), "the operator creates a key for carol");
     const carolKey = { key: await operator.textContent("#new-key-id"), secret: await operator.textContent("#new-key-secret") };
     const carol = await open(browser, carolKey);
+    await panelsReady(carol);
+    consoleClean(carol, "carol");
+    check((await cellTexts(carol, "#trades tr")).some((cells) => cells[0] === "60000"), "carol's page, opened later, shows the earlier trades");
     check((await balance(carol, "USD")).available === "4900", "carol logs in with the new key and sees 4900 USD");
     check(await carol.$$eval("#markets button", (buttons) => buttons.some((button) => button.textContent === "SOL-USD")), "carol's markets include SOL-USD");
 

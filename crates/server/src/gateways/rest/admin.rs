@@ -1,7 +1,8 @@
 //! Administration: assets, instruments, accounts (and their passwords), API keys and
-//! money in and out. Every handler needs an admin key. Assets, instruments, deposits
-//! and withdrawals are engine commands (journaled, replayed); accounts and keys are the
-//! key store's; passwords are set and removed through `passwords`, and never shown.
+//! money in and out. Every handler needs an admin key, but `own_key`, which tells any
+//! key about itself. Assets, instruments, deposits and withdrawals are engine commands
+//! (journaled, replayed); accounts and keys are the key store's; passwords are set and
+//! removed through `passwords`, and never shown.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -219,6 +220,13 @@ pub async fn account_balances_route(
     caller.require_admin()?;
     let balances = account_balances_admin(&state, &account).await?;
     Ok(ok(json!({ "account": account, "balances": balances })))
+}
+
+/// `GET /v1/key`: the key that signed the request, as the key list shows it (its role
+/// and account), for an admin or a trader key alike: how a client such as the web
+/// screens learns what it logged in as without a request that one role is refused.
+pub async fn own_key(Extension(caller): Extension<Caller>) -> Response {
+    ok(key_json(&caller.key))
 }
 
 fn key_json(key: &KeyRecord) -> Value {

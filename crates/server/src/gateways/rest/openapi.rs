@@ -88,6 +88,13 @@ pub const ROUTES: &[(&str, &str, &str, Access, Option<&str>)] = &[
     ),
     ("/v1/fills", "get", "The account's latest fills (?symbol=, ?limit=)", Signed, None),
     ("/v1/balances", "get", "The account's balances", Signed, None),
+    (
+        "/v1/key",
+        "get",
+        "The key that signed the request: its role and account (any key)",
+        Signed,
+        None,
+    ),
     ("/v1/positions", "get", "The account's futures positions", Signed, None),
     ("/v1/account", "get", "The account's futures account per settle asset", Signed, None),
     ("/v1/admin/futures", "post", "Declare a futures contract", Signed, None),

@@ -234,7 +234,8 @@ impl Hub {
         }
     }
 
-    /// What a new subscriber gets first: a depth snapshot, the current balances.
+    /// What a new subscriber gets first: a depth snapshot, the current ticker, quote,
+    /// balances or futures view.
     async fn welcome(&mut self, channel: &Channel, outbound: &Outbound, first: bool) {
         match channel {
             Channel::Depth(instrument) => {
@@ -271,6 +272,27 @@ impl Hub {
                     "data": self.quotes.full_of(*instrument, info),
                 });
                 outbound.send(&FeedMessage::new(FeedBody::Json { channel: "quote", seq, message }));
+            }
+            Channel::Ticker(instrument) => {
+                let reference = self.services.directory.reference();
+                let Some(info) = reference.instrument(*instrument) else { return };
+                let contract = if info.is_future() {
+                    self.read_contract_figures(vec![*instrument]).await.pop()
+                } else {
+                    None
+                };
+                let open_interest = contract.map(|(_, figures)| figures.open_interest);
+                let figures = self.market().figures(*instrument, now_ns());
+                let seq = self.seqs.get(channel).copied().unwrap_or(0);
+                let message = json!({
+                    "symbol": info.symbol, "type": "snapshot",
+                    "data": ticker_json(info, figures, open_interest),
+                });
+                outbound.send(&FeedMessage::new(FeedBody::Json {
+                    channel: "ticker",
+                    seq,
+                    message,
+                }));
             }
             Channel::Balances(account) => {
                 self.balances.remove(account);
