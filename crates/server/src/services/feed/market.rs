@@ -7,11 +7,11 @@
 use std::collections::{HashMap, VecDeque};
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::Side;
+use bourse_core::{Decimal, Side};
 use serde_json::{json, Value};
 
 use super::ticker::{Ticker, TickerFigures};
-use crate::reference::{decimal, InstrumentInfo};
+use crate::reference::{decimal, InstrumentInfo, Terms};
 
 /// Trades kept per instrument for `GET /v1/trades`.
 pub const RECENT_TRADES_KEPT: usize = 1_000;
@@ -61,9 +61,29 @@ impl Market {
     }
 }
 
-/// A ticker as REST and WebSocket show it (nulls before the first trade of the day).
-/// An instrument's ticker; a futures contract's also shows its open interest (the
-/// long sides' total quantity, read from the engine).
+/// A turnover (price units x quantity units) as a decimal in the quote asset, or on a
+/// futures contract in the settle asset: times the contract multiplier, as a futures
+/// venue counts it (2 lots at 74,995 with multiplier 5: 749,950). Exact. REST's and
+/// WebSocket's `quote_volume_24h` are this.
+pub fn turnover(info: &InstrumentInfo, notional: i128) -> String {
+    let scale = info.price_decimals + info.qty_decimals;
+    let multiplier = match &info.terms {
+        Terms::Future { multiplier, .. } => Decimal::parse(multiplier),
+        Terms::Spot { .. } => None,
+    };
+    match multiplier {
+        Some(multiplier) => {
+            decimal(notional.saturating_mul(multiplier.mantissa()), scale + multiplier.scale())
+        }
+        None => decimal(notional, scale),
+    }
+}
+
+/// A ticker as REST and WebSocket show it: `last`, `open_24h`, `high_24h`, `low_24h`
+/// (nulls without a trade in the last 24 hours), `volume_24h` (quantity),
+/// `quote_volume_24h` (`turnover`: with the multiplier on a futures contract) and
+/// `trades_24h`; a futures contract's also shows its open interest (the long sides'
+/// total quantity, read from the engine).
 pub fn ticker_json(
     info: &InstrumentInfo,
     figures: Option<TickerFigures>,
@@ -82,7 +102,7 @@ fn ticker_figures_json(info: &InstrumentInfo, figures: Option<TickerFigures>) ->
             "last": info.price(figures.last), "open_24h": info.price(figures.open),
             "high_24h": info.price(figures.high), "low_24h": info.price(figures.low),
             "volume_24h": decimal(figures.volume, info.qty_decimals),
-            "quote_volume_24h": decimal(figures.notional, info.price_decimals + info.qty_decimals),
+            "quote_volume_24h": turnover(info, figures.notional),
             "trades_24h": figures.trades }),
         None => json!({
             "last": null, "open_24h": null, "high_24h": null, "low_24h": null,
@@ -123,6 +143,62 @@ mod tests {
         assert_eq!(
             market.figures(instrument, last as u64).unwrap().trades,
             (RECENT_TRADES_KEPT + 5) as u64
+        );
+    }
+
+    fn future(multiplier: &str, price_decimals: u32, qty_decimals: u32) -> InstrumentInfo {
+        InstrumentInfo {
+            symbol: "SHFE.cu2501".into(),
+            price_decimals,
+            qty_decimals,
+            tick: 10,
+            lot: 1,
+            min_qty: 1,
+            max_qty: 100,
+            market_band_bps: 500,
+            terms: Terms::Future {
+                settle: "CNY".into(),
+                settle_decimals: 2,
+                multiplier: multiplier.into(),
+                maker_fee: "1.5".into(),
+                taker_fee: "3".into(),
+                close_today: true,
+            },
+        }
+    }
+
+    #[test]
+    fn a_futures_turnover_counts_the_multiplier_exactly() {
+        // 2 lots at 74,995, multiplier 5.
+        assert_eq!(turnover(&future("5", 0, 0), 149_990), "749950");
+        // 0.3 lots at 12.5 (price and quantity with one decimal), multiplier 0.25.
+        assert_eq!(turnover(&future("0.25", 1, 1), 125 * 3), "0.9375");
+        let mut spot = future("5", 0, 0);
+        spot.terms = Terms::Spot {
+            base: "BTC".into(),
+            quote: "USD".into(),
+            base_decimals: 8,
+            quote_decimals: 2,
+            maker_fee_bps: 1,
+            taker_fee_bps: 2,
+        };
+        assert_eq!(turnover(&spot, 149_990), "149990");
+        let ticker = ticker_json(
+            &future("5", 0, 0),
+            Some(TickerFigures {
+                last: 74_990,
+                open: 75_000,
+                high: 75_000,
+                low: 74_990,
+                volume: 2,
+                notional: 149_990,
+                trades: 2,
+            }),
+            Some(2),
+        );
+        assert_eq!(
+            (&ticker["volume_24h"], &ticker["quote_volume_24h"], &ticker["open_interest"]),
+            (&json!("2"), &json!("749950"), &json!("2"))
         );
     }
 }
