@@ -33,17 +33,27 @@ const TOLERATED_HOSTS: [&str; 1] = ["shinny-tqsdk.oss-cn-shanghai.aliyuncs.com"]
 /// Runs `script` against a fresh demo; panics with everything needed to see why when
 /// it fails or when tqsdk tried to leave this machine.
 fn passes(script: &str) {
+    passes_with(script, false)
+}
+
+/// `passes`, with the operator's key in `BOURSE_ADMIN_KEY` and `BOURSE_ADMIN_SECRET`
+/// when `admin` (for a script that settles the contract).
+fn passes_with(script: &str, admin: bool) {
     let demo = Demo::start();
     let python = pinned_python("BOURSE_TQSDK_PYTHON", "requirements-tqsdk.txt", "tqsdk");
     // tqsdk logs every pack to TQSDK_DEBUG_LOG (one file per TqApi, numbered after it).
     let debug_dir = tempfile::tempdir().unwrap();
     let debug_log = debug_dir.path().join("tqsdk-debug.log");
-    let env = [
+    let mut env = vec![
         ("TQ_AUTH_URL", format!("http://{}", demo.http)),
         ("TQ_MD_URL", format!("ws://{}/ws/diff", demo.http)),
         ("TQ_TD_URL", format!("ws://{}/ws/diff", demo.http)),
         ("TQSDK_DEBUG_LOG", debug_log.display().to_string()),
     ];
+    if admin {
+        let (key, secret) = demo.admin_credentials();
+        env.extend([("BOURSE_ADMIN_KEY", key), ("BOURSE_ADMIN_SECRET", secret)]);
+    }
     let run = run_script(&demo, &python, script, &env, SCRIPT_TIMEOUT);
     let mut debug_logs: Vec<(PathBuf, String)> = Vec::new();
     for entry in std::fs::read_dir(debug_dir.path()).unwrap().flatten() {
@@ -93,4 +103,9 @@ fn a_tqsdk_strategy_trades_futures_on_bourse() {
 #[test]
 fn two_tqsdk_users_trade_with_each_other() {
     passes("tqsdk_two_accounts.py");
+}
+
+#[test]
+fn a_tqsdk_user_reads_the_quote_and_ticks_across_a_settlement() {
+    passes_with("tqsdk_market_data.py", true);
 }

@@ -345,6 +345,13 @@ fn public_reads_match_bourse_own_and_refuse_bad_parameters() {
     let one = public(&server, "/api/v3/exchangeInfo?symbol=ETHUSD").1;
     assert_eq!(one["symbols"][0]["baseAsset"], "ETH");
     assert_eq!(error_of(&public(&server, "/api/v3/exchangeInfo?symbol=SHFE.cu2501")), (400, -1121));
+    // Nor do the tickers show the futures contract (whose turnover counts its multiplier,
+    // which Binance's spot quoteVolume has no room for).
+    assert_eq!(error_of(&public(&server, "/api/v3/ticker/24hr?symbol=SHFE.cu2501")), (400, -1121));
+    let tickers = public(&server, "/api/v3/ticker/24hr").1;
+    let ticker_symbols: Vec<&str> =
+        tickers.as_array().unwrap().iter().filter_map(|t| t["symbol"].as_str()).collect();
+    assert_eq!(ticker_symbols, ["BTCUSD", "ETHUSD"]);
 
     let depth = public(&server, "/api/v3/depth?symbol=BTCUSD&limit=3").1;
     let rest = public(&server, "/v1/depth/BTC-USD?levels=3").1;

@@ -468,3 +468,187 @@ fn a_password_guessed_again_and_again_is_slowed_then_locked_and_the_lock_is_coun
     diff.send(json!({ "aid": "req_login", "bid": "bourse", "user_name": "bob", "password": "bob-demo-password" }));
     diff.until("bob's login", |tree| tree["trade"]["bob"]["trade_more_data"] == false);
 }
+
+/// alice buys `qty` lots of the demo contract at up to `price` (immediate or cancel),
+/// over REST; the answer's order.
+fn alice_buys(server: &TestServer, price: &str, qty: &str, id: &str) -> Value {
+    let body = json!({
+        "symbol": SYMBOL, "side": "buy", "type": "limit", "price": price, "qty": qty,
+        "offset": "open", "time_in_force": "ioc", "client_order_id": id,
+    });
+    let (status, answer) = alice(server).post("/v1/orders", &body.to_string());
+    assert!(status == 200 || status == 201, "{status} {answer}");
+    assert_eq!(answer["order"]["status"], "filled", "{answer}");
+    answer
+}
+
+/// The chart's ticks (`ticks.<symbol>.data`) by id.
+fn ticks_of(tree: &Value) -> Vec<(i64, Value)> {
+    let mut ticks: Vec<(i64, Value)> = tree["ticks"][SYMBOL]["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(id, tick)| (id.parse().unwrap(), tick.clone()))
+        .collect();
+    ticks.sort_by_key(|(id, _)| *id);
+    ticks
+}
+
+#[test]
+fn ticks_are_one_per_trade_without_gaps_with_the_days_figures_the_quote_shows() {
+    let (_directory, server) = demo();
+    // Five trades before the chart: alice takes the best ask five times (the demo's
+    // maker offers 2 lots at each of 75,010, 75,020, 75,030, ...), each seen in the
+    // quote before the next (so that each is the only trade the feed takes at once,
+    // and the open interest after it is its own).
+    let mut diff = Diff::connect(&server);
+    diff.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
+    for index in 0..5 {
+        alice_buys(&server, "75050", "1", &format!("t{index}"));
+        diff.until("the trade in the quote", |tree| {
+            tree["quotes"][SYMBOL]["volume"] == index + 1
+                && tree["quotes"][SYMBOL]["open_interest"] == index + 1
+        });
+    }
+    diff.send(json!({
+        "aid": "set_chart", "chart_id": "PYSDK_realtime_ticks", "ins_list": SYMBOL,
+        "duration": 0, "view_width": 20,
+    }));
+    let tree = diff.until("five ticks and the quote after them", |tree| {
+        ticks_of(tree).len() == 5 && tree["quotes"][SYMBOL]["volume"] == 5
+    });
+    let chart = &tree["charts"]["PYSDK_realtime_ticks"];
+    assert_eq!(
+        (&chart["ready"], &chart["left_id"], &chart["right_id"]),
+        (&json!(true), &json!(0), &json!(4)),
+        "{chart}"
+    );
+    assert_eq!(tree["ticks"][SYMBOL]["last_id"], 4);
+    let ticks = ticks_of(&tree);
+    assert_eq!(ticks.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    let prices = [75_010.0, 75_010.0, 75_020.0, 75_020.0, 75_030.0];
+    let mut turnover = 0.0;
+    for ((id, tick), price) in ticks.iter().zip(prices) {
+        turnover += price * 5.0;
+        let lots = id + 1;
+        assert_eq!(tick["last_price"], price, "tick {id}: {tick}");
+        // The day's cumulative volume and turnover (with the multiplier 5) after it.
+        assert_eq!(tick["volume"], lots, "tick {id}: {tick}");
+        assert_eq!(tick["amount"], turnover, "tick {id}: {tick}");
+        assert_eq!(number(&tick["average"]), turnover / 5.0 / lots as f64, "tick {id}: {tick}");
+        assert_eq!(
+            (&tick["highest"], &tick["lowest"]),
+            (&json!(price), &json!(75_010.0)),
+            "{tick}"
+        );
+        // Each bought lot opened a position on both sides.
+        assert_eq!(tick["open_interest"], lots, "tick {id}: {tick}");
+        for field in ["bid_price1", "ask_price1", "average", "highest", "lowest", "amount"] {
+            assert!(number(&tick[field]).is_finite(), "tick {id}: {field} in {tick}");
+        }
+        assert!(tick["datetime"].as_u64().is_some_and(|ns| ns > 1_600_000_000_000_000_000));
+        assert!(
+            tick["bid_volume1"].as_i64().unwrap() > 0 && tick["ask_volume1"].as_i64().unwrap() > 0
+        );
+    }
+    // The last tick's figures are the quote's.
+    let (_, last) = &ticks[4];
+    let quote = &tree["quotes"][SYMBOL];
+    for field in [
+        "last_price",
+        "volume",
+        "amount",
+        "average",
+        "highest",
+        "lowest",
+        "open_interest",
+        "bid_price1",
+        "bid_volume1",
+        "ask_price1",
+        "ask_volume1",
+        "ask_price5",
+        "bid_price5",
+    ] {
+        assert_eq!(last[field], quote[field], "{field}: the tick {last}, the quote {quote}");
+    }
+    // REST's ticker counts the turnover as DIFF's amount does: with the multiplier.
+    let (status, ticker) = alice(&server).get(&format!("/v1/ticker/{SYMBOL}"));
+    assert_eq!(status, 200, "{ticker}");
+    assert_eq!(number(&ticker["data"]["quote_volume_24h"]), number(&quote["amount"]), "{ticker}");
+    // Nothing but the 74,990 bid under the asks left at 75,030 (1 lot) and above.
+    assert_eq!(
+        (&last["bid_price1"], &last["ask_price1"], &last["ask_volume1"]),
+        (&json!(74_990.0), &json!(75_030.0), &json!(1))
+    );
+
+    // A sixth trade comes live, as the next id; a chart opened after it shows the same
+    // tick from the history.
+    alice_buys(&server, "75050", "1", "t5");
+    let tree = diff.until("the live tick", |tree| ticks_of(tree).len() == 6);
+    assert_eq!(tree["charts"]["PYSDK_realtime_ticks"]["right_id"], 5);
+    let live = ticks_of(&tree)[5].1.clone();
+    assert_eq!(
+        (&live["volume"], &live["open_interest"], &live["last_price"]),
+        (&json!(6), &json!(6), &json!(75_030.0))
+    );
+    let mut other = Diff::connect(&server);
+    other.send(json!({
+        "aid": "set_chart", "chart_id": "PYSDK_realtime_other", "ins_list": SYMBOL,
+        "duration": 0, "view_width": 3,
+    }));
+    let tree =
+        other.until("the history", |tree| tree["charts"]["PYSDK_realtime_other"]["ready"] == true);
+    let history = ticks_of(&tree);
+    assert_eq!(history.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [3, 4, 5]);
+    assert_eq!(history[2].1, live);
+    assert_eq!(history[0].1, ticks[3].1);
+}
+
+#[test]
+fn the_previous_open_interest_is_none_before_a_settlement_and_the_one_at_it_after() {
+    let (_directory, server) = demo();
+    // A trade before anyone subscribes: the venue started with no open interest.
+    alice_buys(&server, "75010", "1", "before");
+    let mut diff = Diff::connect(&server);
+    diff.send(json!({ "aid": "subscribe_quote", "ins_list": SYMBOL }));
+    let tree = diff
+        .until("the quote after the trade", |tree| tree["quotes"][SYMBOL]["open_interest"] == 1);
+    let quote = &tree["quotes"][SYMBOL];
+    assert_eq!((&quote["pre_open_interest"], &quote["volume"]), (&json!(0), &json!(1)), "{quote}");
+    alice_buys(&server, "75020", "2", "more");
+    let tree = diff.until("three lots open", |tree| tree["quotes"][SYMBOL]["open_interest"] == 3);
+    assert_eq!(tree["quotes"][SYMBOL]["pre_open_interest"], 0);
+
+    // The day's settlement: the open interest then (3) is the next day's previous one.
+    let (status, settled) =
+        server.admin.post(&format!("/v1/admin/futures/{SYMBOL}/settle"), r#"{"price":"75000"}"#);
+    assert_eq!(status, 200, "{settled}");
+    let tree =
+        diff.until("the new day", |tree| tree["quotes"][SYMBOL]["pre_settlement"] == 75_000.0);
+    let quote = &tree["quotes"][SYMBOL];
+    assert_eq!(
+        (&quote["pre_open_interest"], &quote["open_interest"], &quote["volume"]),
+        (&json!(3), &json!(3), &json!(0)),
+        "{quote}"
+    );
+    // It stays while the day trades.
+    alice_buys(&server, "75030", "1", "after");
+    let tree = diff.until("the next day's trade", |tree| tree["quotes"][SYMBOL]["volume"] == 1);
+    let quote = &tree["quotes"][SYMBOL];
+    assert_eq!(
+        (&quote["pre_open_interest"], &quote["open_interest"]),
+        (&json!(3), &json!(4)),
+        "{quote}"
+    );
+    // The instrument query says the same.
+    let query = r#"query ($instrument_id: [String]) { multi_symbol_info(instrument_id: $instrument_id) { ...on future { pre_open_interest } } }"#;
+    diff.send(json!({
+        "aid": "ins_query", "query_id": "PYSDK_quote_pre", "query": query,
+        "variables": { "instrument_id": [SYMBOL] },
+    }));
+    let tree = diff.until("the query's answer", |tree| {
+        tree["symbols"]["PYSDK_quote_pre"]["result"]["multi_symbol_info"].is_array()
+    });
+    let found = &tree["symbols"]["PYSDK_quote_pre"]["result"]["multi_symbol_info"][0];
+    assert_eq!(number(&found["pre_open_interest"]), 3.0, "{found}");
+}

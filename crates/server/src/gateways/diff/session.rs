@@ -3,9 +3,10 @@
 //! its account's password (`req_login`). The client asks with `peek_message`; the
 //! session answers with at most one `rtn_data` per peek, holding every patch made
 //! since the last one (`patch::Pending`: patches merged while the client has not
-//! asked). The patches come from the hub's channels (quotes, candles, trades, the
-//! account's orders, fills and futures view), from the market-data publisher's candle
-//! history, and from the session's own answers (a refused order, a notice).
+//! asked). The patches come from the hub's channels and its kept ticks (quotes, ticks,
+//! the account's orders, fills and futures view), from the market-data publisher's
+//! candles and their history, and from the session's own answers (a refused order, a
+//! notice).
 //!
 //! A session owns nothing but its subscriptions and what it last sent of the trading
 //! tree (to send only changes); orders go through order entry like every gateway's.
@@ -42,7 +43,7 @@ use crate::port::session::Session as Login;
 use crate::port::state::Shared;
 use crate::reference::{InstrumentInfo, Reference};
 use crate::services::feed::channel::{Channel, FeedBody, FeedMessage, HubCommand, Kill, Outbound};
-use crate::services::feed::quote::{exchange_and_code, lots, price_number};
+use crate::services::feed::quote::{exchange_and_code, lots, price_number, tick_fields};
 
 /// Largest message a client may send (an instrument query is long GraphQL text).
 pub const INBOUND_MESSAGE_BYTES_MAX: usize = 128 * 1024;
@@ -321,7 +322,7 @@ impl Session {
         let view_width = (request.view_width as usize).clamp(1, CHART_WIDTH_MAX);
         let duration_ns = u64::try_from(request.duration_ns).unwrap_or(0);
         let channel = if duration_ns == 0 {
-            Channel::Trades(instrument)
+            Channel::Ticks(instrument)
         } else {
             match INTERVALS.iter().position(|(_, length)| *length == duration_ns) {
                 Some(index) => Channel::Candles(instrument, index as u8),
@@ -342,6 +343,9 @@ impl Session {
             right_id: -1,
         };
         let series = if duration_ns == 0 {
+            // Followed before the history is read, so that no tick falls between them
+            // (one in both is the same tick, under the same id).
+            self.follow_chart_channel(&channel).await;
             self.tick_history(&info, instrument, view_width)
         } else {
             self.kline_history(&info, instrument, duration_ns, view_width).await
@@ -349,8 +353,19 @@ impl Session {
         let state = Value::Object(request.raw.clone());
         self.chart_patch(&mut chart, &chart_id, series, Some(&state));
         self.charts.insert(chart_id, chart);
-        if self.chart_channels.insert(channel.clone()) {
-            self.subscribe(channel).await;
+        self.follow_chart_channel(&channel).await;
+    }
+
+    /// Subscribes to a chart's hub channel unless another chart follows it already; a
+    /// new subscription is in place when this returns.
+    async fn follow_chart_channel(&mut self, channel: &Channel) {
+        if !self.chart_channels.insert(channel.clone()) {
+            return;
+        }
+        self.subscribe(channel.clone()).await;
+        let (reply, in_place) = tokio::sync::oneshot::channel();
+        if self.state.hub.send(HubCommand::Barrier(reply)).await.is_ok() {
+            let _ = in_place.await;
         }
     }
 
@@ -428,22 +443,17 @@ impl Session {
         candles.iter().map(|candle| kline(info, duration_ns, candle)).collect()
     }
 
-    /// The instrument's latest trades as ticks, oldest first: a tick's id is the
-    /// trade's number since the server started (the hub's recent trades).
+    /// The instrument's latest ticks, oldest first, as (id, tick): a tick's id is its
+    /// trade's number on the instrument since the server started (the hub's ticks,
+    /// which its `ticks` channel sends as they come).
     fn tick_history(
         &self,
         info: &InstrumentInfo,
         instrument: InstrumentId,
         width: usize,
     ) -> Vec<(i64, Value)> {
-        let trades = self.state.market().recent(instrument, width);
-        trades
-            .iter()
-            .filter_map(|trade| {
-                let id = tick_id(&trade.trade_id)?;
-                Some((id, tick(info, trade.ts_ns, trade.price, trade.qty)))
-            })
-            .collect()
+        let ticks = self.state.market().ticks(instrument, width);
+        ticks.iter().map(|tick| (tick.id, Value::Object(tick_fields(info, tick)))).collect()
     }
 
     /// `ins_query`: the answer under `symbols.<query_id>`; an empty query drops it.
@@ -688,7 +698,7 @@ impl Session {
                     self.pending.push(json!({ "trade": { name: changed } }));
                 }
             }
-            FeedBody::Json { channel: "trades", message, .. } => self.on_trade_message(message),
+            FeedBody::Json { channel: "ticks", message, .. } => self.on_tick_message(message),
             FeedBody::Text(text) => {
                 // The publisher's candles come as JSON text.
                 if let Ok(message) = serde_json::from_str::<Value>(text) {
@@ -735,23 +745,14 @@ impl Session {
         }
     }
 
-    /// A trade on a followed instrument: a tick for its tick charts.
-    fn on_trade_message(&mut self, message: &Value) {
+    /// New ticks of a followed instrument: for its tick charts.
+    fn on_tick_message(&mut self, message: &Value) {
         let Some(symbol) = message.get("symbol").and_then(Value::as_str) else { return };
-        let data = &message["data"];
-        let reference = self.state.directory.reference();
-        let Some((_, info)) = reference.find_instrument(symbol) else { return };
-        let (Some(id), Some(price), Some(qty), Some(ts)) = (
-            data.get("trade_id").and_then(Value::as_str).and_then(tick_id),
-            data.get("price")
-                .and_then(Value::as_str)
-                .and_then(|text| units(text, info.price_decimals)),
-            data.get("qty").and_then(Value::as_str).and_then(|text| units(text, info.qty_decimals)),
-            data.get("ts_ns").and_then(Value::as_u64),
-        ) else {
-            return;
-        };
-        let point = tick(info, ts, price, qty);
+        let Some(data) = message.get("data").and_then(Value::as_object) else { return };
+        let series: Vec<(i64, Value)> = data
+            .iter()
+            .filter_map(|(id, tick)| Some((id.parse::<i64>().ok()?, tick.clone())))
+            .collect();
         let ids: Vec<String> = self
             .charts
             .iter()
@@ -760,7 +761,7 @@ impl Session {
             .collect();
         for chart_id in ids {
             if let Some(mut chart) = self.charts.remove(&chart_id) {
-                self.chart_patch(&mut chart, &chart_id, vec![(id, point.clone())], None);
+                self.chart_patch(&mut chart, &chart_id, series.clone(), None);
                 self.charts.insert(chart_id, chart);
             }
         }
@@ -799,23 +800,6 @@ fn first_id(data: &Map<String, Value>) -> i64 {
 /// A decimal string in units of `decimals`.
 fn units(text: &str, decimals: u32) -> Option<i64> {
     Decimal::parse(text)?.to_units(decimals).and_then(|units| i64::try_from(units).ok())
-}
-
-/// A tick's id: the trade's sequence number and index (`seq-index`) as one number.
-fn tick_id(trade_id: &str) -> Option<i64> {
-    let (seq, index) = trade_id.split_once('-')?;
-    let seq: i64 = seq.parse().ok()?;
-    let index: i64 = index.parse().ok()?;
-    seq.checked_mul(1_000)?.checked_add(index.min(999))
-}
-
-/// A trade as DIFF's tick.
-fn tick(info: &InstrumentInfo, ts_ns: u64, price: i64, qty: i64) -> Value {
-    json!({
-        "datetime": ts_ns, "last_price": price_number(info, price), "volume": lots(info, i128::from(qty)),
-        "highest": "-", "lowest": "-", "average": "-", "amount": "-", "open_interest": 0,
-        "bid_price1": "-", "ask_price1": "-", "bid_volume1": 0, "ask_volume1": 0,
-    })
 }
 
 /// A candle as DIFF's kline, with its id.
@@ -873,7 +857,6 @@ async fn symbol_infos(state: &Shared, reference: &Reference) -> Vec<symbols::Sym
                         id,
                         ContractTerms {
                             settlement_price: positions.settlement_price().map(|price| price.0),
-                            open_interest: positions.open_interest().0,
                             expired: instrument.expired,
                             margin: i128::from(rules.margin.0),
                             taker_fee: i128::from(rules.taker_fee.0),
@@ -885,15 +868,26 @@ async fn symbol_infos(state: &Shared, reference: &Reference) -> Vec<symbols::Sym
         })
         .await
         .unwrap_or_default();
+    let market = state.market();
     reference
         .instruments
         .iter()
         .enumerate()
-        .map(|(index, info)| symbol_info(info, terms.get(&InstrumentId(index as u32))))
+        .map(|(index, info)| {
+            let instrument = InstrumentId(index as u32);
+            let terms = terms.get(&instrument);
+            // The open interest at the last settlement, as the quote shows it.
+            let pre_open_interest = terms.map(|_| market.pre_open_interest(instrument));
+            symbol_info(info, terms, pre_open_interest)
+        })
         .collect()
 }
 
-fn symbol_info(info: &InstrumentInfo, contract: Option<&ContractTerms>) -> symbols::SymbolInfo {
+fn symbol_info(
+    info: &InstrumentInfo,
+    contract: Option<&ContractTerms>,
+    pre_open_interest: Option<i64>,
+) -> symbols::SymbolInfo {
     let (exchange_id, code) = exchange_and_code(&info.symbol);
     let as_f64 = |value: Value| value.as_f64();
     let product_id: String = code.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
@@ -920,7 +914,7 @@ fn symbol_info(info: &InstrumentInfo, contract: Option<&ContractTerms>) -> symbo
             .and_then(|terms| terms.settlement_price)
             .and_then(|price| as_f64(price_number(info, price))),
         pre_close: None,
-        pre_open_interest: contract.map(|terms| lots(info, i128::from(terms.open_interest))),
+        pre_open_interest: pre_open_interest.map(|units| lots(info, i128::from(units))),
         upper_limit: None,
         lower_limit: None,
         min_order_volume: Some(lots(info, info.min_qty)),
@@ -934,7 +928,6 @@ fn symbol_info(info: &InstrumentInfo, contract: Option<&ContractTerms>) -> symbo
 #[derive(Clone, Copy)]
 struct ContractTerms {
     settlement_price: Option<i64>,
-    open_interest: i64,
     expired: bool,
     /// Per lot, in settle-asset units.
     margin: i128,

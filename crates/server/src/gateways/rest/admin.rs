@@ -225,8 +225,11 @@ pub async fn account_balances_route(
 /// `GET /v1/key`: the key that signed the request, as the key list shows it (its role
 /// and account), for an admin or a trader key alike: how a client such as the web
 /// screens learns what it logged in as without a request that one role is refused.
-pub async fn own_key(Extension(caller): Extension<Caller>) -> Response {
-    ok(key_json(&caller.key))
+pub async fn own_key(Extension(caller): Extension<Session>) -> ApiResult<Response> {
+    let key = caller.key().ok_or_else(|| {
+        ApiError::forbidden("this request needs a key: a password login has none")
+    })?;
+    Ok(ok(key_json(key)))
 }
 
 fn key_json(key: &KeyRecord) -> Value {

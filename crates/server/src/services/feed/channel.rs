@@ -24,6 +24,9 @@ pub enum Channel {
     /// The instrument's quote as the DIFF protocol names it (`quote`): the fields
     /// that changed, the whole quote first.
     Quote(InstrumentId),
+    /// The instrument's ticks as the DIFF protocol shows them (`ticks`): each round's
+    /// new ticks (`market::Tick`), by id.
+    Ticks(InstrumentId),
     Orders(AccountId),
     Fills(AccountId),
     Balances(AccountId),
@@ -45,6 +48,7 @@ impl Channel {
             Channel::Ticker(_) => "ticker",
             Channel::Depth(_) => "depth",
             Channel::Quote(_) => "quote",
+            Channel::Ticks(_) => "ticks",
             Channel::Orders(_) => "orders",
             Channel::Fills(_) => "fills",
             Channel::Balances(_) => "balances",

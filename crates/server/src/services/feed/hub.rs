@@ -29,8 +29,8 @@ use tokio::sync::mpsc;
 use super::channel::{
     Channel, FeedBody, FeedMessage, FillMessage, ForwardTo, HubCommand, Outbound,
 };
-use super::market::{ticker_json, Market, TradeRecord};
-use super::quote::{ContractFigures, Quotes};
+use super::market::{ticker_json, BookTop, Market, Tick, TradeRecord};
+use super::quote::{tick_fields, ContractFigures, DayFigures, Quotes, QUOTE_LEVELS};
 use crate::directory::Directory;
 use crate::link::EngineLink;
 use crate::metrics::{Metrics, ReasonLabels, ResultLabels};
@@ -97,7 +97,21 @@ struct Touched {
     every_balance: bool,
     traded: HashSet<InstrumentId>,
     latest_ns: u64,
+    /// The trades' ticks, in order, until the book and open interest after them are read.
+    ticks: Vec<PendingTick>,
 }
+
+/// A trade's tick before the book and the open interest after its round are known.
+struct PendingTick {
+    instrument: InstrumentId,
+    ts_ns: u64,
+    price: i64,
+    day: DayFigures,
+}
+
+/// What the engine has of an instrument after a round: its book's best levels, and a
+/// futures contract's figures.
+type AfterRound = (InstrumentId, Arc<BookTop>, Option<ContractFigures>);
 
 impl Hub {
     pub fn new(services: HubServices, overflowed: Arc<AtomicBool>) -> Hub {
@@ -366,10 +380,19 @@ impl Hub {
             for outcome in &released.outcomes {
                 let Outcome::Applied(result) = outcome else { continue };
                 let mut trade_index = 0u32;
-                for event in released.events_of(result) {
+                let events = released.events_of(result);
+                for event in events {
                     self.books_changed = true;
                     let times = (result.ts.0, released.released_ns.0);
                     self.on_event(&reference, event, times, &mut trade_index, &mut touched);
+                }
+                // An operator's command (a deposit, a margin, a settlement, ...): a
+                // settlement of a contract nobody held has no `settled` event, so the
+                // contracts are read now, and a new day starts before a later trade.
+                if matches!(events.first(), Some(Event::Accepted { account: None, .. }))
+                    && !events.iter().any(|event| matches!(event, Event::Settled(_)))
+                {
+                    self.refresh_contracts(&reference, &mut touched).await;
                 }
             }
             // A new order that rests is named by its note (its events name it only if it
@@ -380,20 +403,22 @@ impl Hub {
                 }
             }
         }
-        let traded = std::mem::take(&mut touched.traded);
-        let contracts = self.contract_figures(&reference, &traded).await;
-        for instrument in traded {
-            let figures = contracts
-                .iter()
-                .find(|(known, _)| *known == instrument)
-                .map(|(_, figures)| *figures);
-            let open_interest = figures.map(|figures| figures.open_interest);
-            self.publish_ticker(&reference, instrument, touched.latest_ns, open_interest);
-            if let Some(figures) = figures {
-                self.quotes.on_contract(instrument, figures);
+        // One read of what the round's trades and settlements changed: the books' best
+        // levels and the contracts' open interest, for the quotes, the tickers and the
+        // round's ticks.
+        let traded: Vec<InstrumentId> = touched.traded.drain().collect();
+        let after = self.read_after_round(traded).await;
+        for (instrument, book, contract) in &after {
+            self.quotes.on_book(*instrument, &book.bids, &book.asks, touched.latest_ns);
+            if let Some(contract) = contract {
+                self.quotes.on_contract(*instrument, *contract);
             }
-            self.publish_quote(&reference, instrument);
+            let open_interest = contract.map(|contract| contract.open_interest);
+            self.publish_ticker(&reference, *instrument, touched.latest_ns, open_interest);
+            self.publish_quote(&reference, *instrument);
         }
+        let ticks = std::mem::take(&mut touched.ticks);
+        self.record_ticks(&reference, ticks, &after);
         self.publish_orders(&reference, &touched).await;
         // Any trade or settlement may move every futures account (positions are valued
         // at the mark price): each subscriber's view is read again, sent when it changed.
@@ -460,6 +485,14 @@ impl Hub {
                 };
                 self.market().record(trade.instrument, record);
                 self.quotes.on_trade(trade.instrument, trade.price.0, trade.qty.0, ts);
+                if let Some(day) = self.quotes.day(trade.instrument) {
+                    touched.ticks.push(PendingTick {
+                        instrument: trade.instrument,
+                        ts_ns: ts,
+                        price: trade.price.0,
+                        day,
+                    });
+                }
                 touched.traded.insert(trade.instrument);
                 touched.latest_ns = touched.latest_ns.max(ts);
                 if self.has(&Channel::Trades(trade.instrument)) {
@@ -525,7 +558,13 @@ impl Hub {
             Event::Accepted { account: None, .. } => touched.every_balance = true,
             Event::Settled(settled) => {
                 touched.accounts.insert(settled.account);
-                self.quotes.on_settled(settled.instrument);
+                self.quotes.on_settled(
+                    settled.instrument,
+                    settled.seq.0,
+                    settled.price.0,
+                    settled.side,
+                    settled.qty.0,
+                );
                 touched.traded.insert(settled.instrument);
             }
             Event::Rejected { .. } => {}
@@ -562,24 +601,20 @@ impl Hub {
         self.publish(Channel::Ticker(instrument), message);
     }
 
-    /// The open interest and settlement price of the futures contracts among `traded`
-    /// that have ticker or quote followers, read from the engine in one query.
-    async fn contract_figures(
-        &self,
-        reference: &Reference,
-        traded: &HashSet<InstrumentId>,
-    ) -> Vec<(InstrumentId, ContractFigures)> {
-        let wanted: Vec<InstrumentId> = traded
-            .iter()
-            .copied()
-            .filter(|instrument| {
-                self.has(&Channel::Ticker(*instrument)) || self.has(&Channel::Quote(*instrument))
-            })
+    /// Every futures contract's figures, read now (after an operator's command):
+    /// those whose day started are published with the round.
+    async fn refresh_contracts(&mut self, reference: &Reference, touched: &mut Touched) {
+        let contracts: Vec<InstrumentId> = (0..reference.instruments.len())
+            .map(|index| InstrumentId(index as u32))
             .filter(|instrument| {
                 reference.instrument(*instrument).is_some_and(|info| info.is_future())
             })
             .collect();
-        self.read_contract_figures(wanted).await
+        for (instrument, figures) in self.read_contract_figures(contracts).await {
+            if self.quotes.on_contract(instrument, figures) {
+                touched.traded.insert(instrument);
+            }
+        }
     }
 
     async fn read_contract_figures(
@@ -595,17 +630,99 @@ impl Hub {
                 instruments
                     .iter()
                     .filter_map(|instrument| {
-                        let positions = venue.exchange().positions(*instrument)?;
-                        let figures = ContractFigures {
-                            open_interest: positions.open_interest().0,
-                            settlement_price: positions.settlement_price().map(|price| price.0),
-                        };
-                        Some((*instrument, figures))
+                        Some((*instrument, contract_figures(venue.exchange(), *instrument)?))
                     })
                     .collect()
             })
             .await
             .unwrap_or_default()
+    }
+
+    /// The best levels of the books of `instruments`, and the futures contracts'
+    /// figures, read from the engine in one query.
+    async fn read_after_round(&self, instruments: Vec<InstrumentId>) -> Vec<AfterRound> {
+        if instruments.is_empty() {
+            return Vec::new();
+        }
+        self.services
+            .link
+            .read(move |venue| {
+                let exchange = venue.exchange();
+                instruments
+                    .into_iter()
+                    .filter(|instrument| instrument.index() < exchange.instruments().len())
+                    .map(|instrument| {
+                        let book = exchange.book(instrument);
+                        let top = BookTop {
+                            bids: top_levels(book, Side::Buy, QUOTE_LEVELS),
+                            asks: top_levels(book, Side::Sell, QUOTE_LEVELS),
+                        };
+                        (instrument, Arc::new(top), contract_figures(exchange, instrument))
+                    })
+                    .collect()
+            })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Keeps the round's ticks, in order, with the book and open interest read after
+    /// it, and sends each instrument's new ones to its tick followers. Keeps the open
+    /// interest at each contract's last settlement for the readers outside the hub.
+    fn record_ticks(
+        &mut self,
+        reference: &Reference,
+        ticks: Vec<PendingTick>,
+        after: &[AfterRound],
+    ) {
+        if ticks.is_empty() && after.is_empty() {
+            return;
+        }
+        let read: HashMap<InstrumentId, (&Arc<BookTop>, i64)> = after
+            .iter()
+            .map(|(instrument, book, contract)| {
+                (*instrument, (book, contract.map_or(0, |contract| contract.open_interest)))
+            })
+            .collect();
+        let mut followed: Vec<(InstrumentId, Vec<Tick>)> = Vec::new();
+        {
+            let mut market = self.market();
+            for (instrument, _, contract) in after {
+                if contract.is_some() {
+                    market.set_pre_open_interest(
+                        *instrument,
+                        self.quotes.pre_open_interest(*instrument),
+                    );
+                }
+            }
+            for pending in ticks {
+                let (book, open_interest) = read
+                    .get(&pending.instrument)
+                    .map(|(book, open_interest)| (Arc::clone(book), *open_interest))
+                    .unwrap_or_default();
+                let tick = market.record_tick(
+                    pending.instrument,
+                    (pending.ts_ns, pending.price),
+                    pending.day,
+                    book,
+                    open_interest,
+                );
+                if self.has(&Channel::Ticks(pending.instrument)) {
+                    match followed.iter_mut().find(|(known, _)| *known == pending.instrument) {
+                        Some((_, ticks)) => ticks.push(tick),
+                        None => followed.push((pending.instrument, vec![tick])),
+                    }
+                }
+            }
+        }
+        for (instrument, ticks) in followed {
+            let Some(info) = reference.instrument(instrument) else { continue };
+            let data: serde_json::Map<String, Value> = ticks
+                .iter()
+                .map(|tick| (tick.id.to_string(), Value::Object(tick_fields(info, tick))))
+                .collect();
+            let message = json!({ "symbol": info.symbol, "data": data });
+            self.publish(Channel::Ticks(instrument), message);
+        }
     }
 
     /// Sends the instrument's quote fields that changed to its followers.
@@ -751,6 +868,18 @@ impl Hub {
             self.publish(Channel::Depth(instrument), message);
         }
     }
+}
+
+/// A futures contract's open interest and settlement price (`None` on spot).
+fn contract_figures(
+    exchange: &bourse_core::Exchange,
+    instrument: InstrumentId,
+) -> Option<ContractFigures> {
+    let positions = exchange.positions(instrument)?;
+    Some(ContractFigures {
+        open_interest: positions.open_interest().0,
+        settlement_price: positions.settlement_price().map(|price| price.0),
+    })
 }
 
 /// The wall clock, for quote times that no event stamps (a book read on the tick).
