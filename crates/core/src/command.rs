@@ -92,6 +92,23 @@ impl TimeInForce {
             TimeInForce::GoodForDay => "gfd",
         }
     }
+
+    /// The time in force the exchange applies to an order submitted with this one: a
+    /// market order's is `ImmediateOrCancel` (or `FillOrKill`), a day order on a spot
+    /// instrument (never settled) is `GoodTillCancel`; any other is as submitted. The
+    /// one place this rule is written: matching, the order's record and every
+    /// gateway's view of an order follow it.
+    #[inline]
+    pub fn applied(self, order_type: OrderType, is_future: bool) -> TimeInForce {
+        match (order_type, self) {
+            (OrderType::Market, TimeInForce::FillOrKill) => TimeInForce::FillOrKill,
+            (OrderType::Market, _) => TimeInForce::ImmediateOrCancel,
+            (OrderType::Limit { .. }, TimeInForce::GoodForDay) if !is_future => {
+                TimeInForce::GoodTillCancel
+            }
+            (OrderType::Limit { .. }, time_in_force) => time_in_force,
+        }
+    }
 }
 
 /// One side of a futures position: a buy opens (and a sell closes) the long side, a sell
@@ -560,6 +577,36 @@ impl TransferCommand<'_> {
             account: owned(self.account),
             asset: owned(self.asset),
             amount: self.amount,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Decimal;
+
+    #[test]
+    fn the_applied_time_in_force_follows_the_order_type_and_the_instrument() {
+        let limit = OrderType::Limit { price: Decimal::from_units(1, 0) };
+        let market = OrderType::Market;
+        use TimeInForce::*;
+        for (order_type, submitted, is_future, applied) in [
+            (market, FillOrKill, false, FillOrKill),
+            (market, GoodTillCancel, false, ImmediateOrCancel),
+            (market, GoodForDay, true, ImmediateOrCancel),
+            (market, ImmediateOrCancel, true, ImmediateOrCancel),
+            (limit, GoodForDay, false, GoodTillCancel),
+            (limit, GoodForDay, true, GoodForDay),
+            (limit, GoodTillCancel, true, GoodTillCancel),
+            (limit, ImmediateOrCancel, false, ImmediateOrCancel),
+            (limit, FillOrKill, true, FillOrKill),
+        ] {
+            assert_eq!(
+                submitted.applied(order_type, is_future),
+                applied,
+                "{order_type:?} {submitted:?} future {is_future}"
+            );
         }
     }
 }

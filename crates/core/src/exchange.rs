@@ -801,14 +801,13 @@ impl Exchange {
             // A valid offset on a spot order is ignored.
             _ => (Offset::Open, None),
         };
-        let (time_in_force, post_only, good_for_day) = match (limit, order.time_in_force) {
-            (Some(_), TimeInForce::GoodForDay) => {
-                (TimeInForce::GoodTillCancel, order.post_only, future.is_some())
-            }
-            (Some(_), time_in_force) => (time_in_force, order.post_only, false),
-            (None, TimeInForce::FillOrKill) => (TimeInForce::FillOrKill, false, false),
-            (None, _) => (TimeInForce::ImmediateOrCancel, false, false),
-        };
+        // A day order rests as good-till-cancel, marked to expire at the settlement.
+        let (time_in_force, good_for_day) =
+            match order.time_in_force.applied(order.order_type, future.is_some()) {
+                TimeInForce::GoodForDay => (TimeInForce::GoodTillCancel, true),
+                time_in_force => (time_in_force, false),
+            };
+        let post_only = order.post_only && limit.is_some();
         let price = match limit {
             Some(limit) => {
                 if post_only && book.would_cross(side, limit) {

@@ -22,9 +22,11 @@ use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
 use crate::metrics::{EngineFigures, FeedFigures, Metrics};
 use crate::port::auth::Authenticator;
+use crate::port::operator::Operator;
 use crate::port::orders::OrderEntry;
 use crate::port::passwords::Passwords;
 use crate::port::policy::{LoginLimits, Policy, PolicyEvents, Rate};
+use crate::port::queries::Queries;
 use crate::port::state::AppState;
 use crate::port::tokens::Tokens;
 use crate::services::feed::hub::{Hub, HubServices};
@@ -282,6 +284,16 @@ pub async fn start_with_sql(
     ));
     let state = Arc::new(AppState {
         entry: Arc::new(OrderEntry::new(
+            Arc::clone(&link),
+            Arc::clone(&directory),
+            Arc::clone(&policy),
+        )),
+        operator: Arc::new(Operator::new(
+            Arc::clone(&link),
+            Arc::clone(&directory),
+            Arc::clone(&futures_settings),
+        )),
+        queries: Arc::new(Queries::new(
             Arc::clone(&link),
             Arc::clone(&directory),
             Arc::clone(&policy),

@@ -742,26 +742,14 @@ impl Activity {
         };
         let instrument = exchange.instrument(instrument_id);
         // The exchange accepted the order, so these conversions succeeded there.
-        let (kind, price, time_in_force, post_only) = match command.order_type {
-            OrderType::Limit { price } => (
-                OrderKind::Limit,
-                instrument.validate_price(price).ok(),
-                match command.time_in_force {
-                    TimeInForce::GoodForDay if !instrument.is_future() => {
-                        TimeInForce::GoodTillCancel
-                    }
-                    time_in_force => time_in_force,
-                },
-                command.post_only,
-            ),
-            OrderType::Market => {
-                let time_in_force = match command.time_in_force {
-                    TimeInForce::FillOrKill => TimeInForce::FillOrKill,
-                    _ => TimeInForce::ImmediateOrCancel,
-                };
-                (OrderKind::Market, None, time_in_force, false)
+        let (kind, price, post_only) = match command.order_type {
+            OrderType::Limit { price } => {
+                (OrderKind::Limit, instrument.validate_price(price).ok(), command.post_only)
             }
+            OrderType::Market => (OrderKind::Market, None, false),
         };
+        let time_in_force =
+            command.time_in_force.applied(command.order_type, instrument.is_future());
         // An accepted order names `qty` alone, or (a spend-amount buy: a spot buy whose
         // amount fits the quote asset) `quote_qty` alone.
         let (qty, quote_qty) = match command.size.qty_alone() {

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 
 use bourse_core::command::OrderType;
 use bourse_core::ids::AccountId;
-use bourse_core::venue::OrderRecord;
 use bourse_core::{Offset, OrderSize, RejectReason, Side, StpMode, TimeInForce};
 use bourse_protocol::binary::{
     self as wire, ClientMessage, Fill, NewOrder, OrderReport, ServerMessage, WireDecimal,
@@ -44,6 +43,7 @@ use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::{Answer, Detail};
 use crate::port::orders::in_flight::InFlight;
 use crate::port::orders::request::{self, Request, Target};
+use crate::port::queries::OrderRecord;
 use crate::port::session::Session;
 use crate::port::state::Shared;
 use crate::reference::InstrumentInfo;
@@ -314,7 +314,7 @@ impl Connection {
             return;
         }
         let Some(session) = &self.session else { return };
-        let Ok(Some(id)) = self.state.entry.account_id(session).await else { return };
+        let Ok(Some(id)) = self.state.queries.account_id(session).await else { return };
         self.account = Some(id);
         let (hub, connection) = (&self.state.hub, self.id);
         if !follow_orders_and_fills(hub, connection, id, &self.hub_outbound).await {
@@ -409,8 +409,8 @@ impl Connection {
     /// ORDER_STATUS: the order as it stands now, or why not.
     async fn status(&mut self, session: &Session, request_id: u64, client_order_id: &str) {
         let target = Target::ClientOrderId(Cow::Borrowed(client_order_id));
-        let entry = Arc::clone(&self.state.entry);
-        match entry.order_status(session, &target).await {
+        let queries = Arc::clone(&self.state.queries);
+        match queries.order(session, &target).await {
             Ok(shown) => self.order_state(request_id, &shown.reference, &shown.record),
             Err(error) => self.reject(request_id, wire_code(error.code), client_order_id),
         }

@@ -19,6 +19,7 @@ use bourse_core::ids::AccountId;
 
 use super::error::{ApiError, ApiResult};
 use super::policy::{ConnectionClaim, Policy, Principal, Rate};
+use crate::directory::Directory;
 use crate::keys::{KeyRecord, Role};
 
 /// Whether a session's requests are charged one by one.
@@ -128,6 +129,21 @@ impl Session {
             None => Ok(()),
             Some(rate) => policy.charge(&self.inner.principal, rate),
         }
+    }
+
+    /// The engine id of the account the session trades for (read from the directory
+    /// once per session): `None` before its first deposit made it, `forbidden` for an
+    /// operator's key.
+    pub(super) async fn account_id(&self, directory: &Directory) -> ApiResult<Option<AccountId>> {
+        let name = self.account()?;
+        if let Some(id) = self.known_account_id() {
+            return Ok(Some(id));
+        }
+        let id = directory.account_id(name).await?;
+        if let Some(id) = id {
+            self.learn_account_id(id);
+        }
+        Ok(id)
     }
 
     /// The account's engine id, if the session has learnt it.

@@ -15,9 +15,11 @@ use crate::keys::KeyStore;
 use crate::link::EngineLink;
 use crate::metrics::Metrics;
 use crate::port::auth::Authenticator;
+use crate::port::operator::Operator;
 use crate::port::orders::OrderEntry;
 use crate::port::passwords::Passwords;
 use crate::port::policy::Policy;
+use crate::port::queries::Queries;
 use crate::port::tokens::Tokens;
 use crate::services::clearing::settings::FuturesSettings;
 use crate::services::feed::channel::HubCommand;
@@ -29,6 +31,10 @@ pub struct AppState {
     pub link: Arc<EngineLink>,
     pub directory: Arc<Directory>,
     pub entry: Arc<OrderEntry>,
+    /// Every read of the venue a gateway makes.
+    pub queries: Arc<Queries>,
+    /// What only an operator does.
+    pub operator: Arc<Operator>,
     /// Recent trades and tickers, kept by the hub.
     pub market: Arc<Mutex<Market>>,
     pub metrics: Arc<Metrics>,

@@ -14,10 +14,10 @@ use super::error::{BinanceError, BinanceResult};
 use super::params::{Params, Selection};
 use super::shapes::{self, binance_symbol, find_spot, ms, notional, trade_id_of_text};
 use super::BinanceRequest;
-use crate::port::error::ApiError;
+use crate::port::queries::BookTop;
 use crate::port::state::Shared;
 use crate::reference::{decimal, InstrumentInfo, Reference};
-use crate::render::{top_levels, DEPTH_LEVELS_MAX};
+use crate::render::{Level, DEPTH_LEVELS_MAX};
 use crate::services::feed::market::RECENT_TRADES_KEPT;
 use crate::services::feed::ticker::TickerFigures;
 
@@ -65,7 +65,7 @@ pub async fn exchange_info(
     let wanted = wanted_symbols(&params)?;
     let reference = state.directory.refresh_reference().await?;
     let count = reference.instruments.len();
-    let halted = state.link.halted(count).await.map_err(ApiError::from)?;
+    let halted = state.queries.halted(count).await?;
     let mut symbols = Vec::new();
     for (info, halted) in reference.instruments.iter().zip(halted) {
         let Some(shown) = shapes::symbol_info(info, halted) else { continue };
@@ -116,14 +116,7 @@ pub async fn depth(
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
     // Binance takes up to 5,000; Bourse's depth reads show up to `DEPTH_LEVELS_MAX`.
     let levels = Selection::read(&params, DEPTH_DEFAULT, 5_000, None)?.limit.min(DEPTH_LEVELS_MAX);
-    let ((bids, asks), seq) = state
-        .link
-        .read_at_seq(move |venue| {
-            let book = venue.exchange().book(instrument);
-            (top_levels(book, Side::Buy, levels), top_levels(book, Side::Sell, levels))
-        })
-        .await
-        .map_err(ApiError::from)?;
+    let BookTop { bids, asks, seq, .. } = state.queries.book(instrument, levels).await?;
     let shown = |levels: &[crate::render::Level]| -> Vec<Value> {
         levels.iter().map(|(price, qty, _)| json!([info.price(*price), info.qty(*qty)])).collect()
     };
@@ -269,22 +262,9 @@ pub async fn klines(
 type Top = (Option<(i64, i64)>, Option<(i64, i64)>);
 
 async fn tops(state: &Shared, instruments: Vec<InstrumentId>) -> BinanceResult<Vec<Top>> {
-    state
-        .link
-        .read(move |venue| {
-            instruments
-                .iter()
-                .map(|instrument| {
-                    let book = venue.exchange().book(*instrument);
-                    let best = |side| {
-                        top_levels(book, side, 1).first().map(|(price, qty, _)| (*price, *qty))
-                    };
-                    (best(Side::Buy), best(Side::Sell))
-                })
-                .collect()
-        })
-        .await
-        .map_err(|error| ApiError::from(error).into())
+    let price_and_qty = |level: Option<Level>| level.map(|(price, qty, _)| (price, qty));
+    let best = state.queries.best_levels(instruments).await?;
+    Ok(best.into_iter().map(|(bid, ask)| (price_and_qty(bid), price_and_qty(ask))).collect())
 }
 
 /// The spot instruments a ticker request names (`symbol`, `symbols` or every one).

@@ -3,10 +3,10 @@
 //! printed from integers; only the names and the layout are Binance's.
 
 use bourse_core::ids::Seq;
-use bourse_core::venue::{Fill, Liquidity, OrderKind, OrderRecord, OrderStatus};
 use bourse_core::{Side, StpMode, TimeInForce};
 use serde_json::{json, Map, Value};
 
+use crate::port::queries::{Fill, Liquidity, OrderKind, OrderRecord, OrderStatus};
 use crate::reference::{decimal, InstrumentInfo, Reference, Terms};
 
 /// Trades one command may make and still have a numeric trade id of its own (ids are
@@ -141,21 +141,6 @@ fn time_in_force_code(time_in_force: TimeInForce) -> &'static str {
         TimeInForce::ImmediateOrCancel => "IOC",
         TimeInForce::FillOrKill => "FOK",
     }
-}
-
-/// What an order's fills add up to: the quote amount (price units times quantity
-/// units) when every fill is still remembered, else `None` (Binance's "not
-/// available", shown as a negative `cummulativeQuoteQty`).
-pub fn filled_notional<'f>(
-    record: &OrderRecord,
-    fills: impl Iterator<Item = &'f Fill>,
-) -> Option<i128> {
-    let (mut qty, mut notional) = (0i64, 0i128);
-    for fill in fills.filter(|fill| fill.order_id == record.order_id) {
-        qty += fill.qty.0;
-        notional += i128::from(fill.price.0) * i128::from(fill.qty.0);
-    }
-    (qty == record.filled.0).then_some(notional)
 }
 
 /// An order as `GET /api/v3/order` shows it.

@@ -10,19 +10,19 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bourse_core::command::OrderType;
-use bourse_core::ids::{AccountId, InstrumentId, OrderId};
-use bourse_core::venue::{Fill, OrderRecord};
+use bourse_core::ids::{InstrumentId, OrderId};
 use bourse_core::{Decimal, Offset, OrderSize, RejectReason, Side, StpMode, TimeInForce};
 use serde_json::{json, Value};
 
 use super::error::{BinanceError, BinanceResult};
 use super::market::instrument;
 use super::params::{Params, Selection};
-use super::shapes::{self, filled_notional, ms, order_json, trade_id};
+use super::shapes::{self, ms, order_json, trade_id};
 use super::BinanceRequest;
 use crate::port::error::{ApiError, ErrorCode};
 use crate::port::orders::answer::View;
 use crate::port::orders::request::{NewOrder, Request, Target};
+use crate::port::queries::{Fill, OrderRecord, OrdersAndFills, Which};
 use crate::port::session::Session;
 use crate::port::state::Shared;
 use crate::reference::decimal;
@@ -50,10 +50,6 @@ fn not_required(name: &str) -> BinanceError {
 }
 
 /// The account's engine id, or `None` before its first deposit (nothing to show).
-async fn account_id(state: &Shared, caller: &Session) -> BinanceResult<Option<AccountId>> {
-    Ok(state.directory.account_id(caller.account()?).await?)
-}
-
 /// `GET /api/v3/account`: every asset's `free` (available) and `locked` (held).
 pub async fn account(
     State(state): State<Shared>,
@@ -66,12 +62,9 @@ pub async fn account(
         Some("true") => true,
         Some(other) => return Err(BinanceError::invalid_value("omitZeroBalances", other)),
     };
-    let id = account_id(&state, &caller).await?;
-    let balances = state.link.balances(vec![id]).await.map_err(ApiError::from)?;
+    let balances = state.queries.balances(&caller).await?;
     let shown: Vec<Value> = balances
-        .first()
-        .into_iter()
-        .flatten()
+        .iter()
         .filter(|balance| !omit_zero || balance.available != 0 || balance.held != 0)
         .map(|balance| {
             json!({
@@ -113,31 +106,25 @@ fn target<'a>(params: &'a Params<'_>) -> BinanceResult<Target<'a>> {
 /// at once; `None` when the account has no such order there.
 async fn read_order(
     state: &Shared,
-    account: Option<AccountId>,
+    caller: &Session,
     instrument: InstrumentId,
     target: &Target<'_>,
 ) -> BinanceResult<Option<(OrderRecord, Option<i128>)>> {
-    let Some(account) = account else { return Ok(None) };
-    let target = match target {
-        Target::OrderId(id) => Target::OrderId(*id),
-        Target::ClientOrderId(id) => Target::ClientOrderId(Cow::Owned(id.to_string())),
-    };
-    let found = state
-        .link
-        .read(move |venue| {
-            let activity = venue.activity()?;
-            let record = match &target {
-                Target::OrderId(id) => {
-                    activity.order(*id).filter(|record| record.account == account)
-                }
-                Target::ClientOrderId(id) => activity.order_by_client(account, id),
-            }?;
-            (record.instrument == instrument)
-                .then(|| (record.clone(), filled_notional(record, activity.fills(account))))
+    let found = state.queries.order_with_fills(caller, instrument, target).await?;
+    Ok(found.and_then(|found| with_notionals(found).into_iter().next()))
+}
+
+/// Each order with what its fills add up to (`None` when older fills were forgotten).
+fn with_notionals(found: OrdersAndFills) -> Vec<(OrderRecord, Option<i128>)> {
+    let notionals = found.filled_notionals();
+    found
+        .orders
+        .into_iter()
+        .map(|record| {
+            let notional = notionals.get(&record.order_id).copied();
+            (record, notional)
         })
-        .await
-        .map_err(ApiError::from)?;
-    Ok(found)
+        .collect()
 }
 
 /// `GET /api/v3/order`.
@@ -149,8 +136,7 @@ pub async fn get_order(
     params.only(&["symbol", "orderId", "origClientOrderId"])?;
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
     let target = target(&params)?;
-    let account = account_id(&state, &caller).await?;
-    let (record, notional) = read_order(&state, account, instrument, &target)
+    let (record, notional) = read_order(&state, &caller, instrument, &target)
         .await?
         .ok_or_else(|| BinanceError::bad_request(-2013, "Order does not exist."))?;
     Ok(ok(Value::Object(order_json(&info, &record, notional))))
@@ -174,9 +160,8 @@ pub async fn cancel_order(
     }
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
     let target = target(&params)?;
-    let account = account_id(&state, &caller).await?;
     // The order must be the account's and on this symbol (else: Binance's unknown order).
-    let (record, _) = read_order(&state, account, instrument, &target)
+    let (record, _) = read_order(&state, &caller, instrument, &target)
         .await?
         .ok_or_else(BinanceError::unknown_order_sent)?;
     let client_order_id = record.client_id.as_str().to_string();
@@ -189,7 +174,7 @@ pub async fn cancel_order(
             }
             Err(error) => return Err(error.into()),
         };
-    let (record, notional) = read_order(&state, account, instrument, &by_client)
+    let (record, notional) = read_order(&state, &caller, instrument, &by_client)
         .await?
         .ok_or_else(BinanceError::unknown_order_sent)?;
     let mut shown = order_json(&info, &record, notional);
@@ -355,33 +340,13 @@ enum ResponseType {
 /// remembers), oldest first, each with what its fills add up to.
 async fn orders(
     state: &Shared,
-    account: Option<AccountId>,
+    caller: &Session,
     instrument: Option<InstrumentId>,
     finished_too: bool,
 ) -> BinanceResult<Vec<(OrderRecord, Option<i128>)>> {
-    let Some(account) = account else { return Ok(Vec::new()) };
-    let mut found = state
-        .link
-        .read(move |venue| {
-            let Some(activity) = venue.activity() else { return Vec::new() };
-            let fills: Vec<&Fill> = activity.fills(account).collect();
-            let wanted = |record: &&OrderRecord| {
-                instrument.is_none_or(|instrument| record.instrument == instrument)
-            };
-            let mut records: Vec<(OrderRecord, Option<i128>)> = activity
-                .open_orders(account)
-                .filter(wanted)
-                .map(|record| (record.clone(), filled_notional(record, fills.iter().copied())))
-                .collect();
-            if finished_too {
-                records.extend(activity.finished_orders(account).filter(wanted).map(|record| {
-                    (record.clone(), filled_notional(record, fills.iter().copied()))
-                }));
-            }
-            records
-        })
-        .await
-        .map_err(ApiError::from)?;
+    let which = if finished_too { Which::OpenThenFinished } else { Which::Open };
+    let mut found =
+        with_notionals(state.queries.orders_with_fills(caller, which, instrument).await?);
     found.sort_by_key(|(record, _)| record.order_id);
     Ok(found)
 }
@@ -397,8 +362,7 @@ pub async fn open_orders(
         Some(symbol) => Some(instrument(&state, symbol).await?.0),
         None => None,
     };
-    let account = account_id(&state, &caller).await?;
-    let found = orders(&state, account, instrument, false).await?;
+    let found = orders(&state, &caller, instrument, false).await?;
     let reference =
         state.directory.reference_for(found.iter().map(|(record, _)| record.instrument)).await?;
     let shown: Vec<Value> = found
@@ -422,8 +386,7 @@ pub async fn all_orders(
     params.only(&["symbol", "orderId", "startTime", "endTime", "limit"])?;
     let (instrument, info, _) = instrument(&state, params.required("symbol")?).await?;
     let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, Some("orderId"))?;
-    let account = account_id(&state, &caller).await?;
-    let found: Vec<_> = orders(&state, account, Some(instrument), true)
+    let found: Vec<_> = orders(&state, &caller, Some(instrument), true)
         .await?
         .into_iter()
         .filter(|(record, _)| selection.admits(record.order_id.0, ms(record.created_ns.0)))
@@ -447,20 +410,7 @@ pub async fn my_trades(
     let (instrument, info, reference) = instrument(&state, params.required("symbol")?).await?;
     let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, Some("fromId"))?;
     let order = params.number("orderId")?;
-    let Some(account) = account_id(&state, &caller).await? else { return Ok(ok(json!([]))) };
-    let fills = state
-        .link
-        .read(move |venue| {
-            venue.activity().map_or_else(Vec::new, |activity| {
-                activity
-                    .fills(account)
-                    .filter(|fill| fill.instrument == instrument)
-                    .cloned()
-                    .collect::<Vec<_>>()
-            })
-        })
-        .await
-        .map_err(ApiError::from)?;
+    let fills = state.queries.fills(&caller, Some(instrument)).await?;
     let fills: Vec<&Fill> = fills
         .iter()
         .filter(|fill| {

@@ -21,8 +21,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use axum::extract::State;
 use axum::response::Response;
 use bourse_core::command::OrderType;
-use bourse_core::exchange::InstrumentKind;
-use bourse_core::ids::{AccountId, InstrumentId};
+use bourse_core::ids::InstrumentId;
 use bourse_core::{Decimal, OrderSize, RejectReason, StpMode};
 use bourse_marketdata::candles::{Candle, INTERVALS};
 use serde_json::{json, Map, Value};
@@ -39,6 +38,7 @@ use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::Detail;
 use crate::port::orders::in_flight::{InFlight, Submitted};
 use crate::port::orders::request::{NewOrder, Request, Target};
+use crate::port::queries::ContractTerms;
 use crate::port::session::Session as Login;
 use crate::port::state::Shared;
 use crate::reference::{InstrumentInfo, Reference};
@@ -486,7 +486,7 @@ impl Session {
                 return;
             }
         };
-        let account = self.state.directory.account_id(user_name).await.ok().flatten();
+        let account = self.state.queries.account_id(&login).await.ok().flatten();
         let mut user = User {
             name: user_name.to_string(),
             login,
@@ -499,7 +499,10 @@ impl Session {
             "orders": {}, "trades": {}, "accounts": {}, "positions": {},
         });
         if let Some(account) = account {
-            let (orders, view) = self.login_snapshot(account).await;
+            let (orders, view) = (self.state.queries)
+                .login_view(&user.login, ORDERS_AT_LOGIN_MAX)
+                .await
+                .unwrap_or_else(|_| (Vec::new(), Value::Null));
             let reference = self.state.directory.reference();
             let mut shown = Map::new();
             for record in orders {
@@ -528,26 +531,6 @@ impl Session {
         self.notice("INFO", "logged_in", &format!("logged in as {user_name}"));
         tracing::info!(session = self.id, account = user_name, "diff login");
         self.user = Some(user);
-    }
-
-    /// The account's orders (open ones, then the latest finished) and its futures view.
-    async fn login_snapshot(
-        &self,
-        account: AccountId,
-    ) -> (Vec<bourse_core::venue::OrderRecord>, Value) {
-        self.state
-            .link
-            .read(move |venue| {
-                let mut orders = Vec::new();
-                if let Some(activity) = venue.activity() {
-                    orders.extend(activity.open_orders(account).take(ORDERS_AT_LOGIN_MAX).cloned());
-                    let room = ORDERS_AT_LOGIN_MAX - orders.len();
-                    orders.extend(activity.finished_orders(account).take(room).cloned());
-                }
-                (orders, crate::services::clearing::view::futures_json(venue, Some(account)))
-            })
-            .await
-            .unwrap_or_else(|_| (Vec::new(), Value::Null))
     }
 
     async fn insert_order(&mut self, order: request::InsertOrder, in_flight: &mut InFlight<Meta>) {
@@ -843,31 +826,13 @@ fn candle_from_json(info: &InstrumentInfo, fields: &[Value]) -> Option<Candle> {
 /// What the instrument query tells of every instrument.
 async fn symbol_infos(state: &Shared, reference: &Reference) -> Vec<symbols::SymbolInfo> {
     let terms: HashMap<InstrumentId, ContractTerms> = state
-        .link
-        .read(move |venue| {
-            let exchange = venue.exchange();
-            (0..exchange.instruments().len())
-                .filter_map(|index| {
-                    let id = InstrumentId(index as u32);
-                    let instrument = exchange.instrument(id);
-                    let InstrumentKind::Future(rules) = &instrument.kind else { return None };
-                    let positions = exchange.positions(id)?;
-                    let settle_decimals = exchange.assets().get(rules.settle.index())?.decimals;
-                    Some((
-                        id,
-                        ContractTerms {
-                            settlement_price: positions.settlement_price().map(|price| price.0),
-                            expired: instrument.expired,
-                            margin: i128::from(rules.margin.0),
-                            taker_fee: i128::from(rules.taker_fee.0),
-                            settle_decimals,
-                        },
-                    ))
-                })
-                .collect()
-        })
+        .queries
+        .contract_terms()
         .await
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .map(|terms| (terms.instrument, terms))
+        .collect();
     let market = state.market();
     reference
         .instruments
@@ -891,7 +856,9 @@ fn symbol_info(
     let (exchange_id, code) = exchange_and_code(&info.symbol);
     let as_f64 = |value: Value| value.as_f64();
     let product_id: String = code.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-    let money = |units: i128| contract.and_then(|terms| decimal_f64(units, terms.settle_decimals));
+    let money = |units: i64| {
+        contract.and_then(|terms| decimal_f64(i128::from(units), terms.settle_decimals))
+    };
     symbols::SymbolInfo {
         symbol: info.symbol.clone(),
         exchange_id: exchange_id.to_string(),
@@ -912,27 +879,16 @@ fn symbol_info(
         delivery_month: None,
         pre_settlement: contract
             .and_then(|terms| terms.settlement_price)
-            .and_then(|price| as_f64(price_number(info, price))),
+            .and_then(|price| as_f64(price_number(info, price.0))),
         pre_close: None,
         pre_open_interest: pre_open_interest.map(|units| lots(info, i128::from(units))),
         upper_limit: None,
         lower_limit: None,
         min_order_volume: Some(lots(info, info.min_qty)),
         max_order_volume: Some(lots(info, info.max_qty)),
-        margin: contract.and_then(|terms| money(terms.margin)),
-        commission: contract.and_then(|terms| money(terms.taker_fee)),
+        margin: contract.and_then(|terms| money(terms.margin_units)),
+        commission: contract.and_then(|terms| money(terms.taker_fee_units)),
     }
-}
-
-/// What the engine says of a futures contract for the instrument query.
-#[derive(Clone, Copy)]
-struct ContractTerms {
-    settlement_price: Option<i64>,
-    expired: bool,
-    /// Per lot, in settle-asset units.
-    margin: i128,
-    taker_fee: i128,
-    settle_decimals: u32,
 }
 
 fn decimal_f64(units: i128, decimals: u32) -> Option<f64> {

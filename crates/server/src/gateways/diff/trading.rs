@@ -5,10 +5,10 @@
 //! QIFI name them. Pure rendering: what it is given, it turns into patches; it never
 //! reads the engine and never decides anything about an order.
 
-use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
 use bourse_core::{Offset, Side, TimeInForce};
 use serde_json::{json, Map, Value};
 
+use crate::port::queries::{OrderKind, OrderRecord, OrderStatus};
 use crate::reference::{InstrumentInfo, Reference};
 use crate::services::feed::channel::FillMessage;
 use crate::services::feed::quote::{exchange_and_code, lots, number, price_number};

@@ -238,7 +238,7 @@ impl Session {
         }
         // Where the hub's messages to the session start: orders made after this are
         // seen from their start (`Orders::on_record`).
-        if let Ok(((), seq)) = state.link.read_at_seq(|_| ()).await {
+        if let Ok(seq) = state.queries.applied_seq().await {
             self.orders.follow_from(seq);
         }
         true

@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use bourse_core::command::OrderType;
 use bourse_core::ids::{AccountId, ClientOrderId, OrderId};
-use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
 use bourse_core::{Decimal, Offset, OrderSize, RejectReason, Side, StpMode, TimeInForce};
 use bourse_protocol::fix::{tag, Message, Writer};
 
@@ -26,6 +25,7 @@ use crate::gateways::shared::connection::Output;
 use crate::port::error::{ApiError, ErrorCode};
 use crate::port::orders::answer::Stamp;
 use crate::port::orders::request::{self, Request, Target};
+use crate::port::queries::{OrderKind, OrderRecord, OrderStatus};
 use crate::reference::{InstrumentInfo, Reference};
 use crate::services::feed::channel::FillMessage;
 
@@ -410,11 +410,7 @@ impl Orders {
         let Some(qty) = order.size.qty().and_then(|qty| units(qty, info.qty_decimals)) else {
             return;
         };
-        let time_in_force = crate::port::orders::applied_time_in_force(
-            order.order_type,
-            order.time_in_force,
-            info.is_future(),
-        );
+        let time_in_force = order.time_in_force.applied(order.order_type, info.is_future());
         let record = OrderRecord {
             order_id: stamp.order_id,
             account,

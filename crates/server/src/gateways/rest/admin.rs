@@ -17,13 +17,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::extract::{created, ok, ApiPath, ApiQuery};
-use super::trading::account_balances;
 use crate::gateways::shared::json::{parse_body, parse_decimal};
 use crate::keys::{KeyRecord, Role};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::session::Session;
 use crate::port::state::Shared;
-use crate::render::instrument_json;
+use crate::render::{balances_json, instrument_json};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -93,14 +92,10 @@ async fn on_disk<T: Send + 'static>(change: impl FnOnce() -> T + Send + 'static)
     })
 }
 
-/// Submits an admin command; its `rejected` reason becomes the error.
-async fn submit_admin(state: &Shared, command: &Command<'_>) -> ApiResult<u64> {
-    let reply = state.link.submit(command).await?;
-    let seq = reply.result().map_or(0, |result| result.seq.0);
-    match reply.events().first() {
-        Some(Event::Rejected { reason, .. }) => Err(ApiError::rejected(*reason)),
-        _ => Ok(seq),
-    }
+/// Submits an admin command through the port's operator side; its `rejected` reason
+/// becomes the error. Returns its sequence number.
+async fn submit_admin(state: &Shared, caller: &Session, command: &Command<'_>) -> ApiResult<u64> {
+    Ok(state.operator.submit(caller, command).await?.0)
 }
 
 pub async fn create_asset(
@@ -112,7 +107,7 @@ pub async fn create_asset(
     let request: AssetRequest = parse_body(&body)?;
     let command =
         Command::Asset { asset: Cow::Borrowed(&request.asset), decimals: request.decimals };
-    let seq = submit_admin(&state, &command).await?;
+    let seq = submit_admin(&state, &caller, &command).await?;
     Ok(created(json!({ "asset": request.asset, "decimals": request.decimals, "seq": seq })))
 }
 
@@ -135,7 +130,7 @@ pub async fn create_instrument(
         taker_fee_bps: request.taker_fee_bps,
         market_band_bps: request.market_band_bps,
     }));
-    let seq = submit_admin(&state, &command).await?;
+    let seq = submit_admin(&state, &caller, &command).await?;
     let reference = state.directory.refresh_reference().await?;
     let shown = reference
         .find_instrument(&request.symbol)
@@ -202,14 +197,18 @@ pub async fn remove_password(
     Ok(ok(json!({ "account": account, "has_password": false, "removed": removed })))
 }
 
-pub async fn account_balances_admin(state: &Shared, account: &str) -> ApiResult<Value> {
+pub async fn account_balances_admin(
+    state: &Shared,
+    caller: &Session,
+    account: &str,
+) -> ApiResult<Value> {
     if state.keys.account(account).is_none() {
         return Err(ApiError::new(
             ErrorCode::UnknownAccount,
             format!("unknown account {account:?}"),
         ));
     }
-    account_balances(state, account).await
+    Ok(balances_json(&state.operator.balances(caller, account).await?))
 }
 
 pub async fn account_balances_route(
@@ -218,7 +217,7 @@ pub async fn account_balances_route(
     ApiPath(account): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    let balances = account_balances_admin(&state, &account).await?;
+    let balances = account_balances_admin(&state, &caller, &account).await?;
     Ok(ok(json!({ "account": account, "balances": balances })))
 }
 
@@ -294,7 +293,12 @@ pub async fn revoke_key(
     Ok(ok(key_json(&key)))
 }
 
-async fn transfer(state: &Shared, body: &Bytes, deposit: bool) -> ApiResult<Response> {
+async fn transfer(
+    state: &Shared,
+    caller: &Session,
+    body: &Bytes,
+    deposit: bool,
+) -> ApiResult<Response> {
     let request: TransferRequest = parse_body(body)?;
     if state.keys.account(&request.account).is_none() {
         return Err(ApiError::new(
@@ -308,8 +312,8 @@ async fn transfer(state: &Shared, body: &Bytes, deposit: bool) -> ApiResult<Resp
         amount: parse_decimal("amount", &request.amount)?,
     };
     let command = if deposit { Command::Deposit(transfer) } else { Command::Withdraw(transfer) };
-    let seq = submit_admin(state, &command).await?;
-    let balances = account_balances(state, &request.account).await?;
+    let seq = submit_admin(state, caller, &command).await?;
+    let balances = balances_json(&state.operator.balances(caller, &request.account).await?);
     Ok(ok(json!({ "seq": seq, "account": request.account, "balances": balances })))
 }
 
@@ -319,7 +323,7 @@ pub async fn deposit(
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    transfer(&state, &body, true).await
+    transfer(&state, &caller, &body, true).await
 }
 
 pub async fn withdraw(
@@ -328,16 +332,21 @@ pub async fn withdraw(
     body: Bytes,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    transfer(&state, &body, false).await
+    transfer(&state, &caller, &body, false).await
 }
 
-async fn halt_or_resume(state: &Shared, symbol: String, halt: bool) -> ApiResult<Response> {
+async fn halt_or_resume(
+    state: &Shared,
+    caller: &Session,
+    symbol: String,
+    halt: bool,
+) -> ApiResult<Response> {
     let command = if halt {
         Command::Halt { symbol: Cow::Borrowed(&symbol) }
     } else {
         Command::Resume { symbol: Cow::Borrowed(&symbol) }
     };
-    let seq = submit_admin(state, &command).await?;
+    let seq = submit_admin(state, caller, &command).await?;
     Ok(ok(json!({ "symbol": symbol, "halted": halt, "seq": seq })))
 }
 
@@ -349,7 +358,7 @@ pub async fn halt(
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    halt_or_resume(&state, symbol, true).await
+    halt_or_resume(&state, &caller, symbol, true).await
 }
 
 pub async fn resume(
@@ -358,7 +367,7 @@ pub async fn resume(
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    halt_or_resume(&state, symbol, false).await
+    halt_or_resume(&state, &caller, symbol, false).await
 }
 
 /// Cancels every open order of an account (on one instrument with `?symbol=`), in one
@@ -380,11 +389,7 @@ pub async fn cancel_all(
         account: bourse_core::AccountRef::Name(Cow::Borrowed(&account)),
         symbol: query.symbol.as_deref().map(Cow::Borrowed),
     };
-    let reply = state.link.submit(&command).await?;
-    let events = reply.events();
-    if let Some(Event::Rejected { reason, .. }) = events.first() {
-        return Err(ApiError::rejected(*reason));
-    }
+    let (seq, events) = state.operator.submit(&caller, &command).await?;
     let canceled: Vec<&str> = events
         .iter()
         .filter_map(|event| match event {
@@ -392,6 +397,5 @@ pub async fn cancel_all(
             _ => None,
         })
         .collect();
-    let seq = reply.result().map_or(0, |result| result.seq.0);
     Ok(ok(json!({ "account": account, "canceled": canceled, "seq": seq })))
 }

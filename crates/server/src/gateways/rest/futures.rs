@@ -21,20 +21,17 @@ use super::extract::{created, ok, ApiPath};
 use crate::gateways::shared::json::{parse_body, parse_decimal};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::session::Session;
-use crate::port::state::{AppState, Shared};
+use crate::port::state::Shared;
 use crate::render::instrument_json;
 use crate::services::clearing::settings::{ratio_margin, FuturesSettings};
-use crate::services::clearing::settlement;
-use crate::services::clearing::view::futures_json;
 
 /// `GET /v1/positions`: the caller's futures positions, by symbol.
 pub async fn positions(
     State(state): State<Shared>,
     Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
-    let account = caller.account()?.to_string();
-    let view = account_futures(&state, &account).await?;
-    Ok(ok(json!({ "account": account, "positions": view["positions"] })))
+    let view = state.queries.futures(&caller).await?;
+    Ok(ok(json!({ "account": caller.account()?, "positions": view["positions"] })))
 }
 
 /// `GET /v1/account`: the caller's futures account per settle asset, and positions.
@@ -42,17 +39,10 @@ pub async fn account(
     State(state): State<Shared>,
     Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
-    let account = caller.account()?.to_string();
-    let view = account_futures(&state, &account).await?;
-    Ok(ok(
-        json!({ "account": account, "accounts": view["accounts"], "positions": view["positions"] }),
-    ))
-}
-
-/// `futures::view::futures_json` of `account` (zeros for one the engine does not know).
-pub async fn account_futures(state: &AppState, account: &str) -> ApiResult<Value> {
-    let id = state.directory.account_id(account).await?;
-    Ok(state.link.read(move |venue| futures_json(venue, id)).await?)
+    let view = state.queries.futures(&caller).await?;
+    Ok(ok(json!({
+        "account": caller.account()?, "accounts": view["accounts"], "positions": view["positions"],
+    })))
 }
 
 #[derive(Deserialize)]
@@ -133,11 +123,6 @@ fn parse_ratio(text: &str) -> ApiResult<Decimal> {
     Ok(ratio)
 }
 
-/// Submits an administration command; a rejection becomes the error.
-async fn submit(state: &AppState, command: &Command<'_>) -> ApiResult<(u64, Vec<Event>)> {
-    settlement::submit(&state.link, command).await
-}
-
 /// A contract's symbol must follow the futures rule (`EXCHANGE.code`, as China's
 /// exchanges and tqsdk name contracts): `400 invalid_symbol` with the form and an
 /// example otherwise.
@@ -194,7 +179,7 @@ pub async fn create_future(
         market_band_bps: request.market_band_bps,
         close_today: request.close_today,
     }));
-    let (seq, _) = submit(&state, &command).await?;
+    let (seq, _) = state.operator.submit(&caller, &command).await?;
     save(&state.futures, &request.symbol, move |contract| contract.margin_ratio = ratio).await?;
     let reference = state.directory.refresh_reference().await?;
     let shown = reference
@@ -212,7 +197,7 @@ pub async fn list_futures(
     Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    let contracts = state.link.read(settlement::live_contracts).await?;
+    let contracts = state.operator.live_contracts(&caller).await?;
     let shown: Vec<Value> = contracts
         .iter()
         .map(|contract| {
@@ -246,13 +231,13 @@ pub async fn set_margin(
         (Some(margin), None) => {
             let margin = parse_decimal("margin", margin)?;
             let command = Command::Margin { symbol: Cow::Borrowed(&symbol), margin };
-            let (seq, _) = submit(&state, &command).await?;
+            let (seq, _) = state.operator.submit(&caller, &command).await?;
             save(&state.futures, &symbol, |contract| contract.margin_ratio = None).await?;
             Ok(ok(json!({ "symbol": symbol, "margin": margin.to_string(), "seq": seq })))
         }
         (None, Some(ratio)) => {
             parse_ratio(ratio)?;
-            let facts = settlement::contract(&state.link, &symbol).await?;
+            let facts = state.operator.contract(&caller, &symbol).await?;
             if facts.settlement_price.is_none() {
                 return Err(ApiError::new(
                     ErrorCode::NoSettlementPrice,
@@ -262,8 +247,7 @@ pub async fn set_margin(
             let ratio = ratio.clone();
             save(&state.futures, &symbol, move |contract| contract.margin_ratio = Some(ratio))
                 .await?;
-            let margin =
-                settlement::restate_ratio_margin(&state.link, &state.futures, &symbol).await?;
+            let margin = state.operator.restate_ratio_margin(&caller, &symbol).await?;
             Ok(ok(
                 json!({ "symbol": symbol, "margin_ratio": request.margin_ratio, "margin": margin }),
             ))
@@ -282,7 +266,7 @@ pub async fn post_price(
     caller.require_admin()?;
     let request: PriceRequest = parse_body(&body)?;
     let price = parse_decimal("price", &request.price)?;
-    settlement::contract(&state.link, &symbol).await?;
+    state.operator.contract(&caller, &symbol).await?;
     let posted = price.to_string();
     let kept = posted.clone();
     save(&state.futures, &symbol, move |contract| contract.posted_price = Some(kept)).await?;
@@ -303,8 +287,7 @@ pub async fn settle(
         parse_body(&body)?
     };
     let price = request.price.as_deref().map(|price| parse_decimal("price", price)).transpose()?;
-    let done =
-        settlement::settle(&state.link, &state.futures, &symbol, price, request.is_final).await?;
+    let done = state.operator.settle(&caller, &symbol, price, request.is_final).await?;
     Ok(ok(done))
 }
 
@@ -321,7 +304,7 @@ pub async fn liquidate(
         account: AccountRef::Name(Cow::Borrowed(&request.account)),
         symbol: Cow::Borrowed(&symbol),
     };
-    let (seq, events) = submit(&state, &command).await?;
+    let (seq, events) = state.operator.submit(&caller, &command).await?;
     let trades = events.iter().filter(|event| matches!(event, Event::Trade(_))).count();
     let canceled = events
         .iter()

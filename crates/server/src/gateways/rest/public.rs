@@ -6,15 +6,15 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bourse_core::Side;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::extract::{ok, ApiPath, ApiQuery};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
+use crate::port::queries::{BookTop, RestingOrder};
 use crate::port::state::Shared;
 use crate::reference::InstrumentInfo;
-use crate::render::{instrument_json, levels_json, top_levels, Level, DEPTH_LEVELS_MAX};
+use crate::render::{instrument_json, levels_json, DEPTH_LEVELS_MAX};
 use crate::services::feed::market::{ticker_json, RECENT_TRADES_KEPT};
 
 const DEPTH_LEVELS_DEFAULT: usize = 20;
@@ -39,7 +39,7 @@ pub async fn health() -> Response {
 
 /// The engine has recovered and takes commands.
 pub async fn ready(State(state): State<Shared>) -> Response {
-    let failure = state.link.failure();
+    let failure = state.queries.engine_failure();
     let ready = state.ready.load(Ordering::SeqCst) && failure.is_none();
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({ "ready": ready, "engine_failure": failure });
@@ -49,7 +49,7 @@ pub async fn ready(State(state): State<Shared>) -> Response {
 pub async fn instruments(State(state): State<Shared>) -> ApiResult<Response> {
     let reference = state.directory.refresh_reference().await?;
     let count = reference.instruments.len();
-    let halted = state.link.halted(count).await?;
+    let halted = state.queries.halted(count).await?;
     let shown: Vec<Value> = reference
         .instruments
         .iter()
@@ -72,29 +72,11 @@ pub async fn depth(
     if levels == 0 || levels > DEPTH_LEVELS_MAX {
         return Err(ApiError::malformed(format!("levels is 1 to {DEPTH_LEVELS_MAX}")));
     }
-    let wanted = symbol.clone();
-    let book = state
-        .link
-        .read(move |venue| {
-            let exchange = venue.exchange();
-            let instrument = exchange.find_instrument(&wanted)?;
-            let book = exchange.book(instrument);
-            let (bids, asks) =
-                (top_levels(book, Side::Buy, levels), top_levels(book, Side::Sell, levels));
-            Some((instrument, bids, asks, exchange.time_ns()))
-        })
-        .await?;
-    let Some((instrument, bids, asks, time_ns)) = book else {
-        return Err(ApiError::rejected(bourse_core::RejectReason::UnknownSymbol));
-    };
-    let reference = state.directory.reference_knowing(instrument.index() + 1).await?;
-    let info = reference
-        .instrument(instrument)
-        .ok_or_else(|| ApiError::rejected(bourse_core::RejectReason::UnknownSymbol))?;
-    let (bids, asks): (Vec<Level>, Vec<Level>) = (bids, asks);
+    let (instrument, info) = instrument_of(&state, &symbol).await?;
+    let BookTop { bids, asks, time_ns, .. } = state.queries.book(instrument, levels).await?;
     Ok(ok(json!({
-        "symbol": symbol, "time_ns": time_ns,
-        "bids": levels_json(info, &bids), "asks": levels_json(info, &asks),
+        "symbol": symbol, "time_ns": time_ns.0,
+        "bids": levels_json(&info, &bids), "asks": levels_json(&info, &asks),
     })))
 }
 
@@ -138,17 +120,7 @@ pub async fn ticker(
     let now_ns = bourse_protocol::signing::now_ms().saturating_mul(1_000_000);
     let figures = state.market().figures(instrument, now_ns);
     let open_interest = match info.is_future() {
-        true => {
-            state
-                .link
-                .read(move |venue| {
-                    venue
-                        .exchange()
-                        .positions(instrument)
-                        .map(|positions| positions.open_interest().0)
-                })
-                .await?
-        }
+        true => state.queries.open_interest(instrument).await?.map(|qty| qty.0),
         false => None,
     };
     Ok(ok(json!({ "symbol": symbol, "data": ticker_json(&info, figures, open_interest) })))
@@ -165,33 +137,16 @@ pub async fn l3(
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     let (instrument, info) = instrument_of(&state, &symbol).await?;
-    let (sides, seq) = state
-        .link
-        .read_at_seq(move |venue| {
-            let exchange = venue.exchange();
-            let activity = venue.activity();
-            let side = |side| -> Vec<(u64, i64, i64)> {
-                let mut orders = Vec::new();
-                exchange.book(instrument).for_each_order(side, |order| {
-                    if orders.len() < L3_ORDERS_MAX {
-                        let order_id = activity
-                            .and_then(|activity| activity.order_by_client(order.account, &order.id))
-                            .map_or(0, |record| record.order_id.0);
-                        orders.push((order_id, order.price.0, order.remaining.0));
-                    }
-                });
-                orders
-            };
-            (side(Side::Buy), side(Side::Sell))
-        })
-        .await?;
-    let shown = |orders: Vec<(u64, i64, i64)>| -> Vec<Value> {
+    let ((bids, asks), seq) = state.queries.resting_orders(instrument, L3_ORDERS_MAX).await?;
+    let shown = |orders: Vec<RestingOrder>| -> Vec<Value> {
         orders
-            .into_iter()
-            .map(|(order_id, price, qty)| json!([order_id, info.price(price), info.qty(qty)]))
+            .iter()
+            .map(|order| {
+                json!([order.order_id.0, info.price(order.price.0), info.qty(order.remaining.0)])
+            })
             .collect()
     };
-    Ok(ok(json!({ "symbol": symbol, "seq": seq, "bids": shown(sides.0), "asks": shown(sides.1) })))
+    Ok(ok(json!({ "symbol": symbol, "seq": seq, "bids": shown(bids), "asks": shown(asks) })))
 }
 
 #[derive(Deserialize)]

@@ -13,7 +13,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use bourse_core::ids::InstrumentId;
-use bourse_core::venue::OrderRecord;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -21,6 +20,7 @@ use super::extract::{ok, ApiPath, ApiQuery};
 use crate::gateways::shared::json::{self, parse_body, parse_order_id, AmendRequest, OrderRequest};
 use crate::port::error::ApiResult;
 use crate::port::orders::request::{Request, Target};
+use crate::port::queries::Which;
 use crate::port::session::Session;
 use crate::port::state::{AppState, Shared};
 use crate::reference::Reference;
@@ -70,7 +70,7 @@ pub async fn get_order(
     ApiPath(order_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     let target = Target::OrderId(parse_order_id(&order_id)?);
-    Ok(ok(state.entry.order_status(&caller, &target).await?.to_json()))
+    Ok(ok(state.queries.order(&caller, &target).await?.to_json()))
 }
 
 pub async fn cancel_order(
@@ -119,33 +119,20 @@ pub async fn list_orders(
     Extension(caller): Extension<Session>,
     ApiQuery(query): ApiQuery<OrdersQuery>,
 ) -> ApiResult<Response> {
-    let Some(account_id) = state.entry.account_id(&caller).await? else {
-        return Ok(ok(json!({ "orders": [] })));
-    };
     if let Some(client_id) = query.client_order_id {
         let target = Target::ClientOrderId(Cow::Owned(client_id));
-        return Ok(ok(state.entry.order_status(&caller, &target).await?.to_json()));
+        return Ok(ok(state.queries.order(&caller, &target).await?.to_json()));
     }
-    let finished = match query.status.as_deref() {
-        None | Some("open") => false,
-        Some("finished") => true,
+    let which = match query.status.as_deref() {
+        None | Some("open") => Which::Open,
+        Some("finished") => Which::Finished,
         Some(other) => {
             return Err(crate::port::error::ApiError::malformed(format!(
                 "status is open or finished, not {other:?}"
             )))
         }
     };
-    let records: Vec<OrderRecord> = state
-        .link
-        .read(move |venue| {
-            let Some(activity) = venue.activity() else { return Vec::new() };
-            if finished {
-                activity.finished_orders(account_id).cloned().collect()
-            } else {
-                activity.open_orders(account_id).cloned().collect()
-            }
-        })
-        .await?;
+    let records = state.queries.orders(&caller, which, None, usize::MAX).await?;
     let reference =
         state.directory.reference_for(records.iter().map(|record| record.instrument)).await?;
     let symbol = query.symbol;
@@ -168,17 +155,7 @@ pub async fn fills(
     Extension(caller): Extension<Session>,
     ApiQuery(query): ApiQuery<FillsQuery>,
 ) -> ApiResult<Response> {
-    let Some(account_id) = state.entry.account_id(&caller).await? else {
-        return Ok(ok(json!({ "fills": [] })));
-    };
-    let fills = state
-        .link
-        .read(move |venue| {
-            venue.activity().map_or_else(Vec::new, |activity| {
-                activity.fills(account_id).cloned().collect::<Vec<_>>()
-            })
-        })
-        .await?;
+    let fills = state.queries.fills(&caller, None).await?;
     let reference = state.directory.reference_for(fills.iter().map(|fill| fill.instrument)).await?;
     let limit = query.limit.unwrap_or(usize::MAX);
     let mut shown: Vec<Value> = fills
@@ -196,13 +173,6 @@ pub async fn balances(
     State(state): State<Shared>,
     Extension(caller): Extension<Session>,
 ) -> ApiResult<Response> {
-    let account = caller.account()?.to_string();
-    Ok(ok(json!({ "account": account, "balances": account_balances(&state, &account).await? })))
-}
-
-/// Every asset's `available` and `held` for `account` (zeros for one with nothing yet).
-pub async fn account_balances(state: &AppState, account: &str) -> ApiResult<Value> {
-    let id = state.directory.account_id(account).await?;
-    let balances = state.link.balances(vec![id]).await?;
-    Ok(balances.first().map_or_else(|| json!({}), |assets| balances_json(assets)))
+    let balances = state.queries.balances(&caller).await?;
+    Ok(ok(json!({ "account": caller.account()?, "balances": balances_json(&balances) })))
 }

@@ -19,13 +19,14 @@ use std::sync::Arc;
 use bourse_core::command::{OrderCommand, OrderType};
 use bourse_core::ids::{AccountId, ClientOrderId, OrderId};
 use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
-use bourse_core::{AccountRef, Command, Event, Offset, Price, Qty, RejectReason, TimeInForce};
+use bourse_core::{AccountRef, Command, Event, Offset, Price, Qty, RejectReason};
 use bourse_engine::Correlation;
 
 use crate::directory::Directory;
 use crate::link::{read_order_behind, EngineLink, Lane, LinkError, OrderRead, Pending, Reply};
 use crate::port::error::{ApiError, ApiResult};
 use crate::port::policy::Policy;
+use crate::port::queries::own_order;
 use crate::port::session::Session;
 use crate::render::Shown;
 use answer::{placed_from_events, Answer, Detail, Placed, Stamp, View};
@@ -128,32 +129,16 @@ impl OrderEntry {
         OrderEntry { link, directory, policy }
     }
 
-    pub fn link(&self) -> &Arc<EngineLink> {
+    /// The engine link, for the port's own connection lanes (`in_flight`).
+    pub(super) fn link(&self) -> &Arc<EngineLink> {
         &self.link
-    }
-
-    pub fn directory(&self) -> &Arc<Directory> {
-        &self.directory
     }
 
     /// The account `session` trades for, as order entry names it: its engine id once
     /// the engine has it (read from the directory once per session), else its name.
     async fn trader<'s>(&self, session: &'s Session) -> ApiResult<Trader<'s>> {
-        let name = session.account()?;
-        if let Some(id) = session.known_account_id() {
-            return Ok(Trader { name, id: Some(id) });
-        }
-        let id = self.directory.account_id(name).await?;
-        if let Some(id) = id {
-            session.learn_account_id(id);
-        }
-        Ok(Trader { name, id })
-    }
-
-    /// The engine id of the account `session` trades for; `None` before its first
-    /// deposit (it has no orders, fills or balances yet).
-    pub async fn account_id(&self, session: &Session) -> ApiResult<Option<AccountId>> {
-        Ok(self.trader(session).await?.id)
+        let id = session.account_id(&self.directory).await?;
+        Ok(Trader { name: session.account()?, id })
     }
 
     /// Takes one request of `session`: charged against its limits, then checked, made
@@ -315,11 +300,7 @@ impl OrderEntry {
             instrument,
             side: order.side,
             kind: if price.is_some() { OrderKind::Limit } else { OrderKind::Market },
-            time_in_force: applied_time_in_force(
-                order.order_type,
-                order.time_in_force,
-                info.is_future(),
-            ),
+            time_in_force: order.time_in_force.applied(order.order_type, info.is_future()),
             offset: if info.is_future() { order.offset } else { Offset::Open },
             post_only: order.post_only && price.is_some(),
             stp: order.stp,
@@ -361,35 +342,10 @@ impl OrderEntry {
             Target::ClientOrderId(client_order_id) => {
                 Ok((account, ClientOrderId::from(client_order_id.as_ref())))
             }
-            Target::OrderId(order_id) => {
-                let record = self.own_order(account, *order_id).await?;
+            Target::OrderId(_) => {
+                let record = own_order(&self.link, account, target).await?;
                 Ok((account, record.client_id))
             }
-        }
-    }
-
-    /// The order `target` names as it stands now: `unknown_order` when the account has
-    /// none such (another account's order too). A request of `session`, charged.
-    pub async fn order_status(&self, session: &Session, target: &Target<'_>) -> ApiResult<Shown> {
-        session.charge(&self.policy)?;
-        let trader = self.trader(session).await?;
-        let account = trader.id.ok_or_else(ApiError::unknown_order)?;
-        let record = match target {
-            Target::OrderId(order_id) => self.own_order(account, *order_id).await?,
-            Target::ClientOrderId(client_order_id) => self
-                .link
-                .order_by_client(account, client_order_id)
-                .await?
-                .ok_or_else(ApiError::unknown_order)?,
-        };
-        self.shown(record).await
-    }
-
-    /// `account`'s order `order_id`, or `unknown_order` (also for another account's).
-    async fn own_order(&self, account: AccountId, order_id: OrderId) -> ApiResult<OrderRecord> {
-        match self.link.order(order_id).await? {
-            Some(record) if record.account == account => Ok(record),
-            _ => Err(ApiError::unknown_order()),
         }
     }
 
@@ -397,21 +353,5 @@ impl OrderEntry {
     async fn shown(&self, record: OrderRecord) -> ApiResult<Shown> {
         let reference = self.directory.reference_knowing(record.instrument.index() + 1).await?;
         Ok(Shown { record, reference })
-    }
-}
-
-/// What the exchange makes of a market order's time in force (see the replay spec).
-/// The time in force the engine applies: a market order's is IOC (or FOK), and a day
-/// order on a spot instrument (never settled) is GTC.
-pub fn applied_time_in_force(
-    order_type: OrderType,
-    time_in_force: TimeInForce,
-    is_future: bool,
-) -> TimeInForce {
-    match (order_type, time_in_force) {
-        (OrderType::Market, TimeInForce::FillOrKill) => TimeInForce::FillOrKill,
-        (OrderType::Market, _) => TimeInForce::ImmediateOrCancel,
-        (_, TimeInForce::GoodForDay) if !is_future => TimeInForce::GoodTillCancel,
-        (_, time_in_force) => time_in_force,
     }
 }

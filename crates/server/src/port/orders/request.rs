@@ -59,6 +59,16 @@ pub enum Target<'a> {
     ClientOrderId(Cow<'a, str>),
 }
 
+impl Target<'_> {
+    /// The same target, owning its client order id (to take into a read).
+    pub fn to_owned(&self) -> Target<'static> {
+        match self {
+            Target::OrderId(order_id) => Target::OrderId(*order_id),
+            Target::ClientOrderId(id) => Target::ClientOrderId(Cow::Owned(id.to_string())),
+        }
+    }
+}
+
 /// One order-entry request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request<'a> {
