@@ -29,8 +29,8 @@ use tokio::sync::mpsc;
 use super::channel::{
     Channel, FeedBody, FeedMessage, FillMessage, ForwardTo, HubCommand, Outbound,
 };
-use super::market::{ticker_json, BookTop, Market, Tick, TradeRecord};
-use super::quote::{tick_fields, ContractFigures, DayFigures, Quotes, QUOTE_LEVELS};
+use super::market::{ticker_json, BookTop, DayFigures, Market, Tick, TradeRecord};
+use super::quote::{tick_fields, ContractFigures, Quotes, QUOTE_LEVELS};
 use crate::directory::Directory;
 use crate::link::EngineLink;
 use crate::metrics::{Metrics, ReasonLabels, ResultLabels};

@@ -13,7 +13,6 @@ use bourse_core::ids::InstrumentId;
 use bourse_core::{Decimal, Side};
 use serde_json::{json, Value};
 
-use super::quote::DayFigures;
 use super::ticker::{Ticker, TickerFigures};
 use crate::reference::{decimal, InstrumentInfo, Terms};
 use crate::render::Level;
@@ -22,6 +21,18 @@ use crate::render::Level;
 pub const RECENT_TRADES_KEPT: usize = 1_000;
 /// Ticks kept per instrument: as many as a DIFF chart shows at most.
 pub const TICKS_KEPT: usize = bourse_marketdata::candles::HISTORY_MAX;
+
+/// The trading day's figures after a trade (what a tick shows of the day), in engine
+/// units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DayFigures {
+    pub high: i64,
+    pub low: i64,
+    /// Quantity units traded today.
+    pub volume: i128,
+    /// Sum of price units x quantity units traded today.
+    pub turnover: i128,
+}
 
 /// The book's best levels a side (`quote::QUOTE_LEVELS`), read once after a round of
 /// trades and shared by the round's ticks.

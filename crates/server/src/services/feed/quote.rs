@@ -26,7 +26,7 @@ use bourse_core::PositionSide;
 use bourse_history::civil::{date_text, day_of, NS_PER_DAY};
 use serde_json::{Map, Value};
 
-use super::market::{turnover, Tick};
+use super::market::{turnover, DayFigures, Tick};
 use crate::reference::{InstrumentInfo, Terms};
 use crate::render::Level;
 
@@ -62,18 +62,6 @@ pub struct QuoteState {
     /// Whether the engine's contract figures were read before (a settlement price
     /// that changes after that is a settlement).
     contract_seen: bool,
-}
-
-/// The trading day's figures after a trade (what a tick shows of the day), in engine
-/// units.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DayFigures {
-    pub high: i64,
-    pub low: i64,
-    /// Quantity units traded today.
-    pub volume: i128,
-    /// Sum of price units x quantity units traded today.
-    pub turnover: i128,
 }
 
 /// What the engine says of a futures contract when a quote is refreshed.
