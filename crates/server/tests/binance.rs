@@ -290,13 +290,14 @@ fn a_market_buy_for_a_quote_amount_spends_at_most_that_amount() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
     let (buyer, seller) = buyer_and_seller(&server);
-    for (price, qty) in [("100", "1"), ("110", "1"), ("120", "5")] {
+    // (Within the instrument's 5% band of the best ask, as any market order.)
+    for (price, qty) in [("100", "1"), ("102", "1"), ("104", "5")] {
         let body = format!(
             r#"{{"symbol":"BTC-USD","side":"sell","type":"limit","price":"{price}","qty":"{qty}"}}"#
         );
         assert_eq!(seller.post("/v1/orders", &body).0, 200);
     }
-    // 250 USD: all of 100 (100), all of 110 (110), and 40 / 120 = 0.3333 of 120.
+    // 250 USD: all of 100 (100), all of 102 (102), and 48 / 104 = 0.4615 of 104.
     let bought = binance(
         &buyer,
         "POST",
@@ -304,7 +305,7 @@ fn a_market_buy_for_a_quote_amount_spends_at_most_that_amount() {
         "symbol=BTCUSD&side=BUY&type=MARKET&quoteOrderQty=250",
     );
     assert_eq!(bought.0, 200, "{bought:?}");
-    assert_eq!(bought.1["executedQty"], "2.3333");
+    assert_eq!(bought.1["executedQty"], "2.4615");
     assert_eq!(bought.1["cummulativeQuoteQty"], "249.996");
     assert_eq!(bought.1["origQuoteOrderQty"], "250");
     assert_eq!(bought.1["fills"].as_array().map(Vec::len), Some(3));
