@@ -408,14 +408,16 @@ fn own_record<'v>(
     account: AccountId,
     target: &Target<'_>,
 ) -> Option<&'v OrderRecord> {
-    match target {
+    let record = match target {
         Target::OrderId(order_id) => {
             activity.order(*order_id).filter(|record| record.account == account)
         }
         Target::ClientOrderId(client_order_id) => {
             activity.order_by_client(account, client_order_id)
         }
-    }
+    };
+    debug_assert!(record.is_none_or(|record| record.account == account));
+    record
 }
 
 fn account_orders(
@@ -429,11 +431,18 @@ fn account_orders(
         |record: &&OrderRecord| instrument.is_none_or(|instrument| record.instrument == instrument);
     let open = activity.open_orders(account).filter(wanted);
     let finished = activity.finished_orders(account).filter(wanted);
-    match which {
+    let orders: Vec<OrderRecord> = match which {
         Which::Open => open.take(most).cloned().collect(),
         Which::Finished => finished.take(most).cloned().collect(),
         Which::OpenThenFinished => open.chain(finished).take(most).cloned().collect(),
-    }
+    };
+    debug_assert!(orders.len() <= most);
+    debug_assert!(orders.iter().all(|order| order.account == account), "only its own orders");
+    debug_assert!(
+        orders.iter().all(|order| (order.status == OrderStatus::Open) == (order.remaining.0 > 0)),
+        "an order is open while it has a quantity left"
+    );
+    orders
 }
 
 fn account_fills(
