@@ -549,22 +549,23 @@ fn a_market_buy_names_what_it_spends_and_reads_back_with_it() {
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::start(directory.path(), false);
     let (seller, buyer) = server.seller_and_buyer("10", "1000");
-    for (price, qty, id) in [("100", "1", "a1"), ("110", "1", "a2")] {
+    // (Both within the instrument's 5% band of the best ask, as any market order.)
+    for (price, qty, id) in [("100", "1", "a1"), ("104", "1", "a2")] {
         assert_eq!(
             seller.post("/v1/orders", &order_body("BTC-USD", "sell", price, qty, id)).0,
             200
         );
     }
-    // 150 USD: all of the ask at 100, and 50 / 110 = 0.4545 of the next.
+    // 150 USD: all of the ask at 100, and 50 / 104 = 0.4807 of the next.
     let body = r#"{"symbol":"BTC-USD","side":"buy","type":"market","quote_qty":"150","client_order_id":"spend-1"}"#;
     let (status, placed) = buyer.post("/v1/orders", body);
     assert_eq!(status, 200, "{placed}");
     let order = &placed["order"];
     assert_eq!(
         (order["status"].as_str(), order["filled"].as_str()),
-        (Some("filled"), Some("1.4545"))
+        (Some("filled"), Some("1.4807"))
     );
-    assert_eq!((order["qty"].as_str(), order["quote_qty"].as_str()), (Some("1.4545"), Some("150")));
+    assert_eq!((order["qty"].as_str(), order["quote_qty"].as_str()), (Some("1.4807"), Some("150")));
     let (_, read) = buyer.get(&format!("/v1/orders/{}", order["order_id"]));
     assert_eq!(read["quote_qty"], "150", "{read}");
     let (_, balances) = buyer.get("/v1/balances");
