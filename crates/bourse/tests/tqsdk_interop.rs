@@ -33,13 +33,14 @@ const TOLERATED_HOSTS: [&str; 1] = ["shinny-tqsdk.oss-cn-shanghai.aliyuncs.com"]
 /// Runs `script` against a fresh demo; panics with everything needed to see why when
 /// it fails or when tqsdk tried to leave this machine.
 fn passes(script: &str) {
-    passes_with(script, false)
+    passes_with(script, false, &[])
 }
 
 /// `passes`, with the operator's key in `BOURSE_ADMIN_KEY` and `BOURSE_ADMIN_SECRET`
-/// when `admin` (for a script that settles the contract).
-fn passes_with(script: &str, admin: bool) {
-    let demo = Demo::start();
+/// when `admin` (for a script that settles the contract), and the demo started with
+/// `flags`.
+fn passes_with(script: &str, admin: bool, flags: &[&str]) {
+    let demo = Demo::start_with(flags);
     let python = pinned_python("BOURSE_TQSDK_PYTHON", "requirements-tqsdk.txt", "tqsdk");
     // tqsdk logs every pack to TQSDK_DEBUG_LOG (one file per TqApi, numbered after it).
     let debug_dir = tempfile::tempdir().unwrap();
@@ -59,7 +60,9 @@ fn passes_with(script: &str, admin: bool) {
     for entry in std::fs::read_dir(debug_dir.path()).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
         if name.starts_with("tqsdk-debug.log") {
-            let kept = target_dir().join("tqsdk-interop").join(format!("{script}.{name}"));
+            let kept = target_dir()
+                .join("tqsdk-interop")
+                .join(format!("{script}{}.{name}", flags.concat()));
             std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
             std::fs::write(&kept, &text).unwrap();
@@ -107,5 +110,12 @@ fn two_tqsdk_users_trade_with_each_other() {
 
 #[test]
 fn a_tqsdk_user_reads_the_quote_and_ticks_across_a_settlement() {
-    passes_with("tqsdk_market_data.py", true);
+    passes_with("tqsdk_market_data.py", true, &[]);
+}
+
+/// The multicast feed off changes nothing tqsdk sees: its klines (`get_kline_serial`,
+/// followed as the trade comes) are the candle service's, which runs either way.
+#[test]
+fn a_tqsdk_strategy_trades_and_reads_klines_without_the_multicast_feed() {
+    passes_with("tqsdk_trade.py", false, &["--no-marketdata"]);
 }

@@ -29,6 +29,7 @@ use crate::port::policy::{LoginLimits, Policy, PolicyEvents, Rate};
 use crate::port::queries::Queries;
 use crate::port::state::AppState;
 use crate::port::tokens::Tokens;
+use crate::services::candles::CandleService;
 use crate::services::feed::hub::{Hub, HubServices};
 use crate::services::feed::market::Market;
 use crate::services::feed::tap::tap_channel;
@@ -244,6 +245,10 @@ pub async fn start_with_sql(
         .local_addr()
         .map_err(|source| ServeError::Listen { address: config.fix.listen, source })?;
     let link = Arc::new(EngineLink::open(&engine, config.limits.in_flight_max));
+    let directory = Arc::new(Directory::new(Arc::clone(&link)));
+    // Candles, whether or not the multicast feed runs.
+    let (candles, candles_thread) = CandleService::start(Arc::clone(&directory))
+        .map_err(|error| ServeError::Internal(format!("the candle service: {error}")))?;
     let market_data = &config.marketdata;
     let (md_sender, md_receiver) = match market_data.enabled {
         true => {
@@ -252,21 +257,21 @@ pub async fn start_with_sql(
         }
         false => (None, None),
     };
-    // The tap's releases go to the hub, and to the feed when it is on (unbounded: the
-    // feed loses nothing; a publisher that is gone is stopping).
+    // The tap's releases go to the hub, to the candle service, and to the feed when it
+    // is on (unbounded: neither loses anything; a service that is gone is stopping).
     let md_releases = md_sender.clone().map(|publisher| -> crate::services::feed::tap::AlsoTo {
         Box::new(move |released| {
             let _ = publisher.send(crate::services::multicast::Input::Released(released));
         })
     });
-    let (tap_sink, tap_receiver, tap_overflowed) = tap_channel(md_releases);
+    let also_to = std::iter::once(candles.releases()).chain(md_releases).collect();
+    let (tap_sink, tap_receiver, tap_overflowed) = tap_channel(also_to);
     let feed_figures = Arc::new(FeedFigures::default());
     let tap = engine
         .open_tap(Arc::new(tap_sink))
         .ok_or_else(|| ServeError::Internal("the engine's tap is taken".to_string()))?;
     let (hub_sender, hub_receiver) = tokio::sync::mpsc::channel(1_024);
     let authenticator = Authenticator::new(config.auth.timestamp_window_ms);
-    let directory = Arc::new(Directory::new(Arc::clone(&link)));
     let metrics = Arc::new(Metrics::new(
         EngineFigures::new(Arc::clone(&link)),
         md_sender.is_some().then(|| Arc::clone(&feed_figures)),
@@ -311,6 +316,7 @@ pub async fn start_with_sql(
         limits: config.limits.clone(),
         login_timeout: std::time::Duration::from_millis(config.auth.login_timeout_ms),
         ready: std::sync::atomic::AtomicBool::new(false),
+        candles: candles.clone(),
         market_data: md_sender.clone(),
         history: std::sync::OnceLock::new(),
         futures: Arc::clone(&futures_settings),
@@ -411,6 +417,9 @@ pub async fn start_with_sql(
             // After the engine's last sync: the history commits everything journaled.
             let _ = tokio::task::spawn_blocking(move || history.stop()).await;
         }
+        // After the engine's last release: the candle service and the feed end.
+        candles.stop();
+        let _ = tokio::task::spawn_blocking(move || candles_thread.join()).await;
         if let Some((thread, publisher)) = md_thread {
             // After the engine's last release: the feed ends its session.
             let _ = publisher.send(crate::services::multicast::Input::Stop);
@@ -438,8 +447,8 @@ pub async fn start_with_sql(
     Ok(RunningServer { notes, stop: Some(stop), task })
 }
 
-/// What the hub takes of the server's services: the feed's subscriptions go to the
-/// market-data publisher, when it is on.
+/// What the hub takes of the server's services: the `candles` channels' subscriptions go
+/// to the candle service, the multicast feed's to its publisher when it is on.
 fn hub_services(state: &AppState) -> HubServices {
     let market_data =
         state.market_data.clone().map(|publisher| -> crate::services::feed::channel::ForwardTo {
@@ -452,6 +461,7 @@ fn hub_services(state: &AppState) -> HubServices {
         directory: Arc::clone(&state.directory),
         market: Arc::clone(&state.market),
         metrics: Arc::clone(&state.metrics),
+        candles: state.candles.channels(),
         market_data,
     }
 }

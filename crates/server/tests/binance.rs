@@ -387,6 +387,64 @@ fn public_reads_match_bourse_own_and_refuse_bad_parameters() {
     assert!(time["serverTime"].as_u64().unwrap().abs_diff(now_ms()) < 5_000);
 }
 
+/// With the multicast feed off (`--no-marketdata`), klines (ccxt's `fetch_ohlcv`) still
+/// follow the trades: they are the candle service's, as `/v1/candles` is.
+#[test]
+fn klines_follow_the_trades_with_the_multicast_feed_off() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.marketdata.enabled = false;
+    let server = TestServer::start_with(config, false);
+    assert!(server.server.as_ref().unwrap().notes.market_data.is_none(), "the feed is off");
+    let (buyer, seller) = buyer_and_seller(&server);
+    for (client, params) in [
+        (&seller, "symbol=BTCUSD&side=SELL&type=LIMIT&timeInForce=GTC&price=100&quantity=0.5"),
+        (&seller, "symbol=BTCUSD&side=SELL&type=LIMIT&timeInForce=GTC&price=101&quantity=0.5"),
+        (&buyer, "symbol=BTCUSD&side=BUY&type=LIMIT&timeInForce=GTC&price=101&quantity=0.7"),
+    ] {
+        let (status, answer) = binance(client, "POST", "/api/v3/order", params);
+        assert_eq!(status, 200, "{answer}");
+    }
+    let mut klines = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while klines.iter().map(|kline: &Value| kline[8].as_u64().unwrap()).sum::<u64>() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the trades never showed: {klines:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (status, answer) = public(&server, "/api/v3/klines?symbol=BTCUSD&interval=1m");
+        assert_eq!(status, 200, "{answer}");
+        klines = answer.as_array().unwrap().clone();
+    }
+    // [open time, open, high, low, close, volume, close time, quote volume, trades,
+    // taker buy volume, taker buy quote volume, "0"]: both trades were the buyer's take.
+    let number = |value: &Value| value.as_str().unwrap().parse::<f64>().unwrap();
+    let sum = |field: usize| klines.iter().map(|kline| number(&kline[field])).sum::<f64>();
+    let (first, last) = (&klines[0], &klines[klines.len() - 1]);
+    assert_eq!((first[1].as_str(), last[4].as_str()), (Some("100"), Some("101")), "{klines:?}");
+    assert!((sum(5) - 0.7).abs() < 1e-9, "{klines:?}");
+    assert!((sum(7) - (50.0 + 20.2)).abs() < 1e-9, "{klines:?}");
+    assert!((sum(9) - 0.7).abs() < 1e-9, "{klines:?}");
+    assert_eq!(
+        first[6].as_u64().unwrap() - first[0].as_u64().unwrap(),
+        59_999,
+        "a minute: {first}"
+    );
+    // The same candles with trades as Bourse's own.
+    let rest = public(&server, "/v1/candles/BTC-USD?interval=1m").1;
+    let rest_traded: Vec<(u64, u64)> = rest["candles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|candle| candle[6] != 0)
+        .map(|candle| (candle[0].as_u64().unwrap() / 1_000_000, candle[6].as_u64().unwrap()))
+        .collect();
+    let traded: Vec<(u64, u64)> = klines
+        .iter()
+        .filter(|kline| kline[8] != 0)
+        .map(|kline| (kline[0].as_u64().unwrap(), kline[8].as_u64().unwrap()))
+        .collect();
+    assert_eq!(traded, rest_traded);
+}
+
 #[test]
 fn a_key_over_its_rate_gets_429_and_binance_code() {
     let directory = tempfile::tempdir().unwrap();

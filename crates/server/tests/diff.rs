@@ -652,3 +652,55 @@ fn the_previous_open_interest_is_none_before_a_settlement_and_the_one_at_it_afte
     let found = &tree["symbols"]["PYSDK_quote_pre"]["result"]["multi_symbol_info"][0];
     assert_eq!(number(&found["pre_open_interest"]), 3.0, "{found}");
 }
+
+/// The klines (`klines.<symbol>.<duration>.data`): each kline's volume and close by id.
+fn klines_of(tree: &Value, duration_ns: u64) -> Vec<(i64, f64, f64)> {
+    let mut klines: Vec<(i64, f64, f64)> = tree["klines"][SYMBOL][duration_ns.to_string()]["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(id, kline)| (id.parse().unwrap(), number(&kline["volume"]), number(&kline["close"])))
+        .collect();
+    klines.sort_by_key(|(id, _, _)| *id);
+    klines
+}
+
+/// With the multicast feed off (`--no-marketdata`), charts still show klines (tqsdk's
+/// `get_kline_serial`): a chart set before the trades follows them as they come, and
+/// one set after them reads them from the candle service's history.
+#[test]
+fn klines_follow_the_trades_with_the_multicast_feed_off() {
+    let (_directory, server) = demo_with(|config| config.marketdata.enabled = false);
+    assert!(server.server.as_ref().unwrap().notes.market_data.is_none(), "the feed is off");
+    let mut diff = Diff::connect(&server);
+    const MINUTE: u64 = 60_000_000_000;
+    const SECOND: u64 = 1_000_000_000;
+    diff.send(json!({
+        "aid": "set_chart", "chart_id": "before", "ins_list": SYMBOL,
+        "duration": MINUTE, "view_width": 10,
+    }));
+    diff.until("the chart", |tree| tree["charts"]["before"]["ready"] == true);
+    // Two lots from the demo's maker at 75,010 (it offers 2 lots a level).
+    alice_buys(&server, "75010", "1", "k1");
+    alice_buys(&server, "75010", "1", "k2");
+    let volume = |klines: &[(i64, f64, f64)]| -> f64 { klines.iter().map(|(_, v, _)| v).sum() };
+    let tree = diff.until("both trades in the followed klines", |tree| {
+        volume(&klines_of(tree, MINUTE)) == 2.0
+    });
+    let klines = klines_of(&tree, MINUTE);
+    assert_eq!(klines.last().unwrap().2, 75_010.0, "{klines:?}");
+    let chart = &tree["charts"]["before"];
+    assert_eq!(chart["right_id"], json!(klines.last().unwrap().0), "{chart}");
+    diff.send(json!({
+        "aid": "set_chart", "chart_id": "after", "ins_list": SYMBOL,
+        "duration": SECOND, "view_width": 100,
+    }));
+    let tree = diff.until("both trades in the history's klines", |tree| {
+        tree["charts"]["after"]["ready"] == true && volume(&klines_of(tree, SECOND)) == 2.0
+    });
+    let klines = klines_of(&tree, SECOND);
+    assert_eq!(klines.last().unwrap().2, 75_010.0, "{klines:?}");
+    // Ids run on without gaps (empty seconds included).
+    let ids: Vec<i64> = klines.iter().map(|(id, _, _)| *id).collect();
+    assert_eq!(ids, (ids[0]..ids[0] + ids.len() as i64).collect::<Vec<_>>(), "{klines:?}");
+}

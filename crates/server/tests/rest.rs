@@ -513,6 +513,44 @@ fn recent_trades_and_the_ticker_follow_the_trades() {
     assert_eq!(status, 400);
 }
 
+/// With the multicast feed off (`--no-marketdata`) the candles are still kept: they
+/// are the candle service's, which follows every trade whether or not the feed runs.
+#[test]
+fn candles_follow_the_trades_with_the_multicast_feed_off() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.marketdata.enabled = false;
+    let server = TestServer::start_with(config, false);
+    assert!(server.server.as_ref().unwrap().notes.market_data.is_none(), "the feed is off");
+    let (seller, buyer) = server.seller_and_buyer("1", "1000");
+    seller.post("/v1/orders", &order_body("BTC-USD", "sell", "100", "0.5", "s1"));
+    seller.post("/v1/orders", &order_body("BTC-USD", "sell", "101", "0.5", "s2"));
+    buyer.post("/v1/orders", &order_body("BTC-USD", "buy", "101", "0.7", "b1"));
+    let path = "/v1/candles/BTC-USD?interval=1m";
+    let mut candles = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while candles.iter().map(|candle: &Value| candle[6].as_u64().unwrap()).sum::<u64>() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the trades never showed: {candles:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (status, answer) = support::request(server.address, "GET", path, &[], b"");
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!((&answer["symbol"], &answer["interval"]), (&"BTC-USD".into(), &"1m".into()));
+        candles = answer["candles"].as_array().unwrap().clone();
+    }
+    // [start_ns, open, high, low, close, volume, trades]: 0.5 at 100, then 0.2 at 101
+    // (in one minute, or across two with the first's close carried).
+    let number = |value: &Value| value.as_str().unwrap().parse::<f64>().unwrap();
+    let (first, last) = (&candles[0], &candles[candles.len() - 1]);
+    assert_eq!((first[1].as_str(), last[4].as_str()), (Some("100"), Some("101")), "{candles:?}");
+    let high = candles.iter().map(|candle| number(&candle[2])).fold(f64::MIN, f64::max);
+    let low = candles.iter().map(|candle| number(&candle[3])).fold(f64::MAX, f64::min);
+    let volume: f64 = candles.iter().map(|candle| number(&candle[5])).sum();
+    assert_eq!((high, low), (101.0, 100.0), "{candles:?}");
+    assert!((volume - 0.7).abs() < 1e-9, "{candles:?}");
+    let start = first[0].as_u64().unwrap();
+    assert_eq!(start % 60_000_000_000, 0, "a minute's start: {start}");
+}
+
 #[test]
 fn the_open_orders_limit_is_the_engines_and_follows_the_configuration_across_restarts() {
     let directory = tempfile::tempdir().unwrap();

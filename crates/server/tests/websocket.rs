@@ -832,6 +832,45 @@ fn the_feeds_channels_give_the_books_best_prices_and_candles_with_numbered_updat
     assert_eq!(error["code"], "malformed", "{error}");
 }
 
+/// With the multicast feed off (`--no-marketdata`), the channels made from the feed's
+/// books (`bbo`, `l3`) are refused with `feed_off`, and `candles`, the candle
+/// service's, is served as with the feed on: the current candle, then each update.
+#[test]
+fn without_the_multicast_feed_bbo_and_l3_are_off_and_candles_still_follow_the_trades() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut config = support::config(directory.path());
+    config.marketdata.enabled = false;
+    let server = TestServer::start_with(config, false);
+    assert!(server.server.as_ref().unwrap().notes.market_data.is_none(), "the feed is off");
+    let (seller, buyer) = server.seller_and_buyer("10", "100000");
+    let mut socket = connect(server.address);
+    for channel in ["bbo", "l3"] {
+        send(&mut socket, json!({ "op": "subscribe", "channel": channel, "symbol": "BTC-USD" }));
+        let refused = next(&mut socket);
+        assert_eq!((&refused["type"], &refused["code"]), (&json!("error"), &json!("feed_off")));
+    }
+    send(
+        &mut socket,
+        json!({ "op": "subscribe", "channel": "candles", "symbol": "BTC-USD", "interval": "1m" }),
+    );
+    assert_eq!(next(&mut socket)["type"], "subscribed");
+    let snapshot = next(&mut socket);
+    assert_eq!(
+        (&snapshot["channel"], &snapshot["type"], &snapshot["seq"], &snapshot["data"]),
+        (&json!("candles"), &json!("snapshot"), &json!(0), &Value::Null),
+        "no trade yet: {snapshot}"
+    );
+    order(&seller, "sell", "101", "1", "s1");
+    order(&buyer, "buy", "101", "0.25", "b1");
+    let update = until(&mut socket, |message| message["channel"] == "candles");
+    assert_eq!((&update["seq"], &update["interval"]), (&json!(1), &json!("1m")), "{update}");
+    assert_eq!(
+        (update["data"][4].as_str(), update["data"][5].as_str(), update["data"][6].as_u64()),
+        (Some("101"), Some("0.25"), Some(1)),
+        "{update}"
+    );
+}
+
 #[test]
 fn futures_orders_carry_an_offset_and_the_positions_channel_follows_the_mark() {
     let directory = tempfile::tempdir().unwrap();

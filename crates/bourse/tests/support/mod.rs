@@ -135,11 +135,17 @@ pub struct Demo {
 
 impl Demo {
     pub fn start() -> Demo {
+        Demo::start_with(&[])
+    }
+
+    /// `start`, with more of `bourse serve`'s flags (`--no-marketdata`).
+    pub fn start_with(flags: &[&str]) -> Demo {
         let directory = tempfile::tempdir().unwrap();
         let log = File::create(directory.path().join("server.log")).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_bourse"))
             .args(["serve", "--demo"])
             .args(FREE_PORTS)
+            .args(flags)
             .arg("--data-dir")
             .arg(directory.path().join("data"))
             .env("BOURSE_REQUESTS_PER_SECOND", "1000000")

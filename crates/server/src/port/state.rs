@@ -21,6 +21,7 @@ use crate::port::passwords::Passwords;
 use crate::port::policy::Policy;
 use crate::port::queries::Queries;
 use crate::port::tokens::Tokens;
+use crate::services::candles::CandleService;
 use crate::services::clearing::settings::FuturesSettings;
 use crate::services::feed::channel::HubCommand;
 use crate::services::feed::market::Market;
@@ -53,7 +54,10 @@ pub struct AppState {
     /// A TCP connection must log in within this long.
     pub login_timeout: Duration,
     pub ready: AtomicBool,
-    /// The market-data publisher, when the feed is on: candles are read there.
+    /// Candles (REST's, Binance's klines, DIFF's charts), whether or not the multicast
+    /// feed runs.
+    pub candles: CandleService,
+    /// The multicast feed's publisher, when the feed is on.
     pub market_data: Option<std::sync::mpsc::Sender<multicast::Input>>,
     /// The history's lookups and SQL, once it is open.
     pub history: OnceLock<Arc<HistoryAccess>>,

@@ -1,6 +1,6 @@
 //! Binance's public market data: server time, `exchangeInfo`, depth, recent and
 //! aggregate trades, klines and tickers, read from the engine, the feed's recent trades
-//! and tickers, and the market-data publisher's candles — the same sources as
+//! and tickers, and the candle service's candles — the same sources as
 //! Bourse's own `/v1/` reads, so both answer with the same figures.
 
 use axum::extract::State;
@@ -206,33 +206,17 @@ pub async fn klines(
         )
     })?;
     let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, None)?;
-    let publisher = state.market_data.as_ref().ok_or_else(|| {
-        BinanceError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            -1000,
-            "The market-data feed is off on this server: no klines.",
-        )
-    })?;
-    let (reply, answer) = tokio::sync::oneshot::channel();
     let from_ns = selection.start_ms.unwrap_or(0).saturating_mul(1_000_000);
     // From a start time: the first ones after it, so ask for all up to the clock.
     let asked = if selection.start_ms.is_some() { usize::MAX } else { selection.limit };
-    let request = crate::services::multicast::Input::Candles {
-        instrument,
-        interval_ns,
-        from_ns,
-        limit: asked,
-        reply,
-    };
-    let stopped = || {
-        BinanceError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            -1004,
-            "Server is busy, please wait and try again",
-        )
-    };
-    publisher.send(request).map_err(|_| stopped())?;
-    let series = answer.await.map_err(|_| stopped())?;
+    let series =
+        state.candles.series(instrument, interval_ns, from_ns, asked).await.ok_or_else(|| {
+            BinanceError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                -1004,
+                "Server is busy, please wait and try again",
+            )
+        })?;
     let interval_ms = interval_ns / 1_000_000;
     let shown: Vec<Value> = series
         .iter()

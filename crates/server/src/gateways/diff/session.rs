@@ -4,7 +4,7 @@
 //! session answers with at most one `rtn_data` per peek, holding every patch made
 //! since the last one (`patch::Pending`: patches merged while the client has not
 //! asked). The patches come from the hub's channels and its kept ticks (quotes, ticks,
-//! the account's orders, fills and futures view), from the market-data publisher's
+//! the account's orders, fills and futures view), from the candle service's
 //! candles and their history, and from the session's own answers (a refused order, a
 //! notice).
 //!
@@ -52,7 +52,7 @@ pub const INBOUND_MESSAGE_BYTES_MAX: usize = 128 * 1024;
 pub const PENDING_BYTES_MAX: usize = 8 * 1024 * 1024;
 /// Charts per session, at most.
 pub const CHARTS_MAX: usize = 64;
-/// Klines or ticks a chart shows at most (what the publisher keeps).
+/// Klines or ticks a chart shows at most (what the candle service keeps).
 pub const CHART_WIDTH_MAX: usize = bourse_marketdata::candles::HISTORY_MAX;
 /// Orders of the account sent at login, at most (open ones first, then finished).
 const ORDERS_AT_LOGIN_MAX: usize = 1_000;
@@ -288,7 +288,7 @@ impl Session {
         self.pending.push(json!({ "ins_list": symbols.join(",") }));
     }
 
-    /// `set_chart`: klines of one instrument at one of the publisher's intervals, or its
+    /// `set_chart`: klines of one instrument at one of the candles' intervals, or its
     /// ticks (`duration` 0); an empty `ins_list` removes the chart.
     async fn set_chart(&mut self, request: request::SetChart) {
         let chart_id = request.chart_id.clone();
@@ -417,7 +417,7 @@ impl Session {
         self.pending.push(json!({ "charts": { chart_id: shown }, "mdhis_more_data": false }));
     }
 
-    /// The instrument's klines from the publisher, oldest first, as (id, kline): a
+    /// The instrument's klines from the candle service, oldest first, as (id, kline): a
     /// kline's id is its start over the duration (ids run on without gaps, empty
     /// intervals included).
     async fn kline_history(
@@ -427,19 +427,8 @@ impl Session {
         duration_ns: u64,
         width: usize,
     ) -> Vec<(i64, Value)> {
-        let Some(publisher) = &self.state.market_data else { return Vec::new() };
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let request = crate::services::multicast::Input::Candles {
-            instrument,
-            interval_ns: duration_ns,
-            from_ns: 0,
-            limit: width,
-            reply,
-        };
-        if publisher.send(request).is_err() {
-            return Vec::new();
-        }
-        let candles = answer.await.unwrap_or_default();
+        let candles =
+            self.state.candles.series(instrument, duration_ns, 0, width).await.unwrap_or_default();
         candles.iter().map(|candle| kline(info, duration_ns, candle)).collect()
     }
 
@@ -683,7 +672,7 @@ impl Session {
             }
             FeedBody::Json { channel: "ticks", message, .. } => self.on_tick_message(message),
             FeedBody::Text(text) => {
-                // The publisher's candles come as JSON text.
+                // The candle service's candles come as JSON text.
                 if let Ok(message) = serde_json::from_str::<Value>(text) {
                     if message.get("channel").and_then(Value::as_str) == Some("candles") {
                         self.on_candle_message(&message);
@@ -802,7 +791,7 @@ fn kline(info: &InstrumentInfo, duration_ns: u64, candle: &Candle) -> (i64, Valu
     )
 }
 
-/// A candle from the publisher's JSON (`[start_ns, open, high, low, close, volume,
+/// A candle from the candle service's JSON (`[start_ns, open, high, low, close, volume,
 /// trades]`).
 fn candle_from_json(info: &InstrumentInfo, fields: &[Value]) -> Option<Candle> {
     let price = |index: usize| -> Option<bourse_core::Price> {
@@ -815,7 +804,7 @@ fn candle_from_json(info: &InstrumentInfo, fields: &[Value]) -> Option<Candle> {
         low: price(3)?,
         close: price(4)?,
         volume: bourse_core::Qty(units(fields.get(5)?.as_str()?, info.qty_decimals)?),
-        // Not in the publisher's JSON, and DIFF's klines do not show them.
+        // Not in the candle service's JSON, and DIFF's klines do not show them.
         notional: 0,
         taker_buy_volume: bourse_core::Qty(0),
         taker_buy_notional: 0,

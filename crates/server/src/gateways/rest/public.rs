@@ -161,9 +161,9 @@ pub struct CandlesQuery {
 pub const CANDLES_MAX: usize = 1_000;
 
 /// An instrument's candles at an interval (`1s`, `1m`, `5m`, `15m`, `1h`, `1d`; default
-/// `1m`), oldest first, empty intervals included, up to the feed's clock: `[start_ns,
-/// open, high, low, close, volume, trades]` each. From the market-data feed (since this
-/// start of the server); `404 feed_off` when it is off.
+/// `1m`), oldest first, empty intervals included, up to the engine's clock: `[start_ns,
+/// open, high, low, close, volume, trades]` each. From the candle service (since this
+/// start of the server), whether or not the multicast feed runs.
 pub async fn candles(
     State(state): State<Shared>,
     ApiPath(symbol): ApiPath<String>,
@@ -178,23 +178,12 @@ pub async fn candles(
         return Err(ApiError::malformed(format!("limit is 1 to {CANDLES_MAX}")));
     }
     let (instrument, info) = instrument_of(&state, &symbol).await?;
-    let publisher = state.market_data.as_ref().ok_or_else(|| {
-        ApiError::new(ErrorCode::FeedOff, "the market-data feed is off on this server")
-    })?;
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    let request = crate::services::multicast::Input::Candles {
-        instrument,
-        interval_ns,
-        from_ns: query.from_ns.unwrap_or(0),
-        limit,
-        reply,
-    };
-    let stopped = || ApiError::new(ErrorCode::ShuttingDown, "the feed is stopping");
-    publisher.send(request).map_err(|_| stopped())?;
-    let series = answer.await.map_err(|_| stopped())?;
-    let shown: Vec<Value> = series
-        .iter()
-        .map(|candle| crate::services::multicast::channels::candle_json(&info, candle))
-        .collect();
+    let from_ns = query.from_ns.unwrap_or(0);
+    let series =
+        state.candles.series(instrument, interval_ns, from_ns, limit).await.ok_or_else(|| {
+            ApiError::new(ErrorCode::ShuttingDown, "the candle service is stopping")
+        })?;
+    let shown: Vec<Value> =
+        series.iter().map(|candle| crate::services::candles::candle_json(&info, candle)).collect();
     Ok(ok(json!({ "symbol": symbol, "interval": interval, "candles": shown })))
 }

@@ -316,7 +316,7 @@ impl Connection {
         symbol: Option<String>,
         interval: Option<String>,
     ) -> ApiResult<Channel> {
-        if matches!(name, "bbo" | "l3" | "candles") && self.state.market_data.is_none() {
+        if matches!(name, "bbo" | "l3") && self.state.market_data.is_none() {
             return Err(ApiError::new(
                 ErrorCode::FeedOff,
                 format!("the {name} channel needs the market-data feed, which is off"),

@@ -2,7 +2,8 @@
 //! messages on them (private ones typed, so a binary connection never goes through
 //! JSON; JSON rendered once however many WebSocket connections share it), each
 //! connection's bounded queue (`Outbound`) and the signal that closes a connection
-//! (`Kill`). The hub and the market-data publisher make these; the gateways take them.
+//! (`Kill`). The hub, the candle service and the multicast publisher make these; the
+//! gateways take them.
 
 use std::sync::{Arc, Mutex};
 
@@ -33,12 +34,23 @@ pub enum Channel {
     /// The account's futures view: its account per settle asset and its positions
     /// (`futures::view`), sent when it changes.
     Positions(AccountId),
-    /// The market-data feed's channels (served by its publisher, `md`): the best bid
-    /// and offer, every order (L3), candles at one interval (`candles::INTERVALS`
-    /// index).
+    /// The multicast feed's channels (served by its publisher): the best bid and
+    /// offer, every order (L3).
     Bbo(InstrumentId),
     L3(InstrumentId),
+    /// Candles at one interval (`bourse_marketdata::candles::INTERVALS` index), served
+    /// by the candle service whether or not the multicast feed runs.
     Candles(InstrumentId, u8),
+}
+
+/// Who serves a channel's subscriptions: the hub itself, or a service it hands them to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServedBy {
+    Hub,
+    /// The candle service (`services::candles`).
+    Candles,
+    /// The multicast feed's publisher (`services::multicast`), when the feed is on.
+    Publisher,
 }
 
 impl Channel {
@@ -59,9 +71,20 @@ impl Channel {
         }
     }
 
-    /// Whether the market-data publisher serves it (not the hub).
-    pub fn is_market_data(&self) -> bool {
-        matches!(self, Channel::Bbo(_) | Channel::L3(_) | Channel::Candles(..))
+    pub fn served_by(&self) -> ServedBy {
+        match self {
+            Channel::Bbo(_) | Channel::L3(_) => ServedBy::Publisher,
+            Channel::Candles(..) => ServedBy::Candles,
+            Channel::Trades(_)
+            | Channel::Ticker(_)
+            | Channel::Depth(_)
+            | Channel::Quote(_)
+            | Channel::Ticks(_)
+            | Channel::Orders(_)
+            | Channel::Fills(_)
+            | Channel::Balances(_)
+            | Channel::Positions(_) => ServedBy::Hub,
+        }
     }
 }
 
@@ -193,8 +216,8 @@ impl Outbound {
     }
 }
 
-/// What a connection asks of the hub (and of the market-data publisher, for its
-/// channels).
+/// What a connection asks of the hub (and of the service that serves a channel,
+/// `ServedBy`, through it).
 pub enum HubCommand {
     /// `acknowledgement` goes to the connection once the subscription is in place, so
     /// that every event the client causes after reading it finds the subscription.
@@ -215,9 +238,79 @@ pub enum HubCommand {
     },
 }
 
-/// Where the hub hands what is the market-data publisher's (`md`): subscriptions to its
+/// Where the hub hands what a service serves (`ServedBy`): subscriptions to its
 /// channels, and every disconnection.
 pub type ForwardTo = Box<dyn Fn(HubCommand) + Send + Sync>;
+
+/// The subscribers of the channels a service thread serves (the candle service, the
+/// multicast publisher), and each channel's numbering: messages rendered to JSON once
+/// however many subscribers share them; a subscriber whose queue is full is
+/// disconnected (`slow_consumer`), never waited for.
+#[derive(Default)]
+pub struct Subscribers {
+    subscribers: std::collections::HashMap<Channel, Vec<(u64, Outbound)>>,
+    seqs: std::collections::HashMap<Channel, u64>,
+}
+
+impl Subscribers {
+    pub fn is_empty(&self) -> bool {
+        self.subscribers.is_empty()
+    }
+
+    pub fn has(&self, channel: &Channel) -> bool {
+        self.subscribers.contains_key(channel)
+    }
+
+    /// Adds a subscriber: its acknowledgement, then the channel's current state, which
+    /// `welcome` makes from the channel's number so far (the next update is one more).
+    pub fn subscribe(
+        &mut self,
+        connection: u64,
+        channel: Channel,
+        outbound: Outbound,
+        acknowledgement: Option<Arc<FeedMessage>>,
+        welcome: impl FnOnce(&Channel, u64) -> Option<Value>,
+    ) {
+        if let Some(acknowledgement) = acknowledgement {
+            outbound.send(&acknowledgement);
+        }
+        let seq = self.seqs.get(&channel).copied().unwrap_or(0);
+        if let Some(first) = welcome(&channel, seq) {
+            outbound.send(&FeedMessage::text_message(first.to_string()));
+        }
+        let subscribers = self.subscribers.entry(channel).or_default();
+        subscribers.retain(|(known, _)| *known != connection);
+        subscribers.push((connection, outbound));
+    }
+
+    pub fn unsubscribe(&mut self, connection: u64, channel: &Channel) {
+        if let Some(subscribers) = self.subscribers.get_mut(channel) {
+            subscribers.retain(|(known, _)| *known != connection);
+        }
+        self.subscribers.retain(|_, subscribers| !subscribers.is_empty());
+    }
+
+    pub fn disconnected(&mut self, connection: u64) {
+        for subscribers in self.subscribers.values_mut() {
+            subscribers.retain(|(known, _)| *known != connection);
+        }
+        self.subscribers.retain(|_, subscribers| !subscribers.is_empty());
+    }
+
+    /// Sends `body` with the channel's name and next number to its subscribers.
+    pub fn publish(&mut self, channel: Channel, mut body: Value) {
+        let seq = self.seqs.entry(channel.clone()).or_insert(0);
+        *seq += 1;
+        body["channel"] = json!(channel.name());
+        body["seq"] = json!(*seq);
+        let message = FeedMessage::text_message(body.to_string());
+        if let Some(subscribers) = self.subscribers.get_mut(&channel) {
+            // A subscriber gone, or too slow (its connection is being closed): dropped.
+            subscribers.retain(|(_, outbound)| outbound.send(&message));
+        }
+        self.subscribers.retain(|_, subscribers| !subscribers.is_empty());
+    }
+}
 
 /// Subscribes `connection` to `account`'s orders and fills (what an order-entry
 /// connection follows, so that it hears of fills of orders entered elsewhere) and waits

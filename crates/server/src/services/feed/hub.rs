@@ -9,8 +9,9 @@
 //! (`slow_consumer`): the hub never waits for a client and never drops a message for a
 //! connection it keeps. If the hub itself falls behind the engine (its queue of
 //! releases fills), every connection is closed with `resync`, so nobody misses private
-//! events without knowing. The market-data feed's channels (`bbo`, `l3`, `candles`)
-//! are the publisher's (`md`), not the hub's.
+//! events without knowing. The `candles` channels are the candle service's, and the
+//! multicast feed's (`bbo`, `l3`) its publisher's, not the hub's: the hub hands their
+//! subscriptions over (`Channel::served_by`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::channel::{
-    Channel, FeedBody, FeedMessage, FillMessage, ForwardTo, HubCommand, Outbound,
+    Channel, FeedBody, FeedMessage, FillMessage, ForwardTo, HubCommand, Outbound, ServedBy,
 };
 use super::market::{ticker_json, BookTop, DayFigures, Market, Tick, TradeRecord};
 use super::quote::{tick_fields, ContractFigures, Quotes, QUOTE_LEVELS};
@@ -68,7 +69,9 @@ pub struct HubServices {
     /// Recent trades and tickers, which the hub keeps and REST reads.
     pub market: Arc<Mutex<Market>>,
     pub metrics: Arc<Metrics>,
-    /// The market-data publisher's subscriptions, when the feed is on.
+    /// The candle service's subscriptions.
+    pub candles: ForwardTo,
+    /// The multicast publisher's subscriptions, when the feed is on.
     pub market_data: Option<ForwardTo>,
 }
 
@@ -195,7 +198,7 @@ impl Hub {
     }
 
     async fn on_command(&mut self, command: HubCommand) {
-        let command = match self.hand_to_market_data(command) {
+        let command = match self.hand_over(command) {
             Some(command) => command,
             None => return,
         };
@@ -228,20 +231,32 @@ impl Hub {
         self.subscribers.retain(|_, connections| !connections.is_empty());
     }
 
-    /// Hands the market-data channels' subscriptions to the feed's publisher (and every
+    /// Hands the subscriptions of the channels a service serves to it (and every
     /// disconnection, so that it forgets the connection too); the rest stays here.
-    fn hand_to_market_data(&mut self, command: HubCommand) -> Option<HubCommand> {
-        let Some(publisher) = &self.services.market_data else { return Some(command) };
+    fn hand_over(&mut self, command: HubCommand) -> Option<HubCommand> {
+        let services = &self.services;
         match command {
             HubCommand::Subscribe { ref channel, .. }
-            | HubCommand::Unsubscribe { ref channel, .. }
-                if channel.is_market_data() =>
-            {
-                publisher(command);
-                None
-            }
+            | HubCommand::Unsubscribe { ref channel, .. } => match channel.served_by() {
+                ServedBy::Hub => Some(command),
+                ServedBy::Candles => {
+                    (services.candles)(command);
+                    None
+                }
+                // (Without the feed the gateways refuse its channels: nothing to hand.)
+                ServedBy::Publisher => match &services.market_data {
+                    Some(publisher) => {
+                        publisher(command);
+                        None
+                    }
+                    None => Some(command),
+                },
+            },
             HubCommand::Disconnected { connection } => {
-                publisher(HubCommand::Disconnected { connection });
+                (services.candles)(HubCommand::Disconnected { connection });
+                if let Some(publisher) = &services.market_data {
+                    publisher(HubCommand::Disconnected { connection });
+                }
                 Some(HubCommand::Disconnected { connection })
             }
             other => Some(other),

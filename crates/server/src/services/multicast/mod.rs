@@ -2,8 +2,8 @@
 //! of the engine's tap (durable commands, in sequence), makes the feed's messages with
 //! `bourse_marketdata::FeedBuilder`, numbers them, packs them into MoldUDP64 packets
 //! sent to the multicast group, keeps the last `history_messages` for retransmission,
-//! keeps candles, and answers the recovery services and the REST reads (`Input`)
-//! between releases, so every answer is consistent with one point of the feed. It
+//! and answers the recovery services and its WebSocket channels (`Input`) between
+//! releases, so every answer is consistent with one point of the feed. It
 //! holds no business state of its own: all of it is derived from the events, and a
 //! restart starts a new session (subscribers take a snapshot).
 
@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use bourse_core::ids::InstrumentId;
 use bourse_core::Event;
 use bourse_engine::{Outcome, Released};
-use bourse_marketdata::candles::{Candle, Candles};
 use bourse_marketdata::message::{Message, END_OF_SESSION, START_OF_SESSION};
 use bourse_marketdata::mold::{self, PacketWriter, Session};
 use bourse_marketdata::FeedBuilder;
@@ -53,16 +52,8 @@ pub enum Input {
         count: u64,
         reply: oneshot::Sender<Vec<Vec<u8>>>,
     },
-    /// Candles of an instrument: interval length, from, limit.
-    Candles {
-        instrument: InstrumentId,
-        interval_ns: u64,
-        from_ns: u64,
-        limit: usize,
-        reply: oneshot::Sender<Vec<Candle>>,
-    },
     /// A WebSocket connection's subscription to one of the feed's channels (`bbo`,
-    /// `l3`, `candles`), its unsubscription or its disconnection, from the hub; a
+    /// `l3`), its unsubscription or its disconnection, from the hub; a
     /// subscription's acknowledgement goes out first.
     Channels(HubCommand),
     Stop,
@@ -145,14 +136,11 @@ pub struct Publisher {
     socket: UdpSocket,
     destination: SocketAddr,
     history: History,
-    candles: Candles,
     reference: Arc<Reference>,
     heartbeat: Duration,
     last_sent: Instant,
     messages: Vec<Message>,
     figures: Arc<FeedFigures>,
-    /// The engine's clock as the feed last saw it (the last command's time).
-    last_ts: u64,
     /// The WebSocket channels served from here.
     channels: channels::Channels,
     /// The engine's last applied command when the books were seeded (`seed`).
@@ -206,12 +194,10 @@ impl Publisher {
             socket: feed_socket(config)?,
             destination: config.multicast,
             history: History::new(1, config.history_messages),
-            candles: Candles::default(),
             heartbeat: Duration::from_millis(config.heartbeat_ms.max(1)),
             last_sent: Instant::now(),
             messages: Vec::new(),
             figures,
-            last_ts: 0,
             channels: channels::Channels::default(),
             seeded_seq: 0,
             scratch: Vec::with_capacity(SLOT_BYTES),
@@ -398,27 +384,14 @@ impl Publisher {
                 self.figures.retransmit_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let _ = reply.send(self.retransmit(first, count));
             }
-            Input::Candles { instrument, interval_ns, from_ns, limit, reply } => {
-                let series = self.candles.series_until(
-                    instrument,
-                    interval_ns,
-                    from_ns,
-                    self.last_ts,
-                    limit,
-                );
-                let _ = reply.send(series);
-            }
             Input::Channels(HubCommand::Subscribe {
                 connection,
                 channel,
                 outbound,
                 acknowledgement,
             }) => {
-                let state = channels::FeedState {
-                    builder: &self.builder,
-                    candles: &self.candles,
-                    reference: &self.reference,
-                };
+                let state =
+                    channels::FeedState { builder: &self.builder, reference: &self.reference };
                 self.channels.subscribe(connection, channel, outbound, acknowledgement, &state);
             }
             Input::Channels(HubCommand::Unsubscribe { connection, channel }) => {
@@ -452,12 +425,8 @@ impl Publisher {
         packets
     }
 
-    /// Adds a release's messages to those waiting to be published (`publish`), and its
-    /// trades to the candles. Releases drained together wait together, so the candles
-    /// read only the messages this release made: each trade is counted once, and the
-    /// work stays linear however long the backlog.
+    /// Adds a release's messages to those waiting to be published (`publish`).
     fn on_release(&mut self, released: &Released) {
-        let first_new = self.messages.len();
         let mut notes = released.notes.iter().peekable();
         for outcome in &released.outcomes {
             let Outcome::Applied(result) = outcome else { continue };
@@ -467,7 +436,6 @@ impl Publisher {
                 continue; // (In the books the feed started from.)
             }
             self.announce_instruments(events, note);
-            self.last_ts = result.ts.0;
             self.builder.apply(result.seq, result.ts, events, note, &mut self.messages);
         }
         if let Some(last) = released.outcomes.iter().rev().find_map(|outcome| match outcome {
@@ -475,11 +443,6 @@ impl Publisher {
             _ => None,
         }) {
             self.figures.applied_seq.fetch_max(last, std::sync::atomic::Ordering::Relaxed);
-        }
-        for message in &self.messages[first_new..] {
-            if let Message::Trade { instrument, price, qty, ts, taker_side, .. } = message {
-                self.candles.on_trade(*instrument, *ts, *price, *qty, *taker_side);
-            }
         }
         self.figures
             .inconsistencies
@@ -562,11 +525,7 @@ impl Publisher {
             .messages
             .fetch_add(messages.len() as u64, std::sync::atomic::Ordering::Relaxed);
         if !self.channels.is_empty() {
-            let state = channels::FeedState {
-                builder: &self.builder,
-                candles: &self.candles,
-                reference: &self.reference,
-            };
+            let state = channels::FeedState { builder: &self.builder, reference: &self.reference };
             self.channels.on_messages(&messages, &state);
         }
         self.messages = messages;
@@ -612,93 +571,7 @@ fn directory_kind(info: &crate::reference::InstrumentInfo) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
-    use bourse_core::format::parse::parse_line;
-    use bourse_engine::ResultSink;
-
     use super::*;
-
-    /// Keeps every release the tap hands it.
-    struct Collect(Arc<Mutex<Vec<Released>>>);
-
-    impl ResultSink for Collect {
-        fn deliver(&self, released: Released) {
-            self.0.lock().unwrap().push(released);
-        }
-    }
-
-    /// Three trades in three releases, drained in one batch (as `run` drains a
-    /// backlog before publishing): the candles count each trade once.
-    #[test]
-    fn releases_drained_together_count_each_trade_once_in_the_candles() {
-        let directory = tempfile::tempdir().unwrap();
-        let engine = crate::link::start_test_engine(directory.path());
-        let releases = Arc::new(Mutex::new(Vec::new()));
-        let tap = engine.open_tap(Arc::new(Collect(Arc::clone(&releases)))).unwrap();
-        let mut lines = vec![
-            r#"{"cmd":"asset","asset":"BTC","decimals":8}"#.to_string(),
-            r#"{"cmd":"asset","asset":"USD","decimals":2}"#.to_string(),
-            r#"{"cmd":"instrument","symbol":"BTC-USD","base":"BTC","quote":"USD","tick":"0.5","lot":"0.1","min_qty":"0.1","max_qty":"100","maker_fee_bps":0,"taker_fee_bps":0,"market_band_bps":500}"#.to_string(),
-            r#"{"cmd":"deposit","account":"seller","asset":"BTC","amount":"10"}"#.to_string(),
-            r#"{"cmd":"deposit","account":"buyer","asset":"USD","amount":"1000000"}"#.to_string(),
-        ];
-        for round in 0..3 {
-            lines.push(format!(
-                r#"{{"cmd":"order","account":"seller","id":"s{round}","symbol":"BTC-USD","side":"sell","type":"limit","price":"30000","qty":"1"}}"#
-            ));
-            lines.push(format!(
-                r#"{{"cmd":"order","account":"buyer","id":"b{round}","symbol":"BTC-USD","side":"buy","type":"limit","price":"30000","qty":"1"}}"#
-            ));
-        }
-        // One command at a time, each released before the next: a release per command.
-        for (request, line) in lines.iter().enumerate() {
-            let before = releases.lock().unwrap().len();
-            tap.submit(&parse_line(line).unwrap().command, request as u64 + 1).unwrap();
-            while releases.lock().unwrap().len() == before {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
-        let releases = std::mem::take(&mut *releases.lock().unwrap());
-        assert_eq!(releases.len(), lines.len());
-
-        let link = Arc::new(EngineLink::open(&engine, 100));
-        let reference =
-            Arc::new(link.read_blocking(|venue| Reference::read(venue.exchange())).unwrap());
-        let market_data = MarketDataConfig::default();
-        let session = session_name(1);
-        let figures = Arc::new(FeedFigures::default());
-        let mut publisher =
-            Publisher::new(Arc::clone(&link), reference, &market_data, session, figures).unwrap();
-        for released in &releases {
-            publisher.on_release(released);
-        }
-        let traded: Vec<i64> = publisher
-            .messages
-            .iter()
-            .filter_map(|message| match message {
-                Message::Trade { qty, .. } => Some(qty.units()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(traded.len(), 3);
-        publisher.publish();
-        let candles = publisher.candles.series_until(
-            InstrumentId(0),
-            60_000_000_000,
-            0,
-            publisher.last_ts,
-            usize::MAX,
-        );
-        let counted: u32 = candles.iter().map(|candle| candle.trades).sum();
-        let volume: i64 = candles.iter().map(|candle| candle.volume.units()).sum();
-        assert_eq!((counted, volume), (3, traded.iter().sum()), "{candles:?}");
-
-        drop(publisher);
-        drop(link);
-        drop(tap);
-        engine.shutdown().unwrap();
-    }
 
     #[test]
     fn every_message_fits_a_history_slot() {
