@@ -19,6 +19,7 @@ use std::fmt;
 
 use bourse_core::command::OrderType;
 use bourse_core::{Decimal, Offset, OrderSize, Side, StpMode, TimeInForce};
+use bourse_protocol::client_order_id;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -31,8 +32,8 @@ pub const SYMBOLS_MAX: usize = 500;
 pub const SYMBOL_BYTES_MAX: usize = 32;
 /// A chart asks for at most this many bars or ticks (more is taken as this many).
 pub const VIEW_WIDTH_MAX: u32 = 10_000;
-/// `order_id`, `chart_id` and `query_id`: 1 to this many printable ASCII bytes, no
-/// spaces.
+/// `chart_id` and `query_id`: 1 to this many printable ASCII bytes, no spaces. An
+/// `order_id` is the client order id, under its one rule (`Text::ClientOrderId`).
 pub const ID_BYTES_MAX: usize = 64;
 pub const USER_NAME_BYTES_MAX: usize = 64;
 pub const PASSWORD_BYTES_MAX: usize = 128;
@@ -282,7 +283,11 @@ pub fn decode(text: &str) -> DiffResult<Pack> {
         "insert_order" => insert_order(&fields).map(Pack::InsertOrder),
         "cancel_order" => Ok(Pack::CancelOrder(CancelOrder {
             user_id: fields.required_string("user_id", Text::Name, USER_NAME_BYTES_MAX)?,
-            order_id: fields.required_string("order_id", Text::Id, ID_BYTES_MAX)?,
+            order_id: fields.required_string(
+                "order_id",
+                Text::ClientOrderId,
+                client_order_id::CLIENT_ORDER_ID_BYTES_MAX,
+            )?,
         })),
         other => Err(DiffError::new(
             ErrorCode::UnknownAid,
@@ -372,7 +377,11 @@ fn insert_order(fields: &Fields<'_>) -> DiffResult<InsertOrder> {
     }
     Ok(InsertOrder {
         user_id: fields.required_string("user_id", Text::Name, USER_NAME_BYTES_MAX)?,
-        order_id: fields.required_string("order_id", Text::Id, ID_BYTES_MAX)?,
+        order_id: fields.required_string(
+            "order_id",
+            Text::ClientOrderId,
+            client_order_id::CLIENT_ORDER_ID_BYTES_MAX,
+        )?,
         exchange_id,
         instrument_id,
         direction: fields
@@ -591,6 +600,9 @@ enum Text {
     Any,
     /// Ids: printable ASCII without spaces.
     Id,
+    /// An order's id: the client order id every protocol shares
+    /// (`bourse_protocol::client_order_id`).
+    ClientOrderId,
     /// Printable ASCII, spaces inside allowed (combinations, `SP au2610&au2704`).
     Symbol,
     /// Printable ASCII without spaces or dots.
@@ -605,6 +617,7 @@ impl Text {
         match self {
             Text::Any => true,
             Text::Id => !text.is_empty() && ascii(|byte| byte.is_ascii_graphic()),
+            Text::ClientOrderId => client_order_id::is_valid(text),
             Text::Symbol => is_symbol(text),
             Text::Exchange => {
                 !text.is_empty() && ascii(|byte| byte.is_ascii_graphic() && byte != b'.')
@@ -617,6 +630,7 @@ impl Text {
         match self {
             Text::Any => "anything",
             Text::Id => "printable ASCII without spaces",
+            Text::ClientOrderId => "a client order id: printable ASCII without spaces",
             Text::Symbol => "printable ASCII",
             Text::Exchange => "printable ASCII without spaces or dots",
             Text::Name => "characters other than control characters",
@@ -1184,7 +1198,14 @@ pub(crate) mod tests {
             ("limit_gfd", "user_id", Some("5")),
             ("limit_gfd", "user_id", Some("\"\"")),
             ("limit_gfd", "order_id", Some("\"has space\"")),
-            ("limit_gfd", "order_id", Some(&format!("\"{}\"", "x".repeat(ID_BYTES_MAX + 1)))),
+            (
+                "limit_gfd",
+                "order_id",
+                Some(&format!(
+                    "\"{}\"",
+                    "x".repeat(client_order_id::CLIENT_ORDER_ID_BYTES_MAX + 1)
+                )),
+            ),
             ("limit_gfd", "order_id", Some("null")),
             ("limit_gfd", "exchange_id", Some("\"SH.FE\"")),
             ("limit_gfd", "instrument_id", Some(&format!("\"{}\"", "x".repeat(30)))),
