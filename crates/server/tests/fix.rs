@@ -668,3 +668,188 @@ fn the_keys_rate_and_connection_limits_hold_on_fix_as_on_every_gateway() {
     fix.send("1", &[(tag::TEST_REQ_ID, "still-there")]);
     assert_eq!(fix.next("0")[&tag::TEST_REQ_ID], "still-there", "the session goes on");
 }
+
+/// alice's order `client_order_id` as REST shows it.
+fn rest_order(client: &Client, client_order_id: &str) -> serde_json::Value {
+    let (status, answer) = client.get(&format!("/v1/orders?client_order_id={client_order_id}"));
+    assert_eq!(status, 200, "{answer}");
+    match answer {
+        serde_json::Value::Array(mut orders) => orders.remove(0),
+        serde_json::Value::Object(ref object) if object.contains_key("orders") => {
+            answer["orders"][0].clone()
+        }
+        other => other,
+    }
+}
+
+fn replace<'a>(orig: &'a str, id: &'a str, qty: &'a str, price: &'a str) -> Vec<(u32, &'a str)> {
+    vec![
+        (tag::ORIG_CL_ORD_ID, orig),
+        (tag::CL_ORD_ID, id),
+        (tag::SIDE, "1"),
+        (tag::SYMBOL, "BTC-USD"),
+        (tag::TRANSACT_TIME, "20240101-00:00:00"),
+        (tag::ORD_TYPE, "2"),
+        (tag::ORDER_QTY, qty),
+        (tag::PRICE, price),
+    ]
+}
+
+/// A cancel of `orig` (sent as `id`), answered with its Canceled report.
+fn cancel(fix: &mut FixClient, orig: &str, id: &str) {
+    let fields = [
+        (tag::ORIG_CL_ORD_ID, orig),
+        (tag::CL_ORD_ID, id),
+        (tag::SIDE, "1"),
+        (tag::SYMBOL, "BTC-USD"),
+        (tag::TRANSACT_TIME, "20240101-00:00:00"),
+    ];
+    fix.send("F", &fields);
+    let canceled = fix.next("8");
+    assert_eq!(
+        (canceled[&tag::CL_ORD_ID].as_str(), canceled[&tag::EXEC_TYPE].as_str()),
+        (id, "4"),
+        "{canceled:?}"
+    );
+}
+
+/// OrderQty (38) on an OrderCancelReplaceRequest is the order's new whole quantity,
+/// what has filled included: Bourse takes what has filled from the venue's record of
+/// the order, not from the reports the session has sent. An order the session has
+/// never reported (placed over REST and filled in part before the Logon), and a fill
+/// the client has not been told of when its replace arrives, both count; a quantity
+/// that does not exceed what has filled is refused.
+#[test]
+fn a_replace_takes_what_has_filled_from_the_venue() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let (seller, buyer) = server.seller_and_buyer("10", "1000000");
+    let sell = |id: &str, qty: &str| {
+        let body = format!(
+            r#"{{"symbol":"BTC-USD","side":"sell","type":"limit","price":"100","qty":"{qty}","client_order_id":"{id}"}}"#
+        );
+        let (status, answer) = seller.post("/v1/orders", &body);
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["order"]["status"], "filled", "{answer}");
+    };
+
+    // An order placed over REST, filled 0.2 of 0.5 before the session logs on: the
+    // session has reported nothing of it.
+    let (status, answer) = buyer.post(
+        "/v1/orders",
+        r#"{"symbol":"BTC-USD","side":"buy","type":"limit","price":"100","qty":"0.5","client_order_id":"r1"}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    sell("s1", "0.2");
+    let mut fix = FixClient::connect(server.fix_address, "BUYER");
+    fix.logon(&buyer);
+    // A new whole quantity of 0.4 leaves 0.2 open (not 0.4).
+    fix.send("G", &replace("r1", "r1-x", "0.4", "100"));
+    let replaced = fix.next("8");
+    let replaced = match replaced[&tag::EXEC_TYPE].as_str() {
+        // (The order's own report first: the session had not reported it.)
+        "0" => {
+            assert_eq!(replaced[&tag::CL_ORD_ID], "r1");
+            fix.next("8")
+        }
+        _ => replaced,
+    };
+    assert_eq!(
+        (replaced[&tag::EXEC_TYPE].as_str(), replaced[&tag::CL_ORD_ID].as_str()),
+        ("5", "r1-x"),
+        "{replaced:?}"
+    );
+    assert_eq!(
+        (
+            replaced[&tag::ORDER_QTY].as_str(),
+            replaced[&tag::CUM_QTY].as_str(),
+            replaced[&tag::LEAVES_QTY].as_str(),
+            replaced[&tag::ORD_STATUS].as_str()
+        ),
+        ("0.4", "0.2", "0.2", "1"),
+        "{replaced:?}"
+    );
+    let r1 = rest_order(&buyer, "r1");
+    assert_eq!((r1["remaining"].as_str(), r1["filled"].as_str()), (Some("0.2"), Some("0.2")));
+    cancel(&mut fix, "r1-x", "r1-c");
+
+    // An order of the session's, filled in part over REST; its replace is sent at once,
+    // without waiting for the fill's report.
+    fix.send("D", &new_order("b1", "1", "0.5", "100"));
+    let new = fix.next("8");
+    assert_eq!((new[&tag::CL_ORD_ID].as_str(), new[&tag::EXEC_TYPE].as_str()), ("b1", "0"));
+    sell("s2", "0.2");
+    fix.send("G", &replace("b1", "b1-x", "0.4", "100"));
+    let mut reports = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let Some(message) = fix.receive(Duration::from_millis(200)) else { continue };
+        reports.push(message);
+        let replaced = reports.iter().any(|report| report[&tag::EXEC_TYPE] == "5");
+        let traded = reports.iter().any(|report| report[&tag::EXEC_TYPE] == "F");
+        if replaced && traded {
+            break;
+        }
+    }
+    let replaced = reports
+        .iter()
+        .find(|report| report[&tag::EXEC_TYPE] == "5")
+        .unwrap_or_else(|| panic!("no Replaced report: {reports:?}"));
+    assert_eq!(
+        (replaced[&tag::CL_ORD_ID].as_str(), replaced[&tag::ORDER_QTY].as_str()),
+        ("b1-x", "0.4")
+    );
+    // Whichever came first, the last report says 0.2 filled and 0.2 open.
+    let last = reports.last().unwrap();
+    assert_eq!(
+        (
+            last[&tag::CUM_QTY].as_str(),
+            last[&tag::LEAVES_QTY].as_str(),
+            last[&tag::ORD_STATUS].as_str()
+        ),
+        ("0.2", "0.2", "1"),
+        "{reports:?}"
+    );
+    let b1 = rest_order(&buyer, "b1");
+    assert_eq!((b1["remaining"].as_str(), b1["filled"].as_str()), (Some("0.2"), Some("0.2")));
+
+    // A whole quantity that does not exceed what has filled: OrderCancelReject, the
+    // order as it was.
+    fix.send("G", &replace("b1-x", "b1-y", "0.2", "100"));
+    let reject = fix.next("9");
+    assert_eq!(
+        (
+            reject[&tag::CL_ORD_ID].as_str(),
+            reject[&tag::ORIG_CL_ORD_ID].as_str(),
+            reject[&tag::CXL_REJ_RESPONSE_TO].as_str(),
+            reject[&tag::ORD_STATUS].as_str()
+        ),
+        ("b1-y", "b1-x", "2", "1"),
+        "{reject:?}"
+    );
+    assert!(reject[&tag::TEXT].starts_with("invalid_qty"), "{reject:?}");
+    assert_eq!(rest_order(&buyer, "b1")["remaining"], "0.2");
+
+    // The rest fills it: OrderQty 0.4, all of it filled.
+    sell("s3", "0.2");
+    let filled = fix.next("8");
+    assert_eq!(
+        (
+            filled[&tag::CL_ORD_ID].as_str(),
+            filled[&tag::EXEC_TYPE].as_str(),
+            filled[&tag::ORD_STATUS].as_str(),
+            filled[&tag::LAST_QTY].as_str()
+        ),
+        ("b1-x", "F", "2", "0.2"),
+        "{filled:?}"
+    );
+    assert_eq!(
+        (
+            filled[&tag::ORDER_QTY].as_str(),
+            filled[&tag::CUM_QTY].as_str(),
+            filled[&tag::LEAVES_QTY].as_str()
+        ),
+        ("0.4", "0.4", "0"),
+        "{filled:?}"
+    );
+}

@@ -997,13 +997,7 @@ impl Connection {
             (Application::NewOrder(order), _) => Ok(Request::Place(order.clone())),
             (Application::Cancel(_), Some(order)) => Ok(Request::Cancel(orders::target(order))),
             (Application::Replace { qty, price, .. }, Some(order)) => {
-                let reference = self.state.directory.reference();
-                let info = message
-                    .text(tag::SYMBOL)
-                    .and_then(|symbol| reference.find_instrument(symbol))
-                    .map(|(_, info)| info);
-                let filled = session.orders.filled(order, info);
-                orders::amend(order, *qty, *price, filled)
+                orders::replace(order, *qty, *price)
             }
             _ => return,
         };

@@ -36,8 +36,8 @@ pub enum Application<'a> {
     Cancel(Change<'a>),
     Replace {
         change: Change<'a>,
-        /// OrderQty (38): the new whole quantity (what is left is this less what has
-        /// filled).
+        /// OrderQty (38): the new whole quantity, what has filled included (order entry
+        /// reads what has filled from the venue).
         qty: Option<Decimal>,
         price: Option<Decimal>,
     },
@@ -504,8 +504,8 @@ impl Orders {
             self.forget(order);
         } else {
             tracked.price = record.price.map(|price| price.0);
-            tracked.leaves = record.remaining.0;
-            tracked.order_qty = tracked.cum_qty + tracked.leaves;
+            tracked.order_qty = record.filled.0 + record.remaining.0;
+            tracked.leaves = (tracked.order_qty - tracked.cum_qty).max(0);
             let status = if tracked.cum_qty > 0 { exec::PARTIAL } else { exec::NEW };
             report(tracked, info, record, exec::REPLACED, status, sink, ids);
             self.aliases.insert(cl_ord_id.clone(), order.clone());
@@ -539,6 +539,9 @@ impl Orders {
             Pending::Change { cancel, cl_ord_id, orig_cl_ord_id, order } => {
                 self.changed(order);
                 let tracked = self.tracked.get(order);
+            // The order's whole quantity is the venue's (filled and open, which fills
+            // do not change); fills the session has not reported yet are reported next,
+            // each taking its quantity from what is left.
                 let order_id = tracked.map(|tracked| tracked.order_id.0.to_string());
                 let status = match tracked {
                     Some(tracked) if tracked.cum_qty > 0 => exec::PARTIAL,
@@ -581,36 +584,15 @@ pub fn target(order: &ClientOrderId) -> Target<'_> {
     Target::ClientOrderId(Cow::Borrowed(order.as_str()))
 }
 
-/// A replace as order entry's amend: the new price, and the new quantity left (the
-/// new OrderQty less what has filled).
-pub fn amend<'a>(
-    order: &'a ClientOrderId,
+/// A replace as order entry's request: the new price, and OrderQty as the order's new
+/// whole quantity (order entry takes what has filled from the venue's record of the
+/// order, never from the reports this session has sent).
+pub fn replace(
+    order: &ClientOrderId,
     qty: Option<Decimal>,
     price: Option<Decimal>,
-    filled: Option<Decimal>,
-) -> Result<Request<'a>, ApiError> {
-    let remaining = match (qty, filled) {
-        (Some(qty), Some(filled)) => {
-            let scale = qty.scale().max(filled.scale());
-            let left =
-                qty.to_units(scale).zip(filled.to_units(scale)).map(|(qty, filled)| qty - filled);
-            match left {
-                Some(left) if left > 0 => Some(Decimal::from_units(left, scale)),
-                _ => return Err(ApiError::malformed("OrderQty must exceed the quantity filled")),
-            }
-        }
-        (qty, _) => qty,
-    };
-    Request::amend(target(order), price, remaining)
-}
-
-impl Orders {
-    /// What `order` has filled, as a decimal of its instrument's quantity.
-    pub fn filled(&self, order: &ClientOrderId, info: Option<&InstrumentInfo>) -> Option<Decimal> {
-        let tracked = self.tracked.get(order)?;
-        let info = info?;
-        Some(Decimal::from_units(i128::from(tracked.cum_qty), info.qty_decimals))
-    }
+) -> Result<Request<'_>, ApiError> {
+    Request::replace(target(order), price, qty)
 }
 
 fn side_char(side: Side) -> u8 {
