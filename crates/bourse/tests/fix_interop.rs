@@ -3,7 +3,9 @@
 //! is written as a QuickFIX/J user writes one (an Application, a SessionSettings with a
 //! FileStore, a SocketInitiator). It logs on with alice's API key, places, replaces and
 //! cancels orders, is refused a cancel of an order that does not exist, trades against
-//! an order bob placed over REST, has a resting order filled in part by bob over REST,
+//! an order bob placed over REST, opens a position in the demo's SHFE.cu2501 (the
+//! close-today rule) and closes it the same day with PositionEffect T (Bourse's value;
+//! a plain C is refused), has a resting order filled in part by bob over REST,
 //! then drops the connection mid-stream. While it is gone bob fills the rest; a second
 //! run with the same FileStore logs on again and must get that fill's report by resend
 //! (PossDupFlag). Every report is checked against Bourse's REST view of the same order
@@ -262,6 +264,27 @@ fn a_quickfixj_initiator_trades_and_recovers_the_reports_it_missed_by_resend() {
     assert_eq!((number(&t1_trades[0]["31"]), number(&t1_trades[0]["32"])), (60001.0, 0.01));
     assert_eq!((t1_trades[0]["39"].as_str(), number(&t1_trades[0]["151"])), ("2", 0.0));
     assert_eq!(value(&t1["filled"]), number(&t1_trades[0]["14"]));
+
+    // Futures: f1 opened 1 lot today; C (f2) is refused, as it closes only positions
+    // from before the day's settlement; T (f3) closes today's, and the position is zero.
+    let f1 = reports(&first, "f1", "F");
+    assert_eq!(f1.len(), 1, "{first:?}");
+    assert_eq!((f1[0]["39"].as_str(), number(&f1[0]["32"])), ("2", 1.0));
+    let f2 = reports(&first, "f2", "8");
+    assert_eq!(f2.len(), 1, "{first:?}");
+    assert!(f2[0]["58"].starts_with("insufficient_position"), "{:?}", f2[0]);
+    let f3 = reports(&first, "f3", "F");
+    assert_eq!(f3.len(), 1, "{first:?}");
+    assert_eq!(
+        (f3[0]["39"].as_str(), number(&f3[0]["32"]), number(&f3[0]["31"])),
+        ("2", 1.0, 74990.0)
+    );
+    assert_eq!(order(&demo, "f3")["status"], "filled");
+    let positions = rest(&demo, "alice", "GET", "/v1/positions", "");
+    let cu = &positions["positions"]["SHFE.cu2501"];
+    for field in ["volume_long_today", "volume_long_his", "volume_short"] {
+        assert_eq!(value(cu.get(field).unwrap_or(&Value::from("0"))), 0.0, "{positions}");
+    }
 
     // q2: filled in part while connected, the rest while not; that report came again
     // after the Logon, as a resend.

@@ -549,7 +549,7 @@ mod decoding {
         let Ok(message) = Message::parse(bytes, &mut fields) else { return };
         for msg_type in ["D", "F", "G"] {
             match decode(msg_type, &message) {
-                Ok(Some(Application::NewOrder(order))) => {
+                Ok(Some(Application::NewOrder(order) | Application::Unsupported { order, .. })) => {
                     assert!(order.size.qty().is_some_and(|qty| qty.mantissa() > 0))
                 }
                 Ok(_) => {}
@@ -588,6 +588,49 @@ mod decoding {
         let message = Message::parse(&bytes, &mut fields).unwrap();
         let Ok(Some(Application::NewOrder(order))) = decode("D", &message) else { panic!() };
         assert!(order.post_only && order.offset == bourse_core::Offset::Close);
+    }
+
+    /// PositionEffect (77): O, C and Bourse's T; the values FIX defines that Bourse
+    /// does not take are read (to be rejected `unsupported`); any other is refused.
+    #[test]
+    fn position_effect_values() {
+        use bourse_core::Offset;
+        let decoded = |effect: Option<&str>| {
+            let mut writer = Writer::default();
+            writer.start("D");
+            for (tag, value) in [(11, "a1"), (55, "SHFE.cu2501"), (54, "2"), (38, "1"), (40, "1")] {
+                writer.str(tag, value);
+            }
+            if let Some(effect) = effect {
+                writer.str(77, effect);
+            }
+            let mut out = Vec::new();
+            writer.finish(&mut out);
+            let mut fields = Vec::new();
+            let message = Message::parse(&out, &mut fields).unwrap();
+            match decode("D", &message) {
+                Ok(Some(Application::NewOrder(order))) => Ok(Some(order.offset)),
+                Ok(Some(Application::Unsupported { order, message })) => {
+                    assert_eq!(order.client_order_id.as_deref(), Some("a1"));
+                    assert!(message.contains("T (close today"), "{message}");
+                    Ok(None)
+                }
+                Ok(other) => panic!("{other:?}"),
+                Err(refused) => Err((refused.tag, refused.text)),
+            }
+        };
+        assert_eq!(decoded(None), Ok(Some(Offset::Open)));
+        assert_eq!(decoded(Some("O")), Ok(Some(Offset::Open)));
+        assert_eq!(decoded(Some("C")), Ok(Some(Offset::Close)));
+        assert_eq!(decoded(Some("T")), Ok(Some(Offset::CloseToday)));
+        for unsupported in ["R", "F", "N", "D"] {
+            assert_eq!(decoded(Some(unsupported)), Ok(None), "{unsupported}");
+        }
+        for wrong in ["X", "t", "OC"] {
+            let Err((tag, text)) = decoded(Some(wrong)) else { panic!("{wrong:?} taken") };
+            assert_eq!(tag, Some(77));
+            assert!(text.contains("O (open), C (close) or T (close today)"), "{text}");
+        }
     }
 
     proptest! {
@@ -667,4 +710,331 @@ fn the_keys_rate_and_connection_limits_hold_on_fix_as_on_every_gateway() {
     assert!(limited >= 4 && accepted >= 4, "{limited} limited, {accepted} accepted");
     fix.send("1", &[(tag::TEST_REQ_ID, "still-there")]);
     assert_eq!(fix.next("0")[&tag::TEST_REQ_ID], "still-there", "the session goes on");
+}
+
+/// alice's order `client_order_id` as REST shows it.
+fn rest_order(client: &Client, client_order_id: &str) -> serde_json::Value {
+    let (status, answer) = client.get(&format!("/v1/orders?client_order_id={client_order_id}"));
+    assert_eq!(status, 200, "{answer}");
+    match answer {
+        serde_json::Value::Array(mut orders) => orders.remove(0),
+        serde_json::Value::Object(ref object) if object.contains_key("orders") => {
+            answer["orders"][0].clone()
+        }
+        other => other,
+    }
+}
+
+fn replace<'a>(orig: &'a str, id: &'a str, qty: &'a str, price: &'a str) -> Vec<(u32, &'a str)> {
+    vec![
+        (tag::ORIG_CL_ORD_ID, orig),
+        (tag::CL_ORD_ID, id),
+        (tag::SIDE, "1"),
+        (tag::SYMBOL, "BTC-USD"),
+        (tag::TRANSACT_TIME, "20240101-00:00:00"),
+        (tag::ORD_TYPE, "2"),
+        (tag::ORDER_QTY, qty),
+        (tag::PRICE, price),
+    ]
+}
+
+/// A cancel of `orig` (sent as `id`), answered with its Canceled report.
+fn cancel(fix: &mut FixClient, orig: &str, id: &str) {
+    let fields = [
+        (tag::ORIG_CL_ORD_ID, orig),
+        (tag::CL_ORD_ID, id),
+        (tag::SIDE, "1"),
+        (tag::SYMBOL, "BTC-USD"),
+        (tag::TRANSACT_TIME, "20240101-00:00:00"),
+    ];
+    fix.send("F", &fields);
+    let canceled = fix.next("8");
+    assert_eq!(
+        (canceled[&tag::CL_ORD_ID].as_str(), canceled[&tag::EXEC_TYPE].as_str()),
+        (id, "4"),
+        "{canceled:?}"
+    );
+}
+
+/// OrderQty (38) on an OrderCancelReplaceRequest is the order's new whole quantity,
+/// what has filled included: Bourse takes what has filled from the venue's record of
+/// the order, not from the reports the session has sent. An order the session has
+/// never reported (placed over REST and filled in part before the Logon), and a fill
+/// the client has not been told of when its replace arrives, both count; a quantity
+/// that does not exceed what has filled is refused.
+#[test]
+fn a_replace_takes_what_has_filled_from_the_venue() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let (seller, buyer) = server.seller_and_buyer("10", "1000000");
+    let sell = |id: &str, qty: &str| {
+        let body = format!(
+            r#"{{"symbol":"BTC-USD","side":"sell","type":"limit","price":"100","qty":"{qty}","client_order_id":"{id}"}}"#
+        );
+        let (status, answer) = seller.post("/v1/orders", &body);
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["order"]["status"], "filled", "{answer}");
+    };
+
+    // An order placed over REST, filled 0.2 of 0.5 before the session logs on: the
+    // session has reported nothing of it.
+    let (status, answer) = buyer.post(
+        "/v1/orders",
+        r#"{"symbol":"BTC-USD","side":"buy","type":"limit","price":"100","qty":"0.5","client_order_id":"r1"}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    sell("s1", "0.2");
+    let mut fix = FixClient::connect(server.fix_address, "BUYER");
+    fix.logon(&buyer);
+    // A new whole quantity of 0.4 leaves 0.2 open (not 0.4).
+    fix.send("G", &replace("r1", "r1-x", "0.4", "100"));
+    let replaced = fix.next("8");
+    let replaced = match replaced[&tag::EXEC_TYPE].as_str() {
+        // (The order's own report first: the session had not reported it.)
+        "0" => {
+            assert_eq!(replaced[&tag::CL_ORD_ID], "r1");
+            fix.next("8")
+        }
+        _ => replaced,
+    };
+    assert_eq!(
+        (replaced[&tag::EXEC_TYPE].as_str(), replaced[&tag::CL_ORD_ID].as_str()),
+        ("5", "r1-x"),
+        "{replaced:?}"
+    );
+    assert_eq!(
+        (
+            replaced[&tag::ORDER_QTY].as_str(),
+            replaced[&tag::CUM_QTY].as_str(),
+            replaced[&tag::LEAVES_QTY].as_str(),
+            replaced[&tag::ORD_STATUS].as_str()
+        ),
+        ("0.4", "0.2", "0.2", "1"),
+        "{replaced:?}"
+    );
+    let r1 = rest_order(&buyer, "r1");
+    assert_eq!((r1["remaining"].as_str(), r1["filled"].as_str()), (Some("0.2"), Some("0.2")));
+    cancel(&mut fix, "r1-x", "r1-c");
+
+    // An order of the session's, filled in part over REST; its replace is sent at once,
+    // without waiting for the fill's report.
+    fix.send("D", &new_order("b1", "1", "0.5", "100"));
+    let new = fix.next("8");
+    assert_eq!((new[&tag::CL_ORD_ID].as_str(), new[&tag::EXEC_TYPE].as_str()), ("b1", "0"));
+    sell("s2", "0.2");
+    fix.send("G", &replace("b1", "b1-x", "0.4", "100"));
+    let mut reports = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let Some(message) = fix.receive(Duration::from_millis(200)) else { continue };
+        reports.push(message);
+        let replaced = reports.iter().any(|report| report[&tag::EXEC_TYPE] == "5");
+        let traded = reports.iter().any(|report| report[&tag::EXEC_TYPE] == "F");
+        if replaced && traded {
+            break;
+        }
+    }
+    let replaced = reports
+        .iter()
+        .find(|report| report[&tag::EXEC_TYPE] == "5")
+        .unwrap_or_else(|| panic!("no Replaced report: {reports:?}"));
+    assert_eq!(
+        (replaced[&tag::CL_ORD_ID].as_str(), replaced[&tag::ORDER_QTY].as_str()),
+        ("b1-x", "0.4")
+    );
+    // Whichever came first, the last report says 0.2 filled and 0.2 open.
+    let last = reports.last().unwrap();
+    assert_eq!(
+        (
+            last[&tag::CUM_QTY].as_str(),
+            last[&tag::LEAVES_QTY].as_str(),
+            last[&tag::ORD_STATUS].as_str()
+        ),
+        ("0.2", "0.2", "1"),
+        "{reports:?}"
+    );
+    let b1 = rest_order(&buyer, "b1");
+    assert_eq!((b1["remaining"].as_str(), b1["filled"].as_str()), (Some("0.2"), Some("0.2")));
+
+    // A whole quantity that does not exceed what has filled: OrderCancelReject, the
+    // order as it was.
+    fix.send("G", &replace("b1-x", "b1-y", "0.2", "100"));
+    let reject = fix.next("9");
+    assert_eq!(
+        (
+            reject[&tag::CL_ORD_ID].as_str(),
+            reject[&tag::ORIG_CL_ORD_ID].as_str(),
+            reject[&tag::CXL_REJ_RESPONSE_TO].as_str(),
+            reject[&tag::ORD_STATUS].as_str()
+        ),
+        ("b1-y", "b1-x", "2", "1"),
+        "{reject:?}"
+    );
+    assert!(reject[&tag::TEXT].starts_with("invalid_qty"), "{reject:?}");
+    assert_eq!(rest_order(&buyer, "b1")["remaining"], "0.2");
+
+    // The rest fills it: OrderQty 0.4, all of it filled.
+    sell("s3", "0.2");
+    let filled = fix.next("8");
+    assert_eq!(
+        (
+            filled[&tag::CL_ORD_ID].as_str(),
+            filled[&tag::EXEC_TYPE].as_str(),
+            filled[&tag::ORD_STATUS].as_str(),
+            filled[&tag::LAST_QTY].as_str()
+        ),
+        ("b1-x", "F", "2", "0.2"),
+        "{filled:?}"
+    );
+    assert_eq!(
+        (
+            filled[&tag::ORDER_QTY].as_str(),
+            filled[&tag::CUM_QTY].as_str(),
+            filled[&tag::LEAVES_QTY].as_str()
+        ),
+        ("0.4", "0.4", "0"),
+        "{filled:?}"
+    );
+}
+
+/// A futures order of `side` for 1 lot at `price`, with PositionEffect `effect` (none
+/// when empty).
+fn futures_order<'a>(
+    id: &'a str,
+    symbol: &'a str,
+    side: &'a str,
+    price: &'a str,
+    effect: &'a str,
+) -> Vec<(u32, &'a str)> {
+    let mut fields = vec![
+        (tag::CL_ORD_ID, id),
+        (tag::SYMBOL, symbol),
+        (tag::SIDE, side),
+        (tag::ORDER_QTY, "1"),
+        (tag::ORD_TYPE, "2"),
+        (tag::PRICE, price),
+        (tag::TIME_IN_FORCE, "3"),
+        (tag::TRANSACT_TIME, "20240101-00:00:00"),
+    ];
+    if !effect.is_empty() {
+        fields.push((tag::POSITION_EFFECT, effect));
+    }
+    fields
+}
+
+/// `client`'s long position in `symbol` as REST shows it: (today, before today).
+fn long_position(client: &Client, symbol: &str) -> (String, String) {
+    let (status, positions) = client.get("/v1/positions");
+    assert_eq!(status, 200, "{positions}");
+    let position = &positions["positions"][symbol];
+    let volume = |field: &str| position[field].as_str().unwrap_or("0").to_string();
+    (volume("volume_long_today"), volume("volume_long_his"))
+}
+
+/// On a contract with the close-today rule (SHFE's), PositionEffect C closes only
+/// positions opened before the day's settlement, and Bourse's T closes today's: a FIX
+/// client opens a position and closes it the same day. T on a contract without the
+/// rule, a PositionEffect FIX defines that Bourse does not take, and one FIX does not
+/// define are each refused, saying why.
+#[test]
+fn position_effect_t_closes_a_position_opened_the_same_day() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::start(directory.path(), false);
+    let admin = |path: &str, body: &str| {
+        let (status, answer) = server.admin.post(path, body);
+        assert!(status == 200 || status == 201, "{path}: {status} {answer}");
+    };
+    admin("/v1/admin/assets", r#"{"asset":"CNY","decimals":2}"#);
+    admin(
+        "/v1/admin/futures",
+        r#"{"symbol":"SHFE.cu2501","settle":"CNY","tick":"10","lot":"1","min_qty":"1","max_qty":"100",
+            "multiplier":"5","margin":"25000","maker_fee":"1.5","taker_fee":"3",
+            "market_band_bps":500,"close_today":true}"#,
+    );
+    admin(
+        "/v1/admin/futures",
+        r#"{"symbol":"CFFEX.IF2501","settle":"CNY","tick":"0.2","lot":"1","min_qty":"1","max_qty":"100",
+            "multiplier":"300","margin":"10000","maker_fee":"0","taker_fee":"2.3","market_band_bps":500}"#,
+    );
+    let alice = server.trader("alice", &[("CNY", "1000000")]);
+    let bob = server.trader("bob", &[("CNY", "1000000")]);
+    let rest_order = |side: &str, id: &str| {
+        let body = format!(
+            r#"{{"symbol":"SHFE.cu2501","side":"{side}","type":"limit","price":"50000","qty":"1","offset":"open","client_order_id":"{id}"}}"#
+        );
+        let (status, answer) = bob.post("/v1/orders", &body);
+        assert_eq!(status, 200, "{answer}");
+    };
+    let mut fix = FixClient::connect(server.fix_address, "ALICE");
+    fix.logon(&alice);
+    // The report of `id` that ends it (a Trade report filling it, or a Rejected).
+    fn ended(fix: &mut FixClient, id: &str) -> Fields {
+        loop {
+            let report = fix.next("8");
+            assert_eq!(report[&tag::CL_ORD_ID], id, "{report:?}");
+            if report[&tag::ORD_STATUS] == "2" || report[&tag::ORD_STATUS] == "8" {
+                return report;
+            }
+        }
+    }
+
+    // alice buys 1 lot to open against bob's resting sell.
+    rest_order("sell", "bob-1");
+    fix.send("D", &futures_order("open-1", "SHFE.cu2501", "1", "50000", "O"));
+    assert_eq!(ended(&mut fix, "open-1")[&tag::EXEC_TYPE], "F");
+    assert_eq!(long_position(&alice, "SHFE.cu2501"), ("1".into(), "0".into()));
+
+    // C takes only earlier positions: alice has none.
+    rest_order("buy", "bob-2");
+    fix.send("D", &futures_order("close-1", "SHFE.cu2501", "2", "50000", "C"));
+    let refused = ended(&mut fix, "close-1");
+    assert_eq!(refused[&tag::EXEC_TYPE], "8");
+    assert!(refused[&tag::TEXT].starts_with("insufficient_position"), "{refused:?}");
+    // T closes today's position: it goes to zero.
+    fix.send("D", &futures_order("close-2", "SHFE.cu2501", "2", "50000", "T"));
+    let closed = ended(&mut fix, "close-2");
+    assert_eq!((closed[&tag::EXEC_TYPE].as_str(), closed[&tag::LAST_QTY].as_str()), ("F", "1"));
+    assert_eq!(long_position(&alice, "SHFE.cu2501"), ("0".into(), "0".into()));
+
+    // After a settlement, yesterday's position is closed with C (T finds none today).
+    rest_order("sell", "bob-3");
+    fix.send("D", &futures_order("open-2", "SHFE.cu2501", "1", "50000", ""));
+    assert_eq!(ended(&mut fix, "open-2")[&tag::EXEC_TYPE], "F");
+    admin("/v1/admin/futures/SHFE.cu2501/settle", r#"{"price":"50000"}"#);
+    assert_eq!(long_position(&alice, "SHFE.cu2501"), ("0".into(), "1".into()));
+    rest_order("buy", "bob-4");
+    fix.send("D", &futures_order("close-3", "SHFE.cu2501", "2", "50000", "T"));
+    let refused = ended(&mut fix, "close-3");
+    assert!(refused[&tag::TEXT].starts_with("insufficient_position"), "{refused:?}");
+    fix.send("D", &futures_order("close-4", "SHFE.cu2501", "2", "50000", "C"));
+    assert_eq!(ended(&mut fix, "close-4")[&tag::EXEC_TYPE], "F");
+    assert_eq!(long_position(&alice, "SHFE.cu2501"), ("0".into(), "0".into()));
+
+    // T on a contract without the close-today rule: rejected, invalid_offset (11).
+    fix.send("D", &futures_order("if-1", "CFFEX.IF2501", "2", "4000", "T"));
+    let refused = ended(&mut fix, "if-1");
+    assert_eq!(refused[&tag::ORD_REJ_REASON], "11");
+    assert!(refused[&tag::TEXT].starts_with("invalid_offset"), "{refused:?}");
+    // A value FIX defines that Bourse does not take: rejected, unsupported (11).
+    fix.send("D", &futures_order("fifo-1", "SHFE.cu2501", "2", "50000", "F"));
+    let refused = ended(&mut fix, "fifo-1");
+    assert_eq!(
+        (refused[&tag::EXEC_TYPE].as_str(), refused[&tag::ORD_REJ_REASON].as_str()),
+        ("8", "11")
+    );
+    assert!(refused[&tag::TEXT].starts_with("unsupported: PositionEffect (77)"), "{refused:?}");
+    // A value FIX does not define: a session Reject naming the tag.
+    let seq = fix.send("D", &futures_order("bad-1", "SHFE.cu2501", "2", "50000", "X"));
+    let reject = fix.next("3");
+    assert_eq!(
+        (
+            reject[&tag::REF_SEQ_NUM].clone(),
+            reject[&tag::REF_TAG_ID].as_str(),
+            reject[&tag::SESSION_REJECT_REASON].as_str()
+        ),
+        (seq.to_string(), "77", "5")
+    );
+    assert!(reject[&tag::TEXT].contains("T (close today)"), "{reject:?}");
+    // None of those changed alice's position.
+    assert_eq!(long_position(&alice, "SHFE.cu2501"), ("0".into(), "0".into()));
 }

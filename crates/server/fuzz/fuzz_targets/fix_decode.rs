@@ -21,7 +21,7 @@ fuzz_target!(|bytes: &[u8]| {
     let Ok(message) = Message::parse(bytes, &mut fields) else { return };
     for msg_type in ["D", "F", "G"] {
         match decode(msg_type, &message) {
-            Ok(Some(Application::NewOrder(order))) => {
+            Ok(Some(Application::NewOrder(order) | Application::Unsupported { order, .. })) => {
                 let id = order.client_order_id.as_deref().unwrap_or("");
                 assert!(bourse_server::port::orders::request::valid_client_order_id(id));
                 assert!(order.size.qty().is_some_and(|qty| qty.mantissa() > 0));

@@ -4,7 +4,9 @@
 //
 // Usage: java BourseInitiator PHASE HOST PORT KEY SECRET STORE_DIR
 //   PHASE "trade": places, replaces and cancels orders, trades against an order placed
-//   over REST, says READY and waits for a line on stdin (the test then fills part of
+//   over REST, opens a futures position (SHFE.cu2501, the close-today rule) and closes
+//   it the same day with PositionEffect T (a plain C is refused: it closes only
+//   positions from before the day's settlement), says READY and waits for a line on stdin (the test then fills part of
 //   its resting order over REST), waits for that fill's report, then drops the
 //   connection mid-stream (the JVM halts: no Logout).
 //   PHASE "recover": logs on again with the same FileStore and waits for the reports
@@ -45,6 +47,7 @@ import quickfix.field.OrdStatus;
 import quickfix.field.OrdType;
 import quickfix.field.OrderQty;
 import quickfix.field.OrigClOrdID;
+import quickfix.field.PositionEffect;
 import quickfix.field.PossDupFlag;
 import quickfix.field.Price;
 import quickfix.field.RawData;
@@ -147,6 +150,19 @@ public class BourseInitiator implements Application {
         }
     }
 
+    /// Bourse's PositionEffect (77) for closing today's position on a contract with the
+    /// close-today rule (FIX 4.4 has none; docs/fix.md). QuickFIX/J sends it as any
+    /// char: only what it receives is checked against its data dictionary.
+    private static final char CLOSE_TODAY = 'T';
+
+    /// An IOC order for 1 lot of SHFE.cu2501 with PositionEffect `effect`.
+    private static NewOrderSingle future(String id, char side, String price, char effect) {
+        NewOrderSingle order = limit(id, side, "1", price, TimeInForce.IMMEDIATE_OR_CANCEL);
+        order.set(new Symbol("SHFE.cu2501"));
+        order.set(new PositionEffect(effect));
+        return order;
+    }
+
     private static NewOrderSingle limit(String id, char side, String qty, String price, char tif) {
         NewOrderSingle order = new NewOrderSingle(new ClOrdID(id), new Side(side),
             new TransactTime(LocalDateTime.now(ZoneOffset.UTC)), new OrdType(OrdType.LIMIT));
@@ -219,6 +235,13 @@ public class BourseInitiator implements Application {
             // Trades against bob's order placed over REST (at 60001, inside the demo's quotes).
             Session.sendToTarget(limit("t1", Side.BUY, "0.01", "60001", TimeInForce.IMMEDIATE_OR_CANCEL), session);
             application.await("t1 trade", m -> is(m, "t1", ExecType.TRADE));
+            // Futures: open 1 lot today against the demo maker's ask, then close it today.
+            Session.sendToTarget(future("f1", Side.BUY, "75010", PositionEffect.OPEN), session);
+            application.await("f1 trade", m -> is(m, "f1", ExecType.TRADE));
+            Session.sendToTarget(future("f2", Side.SELL, "74990", PositionEffect.CLOSE), session);
+            application.await("f2 rejected", m -> is(m, "f2", ExecType.REJECTED));
+            Session.sendToTarget(future("f3", Side.SELL, "74990", CLOSE_TODAY), session);
+            application.await("f3 trade", m -> is(m, "f3", ExecType.TRADE));
             // A resting order that bob's REST orders will fill.
             Session.sendToTarget(limit("q2", Side.BUY, "0.03", "60002", TimeInForce.GOOD_TILL_CANCEL), session);
             application.await("q2 new", m -> is(m, "q2", ExecType.NEW));

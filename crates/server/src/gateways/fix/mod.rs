@@ -970,7 +970,7 @@ impl Connection {
         self.follow_account().await;
         let Some(session) = self.session.as_mut() else { return };
         let (route, pending, order) = match &decoded {
-            Application::NewOrder(order) => {
+            Application::NewOrder(order) | Application::Unsupported { order, .. } => {
                 let pending = Pending::Place {
                     cl_ord_id: order.client_order_id.as_deref().unwrap_or("").to_string(),
                     order: Box::new(order.clone().into_owned()),
@@ -995,15 +995,12 @@ impl Connection {
         };
         let request: ApiResult<Request<'_>> = match (&decoded, &order) {
             (Application::NewOrder(order), _) => Ok(Request::Place(order.clone())),
+            (Application::Unsupported { message, .. }, _) => {
+                Err(ApiError::new(ErrorCode::Unsupported, *message))
+            }
             (Application::Cancel(_), Some(order)) => Ok(Request::Cancel(orders::target(order))),
             (Application::Replace { qty, price, .. }, Some(order)) => {
-                let reference = self.state.directory.reference();
-                let info = message
-                    .text(tag::SYMBOL)
-                    .and_then(|symbol| reference.find_instrument(symbol))
-                    .map(|(_, info)| info);
-                let filled = session.orders.filled(order, info);
-                orders::amend(order, *qty, *price, filled)
+                orders::replace(order, *qty, *price)
             }
             _ => return,
         };

@@ -33,15 +33,40 @@ use crate::services::feed::channel::FillMessage;
 #[derive(Debug)]
 pub enum Application<'a> {
     NewOrder(request::NewOrder<'a>),
+    /// A NewOrderSingle whose fields are all well formed but which asks for something
+    /// FIX defines and Bourse does not offer (a PositionEffect other than open, close
+    /// and close today): answered with an ExecutionReport Rejected, `unsupported`
+    /// (OrdRejReason 11). `order` is the order as read, for the report.
+    Unsupported {
+        order: request::NewOrder<'a>,
+        message: &'static str,
+    },
     Cancel(Change<'a>),
     Replace {
         change: Change<'a>,
-        /// OrderQty (38): the new whole quantity (what is left is this less what has
-        /// filled).
+        /// OrderQty (38): the new whole quantity, what has filled included (order entry
+        /// reads what has filled from the venue).
         qty: Option<Decimal>,
         price: Option<Decimal>,
     },
 }
+
+/// PositionEffect (77) values, futures only (ignored on spot). FIX 4.4 has O (open)
+/// and C (close); Bourse adds T (close today) for contracts with the close-today rule,
+/// where C closes only positions opened before the day's settlement (`docs/fix.md`).
+pub mod position_effect {
+    pub const OPEN: &[u8] = b"O";
+    pub const CLOSE: &[u8] = b"C";
+    /// Bourse's own value: FIX has none for closing today's position.
+    pub const CLOSE_TODAY: &[u8] = b"T";
+    /// Values FIX defines that Bourse does not take: R (rolled) and F (FIFO) of FIX 4.4,
+    /// N (close but notify on open) and D (default) of FIX 5.0 SP2.
+    pub const UNSUPPORTED: [&[u8]; 4] = [b"R", b"F", b"N", b"D"];
+}
+
+/// The text of `unsupported` for a PositionEffect FIX defines but Bourse does not take.
+const POSITION_EFFECT_UNSUPPORTED: &str =
+    "PositionEffect (77) takes O (open), C (close) or T (close today; Bourse's value)";
 
 /// What a cancel or a replace names.
 #[derive(Clone, Debug)]
@@ -59,7 +84,7 @@ pub fn decode<'a>(
     message: &Message<'a>,
 ) -> Result<Option<Application<'a>>, Refused> {
     match msg_type {
-        "D" => new_order(message).map(|order| Some(Application::NewOrder(order))),
+        "D" => new_order(message).map(Some),
         "F" => change(message).map(|change| Some(Application::Cancel(change))),
         "G" => {
             let change = change(message)?;
@@ -112,7 +137,7 @@ fn client_order_id<'a>(message: &Message<'a>, tag: u32, name: &str) -> Result<&'
     Ok(id)
 }
 
-fn new_order<'a>(message: &Message<'a>) -> Result<request::NewOrder<'a>, Refused> {
+fn new_order<'a>(message: &Message<'a>) -> Result<Application<'a>, Refused> {
     let cl_ord_id = client_order_id(message, tag::CL_ORD_ID, "ClOrdID")?;
     let symbol = required(message, tag::SYMBOL, "Symbol")?;
     let side = match required(message, tag::SIDE, "Side")? {
@@ -150,14 +175,21 @@ fn new_order<'a>(message: &Message<'a>) -> Result<request::NewOrder<'a>, Refused
             }
         }
     }
-    let offset = match message.get(tag::POSITION_EFFECT) {
-        None | Some(b"O") => Offset::Open,
-        Some(b"C") => Offset::Close,
+    let (offset, unsupported) = match message.get(tag::POSITION_EFFECT) {
+        None => (Offset::Open, false),
+        Some(position_effect::OPEN) => (Offset::Open, false),
+        Some(position_effect::CLOSE) => (Offset::Close, false),
+        Some(position_effect::CLOSE_TODAY) => (Offset::CloseToday, false),
+        Some(value) if position_effect::UNSUPPORTED.contains(&value) => (Offset::Open, true),
         Some(_) => {
-            return Err(Refused::incorrect(tag::POSITION_EFFECT, "PositionEffect", "O or C"))
+            return Err(Refused::incorrect(
+                tag::POSITION_EFFECT,
+                "PositionEffect",
+                "O (open), C (close) or T (close today)",
+            ))
         }
     };
-    Ok(request::NewOrder {
+    let order = request::NewOrder {
         client_order_id: Some(Cow::Borrowed(cl_ord_id)),
         symbol: Cow::Borrowed(symbol),
         side,
@@ -167,6 +199,10 @@ fn new_order<'a>(message: &Message<'a>) -> Result<request::NewOrder<'a>, Refused
         post_only,
         stp: StpMode::None,
         offset,
+    };
+    Ok(match unsupported {
+        true => Application::Unsupported { order, message: POSITION_EFFECT_UNSUPPORTED },
+        false => Application::NewOrder(order),
     })
 }
 
@@ -499,9 +535,12 @@ impl Orders {
             report(tracked, info, record, exec::CANCELED, status, sink, ids);
             self.forget(order);
         } else {
+            // The order's whole quantity is the venue's (filled and open, which fills
+            // do not change); fills the session has not reported yet are reported next,
+            // each taking its quantity from what is left.
             tracked.price = record.price.map(|price| price.0);
-            tracked.leaves = record.remaining.0;
-            tracked.order_qty = tracked.cum_qty + tracked.leaves;
+            tracked.order_qty = record.filled.0 + record.remaining.0;
+            tracked.leaves = (tracked.order_qty - tracked.cum_qty).max(0);
             let status = if tracked.cum_qty > 0 { exec::PARTIAL } else { exec::NEW };
             report(tracked, info, record, exec::REPLACED, status, sink, ids);
             self.aliases.insert(cl_ord_id.clone(), order.clone());
@@ -577,36 +616,15 @@ pub fn target(order: &ClientOrderId) -> Target<'_> {
     Target::ClientOrderId(Cow::Borrowed(order.as_str()))
 }
 
-/// A replace as order entry's amend: the new price, and the new quantity left (the
-/// new OrderQty less what has filled).
-pub fn amend<'a>(
-    order: &'a ClientOrderId,
+/// A replace as order entry's request: the new price, and OrderQty as the order's new
+/// whole quantity (order entry takes what has filled from the venue's record of the
+/// order, never from the reports this session has sent).
+pub fn replace(
+    order: &ClientOrderId,
     qty: Option<Decimal>,
     price: Option<Decimal>,
-    filled: Option<Decimal>,
-) -> Result<Request<'a>, ApiError> {
-    let remaining = match (qty, filled) {
-        (Some(qty), Some(filled)) => {
-            let scale = qty.scale().max(filled.scale());
-            let left =
-                qty.to_units(scale).zip(filled.to_units(scale)).map(|(qty, filled)| qty - filled);
-            match left {
-                Some(left) if left > 0 => Some(Decimal::from_units(left, scale)),
-                _ => return Err(ApiError::malformed("OrderQty must exceed the quantity filled")),
-            }
-        }
-        (qty, _) => qty,
-    };
-    Request::amend(target(order), price, remaining)
-}
-
-impl Orders {
-    /// What `order` has filled, as a decimal of its instrument's quantity.
-    pub fn filled(&self, order: &ClientOrderId, info: Option<&InstrumentInfo>) -> Option<Decimal> {
-        let tracked = self.tracked.get(order)?;
-        let info = info?;
-        Some(Decimal::from_units(i128::from(tracked.cum_qty), info.qty_decimals))
-    }
+) -> Result<Request<'_>, ApiError> {
+    Request::replace(target(order), price, qty)
 }
 
 fn side_char(side: Side) -> u8 {

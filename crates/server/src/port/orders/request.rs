@@ -74,12 +74,26 @@ impl Target<'_> {
 pub enum Request<'a> {
     Place(NewOrder<'a>),
     Cancel(Target<'a>),
-    /// A new price, a new quantity or both (made by `Request::amend`).
+    /// A new price, a new quantity or both (made by `Request::amend` or
+    /// `Request::replace`).
     Amend {
         target: Target<'a>,
         price: Option<Decimal>,
-        qty: Option<Decimal>,
+        qty: Option<AmendQty>,
     },
+}
+
+/// What an amend's quantity names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AmendQty {
+    /// What is to be left open: the engine's `amend` (REST's, WebSocket's and the binary
+    /// protocol's `qty`).
+    Remaining(Decimal),
+    /// The order's new whole quantity, what has filled included (FIX's OrderQty on an
+    /// OrderCancelReplaceRequest). Order entry reads the order from the venue, behind
+    /// the session's earlier requests, and asks the engine to leave this less what has
+    /// filled open: a gateway never works it out from what it has been told.
+    Total(Decimal),
 }
 
 impl<'a> Request<'a> {
@@ -92,7 +106,20 @@ impl<'a> Request<'a> {
         if price.is_none() && qty.is_none() {
             return Err(ApiError::malformed("an amend needs price, qty or both"));
         }
-        Ok(Request::Amend { target, price, qty })
+        Ok(Request::Amend { target, price, qty: qty.map(AmendQty::Remaining) })
+    }
+
+    /// An amend whose quantity is the order's new whole quantity (`AmendQty::Total`), as
+    /// FIX's replace names it; it must change the price, the quantity or both.
+    pub fn replace(
+        target: Target<'a>,
+        price: Option<Decimal>,
+        total_qty: Option<Decimal>,
+    ) -> ApiResult<Request<'a>> {
+        if price.is_none() && total_qty.is_none() {
+            return Err(ApiError::malformed("a replace needs a price, a quantity or both"));
+        }
+        Ok(Request::Amend { target, price, qty: total_qty.map(AmendQty::Total) })
     }
 
     /// As the metrics and logs name the request's kind.
