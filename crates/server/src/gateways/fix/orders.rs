@@ -208,13 +208,7 @@ fn new_order<'a>(message: &Message<'a>) -> Result<Application<'a>, Refused> {
 
 fn change<'a>(message: &Message<'a>) -> Result<Change<'a>, Refused> {
     let orig_cl_ord_id = client_order_id(message, tag::ORIG_CL_ORD_ID, "OrigClOrdID")?;
-    let cl_ord_id = required(message, tag::CL_ORD_ID, "ClOrdID")?;
-    if cl_ord_id.is_empty()
-        || cl_ord_id.len() > 64
-        || !cl_ord_id.bytes().all(|b| b.is_ascii_graphic())
-    {
-        return Err(Refused::incorrect(tag::CL_ORD_ID, "ClOrdID", "1 to 64 printable characters"));
-    }
+    let cl_ord_id = client_order_id(message, tag::CL_ORD_ID, "ClOrdID")?;
     Ok(Change { cl_ord_id, orig_cl_ord_id })
 }
 
