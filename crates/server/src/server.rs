@@ -176,6 +176,77 @@ pub async fn start(config: ServeConfig, demo: bool) -> Result<RunningServer, Ser
     start_with_sql(config, demo, None).await
 }
 
+/// What clearing futures needs at start: the operator's contract settings, the
+/// maintenance share the risk process applies and the daily settlement's time, read
+/// from the configuration once (a bad value stops the start with its reason).
+struct Clearing {
+    settings: Arc<FuturesSettings>,
+    maintenance_share: MaintenanceShare,
+    settlement_time: Option<DailyTime>,
+}
+
+impl Clearing {
+    fn read(config: &ServeConfig, server_dir: &std::path::Path) -> Result<Clearing, ServeError> {
+        let settings = Arc::new(
+            FuturesSettings::open(server_dir)
+                .map_err(|error| ServeError::Futures(error.to_string()))?,
+        );
+        let futures = &config.futures;
+        let maintenance_share =
+            MaintenanceShare::parse(&futures.maintenance_share).ok_or_else(|| {
+                ServeError::Futures(format!(
+                    "maintenance_share {:?} is not a decimal share: more than 0, at most 10",
+                    futures.maintenance_share
+                ))
+            })?;
+        let settlement_time = match &futures.settlement_time {
+            None => None,
+            Some(text) => Some(
+                DailyTime::parse(text, futures.settlement_utc_offset_minutes).ok_or_else(|| {
+                    ServeError::Futures(format!(
+                        "settlement_time {text:?} is not HH:MM (offset -720 to 840 minutes)"
+                    ))
+                })?,
+            ),
+        };
+        Ok(Clearing { settings, maintenance_share, settlement_time })
+    }
+
+    /// Settles what a crash cut off (a settlement's ratio margin), then starts the risk
+    /// process (every `risk_interval_ms`; none at 0) and the daily settlement, both
+    /// until `stopped`.
+    async fn start(
+        self,
+        link: &Arc<EngineLink>,
+        risk_interval_ms: u64,
+        stopped: &tokio::sync::watch::Receiver<bool>,
+    ) {
+        crate::services::clearing::settlement::reconcile_ratio_margins(link, &self.settings).await;
+        if risk_interval_ms > 0 {
+            let risk = RiskProcess::new(Arc::clone(link), self.maintenance_share);
+            let interval = std::time::Duration::from_millis(risk_interval_ms);
+            tokio::spawn(risk.run(interval, stopped.clone()));
+        }
+        if let Some(time) = self.settlement_time {
+            tokio::spawn(crate::services::clearing::settlement::run_daily(
+                Arc::clone(link),
+                self.settings,
+                time,
+                stopped.clone(),
+            ));
+        }
+    }
+}
+
+/// A listener on `address`, and the address it got (the port, when 0 was asked).
+async fn bind(address: SocketAddr) -> Result<(TcpListener, SocketAddr), ServeError> {
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|source| ServeError::Listen { address, source })?;
+    let bound = listener.local_addr().map_err(|source| ServeError::Listen { address, source })?;
+    Ok((listener, bound))
+}
+
 /// `start`, with SQL over the history (`/v1/admin/sql`) from `sql`.
 pub async fn start_with_sql(
     config: ServeConfig,
@@ -194,29 +265,8 @@ pub async fn start_with_sql(
     let (keys, first_start) =
         KeyStore::open_with_master(&server_dir, master_file, bourse_protocol::signing::now_ms())?;
     let keys = Arc::new(keys);
-    let futures_settings = Arc::new(
-        FuturesSettings::open(&server_dir)
-            .map_err(|error| ServeError::Futures(error.to_string()))?,
-    );
-    let maintenance_share =
-        MaintenanceShare::parse(&config.futures.maintenance_share).ok_or_else(|| {
-            ServeError::Futures(format!(
-                "maintenance_share {:?} is not a decimal share: more than 0, at most 10",
-                config.futures.maintenance_share
-            ))
-        })?;
-    let settlement_time = match &config.futures.settlement_time {
-        None => None,
-        Some(text) => {
-            Some(DailyTime::parse(text, config.futures.settlement_utc_offset_minutes).ok_or_else(
-                || {
-                    ServeError::Futures(format!(
-                        "settlement_time {text:?} is not HH:MM (offset -720 to 840 minutes)"
-                    ))
-                },
-            )?)
-        }
-    };
+    let clearing = Clearing::read(&config, &server_dir)?;
+    let futures_settings = Arc::clone(&clearing.settings);
     let mut engine_config = EngineConfig::new(&config.data_dir);
     engine_config.durability = durability;
     engine_config.track_activity = true;
@@ -226,24 +276,9 @@ pub async fn start_with_sql(
         .await
         .map_err(|error| ServeError::Internal(error.to_string()))??;
     let recovered_seq = engine.start_report().last_seq.0;
-    let listener = TcpListener::bind(config.http.listen)
-        .await
-        .map_err(|source| ServeError::Listen { address: config.http.listen, source })?;
-    let http = listener
-        .local_addr()
-        .map_err(|source| ServeError::Listen { address: config.http.listen, source })?;
-    let tcp_listener = TcpListener::bind(config.tcp.listen)
-        .await
-        .map_err(|source| ServeError::Listen { address: config.tcp.listen, source })?;
-    let tcp = tcp_listener
-        .local_addr()
-        .map_err(|source| ServeError::Listen { address: config.tcp.listen, source })?;
-    let fix_listener = TcpListener::bind(config.fix.listen)
-        .await
-        .map_err(|source| ServeError::Listen { address: config.fix.listen, source })?;
-    let fix = fix_listener
-        .local_addr()
-        .map_err(|source| ServeError::Listen { address: config.fix.listen, source })?;
+    let (listener, http) = bind(config.http.listen).await?;
+    let (tcp_listener, tcp) = bind(config.tcp.listen).await?;
+    let (fix_listener, fix) = bind(config.fix.listen).await?;
     let link = Arc::new(EngineLink::open(&engine, config.limits.in_flight_max));
     let directory = Arc::new(Directory::new(Arc::clone(&link)));
     // Candles, whether or not the multicast feed runs.
@@ -369,24 +404,7 @@ pub async fn start_with_sql(
             .await;
         crate::gateways::fix::serve(fix_listener, fix_gateway, fix_state, fix_stopped).await
     });
-    // Futures: a settlement's margin a crash cut off, then the risk process and the
-    // daily settlement.
-    crate::services::clearing::settlement::reconcile_ratio_margins(&state.link, &state.futures)
-        .await;
-    if config.futures.risk_interval_ms > 0 {
-        let risk = RiskProcess::new(Arc::clone(&state.link), maintenance_share);
-        let interval = std::time::Duration::from_millis(config.futures.risk_interval_ms);
-        tokio::spawn(risk.run(interval, tcp_stopped.clone()));
-    }
-    if let Some(time) = settlement_time {
-        let (link, settings) = (Arc::clone(&state.link), Arc::clone(&state.futures));
-        tokio::spawn(crate::services::clearing::settlement::run_daily(
-            link,
-            settings,
-            time,
-            tcp_stopped.clone(),
-        ));
-    }
+    clearing.start(&state.link, config.futures.risk_interval_ms, &tcp_stopped).await;
     let (stop, stopped) = oneshot::channel::<()>();
     let router = router::router(Arc::clone(&state));
     let (hand_off, http_drained) =
