@@ -342,17 +342,6 @@ impl EngineLink {
         .await
     }
 
-    /// The record of the order `order_id` (whatever its account).
-    pub async fn order(
-        &self,
-        order_id: bourse_core::ids::OrderId,
-    ) -> Result<Option<bourse_core::venue::OrderRecord>, LinkError> {
-        self.read(move |venue| {
-            venue.activity().and_then(|activity| activity.order(order_id).cloned())
-        })
-        .await
-    }
-
     /// Whether each of the first `count` instruments is halted, in id order.
     pub async fn halted(&self, count: usize) -> Result<Vec<bool>, LinkError> {
         self.read(move |venue| {

@@ -1,6 +1,6 @@
 //! The operator's side of the port: the engine commands only an operator sends
 //! (assets, instruments, deposits, halts, cancelling an account's orders, futures
-//! margins and settlement) and the views of any account an operator reads. Every
+//! margins and settlement) and the balances of any account an operator reads. Every
 //! method takes the session asking and refuses it (`forbidden`) unless it signed with
 //! an admin key, so no surface that offers these can forget the check.
 //!
@@ -13,12 +13,12 @@ use bourse_core::{Command, Decimal, Event};
 use serde_json::Value;
 
 use super::error::ApiResult;
+use super::queries::balances_of;
 use super::session::Session;
 use crate::directory::Directory;
 use crate::link::{AssetBalance, EngineLink};
 use crate::services::clearing::settings::FuturesSettings;
 use crate::services::clearing::settlement::{self, ContractFacts};
-use crate::services::clearing::view::futures_json;
 
 /// What an operator does through the port.
 pub struct Operator {
@@ -52,16 +52,7 @@ impl Operator {
     pub async fn balances(&self, session: &Session, name: &str) -> ApiResult<Vec<AssetBalance>> {
         session.require_admin()?;
         let account = self.directory.account_id(name).await?;
-        let mut balances = self.link.balances(vec![account]).await?;
-        Ok(balances.pop().unwrap_or_default())
-    }
-
-    /// The futures view (`services::clearing::view::futures_json`) of the account
-    /// `name`.
-    pub async fn futures(&self, session: &Session, name: &str) -> ApiResult<Value> {
-        session.require_admin()?;
-        let account = self.directory.account_id(name).await?;
-        Ok(self.link.read(move |venue| futures_json(venue, account)).await?)
+        balances_of(&self.link, account).await
     }
 
     /// Every live futures contract as settling sees it.

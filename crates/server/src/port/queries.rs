@@ -143,7 +143,7 @@ impl Queries {
         target: &Target<'_>,
     ) -> ApiResult<Option<OrdersAndFills>> {
         let Some(account) = self.account_of(session).await? else { return Ok(None) };
-        let target = target.to_owned();
+        let target = target.to_static();
         Ok(self
             .link
             .read(move |venue| {
@@ -226,8 +226,7 @@ impl Queries {
     /// engine does not know yet), in the engine's asset order.
     pub async fn balances(&self, session: &Session) -> ApiResult<Vec<AssetBalance>> {
         let account = self.account_of(session).await?;
-        let mut balances = self.link.balances(vec![account]).await?;
-        Ok(balances.pop().unwrap_or_default())
+        balances_of(&self.link, account).await
     }
 
     /// The futures view (`services::clearing::view::futures_json`) of the account
@@ -388,6 +387,16 @@ impl Queries {
     }
 }
 
+/// Every asset's balance of `account` (zeros for one the engine does not know yet,
+/// `None`), in the engine's asset order.
+pub(super) async fn balances_of(
+    link: &EngineLink,
+    account: Option<AccountId>,
+) -> ApiResult<Vec<AssetBalance>> {
+    let mut balances = link.balances(vec![account]).await?;
+    Ok(balances.pop().unwrap_or_default())
+}
+
 /// `account`'s order `target` as the venue has it now, or `unknown_order` (also for
 /// another account's): the one place that rule is applied.
 pub(super) async fn own_order(
@@ -395,7 +404,7 @@ pub(super) async fn own_order(
     account: AccountId,
     target: &Target<'_>,
 ) -> ApiResult<OrderRecord> {
-    let target = target.to_owned();
+    let target = target.to_static();
     link.read(move |venue| {
         venue.activity().and_then(|activity| own_record(activity, account, &target).cloned())
     })

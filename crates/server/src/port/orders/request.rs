@@ -61,7 +61,7 @@ pub enum Target<'a> {
 
 impl Target<'_> {
     /// The same target, owning its client order id (to take into a read).
-    pub fn to_owned(&self) -> Target<'static> {
+    pub fn to_static(&self) -> Target<'static> {
         match self {
             Target::OrderId(order_id) => Target::OrderId(*order_id),
             Target::ClientOrderId(id) => Target::ClientOrderId(Cow::Owned(id.to_string())),
