@@ -239,6 +239,71 @@ struct Execution {
     liquidation: bool,
 }
 
+/// A new order that has passed its own checks (`Exchange::check_new_order`), as it
+/// will trade: the time in force applied, a day order's mark split out, post-only kept
+/// only on a limit order. Funds and positions are not yet checked.
+#[derive(Clone, Copy, Debug)]
+struct CheckedOrder {
+    instrument: InstrumentId,
+    /// `None`: the account does not exist yet (it has no funds and no positions).
+    account: Option<AccountId>,
+    side: Side,
+    /// `None`: a market order.
+    limit: Option<Price>,
+    /// Validated against the instrument's lot and bounds.
+    qty: i128,
+    /// `Open` on spot, whatever the command said.
+    offset: Offset,
+    /// A futures close order: which of the position it takes.
+    takes: Option<Takes>,
+    /// Never `GoodForDay` (that is `good_for_day`).
+    time_in_force: TimeInForce,
+    good_for_day: bool,
+    post_only: bool,
+    stp: StpMode,
+}
+
+/// What backs an order while it is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backing {
+    /// Funds held from the account's available balance of the asset.
+    Hold(AssetId, Amount),
+    /// A futures close order: the part of the position it closes, reserved.
+    Reservation,
+}
+
+/// A new order past every check, with what backs it: acting on it cannot fail.
+struct AcceptedOrder {
+    account: AccountId,
+    id: ClientOrderId,
+    /// Its limit, or a market order's protection price, within the price range.
+    price: Price,
+    qty: Qty,
+    backing: Backing,
+    checked: CheckedOrder,
+}
+
+/// What an accepted amend changes (`Exchange::check_amend`).
+#[derive(Clone, Copy, Debug)]
+struct AmendChange {
+    new_price: Price,
+    new_qty: Qty,
+    /// Same price and no more quantity: reduced in place, its place in the queue kept.
+    keeps_priority: bool,
+    /// It moves onto the other side: it is matched at its new price.
+    matches: bool,
+    hold: HoldChange,
+}
+
+/// An order's hold before and after a change (both zero for a futures close order,
+/// which reserves its position instead).
+#[derive(Clone, Copy, Debug)]
+struct HoldChange {
+    asset: AssetId,
+    old: Amount,
+    new: Amount,
+}
+
 pub struct Exchange {
     config: ExchangeConfig,
     assets: Vec<AssetSpec>,
@@ -771,7 +836,10 @@ impl Exchange {
         Ok(Accepted::Silently)
     }
 
-    /// An `order`; `rested` is set where it rests, if it does.
+    /// An `order`; `rested` is set where it rests, if it does. In the replay format's
+    /// order of checks: the order's own (`check_new_order`), the price it may trade to
+    /// (`trade_bound`), what backs it (`backing`); then it is accepted, backed and rested
+    /// or matched (`accept_new_order`).
     fn place_order(
         &mut self,
         seq: Seq,
@@ -784,10 +852,37 @@ impl Exchange {
         let Some(qty) = order.size.qty_alone() else {
             return self.place_order_of_another_size(seq, order, events);
         };
+        let checked = self.check_new_order(order, qty)?;
+        let bound = self.trade_bound(&checked)?;
+        let (account, backing) = self.backing(&checked, bound)?;
+        // The quantity fits in i64 (it is within a hold or a position), and so does the
+        // price: a limit was validated, a spot market buy's protection price is within
+        // its hold, and a futures one is kept within range.
+        let instrument = &self.instruments[checked.instrument.index()];
+        let accepted = AcceptedOrder {
+            account,
+            id: ClientOrderId::new(&order.id),
+            price: instrument.price_within_range(bound),
+            qty: Qty(checked.qty as i64),
+            backing,
+            checked,
+        };
+        self.accept_new_order(seq, accepted, events, rested);
+        Ok(Accepted::Emitted)
+    }
+
+    /// A new order's own checks, in the replay format's order: its instrument and id
+    /// (`locate_new_order`), its price, its quantity, its offset; and the time in force
+    /// it trades under (a day order rests as good-till-cancel, marked to expire at the
+    /// settlement).
+    #[inline(always)]
+    fn check_new_order(
+        &self,
+        order: &OrderCommand<'_>,
+        qty: Decimal,
+    ) -> Result<CheckedOrder, RejectReason> {
         let (instrument_id, account) = self.locate_new_order(order)?;
         let instrument = &self.instruments[instrument_id.index()];
-        let book = &self.books[instrument_id.index()];
-        let side = order.side;
         let limit = match order.order_type {
             OrderType::Limit { price } => Some(instrument.validate_price(price)?),
             OrderType::Market => None,
@@ -801,120 +896,155 @@ impl Exchange {
             // A valid offset on a spot order is ignored.
             _ => (Offset::Open, None),
         };
-        // A day order rests as good-till-cancel, marked to expire at the settlement.
         let (time_in_force, good_for_day) =
             match order.time_in_force.applied(order.order_type, future.is_some()) {
                 TimeInForce::GoodForDay => (TimeInForce::GoodTillCancel, true),
                 time_in_force => (time_in_force, false),
             };
-        let post_only = order.post_only && limit.is_some();
-        let price = match limit {
-            Some(limit) => {
-                if post_only && book.would_cross(side, limit) {
-                    return Err(RejectReason::WouldCross);
-                }
-                i128::from(limit.0)
+        Ok(CheckedOrder {
+            instrument: instrument_id,
+            account,
+            side: order.side,
+            limit,
+            qty,
+            offset,
+            takes,
+            time_in_force,
+            good_for_day,
+            post_only: order.post_only && limit.is_some(),
+            stp: order.stp,
+        })
+    }
+
+    /// The furthest price a checked order may trade at: its limit (a post-only one that
+    /// would cross is `would_cross`), or a market order's protection price from the best
+    /// opposite price (`no_liquidity` when there is none). Not yet within the price
+    /// range: a spot market buy's may exceed it until its hold is checked.
+    #[inline(always)]
+    fn trade_bound(&self, order: &CheckedOrder) -> Result<i128, RejectReason> {
+        let book = &self.books[order.instrument.index()];
+        match order.limit {
+            Some(limit) if order.post_only && book.would_cross(order.side, limit) => {
+                Err(RejectReason::WouldCross)
             }
+            Some(limit) => Ok(i128::from(limit.0)),
             None => {
-                let best = book.best_price(side.opposite()).ok_or(RejectReason::NoLiquidity)?;
-                instrument.protection_price(side, best)
+                let best =
+                    book.best_price(order.side.opposite()).ok_or(RejectReason::NoLiquidity)?;
+                Ok(self.instruments[order.instrument.index()].protection_price(order.side, best))
             }
-        };
-        let (account, hold) = match (future, takes) {
+        }
+    }
+
+    /// What backs a checked order trading to `bound`, and the account it is placed for:
+    /// a close order the position it closes (`insufficient_position` beyond what is
+    /// closable), any other order funds held (`insufficient_funds` beyond what is
+    /// available). An account that does not exist has neither.
+    #[inline(always)]
+    fn backing(
+        &self,
+        order: &CheckedOrder,
+        bound: i128,
+    ) -> Result<(AccountId, Backing), RejectReason> {
+        let instrument = &self.instruments[order.instrument.index()];
+        match (instrument.future(), order.takes) {
             (Some(_), Some(takes)) => {
-                let account = account.ok_or(RejectReason::InsufficientPosition)?;
-                let closable = self.positions[instrument_id.index()]
+                let account = order.account.ok_or(RejectReason::InsufficientPosition)?;
+                let closable = self.positions[order.instrument.index()]
                     .as_deref()
                     .and_then(|positions| {
-                        positions.side(account, PositionSide::of_order(side, offset))
+                        positions.side(account, PositionSide::of_order(order.side, order.offset))
                     })
                     .map_or(Qty::ZERO, |state| state.closable(takes));
-                if qty > i128::from(closable.0) {
+                if order.qty > i128::from(closable.0) {
                     return Err(RejectReason::InsufficientPosition);
                 }
-                (account, None)
+                Ok((account, Backing::Reservation))
             }
             (Some(rules), None) => {
-                let account = account.ok_or(RejectReason::InsufficientFunds)?;
+                let account = order.account.ok_or(RejectReason::InsufficientFunds)?;
                 let hold = rules
-                    .open_hold(qty)
+                    .open_hold(order.qty)
                     .filter(|&hold| hold <= self.ledger.available(account, rules.settle))
                     .ok_or(RejectReason::InsufficientFunds)?;
-                (account, Some((rules.settle, hold)))
+                Ok((account, Backing::Hold(rules.settle, hold)))
             }
             (None, _) => {
-                let account = account.ok_or(RejectReason::InsufficientFunds)?;
+                let account = order.account.ok_or(RejectReason::InsufficientFunds)?;
                 let rules = instrument.spot().expect("an instrument is spot or a future");
-                let hold_asset = rules.hold_asset(side);
+                let hold_asset = rules.hold_asset(order.side);
                 let hold = rules
-                    .hold_amount(side, price, qty)
+                    .hold_amount(order.side, bound, order.qty)
                     .filter(|&hold| hold <= self.ledger.available(account, hold_asset))
                     .ok_or(RejectReason::InsufficientFunds)?;
-                (account, Some((hold_asset, hold)))
+                Ok((account, Backing::Hold(hold_asset, hold)))
             }
-        };
-        // The quantity fits in i64 (it is within a hold or a position), and so does the
-        // price: a limit was validated, a spot market buy's protection price is within
-        // its hold, and a futures one is kept within range.
-        let price = instrument.price_within_range(price);
-        let qty = Qty(qty as i64);
-
-        let id = ClientOrderId::new(&order.id);
-        events.push(Event::Accepted { seq, account: Some(account) });
-        if post_only && time_in_force != TimeInForce::GoodTillCancel {
-            events.push(Event::Done {
-                seq,
-                instrument: instrument_id,
-                account,
-                id,
-                reason: DoneReason::Expired,
-                filled: Qty::ZERO,
-            });
-            return Ok(Accepted::Emitted);
         }
-        match hold {
-            Some((asset, hold)) => self.ledger.hold(account, asset, hold),
-            None => {
-                let positions = self.positions[instrument_id.index()]
+    }
+
+    /// An accepted new order: `accepted`, then a post-only order that may not rest
+    /// expires untouched; any other takes its backing (the hold, or the position's
+    /// reservation) and rests, when it meets nothing, or is matched.
+    #[inline(always)]
+    fn accept_new_order(
+        &mut self,
+        seq: Seq,
+        order: AcceptedOrder,
+        events: &mut Vec<Event>,
+        rested: &mut Option<OrderHandle>,
+    ) {
+        let AcceptedOrder { account, id, price, qty, backing, checked } = order;
+        let instrument = checked.instrument;
+        events.push(Event::Accepted { seq, account: Some(account) });
+        if checked.post_only && checked.time_in_force != TimeInForce::GoodTillCancel {
+            let reason = DoneReason::Expired;
+            events.push(Event::Done { seq, instrument, account, id, reason, filled: Qty::ZERO });
+            return;
+        }
+        match backing {
+            Backing::Hold(asset, hold) => self.ledger.hold(account, asset, hold),
+            Backing::Reservation => {
+                let positions = self.positions[instrument.index()]
                     .as_deref_mut()
                     .expect("a futures contract has positions");
-                positions.reserve(account, PositionSide::of_order(side, offset), offset, qty);
+                let position_side = PositionSide::of_order(checked.side, checked.offset);
+                positions.reserve(account, position_side, checked.offset, qty);
             }
         }
-        if time_in_force == TimeInForce::GoodTillCancel
-            && !self.books[instrument_id.index()].would_cross(side, price)
+        if checked.time_in_force == TimeInForce::GoodTillCancel
+            && !self.books[instrument.index()].would_cross(checked.side, price)
         {
             // Most new orders rest without meeting the other side: nothing to match.
             let resting = NewRestingOrder {
                 account,
                 id,
-                side,
+                side: checked.side,
                 price,
                 remaining: qty,
                 filled: Qty::ZERO,
-                stp: order.stp,
-                post_only,
-                offset,
-                good_for_day,
+                stp: checked.stp,
+                post_only: checked.post_only,
+                offset: checked.offset,
+                good_for_day: checked.good_for_day,
             };
-            *rested = Some(self.rest_new(seq, instrument_id, resting));
-            return Ok(Accepted::Emitted);
+            *rested = Some(self.rest_new(seq, instrument, resting));
+            return;
         }
-        let taker = Taker { account, side, limit: price, remaining: qty, stp: order.stp };
+        let taker =
+            Taker { account, side: checked.side, limit: price, remaining: qty, stp: checked.stp };
         let execution = Execution {
-            instrument: instrument_id,
+            instrument,
             taker,
             id,
-            time_in_force,
-            post_only,
+            time_in_force: checked.time_in_force,
+            post_only: checked.post_only,
             filled_before: Qty::ZERO,
             placement: Placement::New,
-            offset,
-            good_for_day,
+            offset: checked.offset,
+            good_for_day: checked.good_for_day,
             liquidation: false,
         };
         self.execute(seq, execution, events, rested);
-        Ok(Accepted::Emitted)
     }
 
     /// The first two checks of every `order`: its instrument (`unknown_symbol`) and its
@@ -1279,6 +1409,11 @@ impl Exchange {
         });
     }
 
+    /// An `amend`, in the replay format's order of checks: the open order it names
+    /// (`unknown_order`), then what it changes (`check_amend`: price, quantity,
+    /// post-only, funds or position); then it is accepted, its backing follows
+    /// (`rebacked`), and the order is reduced in place, moved to the back of its new
+    /// level, or matched at its new price (`move_amended`).
     fn amend(
         &mut self,
         seq: Seq,
@@ -1290,6 +1425,28 @@ impl Exchange {
             .open_orders
             .find(&self.books, account, &amend.id)
             .ok_or(RejectReason::UnknownOrder)?;
+        let change = self.check_amend(account, handle, amend)?;
+        events.push(Event::Accepted { seq, account: Some(account) });
+        self.rebacked(account, handle, &change);
+        self.move_amended(seq, (account, handle), change, events);
+        Ok(Accepted::Emitted)
+    }
+
+    /// What an amend of `account`'s open order at `handle` changes, checked: the new
+    /// price and quantity (each validated; one not named stays), whether the order
+    /// keeps its place (same price, no more quantity), `would_cross` for a post-only
+    /// order that would move onto the other side, and its backing: a spot or futures
+    /// open order's hold, whose growth must be available (`insufficient_funds`); a
+    /// futures close order's raised quantity, which must be closable
+    /// (`insufficient_position`; a move to a new price looks no position up,
+    /// futures.md).
+    #[inline(always)]
+    fn check_amend(
+        &self,
+        account: AccountId,
+        handle: OrderHandle,
+        amend: &AmendCommand<'_>,
+    ) -> Result<AmendChange, RejectReason> {
         let instrument = &self.instruments[handle.instrument.index()];
         let book = &self.books[handle.instrument.index()];
         let order = book.order(handle.slot);
@@ -1305,27 +1462,21 @@ impl Exchange {
         if !keeps_priority && order.post_only && book.would_cross(order.side, new_price) {
             return Err(RejectReason::WouldCross);
         }
-        // What the amend changes of the order's hold, or of its reservation.
-        let (hold_asset, old_hold, new_hold) = match &instrument.kind {
+        let hold = match &instrument.kind {
             InstrumentKind::Spot(rules) => {
-                let hold_asset = rules.hold_asset(order.side);
-                let old_hold = rules.resting_hold(order.side, order.price, order.remaining);
+                let asset = rules.hold_asset(order.side);
+                let old = rules.resting_hold(order.side, order.price, order.remaining);
                 // The balance is read only when the hold grows (a sell moved to a new
                 // price holds what it held).
-                let new_hold = rules
+                let new = rules
                     .hold_amount(order.side, i128::from(new_price.0), new_qty)
-                    .filter(|&new_hold| {
-                        new_hold <= old_hold
-                            || new_hold - old_hold <= self.ledger.available(account, hold_asset)
-                    })
+                    .filter(|&new| new <= old || new - old <= self.ledger.available(account, asset))
                     .ok_or(RejectReason::InsufficientFunds)?;
-                (hold_asset, old_hold, new_hold)
+                HoldChange { asset, old, new }
             }
             InstrumentKind::Future(rules) if order.offset.is_close() => {
                 let increase = new_qty - i128::from(order.remaining.0);
                 let takes = rules.takes(order.offset).ok_or(RejectReason::InvalidOffset)?;
-                // Only an amend that raises the quantity is checked against the position
-                // (futures.md): a move to a new price looks no position up.
                 if increase > 0 {
                     let closable = self.positions[handle.instrument.index()]
                         .as_deref()
@@ -1338,79 +1489,100 @@ impl Exchange {
                         return Err(RejectReason::InsufficientPosition);
                     }
                 }
-                (rules.settle, Amount::ZERO, Amount::ZERO)
+                HoldChange { asset: rules.settle, old: Amount::ZERO, new: Amount::ZERO }
             }
             InstrumentKind::Future(rules) => {
-                let old_hold = rules.resting_hold(Offset::Open, order.remaining);
-                let new_hold = rules
+                let old = rules.resting_hold(Offset::Open, order.remaining);
+                let new = rules
                     .open_hold(new_qty)
-                    .filter(|&new_hold| {
-                        new_hold <= old_hold
-                            || new_hold - old_hold <= self.ledger.available(account, rules.settle)
+                    .filter(|&new| {
+                        new <= old || new - old <= self.ledger.available(account, rules.settle)
                     })
                     .ok_or(RejectReason::InsufficientFunds)?;
-                (rules.settle, old_hold, new_hold)
+                HoldChange { asset: rules.settle, old, new }
             }
         };
-        let new_qty = Qty(new_qty as i64);
-        let (side, offset, old_remaining) = (order.side, order.offset, order.remaining);
-        // Whether the order meets the other side at its new price: a keeper of priority
-        // does not move, and taking an order off its own side leaves the other alone.
-        let matches = !keeps_priority && book.would_cross(side, new_price);
-        let id = order.id.clone();
+        Ok(AmendChange {
+            new_price,
+            // Within the instrument's bounds, and so within i64.
+            new_qty: Qty(new_qty as i64),
+            keeps_priority,
+            // Whether the order meets the other side at its new price: a keeper of
+            // priority does not move, and taking an order off its own side leaves the
+            // other alone.
+            matches: !keeps_priority && book.would_cross(order.side, new_price),
+            hold,
+        })
+    }
 
-        events.push(Event::Accepted { seq, account: Some(account) });
-        let amended = |id| Event::Amended {
-            seq,
-            instrument: handle.instrument,
-            account,
-            id,
-            price: new_price,
-            qty: new_qty,
-        };
-        // An amend that keeps its hold (a move of a sell, or of a futures order) moves no
-        // money, and a move of nothing is neither made nor recorded.
-        if new_hold < old_hold {
-            self.ledger.release(account, hold_asset, old_hold - new_hold);
-        } else if new_hold > old_hold {
-            self.ledger.hold(account, hold_asset, new_hold - old_hold);
+    /// An accepted amend's backing: the hold moves by its change (an amend that keeps
+    /// its hold, a move of a sell or of a futures order, moves no money), and a close
+    /// order's reservation follows its quantity (a move to a new price leaves it as it
+    /// is).
+    #[inline(always)]
+    fn rebacked(&mut self, account: AccountId, handle: OrderHandle, change: &AmendChange) {
+        let HoldChange { asset, old, new } = change.hold;
+        if new < old {
+            self.ledger.release(account, asset, old - new);
+        } else if new > old {
+            self.ledger.hold(account, asset, new - old);
         }
-        // A close order's reservation follows its quantity; a move to a new price leaves
-        // it as it is.
-        if offset.is_close() && new_qty != old_remaining {
+        let order = self.books[handle.instrument.index()].order(handle.slot);
+        let (side, offset, old_remaining) = (order.side, order.offset, order.remaining);
+        if offset.is_close() && change.new_qty != old_remaining {
             if let Some(positions) = self.positions[handle.instrument.index()].as_deref_mut() {
                 let position_side = PositionSide::of_order(side, offset);
                 positions.change_reservation(
                     account,
                     position_side,
                     offset,
-                    (old_remaining, new_qty),
+                    (old_remaining, change.new_qty),
                 );
             }
         }
+    }
+
+    /// An accepted amend's `amended`, and the order's move: a keeper of priority is
+    /// reduced in place; one that meets nothing goes to the back of its new level; one
+    /// that meets the other side is taken off its book and matched as a good-till-cancel
+    /// taker, keeping its slot for what rests again.
+    #[inline(always)]
+    fn move_amended(
+        &mut self,
+        seq: Seq,
+        (account, handle): (AccountId, OrderHandle),
+        change: AmendChange,
+        events: &mut Vec<Event>,
+    ) {
         let book = &mut self.books[handle.instrument.index()];
-        if !matches {
-            events.push(amended(id));
-            match keeps_priority {
-                true => book.reduce(handle.slot, new_qty),
+        events.push(Event::Amended {
+            seq,
+            instrument: handle.instrument,
+            account,
+            id: book.order(handle.slot).id.clone(),
+            price: change.new_price,
+            qty: change.new_qty,
+        });
+        if !change.matches {
+            match change.keeps_priority {
+                true => book.reduce(handle.slot, change.new_qty),
                 // Most amends move an order without reaching the other side: it goes to
                 // the back of its new level, with nothing to match.
-                false => book.requeue(handle.slot, new_price, new_qty),
+                false => book.requeue(handle.slot, change.new_price, change.new_qty),
             }
-            return Ok(Accepted::Emitted);
+            return;
         }
-        events.push(amended(id.clone()));
         let order = book.detach(handle.slot);
         let execution = Execution {
             instrument: handle.instrument,
             taker: Taker {
                 account,
                 side: order.side,
-                limit: new_price,
-                remaining: new_qty,
+                limit: change.new_price,
+                remaining: change.new_qty,
                 stp: order.stp,
             },
-            id,
+            id: order.id.clone(),
             time_in_force: TimeInForce::GoodTillCancel,
             post_only: order.post_only,
             filled_before: order.filled,
@@ -1422,7 +1594,6 @@ impl Exchange {
         let mut rested = None;
         self.execute(seq, execution, events, &mut rested);
         debug_assert!(rested.is_none(), "an amended order keeps its slot");
-        Ok(Accepted::Emitted)
     }
 
     // ----- futures: margin, settlement, expiry, liquidation -----
