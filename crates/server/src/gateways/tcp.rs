@@ -32,12 +32,11 @@ use bourse_protocol::binary::{
     self as wire, ClientMessage, Fill, NewOrder, OrderReport, ServerMessage, WireDecimal,
 };
 use bourse_protocol::signing::{now_ms, LOGIN_METHOD, TCP_LOGIN_PATH};
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::gateways::shared::connection::{self, Output};
+use crate::gateways::shared::connection::Output;
+use crate::gateways::shared::socket_loop::{Input, SocketLoop, Wake};
 use crate::port::auth::Signed;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::{Answer, Detail};
@@ -113,28 +112,13 @@ struct Connection {
     route_metrics: crate::metrics::RouteCache,
 }
 
-/// What the connection's loop keeps of the socket's input.
-struct Input {
-    buffer: Vec<u8>,
-    filled: usize,
-    /// False once the peer closed its side (or reading failed).
-    open: bool,
-    last_read: Instant,
-}
-
 impl Connection {
-    async fn run(
-        state: Shared,
-        stream: TcpStream,
-        _peer: SocketAddr,
-        mut stop: watch::Receiver<bool>,
-    ) {
+    async fn run(state: Shared, stream: TcpStream, _peer: SocketAddr, stop: watch::Receiver<bool>) {
         state.metrics.connection_opened("tcp");
-        let (mut read_half, mut write_half) = stream.into_split();
         let queue = state.limits.tcp_queue_frames.max(1);
         let kill = Arc::new(Kill::default());
-        let (hub_sender, mut hub_receiver) = mpsc::channel(queue);
-        let (in_flight, mut releases) = InFlight::open(&state.entry);
+        let (hub_sender, hub_receiver) = mpsc::channel(queue);
+        let (in_flight, releases) = InFlight::open(&state.entry);
         let idle_timeout = Duration::from_millis(state.limits.idle_timeout_ms.max(1));
         let login_timeout = state.login_timeout;
         let mut connection = Connection {
@@ -150,38 +134,30 @@ impl Connection {
             route_metrics: crate::metrics::RouteCache::default(),
         };
         let opened = Instant::now();
-        let mut input =
-            Input { buffer: vec![0; READ_BUFFER_BYTES], filled: 0, open: true, last_read: opened };
-        let mut watchdog = connection::watchdog(&[idle_timeout, login_timeout]);
+        let deadlines = [idle_timeout, login_timeout];
+        let mut socket = SocketLoop::new(
+            stream,
+            READ_BUFFER_BYTES,
+            releases,
+            Some(Arc::clone(&kill)),
+            stop,
+            &deadlines,
+        );
+        socket.follow_hub(hub_receiver);
         loop {
-            let readable = input.open && !connection.in_flight.is_full();
-            let writing = connection.output.pending();
-            tokio::select! {
-                biased;
-                _ = kill.notify.notified() => break,
-                _ = stop.changed() => kill.kill(ErrorCode::ShuttingDown),
-                Some(released) = releases.recv() => connection.take_released(&released).await,
-                read = read_half.read(&mut input.buffer[input.filled..]), if readable => {
-                    match read {
-                        Ok(0) | Err(_) => input.open = false,
-                        Ok(count) => {
-                            input.filled += count;
-                            input.last_read = Instant::now();
-                            connection.take_input(&mut input).await;
-                        }
-                    }
-                }
-                Some(message) = hub_receiver.recv() => connection.forward(&message),
-                written = write_half.writable(), if writing => {
-                    if written.is_err() {
-                        kill.kill(ErrorCode::Closed);
-                    }
-                }
-                _ = watchdog.tick() => {
+            let accepting = !connection.in_flight.is_full();
+            match socket.wake(accepting, &connection.output).await {
+                Wake::Killed => break,
+                Wake::Stopping => kill.kill(ErrorCode::ShuttingDown),
+                Wake::Released(released) => connection.take_released(&released).await,
+                Wake::Read => connection.take_input(&mut socket.input).await,
+                Wake::Hub(message) => connection.forward(&message),
+                Wake::ReadClosed | Wake::Writable => {}
+                Wake::Tick => {
                     let now = Instant::now();
                     if connection.session.is_none() && now - opened >= login_timeout {
                         kill.kill(ErrorCode::LoginTimeout);
-                    } else if input.open && now - input.last_read >= idle_timeout {
+                    } else if socket.input.open && now - socket.input.last_read >= idle_timeout {
                         kill.kill(ErrorCode::IdleTimeout);
                     } else if connection.output.stalled(now) {
                         kill.kill(ErrorCode::SlowConsumer);
@@ -189,32 +165,33 @@ impl Connection {
                 }
             }
             // Whatever else is ready goes out in the same write.
-            while let Ok(released) = releases.try_recv() {
+            while let Some(released) = socket.ready_released() {
                 connection.take_released(&released).await;
             }
-            while let Ok(message) = hub_receiver.try_recv() {
+            while let Some(message) = socket.ready_hub() {
                 connection.forward(&message);
             }
-            if !connection.output.flush(|bytes| write_half.try_write(bytes)) {
+            if !socket.flush(&mut connection.output) {
                 kill.kill(ErrorCode::Closed);
             }
-            if !input.open && connection.in_flight.is_empty() && !connection.output.pending() {
+            let settled = connection.in_flight.is_empty() && !connection.output.pending();
+            if !socket.input.open && settled {
                 break;
             }
         }
-        connection.close(&kill, &mut write_half).await;
+        connection.close(&kill, &mut socket).await;
     }
 
     /// Says goodbye (with the reason it was closed for), writes what is left and lets
     /// the hub and the key's connection count know.
-    async fn close(mut self, kill: &Kill, write_half: &mut OwnedWriteHalf) {
+    async fn close(mut self, kill: &Kill, socket: &mut SocketLoop) {
         let reason = kill.reason().unwrap_or(ErrorCode::Closed);
         tracing::debug!(connection = self.id, reason = reason.as_str(), "tcp connection closed");
         if reason != ErrorCode::Closed {
             self.goodbye(reason);
         }
         if reason != ErrorCode::SlowConsumer {
-            self.output.drain(write_half).await;
+            socket.drain(&mut self.output).await;
         }
         let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
         self.state.metrics.connection_closed("tcp");
@@ -247,9 +224,7 @@ impl Connection {
                 return;
             }
         }
-        input.buffer.copy_within(at..input.filled, 0);
-        input.filled -= at;
-        debug_assert!(input.filled < input.buffer.len(), "a whole frame always fits the buffer");
+        input.take(at);
     }
 
     /// Appends one frame to the output; too many queued closes the connection.

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::WebSocket;
 use axum::extract::State;
 use axum::response::Response;
 use bourse_core::command::OrderType;
@@ -31,8 +31,7 @@ use super::patch::Pending;
 use super::request::{self, Pack};
 use super::symbols;
 use super::trading;
-use crate::gateways::shared::connection::WRITE_TIMEOUT;
-use crate::gateways::shared::websocket;
+use crate::gateways::shared::websocket::{self, send, Wake};
 use crate::link::LaneReleases;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::Detail;
@@ -144,34 +143,26 @@ impl Session {
             InFlight::open(&self.state.entry);
         let entry = Arc::clone(&self.state.entry);
         let reason = loop {
-            let readable = !in_flight.is_full();
-            tokio::select! {
-                Some(released) = releases.recv() => {
+            let accepting = !in_flight.is_full();
+            let wake =
+                websocket::wake(&mut socket, &mut releases, &mut self.receiver, &kill, accepting);
+            match wake.await {
+                Wake::Released(released) => {
                     in_flight.take_released_and_waiting(&entry, &released, &mut releases).await;
                     self.answered(&mut in_flight);
                 }
-                incoming = socket.recv(), if readable => match incoming {
-                    Some(Ok(Message::Text(text))) => {
-                        self.handle(text.as_str(), &mut in_flight).await;
-                        self.answered(&mut in_flight);
-                    }
-                    Some(Ok(Message::Binary(_))) => {
-                        self.refuse(ErrorCode::MALFORMED, "DIFF packs are JSON text");
-                    }
-                    Some(Ok(Message::Close(_))) | None => break None,
-                    Some(Ok(_)) => {}
-                    Some(Err(_)) => break Some(ErrorCode::ProtocolError),
-                },
-                queued = self.receiver.recv() => match queued {
-                    Some(message) => {
+                Wake::Text(text) => {
+                    self.handle(text.as_str(), &mut in_flight).await;
+                    self.answered(&mut in_flight);
+                }
+                Wake::Binary => self.refuse(ErrorCode::MALFORMED, "DIFF packs are JSON text"),
+                Wake::Feed(message) => {
+                    self.on_feed(&message);
+                    while let Ok(message) = self.receiver.try_recv() {
                         self.on_feed(&message);
-                        while let Ok(message) = self.receiver.try_recv() {
-                            self.on_feed(&message);
-                        }
                     }
-                    None => break None,
-                },
-                _ = kill.notify.notified() => break kill.reason(),
+                }
+                Wake::End(reason) => break reason,
             }
             if self.pending.approx_bytes() > PENDING_BYTES_MAX {
                 break Some(ErrorCode::SlowConsumer);
@@ -185,18 +176,7 @@ impl Session {
                 }
             }
         };
-        tracing::debug!(
-            session = self.id,
-            reason = reason.unwrap_or(ErrorCode::Closed).as_str(),
-            "diff closed"
-        );
-        if let Some(reason) = reason {
-            let frame = CloseFrame { code: 1008, reason: reason.as_str().into() };
-            let _ =
-                tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
-        }
-        let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
-        self.state.metrics.connection_closed("diff");
+        websocket::close(socket, reason, (&self.state, self.id, "diff")).await;
     }
 
     /// A `notify` of an error, at the level its code deserves (`notify_level`).
@@ -882,14 +862,6 @@ fn symbol_info(
 
 fn decimal_f64(units: i128, decimals: u32) -> Option<f64> {
     crate::reference::decimal(units, decimals).parse().ok()
-}
-
-/// Sends one message; `false` when the client is gone or does not take it in time.
-async fn send(socket: &mut WebSocket, text: String) -> bool {
-    matches!(
-        tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Text(text.into()))).await,
-        Ok(Ok(()))
-    )
 }
 
 /// A refusal of the DIFF decoder as order entry's error (its code kept).

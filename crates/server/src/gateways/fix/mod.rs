@@ -33,15 +33,13 @@ use std::time::{Duration, Instant};
 use bourse_core::ids::AccountId;
 use bourse_protocol::fix::{self, tag, FieldError, FrameError, Message, Writer};
 use bourse_protocol::signing::{now_ms, FIX_LOGIN_PATH, LOGIN_METHOD};
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::config::FixConfig;
 use crate::gateways::shared::connection::{self, Output};
 use crate::gateways::shared::http_error;
-use crate::link::LaneReleases;
+use crate::gateways::shared::socket_loop::{self, Input, SocketLoop, Wake};
 use crate::port::auth::Signed;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::{Answer, Detail, View};
@@ -313,7 +311,7 @@ async fn offline(
                         }
                     }
                 }
-                message = receive(&mut hub) => match message {
+                message = socket_loop::receive(&mut hub) => match message {
                     Some(message) => session.forward(&message, None),
                     None => hub = None,
                 },
@@ -323,14 +321,6 @@ async fn offline(
                 tracing::error!(%error, "the FIX session's store cannot be written");
             }
         }
-    }
-}
-
-/// The next hub message, or never when there is no subscription.
-async fn receive(hub: &mut Option<mpsc::Receiver<Arc<FeedMessage>>>) -> Option<Arc<FeedMessage>> {
-    match hub {
-        Some(hub) => hub.recv().await,
-        None => std::future::pending().await,
     }
 }
 
@@ -384,17 +374,19 @@ struct Connection {
     route_metrics: crate::metrics::RouteCache,
 }
 
-struct Input {
-    buffer: Vec<u8>,
-    filled: usize,
-    open: bool,
-}
-
 async fn run(gateway: Arc<Gateway>, state: Shared, stream: TcpStream, stop: watch::Receiver<bool>) {
     state.metrics.connection_opened("fix");
-    let (mut read_half, mut write_half) = stream.into_split();
     let kill = Arc::new(Kill::default());
-    let (in_flight, mut releases) = InFlight::open(&state.entry);
+    let (in_flight, releases) = InFlight::open(&state.entry);
+    let deadlines = [state.login_timeout, Duration::from_secs(1)];
+    let mut socket = SocketLoop::new(
+        stream,
+        READ_BUFFER_BYTES,
+        releases,
+        Some(Arc::clone(&kill)),
+        stop.clone(),
+        &deadlines,
+    );
     let mut connection = Connection {
         id: connection::next_connection_id(),
         output_frames_max: state.limits.tcp_queue_frames.max(1),
@@ -416,59 +408,42 @@ async fn run(gateway: Arc<Gateway>, state: Shared, stream: TcpStream, stop: watc
         logout_sent: false,
         route_metrics: crate::metrics::RouteCache::default(),
     };
-    let mut input = Input { buffer: vec![0; READ_BUFFER_BYTES], filled: 0, open: true };
-    let mut hub: Option<mpsc::Receiver<Arc<FeedMessage>>> = None;
-    let mut watchdog =
-        connection::watchdog(&[connection.state.login_timeout, Duration::from_secs(1)]);
-    let mut stopping = stop.clone();
     loop {
-        let readable = input.open && !connection.in_flight.is_full();
-        let writing = connection.output.pending();
-        tokio::select! {
-            biased;
-            _ = kill.notify.notified() => break,
-            _ = stopping.changed() => connection.close_with("the venue is shutting down", ErrorCode::ShuttingDown),
-            Some(released) = releases.recv() => connection.take_released(&released).await,
-            read = read_half.read(&mut input.buffer[input.filled..]), if readable => {
-                match read {
-                    Ok(0) | Err(_) => input.open = false,
-                    Ok(count) => {
-                        input.filled += count;
-                        connection.take_input(&mut input).await;
-                    }
-                }
+        let accepting = !connection.in_flight.is_full();
+        match socket.wake(accepting, &connection.output).await {
+            Wake::Killed => break,
+            Wake::Stopping => {
+                connection.close_with("the venue is shutting down", ErrorCode::ShuttingDown)
             }
-            Some(message) = receive(&mut hub) => connection.forward(&message),
-            written = write_half.writable(), if writing => {
-                if written.is_err() {
-                    kill.kill(ErrorCode::Closed);
-                }
-            }
-            _ = watchdog.tick() => connection.tick(),
+            Wake::Released(released) => connection.take_released(&released).await,
+            Wake::Read => connection.take_input(&mut socket.input).await,
+            Wake::Hub(message) => connection.forward(&message),
+            Wake::ReadClosed | Wake::Writable => {}
+            Wake::Tick => connection.tick(),
         }
-        while let Ok(released) = releases.try_recv() {
+        while let Some(released) = socket.ready_released() {
             connection.take_released(&released).await;
         }
-        if hub.is_none() {
-            hub = connection.hub_taken.take();
+        // A Logon gives the session's hub messages to the loop.
+        if let Some(hub) = connection.hub_taken.take() {
+            socket.follow_hub(hub);
         }
-        if let Some(receiver) = hub.as_mut() {
-            while let Ok(message) = receiver.try_recv() {
-                connection.forward(&message);
-            }
+        while let Some(message) = socket.ready_hub() {
+            connection.forward(&message);
         }
         connection.flush_store();
-        if !connection.output.flush(|bytes| write_half.try_write(bytes)) {
+        if !socket.flush(&mut connection.output) {
             kill.kill(ErrorCode::Closed);
         }
-        if !input.open && connection.in_flight.is_empty() && !connection.output.pending() {
+        let settled = connection.in_flight.is_empty() && !connection.output.pending();
+        if !socket.input.open && settled {
             break;
         }
     }
     if let Some(session) = connection.session.as_mut() {
-        session.hub = hub.take().or_else(|| connection.hub_taken.take());
+        session.hub = socket.take_hub().or_else(|| connection.hub_taken.take());
     }
-    let session = connection.close(&mut write_half, &mut releases).await;
+    let session = connection.close(&mut socket).await;
     if let Some(session) = session {
         let gateway = Arc::clone(&connection.gateway);
         let takeover = offer(&gateway, &session.key_id);
@@ -479,11 +454,7 @@ async fn run(gateway: Arc<Gateway>, state: Shared, stream: TcpStream, stop: watc
 impl Connection {
     /// Says goodbye when it has not, writes what is left, answers what is in flight
     /// into the store, and hands the session back (to go offline) unless it must end.
-    async fn close(
-        &mut self,
-        write_half: &mut OwnedWriteHalf,
-        releases: &mut LaneReleases,
-    ) -> Option<Session> {
+    async fn close(&mut self, socket: &mut SocketLoop) -> Option<Session> {
         let reason = self.kill.reason().unwrap_or(ErrorCode::Closed);
         tracing::debug!(connection = self.id, reason = reason.as_str(), "fix connection closed");
         if reason != ErrorCode::Closed && !self.logout_sent {
@@ -491,14 +462,14 @@ impl Connection {
         }
         self.flush_store();
         if reason != ErrorCode::SlowConsumer {
-            self.output.drain(write_half).await;
+            socket.drain(&mut self.output).await;
         }
         self.online = false;
         let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
         while !self.in_flight.is_empty() {
-            match tokio::time::timeout_at(deadline, releases.recv()).await {
-                Ok(Some(released)) => self.take_released(&released).await,
-                _ => break,
+            match socket.released_within(deadline).await {
+                Some(released) => self.take_released(&released).await,
+                None => break,
             }
         }
         self.flush_store();
@@ -601,8 +572,7 @@ impl Connection {
                 return;
             }
         }
-        input.buffer.copy_within(at..input.filled, 0);
-        input.filled -= at;
+        input.take(at);
     }
 
     /// A message whose checksum is wrong: a Reject, and it is not counted (the

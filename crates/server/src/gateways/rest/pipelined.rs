@@ -21,14 +21,14 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use futures_util::FutureExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::gateways::shared::connection::{self, Output};
+use crate::gateways::shared::connection::Output;
 use crate::gateways::shared::http_error;
 use crate::gateways::shared::json::{self, parse_body, AmendRequest, OrderRequest};
-use crate::link::LaneReleases;
+use crate::gateways::shared::socket_loop::{Input, SocketLoop, Wake};
 use crate::port::error::{ApiError, ApiResult};
 use crate::port::orders::answer::Detail;
 use crate::port::orders::in_flight::{InFlight, Submitted};
@@ -103,12 +103,12 @@ async fn accept(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let connection = Connection::new(Arc::clone(&state), stream);
+                    let state = Arc::clone(&state);
                     let hand_off = hand_off.clone();
                     let alive = alive.clone();
                     let stop = stop.clone();
                     tokio::spawn(async move {
-                        if let Some(rewound) = connection.run(stop).await {
+                        if let Some(rewound) = Connection::run(state, stream, stop).await {
                             let _ = hand_off.send((rewound, peer)).await;
                         }
                         drop(alive);
@@ -214,110 +214,81 @@ enum Taken<'a> {
 
 struct Connection {
     state: Shared,
-    stream: TcpStream,
     in_flight: InFlight<Meta>,
-    releases: LaneReleases,
-    input: Vec<u8>,
-    filled: usize,
     /// The bytes from here on are for hyper, once the answers before them are out.
     hand_off_at: Option<usize>,
-    reading: bool,
     output: Output,
     route_metrics: crate::metrics::RouteCache,
 }
 
 impl Connection {
-    fn new(state: Shared, stream: TcpStream) -> Connection {
+    /// Serves `stream` until it closes (`None`) or must go to hyper.
+    async fn run(state: Shared, stream: TcpStream, stop: watch::Receiver<bool>) -> Option<Rewound> {
+        let idle_timeout = Duration::from_millis(state.limits.idle_timeout_ms.max(1));
         let (in_flight, releases) = InFlight::open(&state.entry);
-        Connection {
+        let mut socket =
+            SocketLoop::new(stream, READ_BUFFER_BYTES, releases, None, stop, &[idle_timeout]);
+        let mut connection = Connection {
             state,
-            stream,
             in_flight,
-            releases,
-            input: vec![0; READ_BUFFER_BYTES],
-            filled: 0,
             hand_off_at: None,
-            reading: true,
             output: Output::default(),
             route_metrics: crate::metrics::RouteCache::default(),
-        }
-    }
-
-    /// Serves the connection until it closes (`None`) or must go to hyper.
-    async fn run(mut self, mut stop: watch::Receiver<bool>) -> Option<Rewound> {
-        let idle_timeout = Duration::from_millis(self.state.limits.idle_timeout_ms.max(1));
-        let mut watchdog = connection::watchdog(&[idle_timeout]);
-        let mut last_read = Instant::now();
+        };
         let mut failed = false;
         loop {
-            let readable = self.reading && self.hand_off_at.is_none() && !self.in_flight.is_full();
-            let writing = self.output.pending();
-            tokio::select! {
-                biased;
-                _ = stop.changed() => self.reading = false,
-                Some(released) = self.releases.recv() => {
-                    self.in_flight.take_released(&self.state.entry, &released).await;
+            let accepting = connection.hand_off_at.is_none() && !connection.in_flight.is_full();
+            match socket.wake(accepting, &connection.output).await {
+                // The loop has no kill switch; stopping, it reads no more.
+                Wake::Killed | Wake::Stopping => socket.input.open = false,
+                Wake::Released(released) => {
+                    connection.in_flight.take_released(&connection.state.entry, &released).await;
                 }
-                ready = self.stream.readable(), if readable => {
-                    if ready.is_err() {
-                        self.reading = false;
-                    }
-                    match self.stream.try_read(&mut self.input[self.filled..]) {
-                        Ok(0) => self.reading = false,
-                        Ok(count) => {
-                            self.filled += count;
-                            last_read = Instant::now();
-                            self.take_input().await;
-                        }
-                        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(_) => self.reading = false,
-                    }
-                }
-                ready = self.stream.writable(), if writing => failed |= ready.is_err(),
-                _ = watchdog.tick() => {
+                Wake::Read => connection.take_input(&mut socket.input).await,
+                Wake::ReadClosed | Wake::Writable | Wake::Hub(_) => {}
+                Wake::Tick => {
                     let now = Instant::now();
-                    if self.in_flight.is_empty() && now - last_read >= idle_timeout {
-                        self.reading = false;
+                    let idle = now - socket.input.last_read >= idle_timeout;
+                    if connection.in_flight.is_empty() && idle {
+                        socket.input.open = false;
                     }
-                    if self.output.stalled(now) {
-                        failed = true;
-                    }
+                    failed |= connection.output.stalled(now);
                 }
             }
-            while let Ok(released) = self.releases.try_recv() {
-                self.in_flight.take_released(&self.state.entry, &released).await;
+            while let Some(released) = socket.ready_released() {
+                connection.in_flight.take_released(&connection.state.entry, &released).await;
             }
-            self.emit_answered();
-            let stream = &self.stream;
-            failed |= !self.output.flush(|bytes| stream.try_write(bytes));
+            connection.emit_answered();
+            failed |= !socket.flush(&mut connection.output);
             if failed {
                 return None;
             }
-            let settled = self.in_flight.is_empty() && !self.output.pending();
-            if settled && self.hand_off_at.is_some() {
-                return self.hand_off();
+            let settled = connection.in_flight.is_empty() && !connection.output.pending();
+            if settled && connection.hand_off_at.is_some() {
+                return connection.hand_off(socket);
             }
-            if settled && !self.reading {
-                let _ = self.stream.shutdown().await;
+            if settled && !socket.input.open {
+                socket.drain(&mut connection.output).await;
                 return None;
             }
         }
     }
 
-    fn hand_off(self) -> Option<Rewound> {
+    fn hand_off(self, socket: SocketLoop) -> Option<Rewound> {
         let at = self.hand_off_at?;
-        let mut unread = self.input;
-        unread.truncate(self.filled);
+        let (stream, input) = socket.into_parts();
+        let mut unread = input.buffer;
+        unread.truncate(input.filled);
         // (A small copy, once per connection: the requests hyper has yet to read.)
         unread.drain(..at);
-        Some(Rewound { unread, at: 0, stream: self.stream })
+        Some(Rewound { unread, at: 0, stream })
     }
 
     /// Takes every whole request in the input, stopping at one for hyper.
-    async fn take_input(&mut self) {
+    async fn take_input(&mut self, input: &mut Input) {
         let mut at = 0;
-        while at < self.filled {
-            let taken = classify(&self.input[at..self.filled], self.state.limits.body_bytes_max);
+        while at < input.filled {
+            let taken = classify(&input.buffer[at..input.filled], self.state.limits.body_bytes_max);
             match taken {
                 Taken::Partial => break,
                 Taken::HandOff => {
@@ -326,8 +297,8 @@ impl Connection {
                 }
                 Taken::Entry { route, client_id, head, body } => {
                     let meta = Meta { route, started: Instant::now() };
-                    let request = &self.input[at..at + head];
-                    let body_bytes = &self.input[at + head..at + head + body];
+                    let request = &input.buffer[at..at + head];
+                    let body_bytes = &input.buffer[at + head..at + head + body];
                     let request = (request, client_id, body_bytes);
                     match submit(&self.state, &mut self.in_flight, route, request).await {
                         Ok(submitted) => self.in_flight.push(meta, submitted),
@@ -337,13 +308,12 @@ impl Connection {
                 }
             }
         }
-        if at == 0 && self.filled == self.input.len() {
+        if at == 0 && input.filled == input.buffer.len() {
             // A head and body larger than the buffer: hyper reads it (and says why not).
             self.hand_off_at = Some(0);
             return;
         }
-        self.input.copy_within(at..self.filled, 0);
-        self.filled -= at;
+        input.take(at);
     }
 
     /// Moves the answers at the front, in order, to the output.

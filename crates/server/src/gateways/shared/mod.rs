@@ -7,4 +7,5 @@
 pub mod connection;
 pub mod http_error;
 pub mod json;
+pub mod socket_loop;
 pub mod websocket;

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::{Message, WebSocket};
 use axum::extract::State;
 use axum::response::Response;
 use bourse_protocol::signing::{LOGIN_METHOD, WS_LOGIN_PATH};
@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::gateways::shared::connection::WRITE_TIMEOUT;
-use crate::gateways::shared::websocket::{self, accept, Upgrade};
+use crate::gateways::shared::websocket::{self, accept, send, Upgrade, Wake};
 use crate::gateways::shared::{http_error, json};
 use crate::link::LaneReleases;
 use crate::port::auth::Signed;
@@ -110,62 +110,40 @@ impl Connection {
         };
         let entry = Arc::clone(&self.state.entry);
         let reason = loop {
-            // With its limit of requests waiting, the connection is not read until
-            // answers go out: TCP flow control holds the client back.
-            let readable = !in_flight.is_full();
-            tokio::select! {
-                Some(released) = releases.recv() => {
+            let accepting = !in_flight.is_full();
+            let wake =
+                websocket::wake(&mut socket, &mut releases, &mut self.receiver, &kill, accepting);
+            match wake.await {
+                Wake::Released(released) => {
                     in_flight.take_released_and_waiting(&entry, &released, &mut releases).await;
-                    if !self.send_answered(&mut socket, &mut in_flight).await {
-                        break Some(ErrorCode::SlowConsumer);
-                    }
                 }
-                incoming = socket.recv(), if readable => match incoming {
-                    Some(Ok(Message::Text(text))) => {
-                        let answer = self.handle(text.as_str(), &mut in_flight).await;
-                        if let Some(answer) = answer {
-                            if !send(&mut socket, answer.to_string()).await {
-                                break None;
-                            }
-                        }
-                        // Errors found at once, if nothing is ahead of them.
-                        if !self.send_answered(&mut socket, &mut in_flight).await {
-                            break Some(ErrorCode::SlowConsumer);
-                        }
-                    }
-                    Some(Ok(Message::Binary(_))) => {
-                        let answer = error_message(ErrorCode::MALFORMED, "messages are JSON text");
+                Wake::Text(text) => {
+                    let answer = self.handle(text.as_str(), &mut in_flight).await;
+                    if let Some(answer) = answer {
                         if !send(&mut socket, answer.to_string()).await {
                             break None;
                         }
                     }
-                    Some(Ok(Message::Close(_))) | None => break None,
-                    Some(Ok(_)) => {}
-                    Some(Err(_)) => break Some(ErrorCode::ProtocolError),
-                },
-                queued = self.receiver.recv() => match queued {
-                    Some(message) => {
-                        if !send(&mut socket, message.text().to_string()).await {
-                            break Some(ErrorCode::SlowConsumer);
-                        }
+                }
+                Wake::Binary => {
+                    let answer = error_message(ErrorCode::MALFORMED, "messages are JSON text");
+                    if !send(&mut socket, answer.to_string()).await {
+                        break None;
                     }
-                    None => break None,
-                },
-                _ = kill.notify.notified() => break kill.reason(),
+                }
+                Wake::Feed(message) => {
+                    if !send(&mut socket, message.text().to_string()).await {
+                        break Some(ErrorCode::SlowConsumer);
+                    }
+                }
+                Wake::End(reason) => break reason,
+            }
+            // Answers ready (and errors found at once, if nothing is ahead of them).
+            if !self.send_answered(&mut socket, &mut in_flight).await {
+                break Some(ErrorCode::SlowConsumer);
             }
         };
-        tracing::debug!(
-            connection = self.id,
-            reason = reason.unwrap_or(ErrorCode::Closed).as_str(),
-            "websocket closed"
-        );
-        if let Some(reason) = reason {
-            let frame = CloseFrame { code: 1008, reason: reason.as_str().into() };
-            let _ =
-                tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
-        }
-        let _ = self.state.hub.send(HubCommand::Disconnected { connection: self.id }).await;
-        self.state.metrics.connection_closed("websocket");
+        websocket::close(socket, reason, (&self.state, self.id, "websocket")).await;
     }
 
     async fn handle(&mut self, text: &str, in_flight: &mut InFlight<Meta>) -> Option<Value> {
@@ -458,12 +436,4 @@ async fn send_all(socket: &mut WebSocket, texts: Vec<String>) -> bool {
         socket.flush().await
     };
     matches!(tokio::time::timeout(WRITE_TIMEOUT, sending).await, Ok(Ok(())))
-}
-
-/// Sends one message; `false` when the client is gone or does not take it in time.
-async fn send(socket: &mut WebSocket, text: String) -> bool {
-    matches!(
-        tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Text(text.into()))).await,
-        Ok(Ok(()))
-    )
 }
