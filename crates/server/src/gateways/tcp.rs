@@ -41,7 +41,7 @@ use crate::port::auth::Signed;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::{Answer, Detail};
 use crate::port::orders::in_flight::InFlight;
-use crate::port::orders::request::{self, Request, Target};
+use crate::port::orders::request::{self, CheckedClientOrderId, Request, Target};
 use crate::port::queries::OrderRecord;
 use crate::port::session::Session;
 use crate::port::state::Shared;
@@ -489,7 +489,7 @@ fn decode(message: &ClientMessage) -> ApiResult<Option<(Route, Request<'_>)>> {
     let malformed = || ApiError::malformed("a decimal beyond 18 places");
     match message {
         ClientMessage::NewOrder(order) => {
-            Ok(Some((Route::NewOrder, Request::Place(new_order(order).ok_or_else(malformed)?))))
+            Ok(Some((Route::NewOrder, Request::Place(new_order(order)?))))
         }
         ClientMessage::Cancel { client_order_id, .. } => {
             let target = Target::ClientOrderId(Cow::Borrowed(client_order_id.as_str()));
@@ -520,18 +520,19 @@ fn route_of(message: &ClientMessage) -> Route {
     }
 }
 
-/// A NEW_ORDER frame's order; `None` when a decimal has more than 18 places.
-fn new_order(order: &NewOrder) -> Option<request::NewOrder<'_>> {
+/// A NEW_ORDER frame's order (`malformed` when a decimal has more than 18 places).
+fn new_order(order: &NewOrder) -> ApiResult<request::NewOrder<'_>> {
+    let malformed = || ApiError::malformed("a decimal beyond 18 places");
     let order_type = match order.kind {
-        1 => OrderType::Limit { price: order.price.to_decimal()? },
+        1 => OrderType::Limit { price: order.price.to_decimal().ok_or_else(malformed)? },
         _ => OrderType::Market,
     };
-    Some(request::NewOrder {
-        client_order_id: Some(Cow::Borrowed(order.client_order_id.as_str())),
+    Ok(request::NewOrder {
+        client_order_id: Some(CheckedClientOrderId::parse(order.client_order_id.as_str())?),
         symbol: Cow::Borrowed(order.symbol.as_str()),
         side: if order.side == 1 { Side::Buy } else { Side::Sell },
         order_type,
-        size: OrderSize::of_qty(order.qty.to_decimal()?),
+        size: OrderSize::of_qty(order.qty.to_decimal().ok_or_else(malformed)?),
         time_in_force: match order.time_in_force {
             1 => TimeInForce::GoodTillCancel,
             2 => TimeInForce::ImmediateOrCancel,

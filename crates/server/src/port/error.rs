@@ -174,6 +174,13 @@ pub struct ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+impl From<bourse_protocol::client_order_id::InvalidClientOrderId> for ApiError {
+    /// `malformed`, saying the rule and the id given.
+    fn from(invalid: bourse_protocol::client_order_id::InvalidClientOrderId) -> ApiError {
+        ApiError::malformed(invalid.to_string())
+    }
+}
+
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError { code, message: message.into(), detail: None, order: None, retry_after_s: None }

@@ -21,7 +21,7 @@ use super::shapes::{self, ms, order_json, trade_id};
 use super::BinanceRequest;
 use crate::port::error::{ApiError, ErrorCode};
 use crate::port::orders::answer::View;
-use crate::port::orders::request::{NewOrder, Request, Target};
+use crate::port::orders::request::{CheckedClientOrderId, NewOrder, Request, Target};
 use crate::port::queries::{Fill, OrderRecord, OrdersAndFills, Which};
 use crate::port::session::Session;
 use crate::port::state::Shared;
@@ -280,7 +280,11 @@ pub async fn new_order(
         Some(other) => return Err(BinanceError::invalid_value("newOrderRespType", other)),
     };
     let order = NewOrder {
-        client_order_id: params.get("newClientOrderId").map(Cow::Borrowed),
+        client_order_id: params
+            .get("newClientOrderId")
+            .map(CheckedClientOrderId::parse)
+            .transpose()
+            .map_err(|invalid| BinanceError::from(ApiError::from(invalid)))?,
         symbol: Cow::Borrowed(info.symbol.as_str()),
         side,
         order_type,

@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::port::error::ErrorCode;
-use crate::port::orders::request::NewOrder;
+use crate::port::orders::request::{CheckedClientOrderId, NewOrder};
 
 /// At most this many symbols in one `ins_list`.
 pub const SYMBOLS_MAX: usize = 500;
@@ -515,7 +515,7 @@ pub fn to_new_order<'a>(
     order: &InsertOrder,
     symbol: Cow<'a, str>,
     price_decimals: u32,
-    client_order_id: Option<Cow<'a, str>>,
+    client_order_id: Option<CheckedClientOrderId<'a>>,
 ) -> DiffResult<NewOrder<'a>> {
     let terms = order_terms(order)?;
     let order_type = match terms.order_type {
@@ -848,6 +848,10 @@ pub(crate) mod tests {
         }
     }
 
+    fn checked(id: &str) -> CheckedClientOrderId<'_> {
+        CheckedClientOrderId::parse(id).expect("a valid client order id")
+    }
+
     fn price(text: &str) -> Decimal {
         Decimal::parse(text).unwrap_or_else(|| panic!("{text}"))
     }
@@ -873,11 +877,11 @@ pub(crate) mod tests {
             }
         );
         assert_eq!(order.symbol(), "SHFE.cu2501");
-        let new_order = to_new_order(&order, "SHFE.cu2501".into(), 0, Some("c1".into()));
+        let new_order = to_new_order(&order, "SHFE.cu2501".into(), 0, Some(checked("c1")));
         assert_eq!(
             new_order,
             Ok(NewOrder {
-                client_order_id: Some("c1".into()),
+                client_order_id: Some(checked("c1")),
                 symbol: "SHFE.cu2501".into(),
                 side: Side::Buy,
                 order_type: OrderType::Limit { price: price("75010") },

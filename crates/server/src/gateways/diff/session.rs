@@ -36,7 +36,7 @@ use crate::link::LaneReleases;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::orders::answer::Detail;
 use crate::port::orders::in_flight::{InFlight, Submitted};
-use crate::port::orders::request::{NewOrder, Request, Target};
+use crate::port::orders::request::{CheckedClientOrderId, NewOrder, Request, Target};
 use crate::port::queries::ContractTerms;
 use crate::port::session::Session as Login;
 use crate::port::state::Shared;
@@ -548,7 +548,7 @@ impl Session {
             OrderType::Market => OrderType::Market,
         };
         let new_order = NewOrder {
-            client_order_id: Some(order.order_id.as_str().into()),
+            client_order_id: Some(CheckedClientOrderId::parse(order.order_id.as_str())?),
             symbol: symbol.into(),
             side: terms.side,
             order_type,

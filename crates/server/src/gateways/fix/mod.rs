@@ -942,13 +942,17 @@ impl Connection {
         let (route, pending, order) = match &decoded {
             Application::NewOrder(order) | Application::Unsupported { order, .. } => {
                 let pending = Pending::Place {
-                    cl_ord_id: order.client_order_id.as_deref().unwrap_or("").to_string(),
+                    cl_ord_id: order
+                        .client_order_id
+                        .as_ref()
+                        .map_or("", |id| id.as_str())
+                        .to_string(),
                     order: Box::new(order.clone().into_owned()),
                 };
                 (Route::NewOrder, pending, None)
             }
             Application::Cancel(change) | Application::Replace { change, .. } => {
-                let order = session.orders.resolve(change.orig_cl_ord_id);
+                let order = session.orders.resolve(change.orig_cl_ord_id.as_str());
                 let pending = Pending::Change {
                     cancel: matches!(decoded, Application::Cancel(_)),
                     cl_ord_id: change.cl_ord_id.to_string(),

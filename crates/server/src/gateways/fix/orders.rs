@@ -24,7 +24,7 @@ use super::session::{reject_reason, Kind, Outgoing, Refused};
 use crate::gateways::shared::connection::Output;
 use crate::port::error::{ApiError, ErrorCode};
 use crate::port::orders::answer::Stamp;
-use crate::port::orders::request::{self, Request, Target};
+use crate::port::orders::request::{self, CheckedClientOrderId, Request, Target};
 use crate::port::queries::{OrderKind, OrderRecord, OrderStatus};
 use crate::reference::{InstrumentInfo, Reference};
 use crate::services::feed::channel::FillMessage;
@@ -72,9 +72,9 @@ const POSITION_EFFECT_UNSUPPORTED: &str =
 #[derive(Clone, Debug)]
 pub struct Change<'a> {
     /// ClOrdID (11): the request's own id.
-    pub cl_ord_id: &'a str,
+    pub cl_ord_id: CheckedClientOrderId<'a>,
     /// OrigClOrdID (41): the order's current ClOrdID.
-    pub orig_cl_ord_id: &'a str,
+    pub orig_cl_ord_id: CheckedClientOrderId<'a>,
 }
 
 /// Decodes an application message of type `msg_type` (D, F or G; anything else is
@@ -125,16 +125,15 @@ fn decimal(message: &Message<'_>, tag: u32, name: &str) -> Result<Option<Decimal
     }
 }
 
-fn client_order_id<'a>(message: &Message<'a>, tag: u32, name: &str) -> Result<&'a str, Refused> {
+fn client_order_id<'a>(
+    message: &Message<'a>,
+    tag: u32,
+    name: &str,
+) -> Result<CheckedClientOrderId<'a>, Refused> {
     let id = required(message, tag, name)?;
-    if !request::valid_client_order_id(id) {
-        return Err(Refused::incorrect(
-            tag,
-            name,
-            "1 to 64 printable ASCII characters without spaces",
-        ));
-    }
-    Ok(id)
+    CheckedClientOrderId::parse(id).map_err(|_| {
+        Refused::incorrect(tag, name, "1 to 64 printable ASCII characters without spaces")
+    })
 }
 
 fn new_order<'a>(message: &Message<'a>) -> Result<Application<'a>, Refused> {
@@ -190,7 +189,7 @@ fn new_order<'a>(message: &Message<'a>) -> Result<Application<'a>, Refused> {
         }
     };
     let order = request::NewOrder {
-        client_order_id: Some(Cow::Borrowed(cl_ord_id)),
+        client_order_id: Some(cl_ord_id),
         symbol: Cow::Borrowed(symbol),
         side,
         order_type,

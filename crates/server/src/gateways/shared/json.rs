@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::port::error::{ApiError, ApiResult};
 use crate::port::orders::answer::{Answer, Placed, View};
-use crate::port::orders::request::{self, NewOrder, Request, Target};
+use crate::port::orders::request::{self, CheckedClientOrderId, NewOrder, Request, Target};
 use crate::render::{FillView, OrderView};
 
 /// A new order's JSON (`POST /v1/orders`, WebSocket's `order`).
@@ -91,7 +91,10 @@ impl OrderRequest {
     /// The request as order entry takes it. The client order id is checked first (or
     /// made, when the request has none).
     pub fn decode(&self) -> ApiResult<Request<'_>> {
-        let client_order_id = request::client_order_id(self.client_order_id.as_deref())?;
+        let client_order_id = match self.client_order_id.as_deref() {
+            Some(id) => CheckedClientOrderId::parse(id)?,
+            None => request::made_client_order_id()?,
+        };
         let order_type = match (self.kind, &self.price) {
             (KindText::Limit, Some(price)) => {
                 OrderType::Limit { price: parse_decimal("price", price)? }

@@ -156,7 +156,7 @@ impl OrderEntry {
         let trader = self.trader(session).await?;
         match request {
             Request::Place(order) => {
-                let client_order_id = request::client_order_id(order.client_order_id.as_deref())?;
+                let client_order_id = request::client_order_id(order.client_order_id.as_ref())?;
                 let command = request::order_command(trader.account_ref(), &client_order_id, order);
                 let ticket = to.submit(&command)?;
                 let needs = match detail {
@@ -165,7 +165,7 @@ impl OrderEntry {
                     }
                     Detail::Stamp => Needs::Stamp,
                 };
-                let client_order_id = ClientOrderId::from(client_order_id.as_ref());
+                let client_order_id = ClientOrderId::from(client_order_id.as_str());
                 Ok((ticket, Work { account: trader.id, client_order_id, needs }))
             }
             Request::Cancel(target) => {

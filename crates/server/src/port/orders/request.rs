@@ -12,14 +12,16 @@ use bourse_core::{AccountRef, Command, Decimal, Offset, OrderSize, Side, StpMode
 use crate::port::error::{ApiError, ApiResult};
 
 /// Client order ids: 1 to this many printable ASCII characters, no spaces (a UUID and
-/// tqsdk's 45-character ids fit).
-pub use bourse_protocol::client_order_id::CLIENT_ORDER_ID_BYTES_MAX;
+/// tqsdk's 45-character ids fit); a request carries one checked.
+pub use bourse_protocol::client_order_id::{
+    CheckedClientOrderId, InvalidClientOrderId, CLIENT_ORDER_ID_BYTES_MAX,
+};
 
 /// A new order, as decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewOrder<'a> {
     /// `None`: the venue makes one (`auto-` and 24 hex digits).
-    pub client_order_id: Option<Cow<'a, str>>,
+    pub client_order_id: Option<CheckedClientOrderId<'a>>,
     pub symbol: Cow<'a, str>,
     pub side: Side,
     /// A limit order's price, or a market order.
@@ -38,7 +40,7 @@ impl NewOrder<'_> {
     /// The same order, owning its text (for a gateway that keeps it until the answer).
     pub fn into_owned(self) -> NewOrder<'static> {
         NewOrder {
-            client_order_id: self.client_order_id.map(|id| Cow::Owned(id.into_owned())),
+            client_order_id: self.client_order_id.map(CheckedClientOrderId::into_owned),
             symbol: Cow::Owned(self.symbol.into_owned()),
             side: self.side,
             order_type: self.order_type,
@@ -139,41 +141,35 @@ pub enum RequestKind {
     Amend,
 }
 
-/// Whether `id` may name an order: 1 to `CLIENT_ORDER_ID_BYTES_MAX` printable ASCII
-/// characters, no spaces.
-pub fn valid_client_order_id(id: &str) -> bool {
-    bourse_protocol::client_order_id::is_valid(id)
-}
-
-/// The client order id a new order gets: the one requested, checked, or a new one.
-pub fn client_order_id(requested: Option<&str>) -> ApiResult<Cow<'_, str>> {
+/// The client order id a new order gets: the one requested, or a new one.
+pub fn client_order_id<'a>(
+    requested: Option<&'a CheckedClientOrderId<'_>>,
+) -> ApiResult<CheckedClientOrderId<'a>> {
     match requested {
-        Some(id) if valid_client_order_id(id) => Ok(Cow::Borrowed(id)),
-        Some(id) => Err(ApiError::malformed(format!(
-            "client_order_id must be 1 to {CLIENT_ORDER_ID_BYTES_MAX} printable ASCII characters without spaces, not {id:?}"
-        ))),
-        None => {
-            let mut bytes = [0u8; 12];
-            getrandom::fill(&mut bytes).map_err(|_| {
-                ApiError::malformed("no client_order_id given and none could be made")
-            })?;
-            Ok(Cow::Owned(format!("auto-{}", hex::encode(bytes))))
-        }
+        Some(id) => Ok(id.borrowed()),
+        None => made_client_order_id(),
     }
 }
 
-/// The engine command of a new order whose client order id is `client_order_id`
-/// (checked) for `account` (by id once the engine knows it, which spares it the name
+/// A new client order id, for an order that names none: `auto-` and 24 hex digits.
+pub fn made_client_order_id() -> ApiResult<CheckedClientOrderId<'static>> {
+    let mut bytes = [0u8; 12];
+    getrandom::fill(&mut bytes)
+        .map_err(|_| ApiError::malformed("no client_order_id given and none could be made"))?;
+    let made = CheckedClientOrderId::parse(format!("auto-{}", hex::encode(bytes)));
+    made.map_err(|_| ApiError::internal("a made client order id breaks the rule"))
+}
+
+/// The engine command of a new order whose client order id is `client_order_id` for `account` (by id once the engine knows it, which spares it the name
 /// lookup; by name before its first deposit).
 pub fn order_command<'a>(
     account: AccountRef<'a>,
-    client_order_id: &'a str,
+    client_order_id: &'a CheckedClientOrderId<'_>,
     order: &'a NewOrder<'_>,
 ) -> Command<'a> {
-    debug_assert!(valid_client_order_id(client_order_id));
     Command::Order(OrderCommand {
         account,
-        id: Cow::Borrowed(client_order_id),
+        id: Cow::Borrowed(client_order_id.as_str()),
         symbol: Cow::Borrowed(order.symbol.as_ref()),
         side: order.side,
         order_type: order.order_type,
