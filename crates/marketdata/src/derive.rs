@@ -4,8 +4,9 @@
 //! the public books (`Books`) and, privately, which account's client order id each
 //! resting order is: events name orders that way, the feed by exchange order id.
 //!
-//! The engine's identities arrive typed (`Seq`, `TimestampNs`, `OrderId`) and leave as
-//! the feed's plain numbers, in the messages and the public books.
+//! The engine's identities arrive typed (`Seq`, `TimestampNs`, `OrderId`); the messages
+//! carry the command's `Seq` and `TimestampNs` as they are, and exchange order ids as
+//! the public books' plain numbers.
 //!
 //! Per command: trades first (`Executed` for the resting order, `Trade`), cancels and
 //! other finishes (`Deleted`), amends (`Reduced` when the order keeps its place,
@@ -146,7 +147,6 @@ impl FeedBuilder {
         debug_assert!(note.is_none_or(|note| note.seq() == seq), "another command's note");
         self.seq = seq;
         let order_id = OrderId::of(seq);
-        let (seq, ts) = (seq.0, ts.0);
         let mut touched: Vec<InstrumentId> = Vec::new();
         let mut touch = |instrument: InstrumentId| {
             if !touched.contains(&instrument) {
@@ -222,8 +222,8 @@ impl FeedBuilder {
 
     fn trade(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         trade: &TradeEvent,
         trade_index: u32,
         out: &mut Vec<Message>,
@@ -267,8 +267,8 @@ impl FeedBuilder {
     #[allow(clippy::too_many_arguments)]
     fn execute(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         order: u64,
         qty: Qty,
         trade_index: u32,
@@ -291,8 +291,8 @@ impl FeedBuilder {
 
     fn amend(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         owner: (AccountId, &ClientOrderId),
         price: Price,
         qty: Qty,
@@ -334,8 +334,8 @@ impl FeedBuilder {
 
     fn announce_bbo(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         instrument: InstrumentId,
         out: &mut Vec<Message>,
     ) {
@@ -369,7 +369,7 @@ impl FeedBuilder {
     /// order as `AddOrder` in priority order, `SnapshotEnd`. A subscriber that applies
     /// them to empty books has these books.
     pub fn snapshot(&self, feed_seq: u64) -> Vec<Message> {
-        let seq = self.seq.0;
+        let seq = self.seq;
         let mut messages = vec![Message::SnapshotStart { feed_seq, seq }];
         for (index, entry) in self.directory.iter().enumerate() {
             let instrument = InstrumentId(index as u32);
@@ -377,7 +377,12 @@ impl FeedBuilder {
                 messages.push(directory.clone());
             }
             if self.halted.get(index).copied().unwrap_or(false) {
-                messages.push(Message::TradingState { seq, ts: 0, instrument, halted: true });
+                messages.push(Message::TradingState {
+                    seq,
+                    ts: TimestampNs::ZERO,
+                    instrument,
+                    halted: true,
+                });
             }
         }
         for index in 0..self.books.instrument_count() {
@@ -386,7 +391,7 @@ impl FeedBuilder {
                 for (order, price, qty) in self.books.orders(instrument, side) {
                     messages.push(Message::AddOrder {
                         seq,
-                        ts: 0,
+                        ts: TimestampNs::ZERO,
                         order,
                         instrument,
                         side,

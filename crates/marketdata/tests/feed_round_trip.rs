@@ -78,7 +78,7 @@ fn exchange_books(exchange: &Exchange, builder: &FeedBuilder) -> Canonical {
 
 struct Run {
     venue: Venue,
-    seq: u64,
+    seq: Seq,
     builder: FeedBuilder,
     messages: Vec<Message>,
     /// (feed sequence number of the last message so far, the books then), every so often.
@@ -91,7 +91,7 @@ impl Run {
     fn new() -> Run {
         let mut run = Run {
             venue: Venue::new(Exchange::default(), true),
-            seq: 0,
+            seq: Seq::ZERO,
             builder: FeedBuilder::default(),
             messages: Vec::new(),
             checkpoints: Vec::new(),
@@ -132,8 +132,8 @@ impl Run {
 
     fn apply(&mut self, command: &Command<'_>) {
         self.seq += 1;
-        let seq = Seq(self.seq);
-        let ts = TimestampNs(1_700_000_000_000_000_000 + self.seq * 1_000);
+        let seq = self.seq;
+        let ts = TimestampNs(1_700_000_000_000_000_000 + self.seq.0 * 1_000);
         let mut events = Vec::new();
         let applied = self.venue.apply(seq, Some(ts), command, &mut events);
         let note = self.venue.book_note(seq, &applied);
@@ -426,7 +426,8 @@ fn a_snapshot_alone_is_the_books_and_bad_snapshots_are_refused() {
     misnamed.apply_snapshot(&snapshot).unwrap();
     let (order, _, _) = canonical(misnamed.books())[0].2[0];
     let next = misnamed.next();
-    let wrong = Message::Deleted { seq: 1, ts: 1, order, instrument: InstrumentId(9) };
+    let wrong =
+        Message::Deleted { seq: Seq(1), ts: TimestampNs(1), order, instrument: InstrumentId(9) };
     assert!(misnamed.on_message(next, wrong).is_err());
     assert!(misnamed.books().order(order).is_some());
     // A wrong Bbo in the stream is found, not ignored.
@@ -434,8 +435,8 @@ fn a_snapshot_alone_is_the_books_and_bad_snapshots_are_refused() {
     checked.apply_snapshot(&snapshot).unwrap();
     let next = checked.next();
     let wrong = Message::Bbo {
-        seq: 1,
-        ts: 1,
+        seq: Seq(1),
+        ts: TimestampNs(1),
         instrument: InstrumentId(0),
         bid_price: Price(1),
         bid_qty: Qty(1),
