@@ -182,7 +182,7 @@ fn verify(listener: &mut Listener, http: SocketAddr) -> Result<(), String> {
                 .books()
                 .orders(instrument, side)
                 .into_iter()
-                .map(|(id, price, qty)| (id, price.0, qty.0))
+                .map(|(id, price, qty)| (id.0, price.0, qty.0))
                 .collect();
             if ours != theirs {
                 println!("md: verify {symbol} {name} at seq {seq}: DIFFERENT: ours {} orders, the server's {}", ours.len(), theirs.len());

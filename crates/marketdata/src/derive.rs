@@ -4,9 +4,8 @@
 //! the public books (`Books`) and, privately, which account's client order id each
 //! resting order is: events name orders that way, the feed by exchange order id.
 //!
-//! The engine's identities arrive typed (`Seq`, `TimestampNs`, `OrderId`); the messages
-//! carry the command's `Seq` and `TimestampNs` as they are, and exchange order ids as
-//! the public books' plain numbers.
+//! The engine's identities arrive typed (`Seq`, `TimestampNs`, `OrderId`) and stay so,
+//! in the messages and the public books.
 //!
 //! Per command: trades first (`Executed` for the resting order, `Trade`), cancels and
 //! other finishes (`Deleted`), amends (`Reduced` when the order keeps its place,
@@ -110,7 +109,7 @@ impl FeedBuilder {
         halted: &[InstrumentId],
     ) -> Result<(), crate::book::BookError> {
         for order in orders {
-            self.books.add(order.order.0, order.instrument, order.side, order.price, order.qty)?;
+            self.books.add(order.order, order.instrument, order.side, order.price, order.qty)?;
             self.owners.entry(order.account).or_default().insert(order.id, order.order);
         }
         for instrument in halted {
@@ -164,7 +163,7 @@ impl FeedBuilder {
                 Event::Done { instrument, account, id, .. } => {
                     touch(*instrument);
                     // An order that never rested, or one executed to zero, is not here.
-                    if let Some(order) = self.take_owner(*account, id).map(|order| order.0) {
+                    if let Some(order) = self.take_owner(*account, id) {
                         if let Ok(entry) = self.books.delete(order) {
                             let instrument = entry.instrument;
                             out.push(Message::Deleted { seq, ts, order, instrument });
@@ -183,13 +182,13 @@ impl FeedBuilder {
         match note {
             Some(BookNote::Rested { instrument, account, id, side, price, qty, .. }) => {
                 touch(*instrument);
-                match self.books.add(order_id.0, *instrument, *side, *price, *qty) {
+                match self.books.add(order_id, *instrument, *side, *price, *qty) {
                     Ok(()) => {
                         self.owners.entry(*account).or_default().insert(id.clone(), order_id);
                         out.push(Message::AddOrder {
                             seq,
                             ts,
-                            order: order_id.0,
+                            order: order_id,
                             instrument: *instrument,
                             side: *side,
                             price: *price,
@@ -228,7 +227,7 @@ impl FeedBuilder {
         trade_index: u32,
         out: &mut Vec<Message>,
     ) {
-        match self.order_of(trade.maker_account, &trade.maker_id).map(|order| order.0) {
+        match self.order_of(trade.maker_account, &trade.maker_id) {
             Some(order) => self.execute(
                 seq,
                 ts,
@@ -251,7 +250,7 @@ impl FeedBuilder {
         });
         // A resting order that trades as the taker: one whose amend lost its place and
         // crossed (it went to the back of its new level first).
-        if let Some(order) = self.order_of(trade.taker_account, &trade.taker_id).map(|o| o.0) {
+        if let Some(order) = self.order_of(trade.taker_account, &trade.taker_id) {
             self.execute(
                 seq,
                 ts,
@@ -269,7 +268,7 @@ impl FeedBuilder {
         &mut self,
         seq: Seq,
         ts: TimestampNs,
-        order: u64,
+        order: OrderId,
         qty: Qty,
         trade_index: u32,
         owner: (AccountId, &ClientOrderId),
@@ -298,7 +297,7 @@ impl FeedBuilder {
         qty: Qty,
         out: &mut Vec<Message>,
     ) {
-        let Some(OrderId(order)) = self.order_of(owner.0, owner.1) else {
+        let Some(order) = self.order_of(owner.0, owner.1) else {
             return self.inconsistent();
         };
         let Some(entry) = self.books.order(order).copied() else {

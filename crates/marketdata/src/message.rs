@@ -8,7 +8,7 @@
 //! instrument's integer units; the instrument directory gives their decimals.
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Price, Qty, Seq, Side, TimestampNs};
+use bourse_core::{OrderId, Price, Qty, Seq, Side, TimestampNs};
 
 /// The longest symbol the directory carries (bytes, ASCII, padded with spaces).
 pub const SYMBOL_BYTES: usize = 16;
@@ -40,7 +40,7 @@ pub enum Message {
     AddOrder {
         seq: Seq,
         ts: TimestampNs,
-        order: u64,
+        order: OrderId,
         instrument: InstrumentId,
         side: Side,
         price: Price,
@@ -50,21 +50,21 @@ pub enum Message {
     Executed {
         seq: Seq,
         ts: TimestampNs,
-        order: u64,
+        order: OrderId,
         instrument: InstrumentId,
         qty: Qty,
         trade_index: u32,
     },
     /// `X`: a resting order's quantity was reduced by `qty`, keeping its place.
-    Reduced { seq: Seq, ts: TimestampNs, order: u64, instrument: InstrumentId, qty: Qty },
+    Reduced { seq: Seq, ts: TimestampNs, order: OrderId, instrument: InstrumentId, qty: Qty },
     /// `D`: a resting order left the book (canceled, expired, self-trade prevention).
-    Deleted { seq: Seq, ts: TimestampNs, order: u64, instrument: InstrumentId },
+    Deleted { seq: Seq, ts: TimestampNs, order: OrderId, instrument: InstrumentId },
     /// `U`: a resting order moved to the back of the level at `price` with `qty` left
     /// (an amend that lost its priority).
     Replaced {
         seq: Seq,
         ts: TimestampNs,
-        order: u64,
+        order: OrderId,
         instrument: InstrumentId,
         price: Price,
         qty: Qty,
@@ -213,7 +213,7 @@ impl Message {
             }
             Message::AddOrder { seq, ts, order, instrument, side, price, qty } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.push(side_byte(*side));
                 out.extend_from_slice(&price.0.to_be_bytes());
@@ -221,25 +221,25 @@ impl Message {
             }
             Message::Executed { seq, ts, order, instrument, qty, trade_index } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
                 out.extend_from_slice(&trade_index.to_be_bytes());
             }
             Message::Reduced { seq, ts, order, instrument, qty } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
             }
             Message::Deleted { seq, ts, order, instrument } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
             }
             Message::Replaced { seq, ts, order, instrument, price, qty } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&price.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
@@ -309,7 +309,7 @@ impl Message {
             }
             b'A' => {
                 let (seq, ts, order, instrument) =
-                    (reader.seq(), reader.ts(), reader.u64(), InstrumentId(reader.u32()));
+                    (reader.seq(), reader.ts(), reader.order(), InstrumentId(reader.u32()));
                 let side = reader.side()?;
                 Message::AddOrder {
                     seq,
@@ -324,7 +324,7 @@ impl Message {
             b'E' => Message::Executed {
                 seq: reader.seq(),
                 ts: reader.ts(),
-                order: reader.u64(),
+                order: reader.order(),
                 instrument: InstrumentId(reader.u32()),
                 qty: Qty(reader.i64()),
                 trade_index: reader.u32(),
@@ -332,20 +332,20 @@ impl Message {
             b'X' => Message::Reduced {
                 seq: reader.seq(),
                 ts: reader.ts(),
-                order: reader.u64(),
+                order: reader.order(),
                 instrument: InstrumentId(reader.u32()),
                 qty: Qty(reader.i64()),
             },
             b'D' => Message::Deleted {
                 seq: reader.seq(),
                 ts: reader.ts(),
-                order: reader.u64(),
+                order: reader.order(),
                 instrument: InstrumentId(reader.u32()),
             },
             b'U' => Message::Replaced {
                 seq: reader.seq(),
                 ts: reader.ts(),
-                order: reader.u64(),
+                order: reader.order(),
                 instrument: InstrumentId(reader.u32()),
                 price: Price(reader.i64()),
                 qty: Qty(reader.i64()),
@@ -423,6 +423,10 @@ impl<'a> Reader<'a> {
         TimestampNs(self.u64())
     }
 
+    fn order(&mut self) -> OrderId {
+        OrderId(self.u64())
+    }
+
     fn i64(&mut self) -> i64 {
         self.u64() as i64
     }
@@ -455,7 +459,7 @@ mod tests {
             Message::AddOrder {
                 seq: Seq(9),
                 ts: TimestampNs(10),
-                order: 9,
+                order: OrderId(9),
                 instrument,
                 side: Side::Sell,
                 price: Price(6_000_000),
@@ -464,7 +468,7 @@ mod tests {
             Message::Executed {
                 seq: Seq(11),
                 ts: TimestampNs(12),
-                order: 9,
+                order: OrderId(9),
                 instrument,
                 qty: Qty(2),
                 trade_index: 1,
@@ -472,15 +476,15 @@ mod tests {
             Message::Reduced {
                 seq: Seq(13),
                 ts: TimestampNs(14),
-                order: 9,
+                order: OrderId(9),
                 instrument,
                 qty: Qty(1),
             },
-            Message::Deleted { seq: Seq(15), ts: TimestampNs(16), order: 9, instrument },
+            Message::Deleted { seq: Seq(15), ts: TimestampNs(16), order: OrderId(9), instrument },
             Message::Replaced {
                 seq: Seq(17),
                 ts: TimestampNs(18),
-                order: 9,
+                order: OrderId(9),
                 instrument,
                 price: Price(-1),
                 qty: Qty(i64::MAX),

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Price, Qty, Seq};
+use bourse_core::{OrderId, Price, Qty, Seq};
 
 use crate::book::{Bbo, BookError, Books};
 use crate::message::{DecodeError, Message, END_OF_SESSION};
@@ -360,7 +360,7 @@ impl Rebuilder {
     fn check_instrument(
         &self,
         sequence: u64,
-        order: u64,
+        order: OrderId,
         instrument: InstrumentId,
     ) -> Result<(), RebuildError> {
         match self.books.order(order) {

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::format::parse_line;
-use bourse_core::ids::{InstrumentId, Seq, TimestampNs};
+use bourse_core::ids::{InstrumentId, OrderId, Seq, TimestampNs};
 use bourse_core::{
     AccountRef, Command, Decimal, Exchange, Offset, Price, Qty, Side, StpMode, TimeInForce, Venue,
 };
@@ -24,7 +24,7 @@ const SYMBOLS: [&str; 2] = ["BTC-USD", "ETH-USD"];
 const ACCOUNTS: [&str; 5] = ["a0", "a1", "a2", "a3", "a4"];
 
 /// Books as lists: (instrument, side, orders as (id, price, remaining)).
-type Canonical = Vec<(u32, Side, Vec<(u64, Price, Qty)>)>;
+type Canonical = Vec<(u32, Side, Vec<(OrderId, Price, Qty)>)>;
 
 struct Random(u64);
 
@@ -66,7 +66,7 @@ fn exchange_books(exchange: &Exchange, builder: &FeedBuilder) -> Canonical {
                 let id = builder
                     .order_of(order.account, &order.id)
                     .expect("every resting order has a feed id");
-                orders.push((id.0, order.price, order.remaining));
+                orders.push((id, order.price, order.remaining));
             });
             if !orders.is_empty() {
                 out.push((index, side, orders));

@@ -92,7 +92,7 @@ fn listener_book(listener: &Listener) -> (Orders, Orders) {
             .books()
             .orders(instrument, side)
             .into_iter()
-            .map(|(id, price, qty)| (id, price.0, qty.0))
+            .map(|(id, price, qty)| (id.0, price.0, qty.0))
             .collect()
     };
     (side(Side::Buy), side(Side::Sell))
