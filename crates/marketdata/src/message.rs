@@ -522,6 +522,33 @@ mod tests {
     }
 
     #[test]
+    fn identities_go_on_the_wire_as_their_bare_big_endian_numbers() {
+        let message = Message::AddOrder {
+            seq: Seq(0x0102_0304_0506_0708),
+            ts: TimestampNs(1_700_000_000_000_000_123),
+            order: OrderId(0x1122_3344_5566_7788),
+            instrument: InstrumentId(3),
+            side: Side::Sell,
+            price: Price(6_000_000),
+            qty: Qty(5),
+        };
+        let mut expected = vec![b'A'];
+        expected.extend_from_slice(&0x0102_0304_0506_0708u64.to_be_bytes());
+        expected.extend_from_slice(&1_700_000_000_000_000_123u64.to_be_bytes());
+        expected.extend_from_slice(&0x1122_3344_5566_7788u64.to_be_bytes());
+        expected.extend_from_slice(&3u32.to_be_bytes());
+        expected.push(b'S');
+        expected.extend_from_slice(&6_000_000i64.to_be_bytes());
+        expected.extend_from_slice(&5i64.to_be_bytes());
+        assert_eq!(message.to_bytes(), expected);
+        let start = Message::SnapshotStart { feed_seq: 23, seq: Seq(24) };
+        assert_eq!(
+            start.to_bytes(),
+            [&[b'G'][..], &23u64.to_be_bytes(), &24u64.to_be_bytes()].concat()
+        );
+    }
+
+    #[test]
     fn every_truncation_extension_and_bad_byte_is_an_error_never_a_panic() {
         for message in every_kind() {
             let bytes = message.to_bytes();
