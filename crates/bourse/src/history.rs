@@ -64,13 +64,17 @@ pub fn run(command: HistoryCommand) -> Result<(), String> {
         HistoryCommand::Sync(args) => sync(&args),
         HistoryCommand::Status(data) => status(&data),
         HistoryCommand::Order { data, order_id } => print_value(
-            open_index(&data)?.order(order_id).map_err(|error| error.to_string())?,
+            open_index(&data)?
+                .order(bourse_core::OrderId(order_id))
+                .map_err(|error| error.to_string())?,
             "order",
         ),
         HistoryCommand::Trade { data, trade_id } => {
             let (seq, index) = trade_id
                 .split_once('-')
-                .and_then(|(seq, index)| Some((seq.parse().ok()?, index.parse().ok()?)))
+                .and_then(|(seq, index)| {
+                    Some((bourse_core::Seq(seq.parse().ok()?), index.parse().ok()?))
+                })
                 .ok_or_else(|| format!("trade id {trade_id:?} is not seq-index"))?;
             print_value(
                 open_index(&data)?.trade(seq, index).map_err(|error| error.to_string())?,

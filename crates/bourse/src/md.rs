@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Decimal, Side};
+use bourse_core::{Decimal, Seq, Side};
 use bourse_server::services::multicast::listen::{FeedAddresses, Listener};
 use clap::{Args, Subcommand};
 use serde_json::Value;
@@ -135,7 +135,7 @@ fn verify(listener: &mut Listener, http: SocketAddr) -> Result<(), String> {
     for (instrument, symbol, price_decimals, qty_decimals) in symbols {
         let l3 = get_json(http, &format!("/v1/l3/{symbol}"))?;
         let seq = l3["seq"].as_u64().ok_or("the L3 has no seq")?;
-        listener.rebuilder.hold_after(Some(seq)).map_err(|error| error.to_string())?;
+        listener.rebuilder.hold_after(Some(Seq(seq))).map_err(|error| error.to_string())?;
         // Caught up: a later command's message waits, or the feed has been quiet
         // (nothing missing) for a while.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -182,7 +182,7 @@ fn verify(listener: &mut Listener, http: SocketAddr) -> Result<(), String> {
                 .books()
                 .orders(instrument, side)
                 .into_iter()
-                .map(|(id, price, qty)| (id, price.0, qty.0))
+                .map(|(id, price, qty)| (id.0, price.0, qty.0))
                 .collect();
             if ours != theirs {
                 println!("md: verify {symbol} {name} at seq {seq}: DIFFERENT: ours {} orders, the server's {}", ours.len(), theirs.len());

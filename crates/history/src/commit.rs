@@ -126,10 +126,9 @@ impl CommitJob {
     /// Writes the commit; once this returns `Ok`, it counts.
     pub fn write(mut self) -> Result<Written, HistoryError> {
         let started = Instant::now();
-        // Files and the index name a commit by its range of seqs, as plain numbers.
-        let (first, last) = self.range;
-        assert!(first <= last && last == self.checkpoint.committed_seq);
-        let range = (first.0, last.0);
+        // Files and the index name a commit by its range of seqs.
+        let range = self.range;
+        assert!(range.0 <= range.1 && range.1 == self.checkpoint.committed_seq);
         let parts = parts(&self.pending);
         let rows = self.pending.rows as u64;
         let next = AtomicUsize::new(0);

@@ -22,6 +22,7 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
+use bourse_core::Seq;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -53,7 +54,7 @@ pub struct Merged {
 #[derive(Clone, Debug)]
 struct PartFile {
     path: PathBuf,
-    range: (u64, u64),
+    range: (Seq, Seq),
     rows: u64,
 }
 
@@ -64,7 +65,7 @@ struct PartFile {
 /// newest date waits for `MERGE_FILES`.
 pub fn merge_next(
     history_dir: &Path,
-    committed_seq: u64,
+    committed_seq: Seq,
     lock: &FilesLock,
     row_counts: &mut RowCounts,
 ) -> io::Result<Option<Merged>> {
@@ -74,7 +75,7 @@ pub fn merge_next(
         let closed =
             partition_date(dir).zip(newest.as_deref()).is_some_and(|(date, newest)| date < newest);
         let needed = if closed { 2 } else { MERGE_FILES };
-        let files: Vec<(PathBuf, (u64, u64))> =
+        let files: Vec<(PathBuf, (Seq, Seq))> =
             part_files_in(dir)?.into_iter().filter(|(_, range)| range.1 <= committed_seq).collect();
         if files.len() < needed {
             continue;
@@ -99,7 +100,7 @@ pub struct RowCounts {
 }
 
 impl RowCounts {
-    fn of(&mut self, files: Vec<(PathBuf, (u64, u64))>) -> io::Result<Vec<PartFile>> {
+    fn of(&mut self, files: Vec<(PathBuf, (Seq, Seq))>) -> io::Result<Vec<PartFile>> {
         let mut parts = Vec::with_capacity(files.len());
         for (path, range) in files {
             let rows = match self.rows.get(&path) {
@@ -154,7 +155,7 @@ fn partition_date(dir: &Path) -> Option<&str> {
 }
 
 /// A partition's part files (`parse_part_name`), sorted by range.
-fn part_files_in(dir: &Path) -> io::Result<Vec<(PathBuf, (u64, u64))>> {
+fn part_files_in(dir: &Path) -> io::Result<Vec<(PathBuf, (Seq, Seq))>> {
     let mut found = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
@@ -260,7 +261,7 @@ pub fn remove_superseded(history_dir: &Path) -> io::Result<usize> {
         let mut files = part_files_in(&dir)?;
         // The widest first among equal starts: a merged file before the files it holds.
         files.sort_by_key(|(_, (first, last))| (*first, std::cmp::Reverse(*last)));
-        let mut covered_until = 0u64;
+        let mut covered_until = Seq::ZERO;
         let mut changed = false;
         for (path, (first, last)) in files {
             if first <= covered_until && last <= covered_until {
@@ -283,11 +284,17 @@ mod tests {
     use super::*;
 
     fn part(first: u64, last: u64, rows: u64) -> PartFile {
-        PartFile { path: PathBuf::from(part_name(first, last)), range: (first, last), rows }
+        let range = (Seq(first), Seq(last));
+        PartFile { path: PathBuf::from(part_name(range.0, range.1)), range, rows }
+    }
+
+    /// A range as plain numbers, for the assertions.
+    fn plain((first, last): (Seq, Seq)) -> (u64, u64) {
+        (first.0, last.0)
     }
 
     fn ranges(run: Option<&[PartFile]>) -> Vec<(u64, u64)> {
-        run.map(|run| run.iter().map(|file| file.range).collect()).unwrap_or_default()
+        run.map(|run| run.iter().map(|file| plain(file.range)).collect()).unwrap_or_default()
     }
 
     #[test]
@@ -328,7 +335,7 @@ mod tests {
             volume: 3,
             notional: 5,
             trades: 2,
-            last_seq: minute,
+            last_seq: Seq(minute),
         }
     }
 
@@ -338,21 +345,24 @@ mod tests {
         let dir = tables_dir(history.path()).join("candles/date=2025-11-24/instrument=BTC-USD");
         for minute in 1..=3u64 {
             let batch = crate::tables::candle_batch(&[candle(minute)]).unwrap();
-            crate::files::write_part(&dir, (minute * 10 + 1, minute * 10 + 10), &batch).unwrap();
+            let range = (Seq(minute * 10 + 1), Seq(minute * 10 + 10));
+            crate::files::write_part(&dir, range, &batch).unwrap();
         }
         // A newer day, so that this one is closed.
         let later = tables_dir(history.path()).join("candles/date=2025-11-25/instrument=BTC-USD");
         let batch = crate::tables::candle_batch(&[candle(2_000)]).unwrap();
-        crate::files::write_part(&later, (41, 50), &batch).unwrap();
+        crate::files::write_part(&later, (Seq(41), Seq(50)), &batch).unwrap();
 
         let lock = FilesLock::new(history.path());
         let reading = lock.shared().unwrap();
         let merging = {
             let (history, lock) = (history.path().to_path_buf(), lock.clone());
-            std::thread::spawn(move || merge_next(&history, 50, &lock, &mut RowCounts::default()))
+            std::thread::spawn(move || {
+                merge_next(&history, Seq(50), &lock, &mut RowCounts::default())
+            })
         };
         // The merged file is written, then the merge waits for the reader to finish.
-        let temporary = dir.join(format!(".{}.tmp", part_name(11, 40)));
+        let temporary = dir.join(format!(".{}.tmp", part_name(Seq(11), Seq(40))));
         while !temporary.exists() {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
@@ -362,7 +372,7 @@ mod tests {
         let merged = merging.join().unwrap().unwrap().unwrap();
         assert_eq!((merged.files_replaced, merged.rows), (3, 3));
         let left: Vec<(u64, u64)> =
-            part_files_in(&dir).unwrap().into_iter().map(|(_, range)| range).collect();
+            part_files_in(&dir).unwrap().into_iter().map(|(_, range)| plain(range)).collect();
         assert_eq!(left, [(11, 40)]);
         let rows: Vec<u64> =
             ParquetRecordBatchReaderBuilder::try_new(File::open(&merged.path).unwrap())
@@ -381,7 +391,10 @@ mod tests {
                 .collect();
         assert_eq!(rows, [1, 2, 3]);
         // The newest day's single file is not touched; nothing else is due.
-        assert_eq!(merge_next(history.path(), 50, &lock, &mut RowCounts::default()).unwrap(), None);
+        assert_eq!(
+            merge_next(history.path(), Seq(50), &lock, &mut RowCounts::default()).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -390,11 +403,11 @@ mod tests {
         let dir = tables_dir(history.path()).join("trades/date=2026-11-24/instrument=BTC-USD");
         fs::create_dir_all(&dir).unwrap();
         for (first, last) in [(1, 10), (11, 20), (21, 30), (1, 20), (31, 40)] {
-            fs::write(dir.join(part_name(first, last)), b"x").unwrap();
+            fs::write(dir.join(part_name(Seq(first), Seq(last))), b"x").unwrap();
         }
         assert_eq!(remove_superseded(history.path()).unwrap(), 2);
         let left: Vec<(u64, u64)> =
-            part_files_in(&dir).unwrap().into_iter().map(|(_, range)| range).collect();
+            part_files_in(&dir).unwrap().into_iter().map(|(_, range)| plain(range)).collect();
         assert_eq!(left, [(1, 20), (21, 30), (31, 40)]);
         assert_eq!(remove_superseded(history.path()).unwrap(), 0);
     }

@@ -2,8 +2,9 @@
 //! balance changes the ledger recorded and the venue right after it give the order
 //! states, trades, ledger moves, candles and futures settlements. Pure and deterministic: the same commands
 //! give the same rows, which is what makes the history exactly-once (`follower`).
-//! The engine's identities (`Seq`, `TimestampNs`, `OrderId`) become the rows' plain
-//! numbers here: the rows are the Parquet files' columns.
+//! The rows carry the engine's identities (`Seq`, `TimestampNs`, `OrderId`) as they
+//! are; they become plain numbers only in the Parquet files' columns (`tables`) and the
+//! index's values (`index`).
 
 use std::collections::BTreeMap;
 
@@ -103,7 +104,7 @@ pub struct OpenCandle {
     pub volume: String,
     pub notional: String,
     pub trades: u64,
-    pub last_seq: u64,
+    pub last_seq: Seq,
 }
 
 /// One command as applied: its seq, the exchange's time after it, its events, the
@@ -192,7 +193,6 @@ impl Deriver {
             "command {seq}'s events open with accepted or rejected"
         );
         let emit = seq > self.emit_after;
-        let (seq, ts) = (seq.0, ts.0);
         self.close_candles_before(ts, seq, out);
         let accepted = matches!(events.first(), Some(Event::Accepted { .. }));
         if emit {
@@ -219,7 +219,7 @@ impl Deriver {
                     let row = trade_row(seq, trade_index, ts, trade, liquidation, venue);
                     self.add_to_candle(trade.instrument, &row, out);
                     if emit {
-                        let day = day_of(ts);
+                        let day = day_of(ts.0);
                         out.rows += 1;
                         push(&mut out.trades, day, &row.symbol.clone(), row);
                     }
@@ -228,7 +228,7 @@ impl Deriver {
                 Event::Settled(settled) if emit => {
                     let row = settlement_row(seq, ts, settled, venue);
                     out.rows += 1;
-                    push(&mut out.settlements, day_of(ts), &row.symbol.clone(), row);
+                    push(&mut out.settlements, day_of(ts.0), &row.symbol.clone(), row);
                 }
                 _ => {}
             }
@@ -239,8 +239,8 @@ impl Deriver {
     /// in `orders` too for each that left the book.
     fn order_states(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         command: &Command<'_>,
         events: &[Event],
         venue: &Venue,
@@ -282,7 +282,7 @@ impl Deriver {
             }),
             _ => None,
         };
-        let day = day_of(ts);
+        let day = day_of(ts.0);
         for (account, id, change) in &self.touched {
             let is_liquidation_order =
                 liquidation_orders.as_ref().is_some_and(|(liquidated, ids)| {
@@ -292,7 +292,7 @@ impl Deriver {
                 continue;
             }
             let record = match (command, *change) {
-                (Command::Order(_), "placed") => activity.order(OrderId(seq)),
+                (Command::Order(_), "placed") => activity.order(OrderId::of(seq)),
                 _ => activity.order_by_client(*account, id),
             };
             let Some(record) = record else {
@@ -315,7 +315,6 @@ impl Deriver {
         if changes.is_empty() {
             return;
         }
-        let (seq, ts) = (seq.0, ts.0);
         let exchange = venue.exchange();
         let activity = venue.activity();
         let trades: Vec<_> = events
@@ -333,8 +332,8 @@ impl Deriver {
         let liquidation = matches!(command, Command::Liquidate { .. });
         // The order an accepted cancel or amend named (only accepted commands move
         // balances).
-        let named_order = || acted_on.map(|order_id| order_id.0);
-        let day = day_of(ts);
+        let named_order = || acted_on;
+        let day = day_of(ts.0);
         for (move_index, change) in changes.iter().enumerate() {
             let asset = exchange.asset(change.asset);
             let decimals = asset.decimals;
@@ -345,20 +344,20 @@ impl Deriver {
                     let (account, id) = if change.account == trade.taker_account {
                         // A liquidation's market order: the command's seq (no record).
                         if liquidation {
-                            return Some(seq);
+                            return Some(OrderId::of(seq));
                         }
                         (trade.taker_account, &trade.taker_id)
                     } else {
                         (trade.maker_account, &trade.maker_id)
                     };
-                    Some(activity?.order_by_client(account, id)?.order_id.0)
+                    Some(activity?.order_by_client(account, id)?.order_id)
                 });
                 (if liquidation { "liquidation" } else { "trade" }, order_id, Some(index))
             } else {
                 match command {
                     Command::Deposit(_) => ("deposit", None, None),
                     Command::Withdraw(_) => ("withdrawal", None, None),
-                    Command::Order(_) => ("order", (!other_done).then_some(seq), None),
+                    Command::Order(_) => ("order", (!other_done).then_some(OrderId::of(seq)), None),
                     Command::Amend(_) => ("amend", named_order(), None),
                     Command::Cancel { .. } => ("cancel", named_order(), None),
                     Command::CancelAll { .. } => ("cancel_all", None, None),
@@ -391,7 +390,7 @@ impl Deriver {
     }
 
     fn add_to_candle(&mut self, instrument: InstrumentId, trade: &TradeRow, out: &mut Pending) {
-        let start = trade.ts - trade.ts % NS_PER_MINUTE;
+        let start = trade.ts.0 - trade.ts.0 % NS_PER_MINUTE;
         let opening = || CandleRow {
             symbol: trade.symbol.clone(),
             start,
@@ -424,14 +423,14 @@ impl Deriver {
 
     /// Closes every candle whose minute ended at or before `ts` (the clock of command
     /// `seq`): written as part of that command.
-    fn close_candles_before(&mut self, ts: u64, seq: u64, out: &mut Pending) {
-        if ts < self.next_close {
+    fn close_candles_before(&mut self, ts: TimestampNs, seq: Seq, out: &mut Pending) {
+        if ts.0 < self.next_close {
             return;
         }
         let mut next_close = u64::MAX;
         let mut closed = Vec::new();
         self.candles.retain(|_, candle| {
-            if candle.start + NS_PER_MINUTE <= ts {
+            if candle.start + NS_PER_MINUTE <= ts.0 {
                 closed.push(candle.clone());
                 false
             } else {
@@ -447,8 +446,8 @@ impl Deriver {
     }
 }
 
-fn emit_candle(emit_after: Seq, closing_seq: u64, candle: CandleRow, out: &mut Pending) {
-    if Seq(closing_seq) > emit_after {
+fn emit_candle(emit_after: Seq, closing_seq: Seq, candle: CandleRow, out: &mut Pending) {
+    if closing_seq > emit_after {
         out.rows += 1;
         push(&mut out.candles, day_of(candle.start), &candle.symbol.clone(), candle);
     }
@@ -471,8 +470,8 @@ fn stronger(known: &'static str, new: &'static str) -> &'static str {
 }
 
 fn order_row(
-    seq: u64,
-    ts: u64,
+    seq: Seq,
+    ts: TimestampNs,
     record: &OrderRecord,
     change: &'static str,
     venue: &Venue,
@@ -484,7 +483,7 @@ fn order_row(
     OrderRow {
         seq,
         ts,
-        order_id: Some(record.order_id.0),
+        order_id: Some(record.order_id),
         account: CompactString::new(exchange.account_name(record.account)),
         client_order_id: CompactString::new(&*record.client_id),
         symbol: instrument.symbol.clone(),
@@ -503,8 +502,8 @@ fn order_row(
 }
 
 fn rejected_order(
-    seq: u64,
-    ts: u64,
+    seq: Seq,
+    ts: TimestampNs,
     order: &bourse_core::command::OrderCommand<'_>,
     events: &[Event],
     venue: &Venue,
@@ -545,7 +544,7 @@ fn rejected_order(
         reason: Some(reason.code()),
     };
     out.rows += 1;
-    push(&mut out.order_events, day_of(ts), &symbol, row);
+    push(&mut out.order_events, day_of(ts.0), &symbol, row);
 }
 
 /// The partition of rejected orders on symbols that do not exist.
@@ -563,9 +562,9 @@ fn tif_code(time_in_force: TimeInForce) -> &'static str {
 /// A trade's row; `liquidation`: a `liquidate` command's, whose taker is a liquidation
 /// market order (no record; its id is the command's seq, as the API's fills have it).
 fn trade_row(
-    seq: u64,
+    seq: Seq,
     trade_index: u32,
-    ts: u64,
+    ts: TimestampNs,
     trade: &bourse_core::event::TradeEvent,
     liquidation: bool,
     venue: &Venue,
@@ -586,11 +585,14 @@ fn trade_row(
         venue
             .activity()
             .and_then(|activity| activity.order_by_client(account, id))
-            .map(|record| record.order_id.0)
+            .map(|record| record.order_id)
     };
     // The taker's order is the command's own (its id is `seq`) unless it is forgotten.
-    let taker_order_id =
-        if liquidation { Some(seq) } else { order_id(trade.taker_account, &trade.taker_id) };
+    let taker_order_id = if liquidation {
+        Some(OrderId::of(seq))
+    } else {
+        order_id(trade.taker_account, &trade.taker_id)
+    };
     let maker_fee_asset = exchange.asset(instrument.fee_asset(trade.taker_side.opposite()));
     let taker_fee_asset = exchange.asset(instrument.fee_asset(trade.taker_side));
     let (maker_decimals, taker_decimals) = (maker_fee_asset.decimals, taker_fee_asset.decimals);
@@ -619,8 +621,8 @@ fn trade_row(
 
 /// The row of one side of one account's position that a settlement marked.
 fn settlement_row(
-    seq: u64,
-    ts: u64,
+    seq: Seq,
+    ts: TimestampNs,
     settled: &bourse_core::event::SettledEvent,
     venue: &Venue,
 ) -> SettlementRow {

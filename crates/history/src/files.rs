@@ -17,6 +17,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
+use bourse_core::Seq;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -63,15 +64,15 @@ pub fn partition_dir(history_dir: &Path, table: Table, partition: &Partition) ->
         .join(format!("{}={}", table.partition_column(), escape_segment(&partition.key)))
 }
 
-pub fn part_name(first_seq: u64, last_seq: u64) -> String {
+pub fn part_name(first_seq: Seq, last_seq: Seq) -> String {
     format!("part-{first_seq:020}-{last_seq:020}.parquet")
 }
 
 /// The range of a part file's name.
-pub fn parse_part_name(name: &str) -> Option<(u64, u64)> {
+pub fn parse_part_name(name: &str) -> Option<(Seq, Seq)> {
     let range = name.strip_prefix("part-")?.strip_suffix(".parquet")?;
     let (first, last) = range.split_once('-')?;
-    Some((first.parse().ok()?, last.parse().ok()?))
+    Some((Seq(first.parse().ok()?), Seq(last.parse().ok()?)))
 }
 
 /// Columns with few distinct values, dictionary-encoded; every other column (ids,
@@ -125,7 +126,7 @@ pub fn writer_properties() -> WriterProperties {
 /// and synced, or not at all. Returns the file's path and size.
 pub fn write_part(
     dir: &Path,
-    range: (u64, u64),
+    range: (Seq, Seq),
     batch: &RecordBatch,
 ) -> io::Result<(PathBuf, u64)> {
     let created = !dir.exists();
@@ -216,7 +217,7 @@ impl FilesLock {
 }
 
 /// Every part file under the tables, with its range.
-pub fn part_files(history_dir: &Path) -> io::Result<Vec<(PathBuf, (u64, u64))>> {
+pub fn part_files(history_dir: &Path) -> io::Result<Vec<(PathBuf, (Seq, Seq))>> {
     let mut found = Vec::new();
     let root = tables_dir(history_dir);
     if !root.exists() {
@@ -243,7 +244,7 @@ pub fn part_files(history_dir: &Path) -> io::Result<Vec<(PathBuf, (u64, u64))>> 
 /// Removes the part files of commits after `committed_seq`, and temporary files:
 /// what a crash left between writing a commit's files and its checkpoint. Returns
 /// how many files went.
-pub fn remove_uncommitted(history_dir: &Path, committed_seq: u64) -> io::Result<usize> {
+pub fn remove_uncommitted(history_dir: &Path, committed_seq: Seq) -> io::Result<usize> {
     let mut removed = 0;
     let root = tables_dir(history_dir);
     if !root.exists() {
@@ -294,9 +295,9 @@ mod tests {
 
     #[test]
     fn part_names_round_trip() {
-        let name = part_name(1, 52_311);
+        let name = part_name(Seq(1), Seq(52_311));
         assert_eq!(name, "part-00000000000000000001-00000000000000052311.parquet");
-        assert_eq!(parse_part_name(&name), Some((1, 52_311)));
+        assert_eq!(parse_part_name(&name), Some((Seq(1), Seq(52_311))));
         assert_eq!(parse_part_name("part-1.parquet"), None);
     }
 }

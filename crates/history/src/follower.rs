@@ -215,7 +215,7 @@ impl Follower {
                 });
             }
         }
-        remove_uncommitted(&history_dir, checkpoint.committed_seq.0)
+        remove_uncommitted(&history_dir, checkpoint.committed_seq)
             .map_err(io_error(&history_dir))?;
         remove_superseded(&history_dir).map_err(io_error(&history_dir))?;
         let rows_by_table = Table::ALL
@@ -230,7 +230,7 @@ impl Follower {
             })
             .collect();
         let commit_at = match index.in_flight()? {
-            Some((first, last)) if Seq(first) == checkpoint.committed_seq.next() => Some(Seq(last)),
+            Some((first, last)) if first == checkpoint.committed_seq.next() => Some(last),
             _ => None,
         };
         // The replica is a commit's state: never ahead of what is committed.
@@ -505,7 +505,7 @@ impl Follower {
         let history_dir = &self.config.history_dir;
         let merged = merge_next(
             history_dir,
-            self.checkpoint.committed_seq.0,
+            self.checkpoint.committed_seq,
             &self.files_lock,
             &mut self.row_counts,
         )

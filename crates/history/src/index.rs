@@ -21,6 +21,7 @@
 
 use std::path::Path;
 
+use bourse_core::{OrderId, Seq, TimestampNs};
 use fjall::config::CompressionPolicy;
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use rustc_hash::FxHashMap;
@@ -84,9 +85,9 @@ pub fn decimal_text(value: i128) -> String {
 }
 
 fn pack_order(row: &OrderRow, out: &mut Packer) {
-    out.opt_u64(row.order_id);
-    out.u64(row.seq);
-    out.u64(row.ts);
+    out.opt_u64(row.order_id.map(|id| id.0));
+    out.u64(row.seq.0);
+    out.u64(row.ts.0);
     out.text(&row.account);
     out.text(&row.client_order_id);
     out.text(&row.symbol);
@@ -104,9 +105,9 @@ fn pack_order(row: &OrderRow, out: &mut Packer) {
 
 /// An order's state as stored, read without copying.
 struct StoredOrder<'a> {
-    order_id: Option<u64>,
-    seq: u64,
-    ts: u64,
+    order_id: Option<OrderId>,
+    seq: Seq,
+    ts: TimestampNs,
     texts: [&'a str; 6],
     post_only: bool,
     price: Option<i128>,
@@ -117,9 +118,9 @@ struct StoredOrder<'a> {
 
 fn unpack_order<'a>(input: &mut Unpacker<'a>) -> Result<StoredOrder<'a>, Truncated> {
     Ok(StoredOrder {
-        order_id: input.opt_u64()?,
-        seq: input.u64()?,
-        ts: input.u64()?,
+        order_id: input.opt_u64()?.map(OrderId),
+        seq: Seq(input.u64()?),
+        ts: TimestampNs(input.u64()?),
         texts: [
             input.text()?,
             input.text()?,
@@ -163,16 +164,16 @@ impl StoredOrder<'_> {
 }
 
 fn pack_trade(row: &TradeRow, out: &mut Packer) {
-    out.u64(row.seq);
+    out.u64(row.seq.0);
     out.u64(u64::from(row.trade_index));
-    out.u64(row.ts);
+    out.u64(row.ts.0);
     out.text(&row.symbol);
     out.i128(row.price);
     out.i128(row.qty);
     out.i128(row.notional);
     out.text(row.taker_side);
-    out.opt_u64(row.maker_order_id);
-    out.opt_u64(row.taker_order_id);
+    out.opt_u64(row.maker_order_id.map(|id| id.0));
+    out.opt_u64(row.taker_order_id.map(|id| id.0));
     out.text(&row.maker_account);
     out.text(&row.taker_account);
     out.text(&row.maker_client_order_id);
@@ -185,15 +186,15 @@ fn pack_trade(row: &TradeRow, out: &mut Packer) {
 
 /// A trade as stored, read without copying.
 struct StoredTrade<'a> {
-    seq: u64,
+    seq: Seq,
     trade_index: u32,
-    ts: u64,
+    ts: TimestampNs,
     symbol: &'a str,
     price: i128,
     qty: i128,
     notional: i128,
     taker_side: &'a str,
-    order_ids: [Option<u64>; 2],
+    order_ids: [Option<OrderId>; 2],
     texts: [&'a str; 4],
     maker_fee: (i128, &'a str),
     taker_fee: (i128, &'a str),
@@ -201,15 +202,15 @@ struct StoredTrade<'a> {
 
 fn unpack_trade<'a>(input: &mut Unpacker<'a>) -> Result<StoredTrade<'a>, Truncated> {
     Ok(StoredTrade {
-        seq: input.u64()?,
+        seq: Seq(input.u64()?),
         trade_index: u32::try_from(input.u64()?).map_err(|_| Truncated)?,
-        ts: input.u64()?,
+        ts: TimestampNs(input.u64()?),
         symbol: input.text()?,
         price: input.i128()?,
         qty: input.i128()?,
         notional: input.i128()?,
         taker_side: input.text()?,
-        order_ids: [input.opt_u64()?, input.opt_u64()?],
+        order_ids: [input.opt_u64()?.map(OrderId), input.opt_u64()?.map(OrderId)],
         texts: [input.text()?, input.text()?, input.text()?, input.text()?],
         maker_fee: (input.i128()?, input.text()?),
         taker_fee: (input.i128()?, input.text()?),
@@ -270,9 +271,9 @@ fn fill_view(trade: &Value, taker: bool) -> Value {
     })
 }
 
-fn trade_key(seq: u64, trade_index: u32) -> [u8; 12] {
+fn trade_key(seq: Seq, trade_index: u32) -> [u8; 12] {
     let mut key = [0u8; 12];
-    key[..8].copy_from_slice(&seq.to_be_bytes());
+    key[..8].copy_from_slice(&seq.0.to_be_bytes());
     key[8..].copy_from_slice(&trade_index.to_be_bytes());
     key
 }
@@ -288,13 +289,13 @@ fn account_prefix(account: &str) -> Vec<u8> {
 /// One fill as a chunk stores it: the trade's id and which side the account was.
 const FILL_BYTES: usize = 13;
 
-fn pack_fill(seq: u64, trade_index: u32, taker: bool, out: &mut Vec<u8>) {
+fn pack_fill(seq: Seq, trade_index: u32, taker: bool, out: &mut Vec<u8>) {
     out.extend_from_slice(&trade_key(seq, trade_index));
     out.push(u8::from(taker));
 }
 
-fn unpack_fill(bytes: &[u8]) -> Option<(u64, u32, bool)> {
-    let seq = u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?);
+fn unpack_fill(bytes: &[u8]) -> Option<(Seq, u32, bool)> {
+    let seq = Seq(u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?));
     let trade_index = u32::from_be_bytes(bytes.get(8..12)?.try_into().ok()?);
     Some((seq, trade_index, *bytes.get(12)? == 1))
 }
@@ -326,13 +327,14 @@ impl Index {
 
     /// Writes the lookups of `pending`, the rows of commands `range`, and makes them
     /// durable, in one atomic batch.
-    pub fn write(&self, pending: &Pending, range: (u64, u64)) -> Result<(), IndexError> {
+    pub fn write(&self, pending: &Pending, range: (Seq, Seq)) -> Result<(), IndexError> {
+        let (first, last) = range;
         let mut batch = self.database.batch();
         let mut packer = Packer::default();
 
         // Each order's latest state of the commit: partitions are in date order and
         // rows in command order, so the last row of an order is its latest.
-        let mut latest: FxHashMap<u64, &OrderRow> = FxHashMap::default();
+        let mut latest: FxHashMap<OrderId, &OrderRow> = FxHashMap::default();
         for rows in pending.order_events.values() {
             for row in rows {
                 if let Some(order_id) = row.order_id {
@@ -340,21 +342,26 @@ impl Index {
                 }
             }
         }
-        let mut placed: Vec<(u64, &OrderRow)> = Vec::with_capacity(latest.len());
+        let mut placed: Vec<(OrderId, &OrderRow)> = Vec::with_capacity(latest.len());
         for (order_id, row) in latest {
-            if order_id >= range.0 {
+            if order_id >= OrderId::of(first) {
                 placed.push((order_id, row));
             } else {
                 packer.clear();
                 pack_order(row, &mut packer);
-                batch.insert(&self.order_updates, order_id.to_be_bytes(), packer.bytes.as_slice());
+                batch.insert(
+                    &self.order_updates,
+                    order_id.0.to_be_bytes(),
+                    packer.bytes.as_slice(),
+                );
             }
         }
         placed.sort_unstable_by_key(|(order_id, _)| *order_id);
         for block in placed.chunks(BLOCK) {
             packer.clear();
             block.iter().for_each(|(_, row)| pack_order(row, &mut packer));
-            batch.insert(&self.order_blocks, block[0].0.to_be_bytes(), packer.bytes.as_slice());
+            let first = block[0].0;
+            batch.insert(&self.order_blocks, first.0.to_be_bytes(), packer.bytes.as_slice());
         }
 
         let mut trades: Vec<&TradeRow> = pending.trades.values().flatten().collect();
@@ -375,15 +382,15 @@ impl Index {
         for (account, packed) in &fills {
             for (number, chunk) in packed.chunks(CHUNK * FILL_BYTES).enumerate() {
                 let mut key = account_prefix(account);
-                key.extend_from_slice(&range.0.to_be_bytes());
+                key.extend_from_slice(&first.0.to_be_bytes());
                 key.extend_from_slice(&(number as u32).to_be_bytes());
                 batch.insert(&self.fill_chunks, key, chunk);
             }
         }
 
         let mut in_flight = [0u8; 16];
-        in_flight[..8].copy_from_slice(&range.0.to_be_bytes());
-        in_flight[8..].copy_from_slice(&range.1.to_be_bytes());
+        in_flight[..8].copy_from_slice(&first.0.to_be_bytes());
+        in_flight[8..].copy_from_slice(&last.0.to_be_bytes());
         batch.insert(&self.meta, IN_FLIGHT, in_flight);
         batch.commit()?;
         self.database.persist(PersistMode::SyncAll)?;
@@ -392,24 +399,25 @@ impl Index {
 
     /// The range of the last commit that wrote the index (whether or not its
     /// checkpoint followed).
-    pub fn in_flight(&self) -> Result<Option<(u64, u64)>, IndexError> {
+    pub fn in_flight(&self) -> Result<Option<(Seq, Seq)>, IndexError> {
         let Some(value) = self.meta.get(IN_FLIGHT)? else { return Ok(None) };
         let first = value.get(..8).and_then(|bytes| bytes.try_into().ok());
         let last = value.get(8..16).and_then(|bytes| bytes.try_into().ok());
         match (first, last) {
             (Some(first), Some(last)) => {
-                Ok(Some((u64::from_be_bytes(first), u64::from_be_bytes(last))))
+                Ok(Some((Seq(u64::from_be_bytes(first)), Seq(u64::from_be_bytes(last)))))
             }
             _ => Err(IndexError(format!("in_flight has {} bytes", value.len()))),
         }
     }
 
     /// The latest state of order `order_id` the history holds.
-    pub fn order(&self, order_id: u64) -> Result<Option<Value>, IndexError> {
-        if let Some(value) = self.order_updates.get(order_id.to_be_bytes())? {
+    pub fn order(&self, order_id: OrderId) -> Result<Option<Value>, IndexError> {
+        let key = order_id.0.to_be_bytes();
+        if let Some(value) = self.order_updates.get(key)? {
             return Ok(Some(unpack_order(&mut Unpacker::new(&value))?.json()));
         }
-        let Some(guard) = self.order_blocks.range(..=order_id.to_be_bytes()).next_back() else {
+        let Some(guard) = self.order_blocks.range(..=key).next_back() else {
             return Ok(None);
         };
         let value = guard.value()?;
@@ -424,7 +432,7 @@ impl Index {
     }
 
     /// Trade `seq-trade_index`.
-    pub fn trade(&self, seq: u64, trade_index: u32) -> Result<Option<Value>, IndexError> {
+    pub fn trade(&self, seq: Seq, trade_index: u32) -> Result<Option<Value>, IndexError> {
         let wanted = trade_key(seq, trade_index);
         let Some(guard) = self.trade_blocks.range(..=wanted).next_back() else {
             return Ok(None);

@@ -2,6 +2,7 @@
 //! (`tables`). Every amount is exact: a decimal with 18 places (`SCALE`), enough for
 //! any asset (at most 18 decimals), as an `i128` of 10^-18 units.
 
+use bourse_core::{OrderId, Seq, TimestampNs};
 use compact_str::CompactString;
 
 /// Decimal places of every price, quantity and amount column.
@@ -26,10 +27,10 @@ pub fn scaled_decimal(mantissa: i128, scale: u32) -> Option<i128> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OrderRow {
     /// The command that made this state.
-    pub seq: u64,
-    pub ts: u64,
+    pub seq: Seq,
+    pub ts: TimestampNs,
     /// The exchange's id (the seq of the order's command); `None` for a rejected order.
-    pub order_id: Option<u64>,
+    pub order_id: Option<OrderId>,
     pub account: CompactString,
     pub client_order_id: CompactString,
     pub symbol: CompactString,
@@ -54,11 +55,11 @@ pub struct OrderRow {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TradeRow {
-    pub seq: u64,
+    pub seq: Seq,
     /// Its position among its command's trades (from 0): `(seq, trade_index)` is the
     /// trade's id, written `seq-trade_index` (`trade_id`), as the API writes it.
     pub trade_index: u32,
-    pub ts: u64,
+    pub ts: TimestampNs,
     pub symbol: CompactString,
     pub price: i128,
     pub qty: i128,
@@ -66,8 +67,8 @@ pub struct TradeRow {
     /// (`price * qty * multiplier`), in the settle asset.
     pub notional: i128,
     pub taker_side: &'static str,
-    pub maker_order_id: Option<u64>,
-    pub taker_order_id: Option<u64>,
+    pub maker_order_id: Option<OrderId>,
+    pub taker_order_id: Option<OrderId>,
     pub maker_account: CompactString,
     pub taker_account: CompactString,
     pub maker_client_order_id: CompactString,
@@ -81,11 +82,11 @@ pub struct TradeRow {
 /// One move of one account's balance of one asset, with its cause.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerRow {
-    pub seq: u64,
+    pub seq: Seq,
     /// The change's position among its command's changes (from 0): `(seq,
     /// move_index)` orders an account's changes, the last one giving its balance.
     pub move_index: u32,
-    pub ts: u64,
+    pub ts: TimestampNs,
     pub account: CompactString,
     pub asset: CompactString,
     /// `deposit`, `withdrawal`, `hold`, `release`, `pay` or `receive`; for a futures
@@ -101,7 +102,7 @@ pub struct LedgerRow {
     pub cause: &'static str,
     /// The order it concerns, when one order does (a liquidation's own market orders:
     /// the `liquidate` command's seq, as the API's fills have it).
-    pub order_id: Option<u64>,
+    pub order_id: Option<OrderId>,
     /// The trade it settles: the command's trade of this index (its id is
     /// `seq-trade_index`).
     pub trade_index: Option<u32>,
@@ -118,8 +119,8 @@ pub struct LedgerRow {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettlementRow {
     /// The `settle` command.
-    pub seq: u64,
-    pub ts: u64,
+    pub seq: Seq,
+    pub ts: TimestampNs,
     pub account: CompactString,
     pub symbol: CompactString,
     /// `long` or `short`.
@@ -148,5 +149,5 @@ pub struct CandleRow {
     pub notional: i128,
     pub trades: u64,
     /// The command of its last trade.
-    pub last_seq: u64,
+    pub last_seq: Seq,
 }

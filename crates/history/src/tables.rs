@@ -218,9 +218,9 @@ pub fn order_batch(rows: &[OrderRow]) -> Result<RecordBatch, ArrowError> {
     let mut change = text_builder(n, 6);
     let mut reason = text_builder(n, 1);
     for row in rows {
-        seq.append_value(row.seq);
-        ts.append_value(row.ts as i64);
-        order_id.append_option(row.order_id);
+        seq.append_value(row.seq.0);
+        ts.append_value(row.ts.0 as i64);
+        order_id.append_option(row.order_id.map(|id| id.0));
         account.append_value(&row.account);
         client_order_id.append_value(&row.client_order_id);
         symbol.append_value(&row.symbol);
@@ -281,19 +281,19 @@ pub fn trade_batch(rows: &[TradeRow]) -> Result<RecordBatch, ArrowError> {
     let mut taker_fee_asset = text_builder(n, 4);
     let mut id_text = String::new();
     for row in rows {
-        seq.append_value(row.seq);
+        seq.append_value(row.seq.0);
         trade_index.append_value(row.trade_index);
         id_text.clear();
         let _ = write!(id_text, "{}-{}", row.seq, row.trade_index);
         trade_id.append_value(&id_text);
-        ts.append_value(row.ts as i64);
+        ts.append_value(row.ts.0 as i64);
         symbol.append_value(&row.symbol);
         price.append_value(row.price);
         qty.append_value(row.qty);
         notional.append_value(row.notional);
         taker_side.append_value(row.taker_side);
-        maker_order_id.append_option(row.maker_order_id);
-        taker_order_id.append_option(row.taker_order_id);
+        maker_order_id.append_option(row.maker_order_id.map(|id| id.0));
+        taker_order_id.append_option(row.taker_order_id.map(|id| id.0));
         maker_account.append_value(&row.maker_account);
         taker_account.append_value(&row.taker_account);
         maker_client_order_id.append_value(&row.maker_client_order_id);
@@ -344,14 +344,14 @@ pub fn ledger_batch(rows: &[LedgerRow]) -> Result<RecordBatch, ArrowError> {
     let mut available_after = decimal_builder(n);
     let mut held_after = decimal_builder(n);
     for row in rows {
-        seq.append_value(row.seq);
+        seq.append_value(row.seq.0);
         move_index.append_value(row.move_index);
-        ts.append_value(row.ts as i64);
+        ts.append_value(row.ts.0 as i64);
         account.append_value(&row.account);
         asset.append_value(&row.asset);
         movement.append_value(row.movement);
         cause.append_value(row.cause);
-        order_id.append_option(row.order_id);
+        order_id.append_option(row.order_id.map(|id| id.0));
         trade_index.append_option(row.trade_index);
         available_delta.append_value(row.available_delta);
         held_delta.append_value(row.held_delta);
@@ -399,7 +399,7 @@ pub fn candle_batch(rows: &[CandleRow]) -> Result<RecordBatch, ArrowError> {
         volume.append_value(row.volume);
         notional.append_value(row.notional);
         trades.append_value(row.trades);
-        last_seq.append_value(row.last_seq);
+        last_seq.append_value(row.last_seq.0);
     }
     let [mut open, mut high, mut low, mut close] = prices;
     let columns: Vec<ArrayRef> = vec![
@@ -430,8 +430,8 @@ pub fn settlement_batch(rows: &[SettlementRow]) -> Result<RecordBatch, ArrowErro
     let mut pnl = decimal_builder(n);
     let mut asset = text_builder(n, 4);
     for row in rows {
-        seq.append_value(row.seq);
-        ts.append_value(row.ts as i64);
+        seq.append_value(row.seq.0);
+        ts.append_value(row.ts.0 as i64);
         account.append_value(&row.account);
         symbol.append_value(&row.symbol);
         side.append_value(row.side);

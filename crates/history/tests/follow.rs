@@ -19,7 +19,7 @@ use arrow_array::types::{Decimal128Type, TimestampNanosecondType, UInt32Type, UI
 use arrow_array::{Array, RecordBatch};
 use bourse_core::format::parse_line;
 use bourse_core::venue::OrderStatus;
-use bourse_core::{Event, Exchange, ExchangeConfig, Seq, TimestampNs, Venue};
+use bourse_core::{Event, Exchange, ExchangeConfig, OrderId, Seq, TimestampNs, Venue};
 use bourse_history::files::part_files;
 use bourse_history::sample::{futures_trading, trading, write_journal, ACCOUNTS, DAY_START};
 use bourse_history::{Follower, HistoryConfig, HistoryStats, Table};
@@ -284,7 +284,7 @@ fn following_in_pieces_with_restarts_and_crash_leftovers_writes_the_same_rows() 
     follow(data, 1_200, 300);
     // A crash after a commit's files and before its checkpoint: files whose range
     // starts after the committed seq. Opening removes them; the journal gives the rows.
-    let committed = 1_200u64;
+    let committed = Seq(1_200);
     let (sample, _) = part_files(&data.join("history")).unwrap().into_iter().next().unwrap();
     let leftover =
         sample.with_file_name(bourse_history::files::part_name(committed + 1, committed + 50));
@@ -312,7 +312,7 @@ fn following_in_pieces_with_restarts_and_crash_leftovers_writes_the_same_rows() 
     let one = Follower::open(config(whole.path(), 1), stats.clone()).unwrap();
     let index = one.index();
     let other = Follower::open(config(data, 1), stats).unwrap();
-    for order_id in [30u64, 400, 1_000, 2_500] {
+    for order_id in [30, 400, 1_000, 2_500].map(OrderId) {
         assert_eq!(
             index.order(order_id).unwrap(),
             other.index().order(order_id).unwrap(),
@@ -325,7 +325,8 @@ fn following_in_pieces_with_restarts_and_crash_leftovers_writes_the_same_rows() 
     let newest = &fills[0];
     let trade_id = newest["trade_id"].as_str().unwrap();
     let (seq, trade_index) = trade_id.split_once('-').unwrap();
-    let trade = index.trade(seq.parse().unwrap(), trade_index.parse().unwrap()).unwrap().unwrap();
+    let trade =
+        index.trade(Seq(seq.parse().unwrap()), trade_index.parse().unwrap()).unwrap().unwrap();
     assert!(trade["maker_account"] == "alice" || trade["taker_account"] == "alice");
     let seqs: Vec<u64> = fills.iter().map(|fill| fill["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|pair| pair[0] >= pair[1]), "newest first");
@@ -341,8 +342,8 @@ fn lookups(data: &Path) -> Vec<serde_json::Value> {
         found.extend(index.recent_fills(account, 100_000).unwrap());
     }
     for id in (1..3_000).step_by(7) {
-        found.push(index.order(id).unwrap().unwrap_or_default());
-        found.push(index.trade(id, 0).unwrap().unwrap_or_default());
+        found.push(index.order(OrderId(id)).unwrap().unwrap_or_default());
+        found.push(index.trade(Seq(id), 0).unwrap().unwrap_or_default());
     }
     found
 }

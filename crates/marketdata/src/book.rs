@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Price, Qty, Side};
+use bourse_core::{OrderId, Price, Qty, Side};
 use rustc_hash::FxHashMap;
 
 /// "No order" in the queue links (exchange order ids start at 1).
-const NONE: u64 = 0;
+const NONE: OrderId = OrderId(0);
 
 /// One resting order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,8 +24,8 @@ pub struct OrderEntry {
     pub side: Side,
     pub price: Price,
     pub qty: Qty,
-    previous: u64,
-    next: u64,
+    previous: OrderId,
+    next: OrderId,
 }
 
 /// One price level: its total, its order count, and its queue (oldest first).
@@ -34,8 +34,8 @@ pub struct Level {
     pub price: Price,
     pub total: Qty,
     pub count: u32,
-    head: u64,
-    tail: u64,
+    head: OrderId,
+    tail: OrderId,
 }
 
 /// One instrument's two sides: price to level.
@@ -64,15 +64,15 @@ impl Sides {
 /// Why a book operation was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BookError {
-    DuplicateOrder(u64),
-    UnknownOrder(u64),
+    DuplicateOrder(OrderId),
+    UnknownOrder(OrderId),
     /// A quantity that is not positive, or more than the order has.
     BadQty {
-        order: u64,
+        order: OrderId,
         qty: i64,
     },
     BadPrice {
-        order: u64,
+        order: OrderId,
         price: i64,
     },
 }
@@ -107,12 +107,12 @@ pub struct Bbo {
 /// Every instrument's order-level book.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Books {
-    orders: FxHashMap<u64, OrderEntry>,
+    orders: FxHashMap<OrderId, OrderEntry>,
     instruments: Vec<Sides>,
 }
 
 impl Books {
-    pub fn order(&self, order: u64) -> Option<&OrderEntry> {
+    pub fn order(&self, order: OrderId) -> Option<&OrderEntry> {
         self.orders.get(&order)
     }
 
@@ -128,7 +128,7 @@ impl Books {
     /// Puts `order` at the back of its price level.
     pub fn add(
         &mut self,
-        order: u64,
+        order: OrderId,
         instrument: InstrumentId,
         side: Side,
         price: Price,
@@ -173,7 +173,7 @@ impl Books {
 
     /// Takes `qty` off `order` (executed or reduced); an order left with nothing leaves
     /// the book. Returns what is left.
-    pub fn reduce(&mut self, order: u64, qty: Qty) -> Result<Qty, BookError> {
+    pub fn reduce(&mut self, order: OrderId, qty: Qty) -> Result<Qty, BookError> {
         let entry = self.orders.get_mut(&order).ok_or(BookError::UnknownOrder(order))?;
         if qty.0 <= 0 || qty.0 > entry.qty.0 {
             return Err(BookError::BadQty { order, qty: qty.0 });
@@ -191,7 +191,7 @@ impl Books {
     }
 
     /// Takes `order` off the book.
-    pub fn delete(&mut self, order: u64) -> Result<OrderEntry, BookError> {
+    pub fn delete(&mut self, order: OrderId) -> Result<OrderEntry, BookError> {
         let entry = self.orders.remove(&order).ok_or(BookError::UnknownOrder(order))?;
         if entry.previous != NONE {
             if let Some(previous) = self.orders.get_mut(&entry.previous) {
@@ -226,7 +226,7 @@ impl Books {
 
     /// Moves `order` to the back of the level at `price`, with `qty` left: an order
     /// that lost its priority (an amend of its price, or up in quantity).
-    pub fn replace(&mut self, order: u64, price: Price, qty: Qty) -> Result<(), BookError> {
+    pub fn replace(&mut self, order: OrderId, price: Price, qty: Qty) -> Result<(), BookError> {
         let entry = *self.orders.get(&order).ok_or(BookError::UnknownOrder(order))?;
         if qty.0 <= 0 {
             return Err(BookError::BadQty { order, qty: qty.0 });
@@ -240,7 +240,7 @@ impl Books {
 
     /// Sets what is left of `order` to `qty` where it stands (a reduction that keeps
     /// its priority).
-    pub fn set_qty(&mut self, order: u64, qty: Qty) -> Result<(), BookError> {
+    pub fn set_qty(&mut self, order: OrderId, qty: Qty) -> Result<(), BookError> {
         let entry = self.orders.get(&order).ok_or(BookError::UnknownOrder(order))?;
         if qty.0 <= 0 || qty.0 > entry.qty.0 {
             return Err(BookError::BadQty { order, qty: qty.0 });
@@ -276,7 +276,7 @@ impl Books {
 
     /// The orders of one side in priority order (best price first, then arrival):
     /// order id, price, remaining.
-    pub fn orders(&self, instrument: InstrumentId, side: Side) -> Vec<(u64, Price, Qty)> {
+    pub fn orders(&self, instrument: InstrumentId, side: Side) -> Vec<(OrderId, Price, Qty)> {
         let mut orders = Vec::new();
         for level in self.levels(instrument, side) {
             let mut order = level.head;
@@ -350,36 +350,44 @@ mod tests {
     #[test]
     fn queues_keep_arrival_order_and_levels_add_up() {
         let mut books = Books::default();
-        books.add(1, BTC, Side::Buy, Price(100), Qty(5)).unwrap();
-        books.add(2, BTC, Side::Buy, Price(100), Qty(3)).unwrap();
-        books.add(3, BTC, Side::Buy, Price(99), Qty(1)).unwrap();
-        books.add(4, BTC, Side::Sell, Price(101), Qty(2)).unwrap();
+        books.add(OrderId(1), BTC, Side::Buy, Price(100), Qty(5)).unwrap();
+        books.add(OrderId(2), BTC, Side::Buy, Price(100), Qty(3)).unwrap();
+        books.add(OrderId(3), BTC, Side::Buy, Price(99), Qty(1)).unwrap();
+        books.add(OrderId(4), BTC, Side::Sell, Price(101), Qty(2)).unwrap();
         assert_eq!(books.bbo(BTC).bid, Some((Price(100), Qty(8))));
         assert_eq!(books.bbo(BTC).ask, Some((Price(101), Qty(2))));
         assert_eq!(
             books.orders(BTC, Side::Buy),
-            vec![(1, Price(100), Qty(5)), (2, Price(100), Qty(3)), (3, Price(99), Qty(1))]
+            vec![
+                (OrderId(1), Price(100), Qty(5)),
+                (OrderId(2), Price(100), Qty(3)),
+                (OrderId(3), Price(99), Qty(1))
+            ]
         );
         // Executed in part, then the rest: the order leaves, the next is first.
-        assert_eq!(books.reduce(1, Qty(2)).unwrap(), Qty(3));
-        assert_eq!(books.reduce(1, Qty(3)).unwrap(), Qty(0));
-        assert_eq!(books.orders(BTC, Side::Buy)[0], (2, Price(100), Qty(3)));
+        assert_eq!(books.reduce(OrderId(1), Qty(2)).unwrap(), Qty(3));
+        assert_eq!(books.reduce(OrderId(1), Qty(3)).unwrap(), Qty(0));
+        assert_eq!(books.orders(BTC, Side::Buy)[0], (OrderId(2), Price(100), Qty(3)));
         assert_eq!(books.bbo(BTC).bid, Some((Price(100), Qty(3))));
         books.check().unwrap();
         // Replaced: to the back of its new level.
-        books.add(5, BTC, Side::Buy, Price(99), Qty(4)).unwrap();
-        books.replace(2, Price(99), Qty(6)).unwrap();
+        books.add(OrderId(5), BTC, Side::Buy, Price(99), Qty(4)).unwrap();
+        books.replace(OrderId(2), Price(99), Qty(6)).unwrap();
         assert_eq!(
             books.orders(BTC, Side::Buy),
-            vec![(3, Price(99), Qty(1)), (5, Price(99), Qty(4)), (2, Price(99), Qty(6))]
+            vec![
+                (OrderId(3), Price(99), Qty(1)),
+                (OrderId(5), Price(99), Qty(4)),
+                (OrderId(2), Price(99), Qty(6))
+            ]
         );
-        books.set_qty(5, Qty(1)).unwrap();
-        assert_eq!(books.orders(BTC, Side::Buy)[1], (5, Price(99), Qty(1)));
+        books.set_qty(OrderId(5), Qty(1)).unwrap();
+        assert_eq!(books.orders(BTC, Side::Buy)[1], (OrderId(5), Price(99), Qty(1)));
         books.check().unwrap();
-        books.delete(3).unwrap();
-        books.delete(5).unwrap();
-        books.delete(2).unwrap();
-        books.delete(4).unwrap();
+        books.delete(OrderId(3)).unwrap();
+        books.delete(OrderId(5)).unwrap();
+        books.delete(OrderId(2)).unwrap();
+        books.delete(OrderId(4)).unwrap();
         assert_eq!(books.order_count(), 0);
         assert_eq!(books.bbo(BTC), Bbo::default());
         books.check().unwrap();
@@ -388,32 +396,38 @@ mod tests {
     #[test]
     fn bad_operations_are_refused_and_change_nothing() {
         let mut books = Books::default();
-        books.add(1, BTC, Side::Sell, Price(10), Qty(5)).unwrap();
+        books.add(OrderId(1), BTC, Side::Sell, Price(10), Qty(5)).unwrap();
         let before = books.clone();
         assert_eq!(
-            books.add(1, BTC, Side::Sell, Price(10), Qty(1)),
-            Err(BookError::DuplicateOrder(1))
+            books.add(OrderId(1), BTC, Side::Sell, Price(10), Qty(1)),
+            Err(BookError::DuplicateOrder(OrderId(1)))
         );
         assert_eq!(
-            books.add(0, BTC, Side::Sell, Price(10), Qty(1)),
-            Err(BookError::DuplicateOrder(0))
+            books.add(OrderId(0), BTC, Side::Sell, Price(10), Qty(1)),
+            Err(BookError::DuplicateOrder(OrderId(0)))
         );
         assert_eq!(
-            books.add(2, BTC, Side::Sell, Price(10), Qty(0)),
-            Err(BookError::BadQty { order: 2, qty: 0 })
+            books.add(OrderId(2), BTC, Side::Sell, Price(10), Qty(0)),
+            Err(BookError::BadQty { order: OrderId(2), qty: 0 })
         );
         assert_eq!(
-            books.add(2, BTC, Side::Sell, Price(0), Qty(1)),
-            Err(BookError::BadPrice { order: 2, price: 0 })
+            books.add(OrderId(2), BTC, Side::Sell, Price(0), Qty(1)),
+            Err(BookError::BadPrice { order: OrderId(2), price: 0 })
         );
-        assert_eq!(books.reduce(1, Qty(6)), Err(BookError::BadQty { order: 1, qty: 6 }));
-        assert_eq!(books.reduce(9, Qty(1)), Err(BookError::UnknownOrder(9)));
-        assert_eq!(books.delete(9), Err(BookError::UnknownOrder(9)));
         assert_eq!(
-            books.replace(1, Price(10), Qty(0)),
-            Err(BookError::BadQty { order: 1, qty: 0 })
+            books.reduce(OrderId(1), Qty(6)),
+            Err(BookError::BadQty { order: OrderId(1), qty: 6 })
         );
-        assert_eq!(books.set_qty(1, Qty(7)), Err(BookError::BadQty { order: 1, qty: 7 }));
+        assert_eq!(books.reduce(OrderId(9), Qty(1)), Err(BookError::UnknownOrder(OrderId(9))));
+        assert_eq!(books.delete(OrderId(9)), Err(BookError::UnknownOrder(OrderId(9))));
+        assert_eq!(
+            books.replace(OrderId(1), Price(10), Qty(0)),
+            Err(BookError::BadQty { order: OrderId(1), qty: 0 })
+        );
+        assert_eq!(
+            books.set_qty(OrderId(1), Qty(7)),
+            Err(BookError::BadQty { order: OrderId(1), qty: 7 })
+        );
         assert_eq!(books, before);
     }
 }

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Price, Qty, Side};
+use bourse_core::{Price, Qty, Side, TimestampNs};
 
 /// The intervals: name and length in nanoseconds.
 pub const INTERVALS: [(&str, u64); 6] = [
@@ -100,12 +100,12 @@ pub struct Candles {
 }
 
 impl Candles {
-    /// Counts a trade at `ts_ns`: the candles it updates, one per interval (for live
-    /// channels), in `INTERVALS` order.
+    /// Counts a trade at `ts` (its command's time): the candles it updates, one per
+    /// interval (for live channels), in `INTERVALS` order.
     pub fn on_trade(
         &mut self,
         instrument: InstrumentId,
-        ts_ns: u64,
+        ts: TimestampNs,
         price: Price,
         qty: Qty,
         taker: Side,
@@ -116,7 +116,7 @@ impl Candles {
         }
         let mut updated = [Candle::empty(0, price); INTERVALS.len()];
         for (position, (_, length)) in INTERVALS.iter().enumerate() {
-            let start_ns = ts_ns - ts_ns % length;
+            let start_ns = ts.0 - ts.0 % length;
             let candles = &mut self.series[index][position].candles;
             match candles.back_mut() {
                 Some(current) if current.start_ns == start_ns => current.add(price, qty, taker),
@@ -183,17 +183,17 @@ impl Candles {
         out
     }
 
-    /// Like `series`, and the empty intervals after the last trade up to `now_ns`
-    /// (the engine's clock) too.
+    /// Like `series`, and the empty intervals after the last trade up to `now` (the
+    /// engine's clock) too.
     pub fn series_until(
         &self,
         instrument: InstrumentId,
         interval_ns: u64,
         from_ns: u64,
-        now_ns: u64,
+        now: TimestampNs,
         limit: usize,
     ) -> Vec<Candle> {
-        let to_ns = now_ns - now_ns % interval_ns.max(1) + interval_ns;
+        let to_ns = now.0 - now.0 % interval_ns.max(1) + interval_ns;
         let mut out = self.series(instrument, interval_ns, from_ns, to_ns, usize::MAX);
         if let Some(last) = out.last().copied() {
             let mut start = last.start_ns + interval_ns;
@@ -220,10 +220,11 @@ mod tests {
     fn trades_make_candles_on_interval_boundaries_and_gaps_are_empty_candles() {
         let mut candles = Candles::default();
         let base = 1_764_000_000 * SECOND; // a whole minute
-        candles.on_trade(BTC, base + 100, Price(10), Qty(1), Side::Buy);
-        candles.on_trade(BTC, base + SECOND - 1, Price(12), Qty(2), Side::Buy); // the same second
-        candles.on_trade(BTC, base + SECOND, Price(9), Qty(1), Side::Sell); // the next one
-        let updated = candles.on_trade(BTC, base + 4 * SECOND + 5, Price(11), Qty(3), Side::Buy);
+        candles.on_trade(BTC, TimestampNs(base + 100), Price(10), Qty(1), Side::Buy);
+        candles.on_trade(BTC, TimestampNs(base + SECOND - 1), Price(12), Qty(2), Side::Buy); // the same second
+        candles.on_trade(BTC, TimestampNs(base + SECOND), Price(9), Qty(1), Side::Sell); // the next one
+        let updated =
+            candles.on_trade(BTC, TimestampNs(base + 4 * SECOND + 5), Price(11), Qty(3), Side::Buy);
         assert_eq!(updated[0].start_ns, base + 4 * SECOND);
         assert_eq!(
             (updated[1].open, updated[1].high, updated[1].low, updated[1].close),
@@ -254,7 +255,7 @@ mod tests {
             ]
         );
         // Up to the clock: two more empty seconds; a window and a limit.
-        let until = candles.series_until(BTC, SECOND, 0, base + 6 * SECOND + 1, 100);
+        let until = candles.series_until(BTC, SECOND, 0, TimestampNs(base + 6 * SECOND + 1), 100);
         assert_eq!(until.len(), 7);
         assert_eq!(
             (until[6].start_ns, until[6].close, until[6].volume),

@@ -4,8 +4,8 @@
 //! the public books (`Books`) and, privately, which account's client order id each
 //! resting order is: events name orders that way, the feed by exchange order id.
 //!
-//! The engine's identities arrive typed (`Seq`, `TimestampNs`, `OrderId`) and leave as
-//! the feed's plain numbers, in the messages and the public books.
+//! The engine's identities arrive typed (`Seq`, `TimestampNs`, `OrderId`) and stay so,
+//! in the messages and the public books.
 //!
 //! Per command: trades first (`Executed` for the resting order, `Trade`), cancels and
 //! other finishes (`Deleted`), amends (`Reduced` when the order keeps its place,
@@ -109,7 +109,7 @@ impl FeedBuilder {
         halted: &[InstrumentId],
     ) -> Result<(), crate::book::BookError> {
         for order in orders {
-            self.books.add(order.order.0, order.instrument, order.side, order.price, order.qty)?;
+            self.books.add(order.order, order.instrument, order.side, order.price, order.qty)?;
             self.owners.entry(order.account).or_default().insert(order.id, order.order);
         }
         for instrument in halted {
@@ -146,7 +146,6 @@ impl FeedBuilder {
         debug_assert!(note.is_none_or(|note| note.seq() == seq), "another command's note");
         self.seq = seq;
         let order_id = OrderId::of(seq);
-        let (seq, ts) = (seq.0, ts.0);
         let mut touched: Vec<InstrumentId> = Vec::new();
         let mut touch = |instrument: InstrumentId| {
             if !touched.contains(&instrument) {
@@ -164,7 +163,7 @@ impl FeedBuilder {
                 Event::Done { instrument, account, id, .. } => {
                     touch(*instrument);
                     // An order that never rested, or one executed to zero, is not here.
-                    if let Some(order) = self.take_owner(*account, id).map(|order| order.0) {
+                    if let Some(order) = self.take_owner(*account, id) {
                         if let Ok(entry) = self.books.delete(order) {
                             let instrument = entry.instrument;
                             out.push(Message::Deleted { seq, ts, order, instrument });
@@ -183,13 +182,13 @@ impl FeedBuilder {
         match note {
             Some(BookNote::Rested { instrument, account, id, side, price, qty, .. }) => {
                 touch(*instrument);
-                match self.books.add(order_id.0, *instrument, *side, *price, *qty) {
+                match self.books.add(order_id, *instrument, *side, *price, *qty) {
                     Ok(()) => {
                         self.owners.entry(*account).or_default().insert(id.clone(), order_id);
                         out.push(Message::AddOrder {
                             seq,
                             ts,
-                            order: order_id.0,
+                            order: order_id,
                             instrument: *instrument,
                             side: *side,
                             price: *price,
@@ -222,13 +221,13 @@ impl FeedBuilder {
 
     fn trade(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         trade: &TradeEvent,
         trade_index: u32,
         out: &mut Vec<Message>,
     ) {
-        match self.order_of(trade.maker_account, &trade.maker_id).map(|order| order.0) {
+        match self.order_of(trade.maker_account, &trade.maker_id) {
             Some(order) => self.execute(
                 seq,
                 ts,
@@ -251,7 +250,7 @@ impl FeedBuilder {
         });
         // A resting order that trades as the taker: one whose amend lost its place and
         // crossed (it went to the back of its new level first).
-        if let Some(order) = self.order_of(trade.taker_account, &trade.taker_id).map(|o| o.0) {
+        if let Some(order) = self.order_of(trade.taker_account, &trade.taker_id) {
             self.execute(
                 seq,
                 ts,
@@ -267,9 +266,9 @@ impl FeedBuilder {
     #[allow(clippy::too_many_arguments)]
     fn execute(
         &mut self,
-        seq: u64,
-        ts: u64,
-        order: u64,
+        seq: Seq,
+        ts: TimestampNs,
+        order: OrderId,
         qty: Qty,
         trade_index: u32,
         owner: (AccountId, &ClientOrderId),
@@ -291,14 +290,14 @@ impl FeedBuilder {
 
     fn amend(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         owner: (AccountId, &ClientOrderId),
         price: Price,
         qty: Qty,
         out: &mut Vec<Message>,
     ) {
-        let Some(OrderId(order)) = self.order_of(owner.0, owner.1) else {
+        let Some(order) = self.order_of(owner.0, owner.1) else {
             return self.inconsistent();
         };
         let Some(entry) = self.books.order(order).copied() else {
@@ -334,8 +333,8 @@ impl FeedBuilder {
 
     fn announce_bbo(
         &mut self,
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         instrument: InstrumentId,
         out: &mut Vec<Message>,
     ) {
@@ -369,7 +368,7 @@ impl FeedBuilder {
     /// order as `AddOrder` in priority order, `SnapshotEnd`. A subscriber that applies
     /// them to empty books has these books.
     pub fn snapshot(&self, feed_seq: u64) -> Vec<Message> {
-        let seq = self.seq.0;
+        let seq = self.seq;
         let mut messages = vec![Message::SnapshotStart { feed_seq, seq }];
         for (index, entry) in self.directory.iter().enumerate() {
             let instrument = InstrumentId(index as u32);
@@ -377,7 +376,12 @@ impl FeedBuilder {
                 messages.push(directory.clone());
             }
             if self.halted.get(index).copied().unwrap_or(false) {
-                messages.push(Message::TradingState { seq, ts: 0, instrument, halted: true });
+                messages.push(Message::TradingState {
+                    seq,
+                    ts: TimestampNs::ZERO,
+                    instrument,
+                    halted: true,
+                });
             }
         }
         for index in 0..self.books.instrument_count() {
@@ -386,7 +390,7 @@ impl FeedBuilder {
                 for (order, price, qty) in self.books.orders(instrument, side) {
                     messages.push(Message::AddOrder {
                         seq,
-                        ts: 0,
+                        ts: TimestampNs::ZERO,
                         order,
                         instrument,
                         side,

@@ -8,7 +8,7 @@
 //! instrument's integer units; the instrument directory gives their decimals.
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Price, Qty, Side};
+use bourse_core::{OrderId, Price, Qty, Seq, Side, TimestampNs};
 
 /// The longest symbol the directory carries (bytes, ASCII, padded with spaces).
 pub const SYMBOL_BYTES: usize = 16;
@@ -24,7 +24,7 @@ pub const KIND_FUTURE: u8 = b'F';
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     /// `S`: the session starts (`O`) or ends (`C`).
-    SystemEvent { ts: u64, code: u8 },
+    SystemEvent { ts: TimestampNs, code: u8 },
     /// `R`: an instrument, before its first book message.
     /// `kind`: `KIND_SPOT` or `KIND_FUTURE`.
     Directory {
@@ -35,31 +35,45 @@ pub enum Message {
         kind: u8,
     },
     /// `H`: trading on the instrument halted or resumed.
-    TradingState { seq: u64, ts: u64, instrument: InstrumentId, halted: bool },
+    TradingState { seq: Seq, ts: TimestampNs, instrument: InstrumentId, halted: bool },
     /// `A`: a new order rests at the back of its price level.
     AddOrder {
-        seq: u64,
-        ts: u64,
-        order: u64,
+        seq: Seq,
+        ts: TimestampNs,
+        order: OrderId,
         instrument: InstrumentId,
         side: Side,
         price: Price,
         qty: Qty,
     },
     /// `E`: a resting order traded `qty` (at its own price); at zero it leaves the book.
-    Executed { seq: u64, ts: u64, order: u64, instrument: InstrumentId, qty: Qty, trade_index: u32 },
+    Executed {
+        seq: Seq,
+        ts: TimestampNs,
+        order: OrderId,
+        instrument: InstrumentId,
+        qty: Qty,
+        trade_index: u32,
+    },
     /// `X`: a resting order's quantity was reduced by `qty`, keeping its place.
-    Reduced { seq: u64, ts: u64, order: u64, instrument: InstrumentId, qty: Qty },
+    Reduced { seq: Seq, ts: TimestampNs, order: OrderId, instrument: InstrumentId, qty: Qty },
     /// `D`: a resting order left the book (canceled, expired, self-trade prevention).
-    Deleted { seq: u64, ts: u64, order: u64, instrument: InstrumentId },
+    Deleted { seq: Seq, ts: TimestampNs, order: OrderId, instrument: InstrumentId },
     /// `U`: a resting order moved to the back of the level at `price` with `qty` left
     /// (an amend that lost its priority).
-    Replaced { seq: u64, ts: u64, order: u64, instrument: InstrumentId, price: Price, qty: Qty },
+    Replaced {
+        seq: Seq,
+        ts: TimestampNs,
+        order: OrderId,
+        instrument: InstrumentId,
+        price: Price,
+        qty: Qty,
+    },
     /// `P`: a trade: price, quantity, the incoming (taker) order's side. Its resting
     /// side is told by `Executed`; `trade_index` numbers the command's trades.
     Trade {
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         instrument: InstrumentId,
         price: Price,
         qty: Qty,
@@ -68,8 +82,8 @@ pub enum Message {
     },
     /// `Q`: the best bid and offer after a command changed them (0 quantity: no level).
     Bbo {
-        seq: u64,
-        ts: u64,
+        seq: Seq,
+        ts: TimestampNs,
         instrument: InstrumentId,
         bid_price: Price,
         bid_qty: Qty,
@@ -79,7 +93,7 @@ pub enum Message {
     /// `G`: a snapshot begins: the books as they stand after feed message `feed_seq`
     /// (and engine command `seq`) follow as `Directory`, `TradingState` and `AddOrder`
     /// messages, in priority order, then `SnapshotEnd`.
-    SnapshotStart { feed_seq: u64, seq: u64 },
+    SnapshotStart { feed_seq: u64, seq: Seq },
     /// `Z`: the snapshot is complete.
     SnapshotEnd { feed_seq: u64 },
 }
@@ -158,7 +172,7 @@ impl Message {
     }
 
     /// The engine sequence number of the command behind a book message.
-    pub fn seq(&self) -> Option<u64> {
+    pub fn seq(&self) -> Option<Seq> {
         match self {
             Message::TradingState { seq, .. }
             | Message::AddOrder { seq, .. }
@@ -178,7 +192,7 @@ impl Message {
         out.push(self.kind());
         match self {
             Message::SystemEvent { ts, code } => {
-                out.extend_from_slice(&ts.to_be_bytes());
+                out.extend_from_slice(&ts.0.to_be_bytes());
                 out.push(*code);
             }
             Message::Directory { instrument, symbol, price_decimals, qty_decimals, kind } => {
@@ -199,7 +213,7 @@ impl Message {
             }
             Message::AddOrder { seq, ts, order, instrument, side, price, qty } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.push(side_byte(*side));
                 out.extend_from_slice(&price.0.to_be_bytes());
@@ -207,25 +221,25 @@ impl Message {
             }
             Message::Executed { seq, ts, order, instrument, qty, trade_index } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
                 out.extend_from_slice(&trade_index.to_be_bytes());
             }
             Message::Reduced { seq, ts, order, instrument, qty } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
             }
             Message::Deleted { seq, ts, order, instrument } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
             }
             Message::Replaced { seq, ts, order, instrument, price, qty } => {
                 stamp(out, *seq, *ts);
-                out.extend_from_slice(&order.to_be_bytes());
+                out.extend_from_slice(&order.0.to_be_bytes());
                 out.extend_from_slice(&instrument.0.to_be_bytes());
                 out.extend_from_slice(&price.0.to_be_bytes());
                 out.extend_from_slice(&qty.0.to_be_bytes());
@@ -247,7 +261,7 @@ impl Message {
             }
             Message::SnapshotStart { feed_seq, seq } => {
                 out.extend_from_slice(&feed_seq.to_be_bytes());
-                out.extend_from_slice(&seq.to_be_bytes());
+                out.extend_from_slice(&seq.0.to_be_bytes());
             }
             Message::SnapshotEnd { feed_seq } => out.extend_from_slice(&feed_seq.to_be_bytes()),
         }
@@ -268,7 +282,7 @@ impl Message {
         }
         let mut reader = Reader { bytes, at: 1 };
         let message = match kind {
-            b'S' => Message::SystemEvent { ts: reader.u64(), code: reader.u8() },
+            b'S' => Message::SystemEvent { ts: reader.ts(), code: reader.u8() },
             b'R' => {
                 let instrument = InstrumentId(reader.u32());
                 let symbol = reader.take(SYMBOL_BYTES);
@@ -285,8 +299,7 @@ impl Message {
                 Message::Directory { instrument, symbol, price_decimals, qty_decimals, kind }
             }
             b'H' => {
-                let (seq, ts, instrument) =
-                    (reader.u64(), reader.u64(), InstrumentId(reader.u32()));
+                let (seq, ts, instrument) = (reader.seq(), reader.ts(), InstrumentId(reader.u32()));
                 let halted = match reader.u8() {
                     b'H' => true,
                     b'T' => false,
@@ -296,7 +309,7 @@ impl Message {
             }
             b'A' => {
                 let (seq, ts, order, instrument) =
-                    (reader.u64(), reader.u64(), reader.u64(), InstrumentId(reader.u32()));
+                    (reader.seq(), reader.ts(), reader.order(), InstrumentId(reader.u32()));
                 let side = reader.side()?;
                 Message::AddOrder {
                     seq,
@@ -309,37 +322,36 @@ impl Message {
                 }
             }
             b'E' => Message::Executed {
-                seq: reader.u64(),
-                ts: reader.u64(),
-                order: reader.u64(),
+                seq: reader.seq(),
+                ts: reader.ts(),
+                order: reader.order(),
                 instrument: InstrumentId(reader.u32()),
                 qty: Qty(reader.i64()),
                 trade_index: reader.u32(),
             },
             b'X' => Message::Reduced {
-                seq: reader.u64(),
-                ts: reader.u64(),
-                order: reader.u64(),
+                seq: reader.seq(),
+                ts: reader.ts(),
+                order: reader.order(),
                 instrument: InstrumentId(reader.u32()),
                 qty: Qty(reader.i64()),
             },
             b'D' => Message::Deleted {
-                seq: reader.u64(),
-                ts: reader.u64(),
-                order: reader.u64(),
+                seq: reader.seq(),
+                ts: reader.ts(),
+                order: reader.order(),
                 instrument: InstrumentId(reader.u32()),
             },
             b'U' => Message::Replaced {
-                seq: reader.u64(),
-                ts: reader.u64(),
-                order: reader.u64(),
+                seq: reader.seq(),
+                ts: reader.ts(),
+                order: reader.order(),
                 instrument: InstrumentId(reader.u32()),
                 price: Price(reader.i64()),
                 qty: Qty(reader.i64()),
             },
             b'P' => {
-                let (seq, ts, instrument) =
-                    (reader.u64(), reader.u64(), InstrumentId(reader.u32()));
+                let (seq, ts, instrument) = (reader.seq(), reader.ts(), InstrumentId(reader.u32()));
                 let (price, qty) = (Price(reader.i64()), Qty(reader.i64()));
                 let taker_side = reader.side()?;
                 Message::Trade {
@@ -353,15 +365,15 @@ impl Message {
                 }
             }
             b'Q' => Message::Bbo {
-                seq: reader.u64(),
-                ts: reader.u64(),
+                seq: reader.seq(),
+                ts: reader.ts(),
                 instrument: InstrumentId(reader.u32()),
                 bid_price: Price(reader.i64()),
                 bid_qty: Qty(reader.i64()),
                 ask_price: Price(reader.i64()),
                 ask_qty: Qty(reader.i64()),
             },
-            b'G' => Message::SnapshotStart { feed_seq: reader.u64(), seq: reader.u64() },
+            b'G' => Message::SnapshotStart { feed_seq: reader.u64(), seq: reader.seq() },
             b'Z' => Message::SnapshotEnd { feed_seq: reader.u64() },
             other => return Err(DecodeError::UnknownType(other)),
         };
@@ -369,9 +381,9 @@ impl Message {
     }
 }
 
-fn stamp(out: &mut Vec<u8>, seq: u64, ts: u64) {
-    out.extend_from_slice(&seq.to_be_bytes());
-    out.extend_from_slice(&ts.to_be_bytes());
+fn stamp(out: &mut Vec<u8>, seq: Seq, ts: TimestampNs) {
+    out.extend_from_slice(&seq.0.to_be_bytes());
+    out.extend_from_slice(&ts.0.to_be_bytes());
 }
 
 /// Reads fields of a message whose length was checked against its layout.
@@ -403,6 +415,18 @@ impl<'a> Reader<'a> {
         u64::from_be_bytes(bytes)
     }
 
+    fn seq(&mut self) -> Seq {
+        Seq(self.u64())
+    }
+
+    fn ts(&mut self) -> TimestampNs {
+        TimestampNs(self.u64())
+    }
+
+    fn order(&mut self) -> OrderId {
+        OrderId(self.u64())
+    }
+
     fn i64(&mut self) -> i64 {
         self.u64() as i64
     }
@@ -423,7 +447,7 @@ mod tests {
     pub(crate) fn every_kind() -> Vec<Message> {
         let instrument = InstrumentId(3);
         vec![
-            Message::SystemEvent { ts: 1, code: START_OF_SESSION },
+            Message::SystemEvent { ts: TimestampNs(1), code: START_OF_SESSION },
             Message::Directory {
                 instrument,
                 symbol: "BTC-USD".into(),
@@ -431,37 +455,43 @@ mod tests {
                 qty_decimals: 4,
                 kind: KIND_SPOT,
             },
-            Message::TradingState { seq: 7, ts: 8, instrument, halted: true },
+            Message::TradingState { seq: Seq(7), ts: TimestampNs(8), instrument, halted: true },
             Message::AddOrder {
-                seq: 9,
-                ts: 10,
-                order: 9,
+                seq: Seq(9),
+                ts: TimestampNs(10),
+                order: OrderId(9),
                 instrument,
                 side: Side::Sell,
                 price: Price(6_000_000),
                 qty: Qty(5),
             },
             Message::Executed {
-                seq: 11,
-                ts: 12,
-                order: 9,
+                seq: Seq(11),
+                ts: TimestampNs(12),
+                order: OrderId(9),
                 instrument,
                 qty: Qty(2),
                 trade_index: 1,
             },
-            Message::Reduced { seq: 13, ts: 14, order: 9, instrument, qty: Qty(1) },
-            Message::Deleted { seq: 15, ts: 16, order: 9, instrument },
+            Message::Reduced {
+                seq: Seq(13),
+                ts: TimestampNs(14),
+                order: OrderId(9),
+                instrument,
+                qty: Qty(1),
+            },
+            Message::Deleted { seq: Seq(15), ts: TimestampNs(16), order: OrderId(9), instrument },
             Message::Replaced {
-                seq: 17,
-                ts: 18,
-                order: 9,
+                seq: Seq(17),
+                ts: TimestampNs(18),
+                order: OrderId(9),
                 instrument,
                 price: Price(-1),
                 qty: Qty(i64::MAX),
             },
             Message::Trade {
-                seq: 19,
-                ts: 20,
+                seq: Seq(19),
+                ts: TimestampNs(20),
                 instrument,
                 price: Price(1),
                 qty: Qty(2),
@@ -469,15 +499,15 @@ mod tests {
                 trade_index: 0,
             },
             Message::Bbo {
-                seq: 21,
-                ts: 22,
+                seq: Seq(21),
+                ts: TimestampNs(22),
                 instrument,
                 bid_price: Price(1),
                 bid_qty: Qty(2),
                 ask_price: Price(0),
                 ask_qty: Qty(0),
             },
-            Message::SnapshotStart { feed_seq: 23, seq: 24 },
+            Message::SnapshotStart { feed_seq: 23, seq: Seq(24) },
             Message::SnapshotEnd { feed_seq: 23 },
         ]
     }
@@ -489,6 +519,33 @@ mod tests {
             assert_eq!(Some(bytes.len()), layout_len(message.kind()), "{message:?}");
             assert_eq!(Message::decode(&bytes), Ok(message));
         }
+    }
+
+    #[test]
+    fn identities_go_on_the_wire_as_their_bare_big_endian_numbers() {
+        let message = Message::AddOrder {
+            seq: Seq(0x0102_0304_0506_0708),
+            ts: TimestampNs(1_700_000_000_000_000_123),
+            order: OrderId(0x1122_3344_5566_7788),
+            instrument: InstrumentId(3),
+            side: Side::Sell,
+            price: Price(6_000_000),
+            qty: Qty(5),
+        };
+        let mut expected = vec![b'A'];
+        expected.extend_from_slice(&0x0102_0304_0506_0708u64.to_be_bytes());
+        expected.extend_from_slice(&1_700_000_000_000_000_123u64.to_be_bytes());
+        expected.extend_from_slice(&0x1122_3344_5566_7788u64.to_be_bytes());
+        expected.extend_from_slice(&3u32.to_be_bytes());
+        expected.push(b'S');
+        expected.extend_from_slice(&6_000_000i64.to_be_bytes());
+        expected.extend_from_slice(&5i64.to_be_bytes());
+        assert_eq!(message.to_bytes(), expected);
+        let start = Message::SnapshotStart { feed_seq: 23, seq: Seq(24) };
+        assert_eq!(
+            start.to_bytes(),
+            [&[b'G'][..], &23u64.to_be_bytes(), &24u64.to_be_bytes()].concat()
+        );
     }
 
     #[test]

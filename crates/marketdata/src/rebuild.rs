@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Price, Qty};
+use bourse_core::{OrderId, Price, Qty, Seq};
 
 use crate::book::{Bbo, BookError, Books};
 use crate::message::{DecodeError, Message, END_OF_SESSION};
@@ -97,10 +97,10 @@ pub struct Rebuilder {
     /// or the first packet sets it).
     next: u64,
     /// The engine sequence number of the last book message applied.
-    seq: u64,
+    seq: Seq,
     pending: BTreeMap<u64, Message>,
     /// Messages of commands after this engine sequence number wait (`hold_after`).
-    hold: Option<u64>,
+    hold: Option<Seq>,
     /// One past the highest sequence number known to exist (from packets and
     /// heartbeats): messages below it that are not here are missing.
     announced: u64,
@@ -144,7 +144,7 @@ impl Rebuilder {
     }
 
     /// The engine sequence number of the last command whose messages were applied.
-    pub fn seq(&self) -> u64 {
+    pub fn seq(&self) -> Seq {
         self.seq
     }
 
@@ -230,7 +230,7 @@ impl Rebuilder {
     /// Holds the books at engine command `seq`: messages of later commands wait until
     /// `hold_after(None)`. For comparing the books with the exchange's at one point
     /// while the feed goes on.
-    pub fn hold_after(&mut self, seq: Option<u64>) -> Result<(), RebuildError> {
+    pub fn hold_after(&mut self, seq: Option<Seq>) -> Result<(), RebuildError> {
         self.hold = seq;
         self.drain()
     }
@@ -360,7 +360,7 @@ impl Rebuilder {
     fn check_instrument(
         &self,
         sequence: u64,
-        order: u64,
+        order: OrderId,
         instrument: InstrumentId,
     ) -> Result<(), RebuildError> {
         match self.books.order(order) {

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
 use bourse_core::format::parse_line;
-use bourse_core::ids::{InstrumentId, Seq, TimestampNs};
+use bourse_core::ids::{InstrumentId, OrderId, Seq, TimestampNs};
 use bourse_core::{
     AccountRef, Command, Decimal, Exchange, Offset, Price, Qty, Side, StpMode, TimeInForce, Venue,
 };
@@ -24,7 +24,7 @@ const SYMBOLS: [&str; 2] = ["BTC-USD", "ETH-USD"];
 const ACCOUNTS: [&str; 5] = ["a0", "a1", "a2", "a3", "a4"];
 
 /// Books as lists: (instrument, side, orders as (id, price, remaining)).
-type Canonical = Vec<(u32, Side, Vec<(u64, Price, Qty)>)>;
+type Canonical = Vec<(u32, Side, Vec<(OrderId, Price, Qty)>)>;
 
 struct Random(u64);
 
@@ -66,7 +66,7 @@ fn exchange_books(exchange: &Exchange, builder: &FeedBuilder) -> Canonical {
                 let id = builder
                     .order_of(order.account, &order.id)
                     .expect("every resting order has a feed id");
-                orders.push((id.0, order.price, order.remaining));
+                orders.push((id, order.price, order.remaining));
             });
             if !orders.is_empty() {
                 out.push((index, side, orders));
@@ -78,7 +78,7 @@ fn exchange_books(exchange: &Exchange, builder: &FeedBuilder) -> Canonical {
 
 struct Run {
     venue: Venue,
-    seq: u64,
+    seq: Seq,
     builder: FeedBuilder,
     messages: Vec<Message>,
     /// (feed sequence number of the last message so far, the books then), every so often.
@@ -91,7 +91,7 @@ impl Run {
     fn new() -> Run {
         let mut run = Run {
             venue: Venue::new(Exchange::default(), true),
-            seq: 0,
+            seq: Seq::ZERO,
             builder: FeedBuilder::default(),
             messages: Vec::new(),
             checkpoints: Vec::new(),
@@ -132,8 +132,8 @@ impl Run {
 
     fn apply(&mut self, command: &Command<'_>) {
         self.seq += 1;
-        let seq = Seq(self.seq);
-        let ts = TimestampNs(1_700_000_000_000_000_000 + self.seq * 1_000);
+        let seq = self.seq;
+        let ts = TimestampNs(1_700_000_000_000_000_000 + self.seq.0 * 1_000);
         let mut events = Vec::new();
         let applied = self.venue.apply(seq, Some(ts), command, &mut events);
         let note = self.venue.book_note(seq, &applied);
@@ -426,7 +426,8 @@ fn a_snapshot_alone_is_the_books_and_bad_snapshots_are_refused() {
     misnamed.apply_snapshot(&snapshot).unwrap();
     let (order, _, _) = canonical(misnamed.books())[0].2[0];
     let next = misnamed.next();
-    let wrong = Message::Deleted { seq: 1, ts: 1, order, instrument: InstrumentId(9) };
+    let wrong =
+        Message::Deleted { seq: Seq(1), ts: TimestampNs(1), order, instrument: InstrumentId(9) };
     assert!(misnamed.on_message(next, wrong).is_err());
     assert!(misnamed.books().order(order).is_some());
     // A wrong Bbo in the stream is found, not ignored.
@@ -434,8 +435,8 @@ fn a_snapshot_alone_is_the_books_and_bad_snapshots_are_refused() {
     checked.apply_snapshot(&snapshot).unwrap();
     let next = checked.next();
     let wrong = Message::Bbo {
-        seq: 1,
-        ts: 1,
+        seq: Seq(1),
+        ts: TimestampNs(1),
         instrument: InstrumentId(0),
         bid_price: Price(1),
         bid_qty: Qty(1),

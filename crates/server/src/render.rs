@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bourse_core::venue::{Fill, OrderRecord};
-use bourse_core::{Side, StpMode, TimeInForce};
+use bourse_core::{OrderId, Seq, Side, StpMode, TimeInForce, TimestampNs};
 use serde_json::{json, Value};
 
 use crate::link::AssetBalance;
@@ -57,9 +57,9 @@ pub fn stp_code(stp: StpMode) -> &'static str {
 #[derive(serde::Serialize)]
 pub struct OrderView<'a> {
     client_order_id: &'a str,
-    created_ns: u64,
+    created_ns: TimestampNs,
     filled: String,
-    order_id: u64,
+    order_id: OrderId,
     post_only: bool,
     price: Option<String>,
     qty: String,
@@ -74,7 +74,7 @@ pub struct OrderView<'a> {
     time_in_force: &'static str,
     #[serde(rename = "type")]
     kind: &'static str,
-    updated_ns: u64,
+    updated_ns: TimestampNs,
 }
 
 impl<'a> OrderView<'a> {
@@ -83,9 +83,9 @@ impl<'a> OrderView<'a> {
         let info = reference.instrument(order.instrument)?;
         Some(OrderView {
             client_order_id: order.client_id.as_str(),
-            created_ns: order.created_ns.0,
+            created_ns: order.created_ns,
             filled: info.qty(order.filled.0),
-            order_id: order.order_id.0,
+            order_id: order.order_id,
             post_only: order.post_only,
             price: order.price.map(|price| info.price(price.0)),
             qty: info.qty(order.qty.0),
@@ -100,7 +100,7 @@ impl<'a> OrderView<'a> {
             symbol: &info.symbol,
             time_in_force: time_in_force_code(order.time_in_force),
             kind: order.kind.code(),
-            updated_ns: order.updated_ns.0,
+            updated_ns: order.updated_ns,
         })
     }
 }
@@ -112,14 +112,14 @@ pub struct FillView<'a> {
     fee: Option<String>,
     fee_asset: Option<&'a str>,
     liquidity: &'static str,
-    order_id: u64,
+    order_id: OrderId,
     price: String,
     qty: String,
-    seq: u64,
+    seq: Seq,
     side: &'static str,
     symbol: &'a str,
     trade_id: String,
-    ts_ns: u64,
+    ts_ns: TimestampNs,
 }
 
 impl<'a> FillView<'a> {
@@ -132,14 +132,14 @@ impl<'a> FillView<'a> {
             fee: fee_asset.map(|(_, decimals)| decimal(i128::from(fill.fee.0), *decimals)),
             fee_asset: fee_asset.map(|(name, _)| name.as_str()),
             liquidity: fill.liquidity.code(),
-            order_id: fill.order_id.0,
+            order_id: fill.order_id,
             price: info.price(fill.price.0),
             qty: info.qty(fill.qty.0),
-            seq: fill.seq.0,
+            seq: fill.seq,
             side: fill.side.as_str(),
             symbol: &info.symbol,
             trade_id: format!("{}-{}", fill.seq, fill.trade_index),
-            ts_ns: fill.ts_ns.0,
+            ts_ns: fill.ts_ns,
         })
     }
 }

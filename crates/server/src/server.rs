@@ -78,7 +78,7 @@ pub struct StartNotes {
     /// `--demo`: the demo accounts' passwords, (account, password), while they are the
     /// demo's (an operator's change is not shown).
     pub demo_passwords: Vec<(String, String)>,
-    pub recovered_seq: u64,
+    pub recovered_seq: bourse_core::Seq,
     /// Where the market-data feed goes and its recovery services listen, when it is on.
     pub market_data: Option<MarketDataNotes>,
 }
@@ -275,7 +275,7 @@ pub async fn start_with_sql(
     let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config))
         .await
         .map_err(|error| ServeError::Internal(error.to_string()))??;
-    let recovered_seq = engine.start_report().last_seq.0;
+    let recovered_seq = engine.start_report().last_seq;
     let (listener, http) = bind(config.http.listen).await?;
     let (tcp_listener, tcp) = bind(config.tcp.listen).await?;
     let (fix_listener, fix) = bind(config.fix.listen).await?;
@@ -375,7 +375,7 @@ pub async fn start_with_sql(
         (Vec::new(), Vec::new())
     };
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
-    tracing::info!(%http, %tcp, data_dir = %config.data_dir.display(), recovered_seq, "serving");
+    tracing::info!(%http, %tcp, data_dir = %config.data_dir.display(), recovered_seq = recovered_seq.0, "serving");
     let (stop_tcp, tcp_stopped) = tokio::sync::watch::channel(false);
     let (md_thread, md_notes) = match (md_sender, md_receiver) {
         (Some(sender), Some(receiver)) => {

@@ -10,7 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::Side;
+use bourse_core::{Seq, Side};
 use bourse_server::services::multicast::listen::{FeedAddresses, Listener};
 use serde_json::Value;
 use support::{Client, TestServer};
@@ -92,7 +92,7 @@ fn listener_book(listener: &Listener) -> (Orders, Orders) {
             .books()
             .orders(instrument, side)
             .into_iter()
-            .map(|(id, price, qty)| (id, price.0, qty.0))
+            .map(|(id, price, qty)| (id.0, price.0, qty.0))
             .collect()
     };
     (side(Side::Buy), side(Side::Sell))
@@ -102,7 +102,7 @@ fn listener_book(listener: &Listener) -> (Orders, Orders) {
 /// engine's L3 (no trading goes on meanwhile, so the L3's seq is that point).
 fn catch_up_and_compare(server: &TestServer, listener: &mut Listener, seq: u64) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while listener.rebuilder.seq() < seq || listener.rebuilder.gap().is_some() {
+    while listener.rebuilder.seq() < Seq(seq) || listener.rebuilder.gap().is_some() {
         assert!(
             Instant::now() < deadline,
             "stuck at {} (gap {:?})",

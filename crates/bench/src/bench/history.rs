@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use bourse_core::command::{OrderCommand, OrderType, TransferCommand};
 use bourse_core::{
-    AccountRef, Command, Decimal, Offset, Seq, Side, StpMode, TimeInForce, TimestampNs,
+    AccountRef, Command, Decimal, Offset, OrderId, Seq, Side, StpMode, TimeInForce, TimestampNs,
 };
 use bourse_history::{Follower, HistoryConfig, HistoryStats, Index};
 use bourse_journal::{
@@ -350,13 +350,13 @@ fn lookups(args: &HistoryArgs, data_dir: &Path) -> Result<(), String> {
     report(
         "order by id",
         Box::new(|key| {
-            Ok(index.order(1 + key % last).map_err(|error| error.to_string())?.is_some())
+            Ok(index.order(OrderId(1 + key % last)).map_err(|error| error.to_string())?.is_some())
         }),
     )?;
     report(
         "trade by id",
         Box::new(|key| {
-            Ok(index.trade(1 + key % last, 0).map_err(|error| error.to_string())?.is_some())
+            Ok(index.trade(Seq(1 + key % last), 0).map_err(|error| error.to_string())?.is_some())
         }),
     )?;
     report(

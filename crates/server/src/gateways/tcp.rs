@@ -616,7 +616,7 @@ fn fill_fields<'a>(info: &'a InstrumentInfo, fill: &'a FillMessage) -> Fill<&'a 
     let (fee_asset, fee_decimals) = info.fee_asset(fill.side);
     Fill {
         client_order_id: fill.client_order_id.as_str(),
-        trade_seq: fill.trade_seq,
+        trade_seq: fill.trade_seq.0,
         trade_index: fill.trade_index,
         side: if fill.side == Side::Buy { 1 } else { 2 },
         liquidity: if fill.maker { 1 } else { 2 },
@@ -624,6 +624,6 @@ fn fill_fields<'a>(info: &'a InstrumentInfo, fill: &'a FillMessage) -> Fill<&'a 
         qty: wire_units(fill.qty, info.qty_decimals),
         fee: wire_units(fill.fee, fee_decimals),
         fee_asset,
-        ts_ns: fill.ts_ns,
+        ts_ns: fill.ts_ns.0,
     }
 }

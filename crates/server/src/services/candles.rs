@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::Event;
+use bourse_core::{Event, TimestampNs};
 use bourse_engine::{Outcome, Released};
 use bourse_marketdata::candles::{Candle, Candles, INTERVALS};
 use serde_json::{json, Value};
@@ -61,7 +61,7 @@ impl CandleService {
         let (inputs, receiver) = std::sync::mpsc::channel();
         let keeper = Keeper {
             candles: Candles::default(),
-            clock_ns: 0,
+            clock: TimestampNs::ZERO,
             channels: Subscribers::default(),
             directory,
             traded: Vec::new(),
@@ -122,7 +122,7 @@ struct Keeper {
     candles: Candles,
     /// The engine's clock as the service last saw it (the last applied command's time):
     /// series run up to it.
-    clock_ns: u64,
+    clock: TimestampNs,
     channels: Subscribers,
     /// Symbols and decimals of the instruments followed (a subscriber names an
     /// instrument the directory knows).
@@ -161,15 +161,15 @@ impl Keeper {
         let followed = !self.channels.is_empty();
         for outcome in &released.outcomes {
             let Outcome::Applied(result) = outcome else { continue };
-            let ts_ns = result.ts.0;
+            let ts = result.ts;
             // (The engine's clock never goes back.)
-            debug_assert!(ts_ns >= self.clock_ns, "command at {ts_ns} after {}", self.clock_ns);
-            self.clock_ns = self.clock_ns.max(ts_ns);
+            debug_assert!(ts >= self.clock, "command at {ts} after {}", self.clock);
+            self.clock = self.clock.max(ts);
             for event in released.events_of(result) {
                 let Event::Trade(trade) = event else { continue };
                 self.candles.on_trade(
                     trade.instrument,
-                    ts_ns,
+                    ts,
                     trade.price,
                     trade.qty,
                     trade.taker_side,
@@ -186,13 +186,8 @@ impl Keeper {
         match input {
             Input::Released(released) => self.on_release(&released),
             Input::Series { instrument, interval_ns, from_ns, limit, reply } => {
-                let series = self.candles.series_until(
-                    instrument,
-                    interval_ns,
-                    from_ns,
-                    self.clock_ns,
-                    limit,
-                );
+                let series =
+                    self.candles.series_until(instrument, interval_ns, from_ns, self.clock, limit);
                 let _ = reply.send(series);
             }
             Input::Channels(HubCommand::Subscribe {

@@ -154,7 +154,7 @@ pub async fn trades(
                 "price": info.price(trade.price),
                 "qty": info.qty(trade.qty),
                 "quoteQty": notional(&info, i128::from(trade.price) * i128::from(trade.qty)),
-                "time": ms(trade.ts_ns),
+                "time": ms(trade.ts_ns.0),
                 "isBuyerMaker": trade.taker_side == Side::Sell,
                 "isBestMatch": true,
             })
@@ -175,7 +175,7 @@ pub async fn agg_trades(
     let selection = Selection::read(&params, LIST_DEFAULT, LIST_MAX, Some("fromId"))?;
     let trades: Vec<_> = recent_trades(&state, instrument)
         .into_iter()
-        .filter(|(id, trade)| selection.admits(*id, ms(trade.ts_ns)))
+        .filter(|(id, trade)| selection.admits(*id, ms(trade.ts_ns.0)))
         .collect();
     let shown: Vec<Value> = selection
         .window(&trades)
@@ -183,7 +183,7 @@ pub async fn agg_trades(
         .map(|(id, trade)| {
             json!({
                 "a": id, "p": info.price(trade.price), "q": info.qty(trade.qty),
-                "f": id, "l": id, "T": ms(trade.ts_ns),
+                "f": id, "l": id, "T": ms(trade.ts_ns.0),
                 "m": trade.taker_side == Side::Sell, "M": true,
             })
         })
@@ -312,7 +312,10 @@ pub async fn ticker_24hr(
         let (figures, last_trade) = {
             let mut market = state.market();
             (
-                market.figures(*instrument, now_ms.saturating_mul(1_000_000)),
+                market.figures(
+                    *instrument,
+                    bourse_core::TimestampNs(now_ms.saturating_mul(1_000_000)),
+                ),
                 market.recent(*instrument, 1).pop(),
             )
         };
@@ -394,7 +397,8 @@ pub async fn ticker_price(
     let params = request.public()?;
     params.only(&["symbol", "symbols"])?;
     let instruments = ticker_instruments(&state, &params).await?;
-    let now_ns = bourse_protocol::signing::now_ms().saturating_mul(1_000_000);
+    let now_ns =
+        bourse_core::TimestampNs(bourse_protocol::signing::now_ms().saturating_mul(1_000_000));
     let shown = instruments
         .iter()
         .map(|(instrument, info)| {

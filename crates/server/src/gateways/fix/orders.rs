@@ -653,7 +653,7 @@ fn report_fill(
         .decimal(tag::LAST_PX, i128::from(fill.price), info.price_decimals)
         .decimal(tag::LAST_QTY, i128::from(fill.qty), info.qty_decimals);
     quantities(writer, tracked, info);
-    writer.timestamp(tag::TRANSACT_TIME, fill.ts_ns / 1_000_000);
+    writer.timestamp(tag::TRANSACT_TIME, fill.ts_ns.0 / 1_000_000);
     sink.send();
 }
 

@@ -66,7 +66,7 @@ pub async fn order(
         .parse()
         .map_err(|_| ApiError::malformed(format!("order id {order_id:?} is not a number")))?;
     let history = history(&state)?;
-    match history.index.order(order_id).map_err(index_failed)? {
+    match history.index.order(bourse_core::OrderId(order_id)).map_err(index_failed)? {
         Some(order) => Ok(ok(order)),
         None => Err(ApiError::new(
             ErrorCode::Rejected(bourse_core::RejectReason::UnknownOrder),
@@ -88,7 +88,7 @@ pub async fn trade(
         return Err(ApiError::malformed(format!("trade id {trade_id:?} is not seq-index")));
     };
     let history = history(&state)?;
-    match history.index.trade(seq, trade_index).map_err(index_failed)? {
+    match history.index.trade(bourse_core::Seq(seq), trade_index).map_err(index_failed)? {
         Some(trade) => Ok(ok(trade)),
         None => Err(ApiError::new(
             ErrorCode::UnknownTrade,

@@ -117,7 +117,8 @@ pub async fn ticker(
     ApiPath(symbol): ApiPath<String>,
 ) -> ApiResult<Response> {
     let (instrument, info) = instrument_of(&state, &symbol).await?;
-    let now_ns = bourse_protocol::signing::now_ms().saturating_mul(1_000_000);
+    let now_ns =
+        bourse_core::TimestampNs(bourse_protocol::signing::now_ms().saturating_mul(1_000_000));
     let figures = state.market().figures(instrument, now_ns);
     let open_interest = match info.is_future() {
         true => state.queries.open_interest(instrument).await?.map(|qty| qty.0),

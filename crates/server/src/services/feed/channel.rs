@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
 use bourse_core::venue::OrderRecord;
-use bourse_core::Side;
+use bourse_core::{Seq, Side, TimestampNs};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify};
 
@@ -110,7 +110,7 @@ impl Kill {
 /// A fill on a private channel, in engine units: each protocol renders it.
 #[derive(Clone, Debug)]
 pub struct FillMessage {
-    pub trade_seq: u64,
+    pub trade_seq: Seq,
     pub trade_index: u32,
     pub client_order_id: ClientOrderId,
     pub instrument: InstrumentId,
@@ -120,7 +120,7 @@ pub struct FillMessage {
     pub qty: i64,
     /// In the asset this side received (base for a buyer, quote for a seller).
     pub fee: i64,
-    pub ts_ns: u64,
+    pub ts_ns: TimestampNs,
 }
 
 /// What a channel message holds. Private messages stay typed, so that a binary

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bourse_core::event::BookNote;
 use bourse_core::ids::{AccountId, ClientOrderId, InstrumentId};
-use bourse_core::{Event, Side};
+use bourse_core::{Event, Side, TimestampNs};
 use bourse_engine::{Outcome, Released};
 // The hub's tables are keyed by the engine's own ids and channels, never by a name a
 // client chose: the fast hash is safe here, and it runs several times per event.
@@ -99,7 +99,7 @@ struct Touched {
     accounts: HashSet<AccountId>,
     every_balance: bool,
     traded: HashSet<InstrumentId>,
-    latest_ns: u64,
+    latest_ns: TimestampNs,
     /// The trades' ticks, in order, until the book and open interest after them are read.
     ticks: Vec<PendingTick>,
 }
@@ -107,7 +107,7 @@ struct Touched {
 /// A trade's tick before the book and the open interest after its round are known.
 struct PendingTick {
     instrument: InstrumentId,
-    ts_ns: u64,
+    ts_ns: TimestampNs,
     price: i64,
     day: DayFigures,
 }
@@ -398,7 +398,7 @@ impl Hub {
                 let events = released.events_of(result);
                 for event in events {
                     self.books_changed = true;
-                    let times = (result.ts.0, released.released_ns.0);
+                    let times = (result.ts, released.released_ns);
                     self.on_event(&reference, event, times, &mut trade_index, &mut touched);
                 }
                 // An operator's command (a deposit, a margin, a settlement, ...): a
@@ -481,7 +481,7 @@ impl Hub {
         &mut self,
         reference: &Arc<Reference>,
         event: &Event,
-        (ts, released_ns): (u64, u64),
+        (ts, released_ns): (TimestampNs, TimestampNs),
         trade_index: &mut u32,
         touched: &mut Touched,
     ) {
@@ -540,7 +540,7 @@ impl Hub {
                     touched.accounts.insert(account);
                     if self.has(&Channel::Fills(account)) {
                         let fill = FillMessage {
-                            trade_seq: trade.seq.0,
+                            trade_seq: trade.seq,
                             trade_index: trade_index_now,
                             client_order_id: client_id.clone(),
                             instrument: trade.instrument,
@@ -575,7 +575,7 @@ impl Hub {
                 touched.accounts.insert(settled.account);
                 self.quotes.on_settled(
                     settled.instrument,
-                    settled.seq.0,
+                    settled.seq,
                     settled.price.0,
                     settled.side,
                     settled.qty.0,
@@ -603,7 +603,7 @@ impl Hub {
         &mut self,
         reference: &Reference,
         instrument: InstrumentId,
-        now_ns: u64,
+        now_ns: TimestampNs,
         open_interest: Option<i64>,
     ) {
         if !self.has(&Channel::Ticker(instrument)) {
@@ -898,10 +898,12 @@ fn contract_figures(
 }
 
 /// The wall clock, for quote times that no event stamps (a book read on the tick).
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+fn now_ns() -> TimestampNs {
+    TimestampNs(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)),
+    )
 }
 
 /// The levels of `now` that differ from `before`, and `before`'s levels that are gone

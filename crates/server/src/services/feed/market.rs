@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::{Decimal, Side};
+use bourse_core::{Decimal, Side, TimestampNs};
 use serde_json::{json, Value};
 
 use super::ticker::{Ticker, TickerFigures};
@@ -48,7 +48,7 @@ pub struct Tick {
     /// The instrument's trades since the server started, numbered from 0: one id per
     /// trade, without gaps.
     pub id: i64,
-    pub ts_ns: u64,
+    pub ts_ns: TimestampNs,
     pub price: i64,
     /// The trading day's figures after this trade.
     pub day: DayFigures,
@@ -71,7 +71,7 @@ pub struct TradeRecord {
     pub price: i64,
     pub qty: i64,
     pub taker_side: Side,
-    pub ts_ns: u64,
+    pub ts_ns: TimestampNs,
 }
 
 impl TradeRecord {
@@ -109,7 +109,11 @@ impl Market {
         trades.iter().skip(trades.len().saturating_sub(limit)).cloned().collect()
     }
 
-    pub fn figures(&mut self, instrument: InstrumentId, now_ns: u64) -> Option<TickerFigures> {
+    pub fn figures(
+        &mut self,
+        instrument: InstrumentId,
+        now_ns: TimestampNs,
+    ) -> Option<TickerFigures> {
         self.tickers.get_mut(&instrument)?.figures(now_ns)
     }
 
@@ -117,7 +121,7 @@ impl Market {
     pub fn record_tick(
         &mut self,
         instrument: InstrumentId,
-        (ts_ns, price): (u64, i64),
+        (ts_ns, price): (TimestampNs, i64),
         day: DayFigures,
         book: Arc<BookTop>,
         open_interest: i64,
@@ -207,7 +211,7 @@ mod tests {
             price: 100,
             qty: 1,
             taker_side: Side::Buy,
-            ts_ns: index as u64,
+            ts_ns: TimestampNs(index as u64),
         }
     }
 
@@ -228,7 +232,7 @@ mod tests {
         );
         assert_eq!(market.recent(instrument, usize::MAX).len(), RECENT_TRADES_KEPT);
         assert_eq!(
-            market.figures(instrument, last as u64).unwrap().trades,
+            market.figures(instrument, TimestampNs(last as u64)).unwrap().trades,
             (RECENT_TRADES_KEPT + 5) as u64
         );
     }
@@ -240,9 +244,9 @@ mod tests {
         let day = DayFigures { high: 100, low: 100, volume: 1, turnover: 100 };
         let book = Arc::new(BookTop::default());
         for index in 0..TICKS_KEPT + 3 {
-            market.record_tick(cu, (index as u64, 100), day, Arc::clone(&book), 2);
+            market.record_tick(cu, (TimestampNs(index as u64), 100), day, Arc::clone(&book), 2);
         }
-        let tick = market.record_tick(btc, (7, 100), day, Arc::clone(&book), 0);
+        let tick = market.record_tick(btc, (TimestampNs(7), 100), day, Arc::clone(&book), 0);
         assert_eq!(tick.id, 0);
         let ticks = market.ticks(cu, 3);
         let ids: Vec<i64> = ticks.iter().map(|tick| tick.id).collect();

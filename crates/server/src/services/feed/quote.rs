@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::PositionSide;
+use bourse_core::{PositionSide, Seq, TimestampNs};
 use bourse_history::civil::{date_text, day_of, NS_PER_DAY};
 use serde_json::{Map, Value};
 
@@ -55,10 +55,10 @@ pub struct QuoteState {
     pub bids: Vec<Level>,
     pub asks: Vec<Level>,
     /// The engine time of the latest change.
-    pub updated_ns: u64,
+    pub updated_ns: TimestampNs,
     /// The settle command (its `seq`) whose `settled` events were seen last: its first
     /// event starts the day, each long side it marks counts in `pre_open_interest`.
-    settling: Option<u64>,
+    settling: Option<Seq>,
     /// Whether the engine's contract figures were read before (a settlement price
     /// that changes after that is a settlement).
     contract_seen: bool,
@@ -79,7 +79,7 @@ pub struct Quotes {
 }
 
 impl Quotes {
-    pub fn on_trade(&mut self, instrument: InstrumentId, price: i64, qty: i64, ts_ns: u64) {
+    pub fn on_trade(&mut self, instrument: InstrumentId, price: i64, qty: i64, ts_ns: TimestampNs) {
         let state = self.states.entry(instrument).or_default();
         state.last = Some(price);
         state.open.get_or_insert(price);
@@ -97,7 +97,7 @@ impl Quotes {
     pub fn on_settled(
         &mut self,
         instrument: InstrumentId,
-        seq: u64,
+        seq: Seq,
         price: i64,
         side: PositionSide,
         qty: i64,
@@ -152,7 +152,7 @@ impl Quotes {
         instrument: InstrumentId,
         bids: &[Level],
         asks: &[Level],
-        now_ns: u64,
+        now_ns: TimestampNs,
     ) -> bool {
         let state = self.states.entry(instrument).or_default();
         let bids = &bids[..bids.len().min(QUOTE_LEVELS)];
@@ -253,8 +253,8 @@ fn unknown() -> Value {
 }
 
 /// `YYYY-MM-DD HH:MM:SS.ffffff` in Beijing time, as DIFF shows times.
-pub fn diff_datetime(ns: u64) -> String {
-    let local = ns + DIFF_UTC_OFFSET_NS;
+pub fn diff_datetime(time: TimestampNs) -> String {
+    let local = time.0 + DIFF_UTC_OFFSET_NS;
     let in_day = local % NS_PER_DAY;
     let seconds = in_day / 1_000_000_000;
     format!(
@@ -288,7 +288,7 @@ fn dynamic_fields(info: &InstrumentInfo, state: &QuoteState) -> Map<String, Valu
     let mut fields = Map::new();
     fields.insert(
         "datetime".into(),
-        if state.updated_ns == 0 {
+        if state.updated_ns == TimestampNs::ZERO {
             Value::String(String::new())
         } else {
             Value::String(diff_datetime(state.updated_ns))
@@ -323,7 +323,7 @@ fn dynamic_fields(info: &InstrumentInfo, state: &QuoteState) -> Map<String, Valu
 /// the book's five best levels a side and the contract's open interest (0 on spot).
 pub fn tick_fields(info: &InstrumentInfo, tick: &Tick) -> Map<String, Value> {
     let mut fields = Map::new();
-    fields.insert("datetime".into(), Value::from(tick.ts_ns));
+    fields.insert("datetime".into(), Value::from(tick.ts_ns.0));
     fields.insert("last_price".into(), price_number(info, tick.price));
     day_fields(info, Some(tick.day), &mut fields);
     level_fields(info, &tick.book.bids, &tick.book.asks, &mut fields);
@@ -411,8 +411,8 @@ mod tests {
         let mut quotes = Quotes::default();
         quotes
             .on_contract(cu, ContractFigures { open_interest: 0, settlement_price: Some(75_000) });
-        quotes.on_trade(cu, 75_010, 2, 1);
-        quotes.on_trade(cu, 74_990, 1, 2);
+        quotes.on_trade(cu, 75_010, 2, TimestampNs(1));
+        quotes.on_trade(cu, 74_990, 1, TimestampNs(2));
         assert!(!quotes
             .on_contract(cu, ContractFigures { open_interest: 3, settlement_price: Some(75_000) }));
         let full = quotes.full_of(cu, &info);
@@ -439,7 +439,7 @@ mod tests {
         // The first changes are everything; then only what moved.
         assert!(quotes.changes(cu, &info).is_some_and(|changed| changed.len() > 20));
         assert_eq!(quotes.changes(cu, &info), None);
-        quotes.on_trade(cu, 75_000, 1, 3);
+        quotes.on_trade(cu, 75_000, 1, TimestampNs(3));
         let changed = quotes.changes(cu, &info).unwrap();
         assert_eq!(changed["last_price"], 75_000.0);
         assert_eq!(changed["volume"], 4);
@@ -452,9 +452,9 @@ mod tests {
         // The day settles at 75,020 (command 40): its events mark two long sides (2 and
         // 1 lots) and one short (3): a new day, the old close and the open interest at
         // the settlement are "pre".
-        quotes.on_settled(cu, 40, 75_020, PositionSide::Long, 2);
-        quotes.on_settled(cu, 40, 75_020, PositionSide::Short, 3);
-        quotes.on_settled(cu, 40, 75_020, PositionSide::Long, 1);
+        quotes.on_settled(cu, Seq(40), 75_020, PositionSide::Long, 2);
+        quotes.on_settled(cu, Seq(40), 75_020, PositionSide::Short, 3);
+        quotes.on_settled(cu, Seq(40), 75_020, PositionSide::Long, 1);
         let full = quotes.full_of(cu, &info);
         assert_eq!((&full["volume"], &full["open"]), (&Value::from(0), &Value::from("-")));
         assert_eq!((&full["amount"], &full["average"]), (&Value::from(0.0), &Value::from("-")));
@@ -463,7 +463,7 @@ mod tests {
         assert_eq!(full["pre_open_interest"], 3);
         // A trade of the new day, then the engine's figures after it: the same
         // settlement, no second new day.
-        quotes.on_trade(cu, 75_030, 1, 4);
+        quotes.on_trade(cu, 75_030, 1, TimestampNs(4));
         assert!(!quotes
             .on_contract(cu, ContractFigures { open_interest: 3, settlement_price: Some(75_020) }));
         let full = quotes.full_of(cu, &info);
@@ -475,7 +475,7 @@ mod tests {
 
         // Everyone closes; the next settlement (75,040) marks nobody, so no event shows
         // it: the engine's settlement price does, and the open interest at it is 0.
-        quotes.on_trade(cu, 75_040, 3, 5);
+        quotes.on_trade(cu, 75_040, 3, TimestampNs(5));
         assert!(quotes
             .on_contract(cu, ContractFigures { open_interest: 0, settlement_price: Some(75_040) }));
         let full = quotes.full_of(cu, &info);
@@ -497,7 +497,7 @@ mod tests {
         let info = contract();
         let cu = InstrumentId(0);
         let mut quotes = Quotes::default();
-        quotes.on_trade(cu, 75_010, 1, 1);
+        quotes.on_trade(cu, 75_010, 1, TimestampNs(1));
         assert!(!quotes
             .on_contract(cu, ContractFigures { open_interest: 1, settlement_price: Some(75_000) }));
         let full = quotes.full_of(cu, &info);
@@ -512,16 +512,16 @@ mod tests {
         let info = contract();
         let cu = InstrumentId(0);
         let mut quotes = Quotes::default();
-        quotes.on_trade(cu, 75_010, 2, 1_735_662_600_000_000_000);
-        quotes.on_trade(cu, 74_990, 1, 1_735_662_601_000_000_000);
+        quotes.on_trade(cu, 75_010, 2, TimestampNs(1_735_662_600_000_000_000));
+        quotes.on_trade(cu, 74_990, 1, TimestampNs(1_735_662_601_000_000_000));
         let bids: Vec<Level> = vec![(74_980, 4, 1), (74_970, 2, 1)];
         let asks: Vec<Level> = vec![(75_020, 3, 2)];
-        quotes.on_book(cu, &bids, &asks, 1_735_662_601_000_000_000);
+        quotes.on_book(cu, &bids, &asks, TimestampNs(1_735_662_601_000_000_000));
         quotes.on_contract(cu, ContractFigures { open_interest: 3, settlement_price: None });
         let day = quotes.day(cu).unwrap();
         let tick = Tick {
             id: 1,
-            ts_ns: 1_735_662_601_000_000_000,
+            ts_ns: TimestampNs(1_735_662_601_000_000_000),
             price: 74_990,
             day,
             book: std::sync::Arc::new(super::super::market::BookTop { bids, asks }),
@@ -569,8 +569,8 @@ mod tests {
         let mut quotes = Quotes::default();
         let bids: Vec<Level> = (0..7).map(|step| (74_990 - 10 * step, 2, 1)).collect();
         let asks: Vec<Level> = vec![(75_010, 3, 2)];
-        assert!(quotes.on_book(cu, &bids, &asks, 5));
-        assert!(!quotes.on_book(cu, &bids, &asks, 6));
+        assert!(quotes.on_book(cu, &bids, &asks, TimestampNs(5)));
+        assert!(!quotes.on_book(cu, &bids, &asks, TimestampNs(6)));
         let full = quotes.full_of(cu, &info);
         assert_eq!(full["bid_price5"], 74_950.0);
         assert_eq!(full["bid_volume5"], 2);
@@ -583,6 +583,6 @@ mod tests {
     fn times_are_shown_in_beijing_time_to_the_microsecond() {
         // 2024-12-31 16:30:00.123456789 UTC.
         let ns = 1_735_662_600_123_456_789;
-        assert_eq!(diff_datetime(ns), "2025-01-01 00:30:00.123456");
+        assert_eq!(diff_datetime(TimestampNs(ns)), "2025-01-01 00:30:00.123456");
     }
 }

@@ -4,6 +4,8 @@
 
 use std::collections::VecDeque;
 
+use bourse_core::TimestampNs;
+
 const BUCKET_NS: u64 = 60 * 1_000_000_000;
 const WINDOW_BUCKETS: u64 = 24 * 60;
 
@@ -40,8 +42,8 @@ pub struct TickerFigures {
 
 impl Ticker {
     /// Adds a trade at `ts_ns` (trades come in time order).
-    pub fn record(&mut self, ts_ns: u64, price: i64, qty: i64) {
-        let minute = ts_ns / BUCKET_NS;
+    pub fn record(&mut self, ts_ns: TimestampNs, price: i64, qty: i64) {
+        let minute = ts_ns.0 / BUCKET_NS;
         match self.buckets.back_mut() {
             Some(bucket) if bucket.minute == minute => {
                 bucket.high = bucket.high.max(price);
@@ -73,8 +75,8 @@ impl Ticker {
     }
 
     /// The figures over the 24 hours up to `now_ns`; `None` without a trade in them.
-    pub fn figures(&mut self, now_ns: u64) -> Option<TickerFigures> {
-        self.forget_before(now_ns / BUCKET_NS);
+    pub fn figures(&mut self, now_ns: TimestampNs) -> Option<TickerFigures> {
+        self.forget_before(now_ns.0 / BUCKET_NS);
         let first = self.buckets.front()?;
         let last = self.buckets.back()?;
         Some(TickerFigures {
@@ -99,11 +101,11 @@ mod tests {
     #[test]
     fn figures_cover_the_last_24_hours_only() {
         let mut ticker = Ticker::default();
-        assert_eq!(ticker.figures(0), None);
-        ticker.record(0, 100, 1);
-        ticker.record(MINUTE / 2, 90, 2);
-        ticker.record(10 * MINUTE, 120, 3);
-        let figures = ticker.figures(10 * MINUTE).unwrap();
+        assert_eq!(ticker.figures(TimestampNs(0)), None);
+        ticker.record(TimestampNs(0), 100, 1);
+        ticker.record(TimestampNs(MINUTE / 2), 90, 2);
+        ticker.record(TimestampNs(10 * MINUTE), 120, 3);
+        let figures = ticker.figures(TimestampNs(10 * MINUTE)).unwrap();
         assert_eq!(
             figures,
             TickerFigures {
@@ -117,17 +119,17 @@ mod tests {
             }
         );
         // A day after the first minute it is gone; the trade of minute 10 remains.
-        let figures = ticker.figures(DAY + 5 * MINUTE).unwrap();
+        let figures = ticker.figures(TimestampNs(DAY + 5 * MINUTE)).unwrap();
         assert_eq!((figures.open, figures.low, figures.volume, figures.trades), (120, 120, 3, 1));
-        assert_eq!(ticker.figures(2 * DAY), None);
+        assert_eq!(ticker.figures(TimestampNs(2 * DAY)), None);
     }
 
     #[test]
     fn memory_is_bounded_by_the_minutes_of_a_day() {
         let mut ticker = Ticker::default();
         for minute in 0..3 * WINDOW_BUCKETS {
-            ticker.record(minute * MINUTE, 1, 1);
-            ticker.record(minute * MINUTE + 1, 2, 1);
+            ticker.record(TimestampNs(minute * MINUTE), 1, 1);
+            ticker.record(TimestampNs(minute * MINUTE + 1), 2, 1);
         }
         assert_eq!(ticker.buckets.len() as u64, WINDOW_BUCKETS);
     }

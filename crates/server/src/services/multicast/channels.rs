@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::Side;
+use bourse_core::{Seq, Side};
 use bourse_marketdata::message::Message;
 use bourse_marketdata::FeedBuilder;
 use serde_json::{json, Value};
@@ -64,7 +64,7 @@ impl Channels {
         if self.subscribers.is_empty() {
             return;
         }
-        let mut changes: Vec<(InstrumentId, Vec<Value>, u64)> = Vec::new();
+        let mut changes: Vec<(InstrumentId, Vec<Value>, Seq)> = Vec::new();
         for message in messages {
             if let Message::Bbo { instrument, .. } = message {
                 let channel = Channel::Bbo(*instrument);
@@ -79,7 +79,7 @@ impl Channels {
                 if !self.subscribers.has(&Channel::L3(instrument)) {
                     continue;
                 }
-                let seq = message.seq().unwrap_or(0);
+                let seq = message.seq().unwrap_or(Seq::ZERO);
                 match changes.iter_mut().find(|(known, _, _)| *known == instrument) {
                     Some((_, list, last)) => {
                         list.push(change);

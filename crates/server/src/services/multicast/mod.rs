@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bourse_core::ids::InstrumentId;
-use bourse_core::Event;
+use bourse_core::{Event, Seq, TimestampNs};
 use bourse_engine::{Outcome, Released};
 use bourse_marketdata::message::{Message, END_OF_SESSION, START_OF_SESSION};
 use bourse_marketdata::mold::{self, PacketWriter, Session};
@@ -144,7 +144,7 @@ pub struct Publisher {
     /// The WebSocket channels served from here.
     channels: channels::Channels,
     /// The engine's last applied command when the books were seeded (`seed`).
-    seeded_seq: u64,
+    seeded_seq: Seq,
     /// Where each message is encoded on its way to the history and a packet.
     scratch: Vec<u8>,
 }
@@ -199,7 +199,7 @@ impl Publisher {
             messages: Vec::new(),
             figures,
             channels: channels::Channels::default(),
-            seeded_seq: 0,
+            seeded_seq: Seq::ZERO,
             scratch: Vec::with_capacity(SLOT_BYTES),
         })
     }
@@ -241,6 +241,7 @@ impl Publisher {
             .link
             .read_at_seq_blocking(read)
             .map_err(|error| std::io::Error::other(format!("the engine's books: {error}")))?;
+        let seq = Seq(seq);
         let mut seeds = Vec::with_capacity(orders.len());
         for (order_id, instrument, account, id, side, price, qty) in orders {
             let order = order_id.ok_or_else(|| {
@@ -260,7 +261,7 @@ impl Publisher {
             });
         }
         self.builder
-            .seed(bourse_core::Seq(seq), seeds, &halted)
+            .seed(seq, seeds, &halted)
             .map_err(|error| std::io::Error::other(format!("the engine's books: {error}")))?;
         self.reference = Arc::new(reference);
         // Every instrument is in the directory from the start (snapshots carry it).
@@ -303,7 +304,7 @@ impl Publisher {
                 let (ask_price, ask_qty) = bbo.ask.unwrap_or_default();
                 self.messages.push(Message::Bbo {
                     seq,
-                    ts: 0,
+                    ts: TimestampNs::ZERO,
                     instrument,
                     bid_price,
                     bid_qty,
@@ -313,7 +314,7 @@ impl Publisher {
             }
         }
         self.seeded_seq = seq;
-        self.figures.applied_seq.fetch_max(seq, std::sync::atomic::Ordering::Relaxed);
+        self.figures.applied_seq.fetch_max(seq.0, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -432,7 +433,7 @@ impl Publisher {
             let Outcome::Applied(result) = outcome else { continue };
             let events = released.events_of(result);
             let note = notes.next_if(|note| note.seq() == result.seq);
-            if result.seq.0 <= self.seeded_seq {
+            if result.seq <= self.seeded_seq {
                 continue; // (In the books the feed started from.)
             }
             self.announce_instruments(events, note);
@@ -538,10 +539,12 @@ impl Publisher {
     }
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
+fn now_ns() -> TimestampNs {
+    TimestampNs(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos() as u64),
+    )
 }
 
 /// Starts the publisher thread on `inputs` (whose sender the tap sink holds).
