@@ -283,9 +283,14 @@ struct AcceptedOrder {
     checked: CheckedOrder,
 }
 
-/// What an accepted amend changes (`Exchange::check_amend`).
-#[derive(Clone, Copy, Debug)]
+/// What an accepted amend changes (`Exchange::check_amend`), with what acting on it
+/// needs of the order as it was (so that nothing reads it from its book again).
+#[derive(Clone, Debug)]
 struct AmendChange {
+    id: ClientOrderId,
+    side: Side,
+    offset: Offset,
+    old_remaining: Qty,
     new_price: Price,
     new_qty: Qty,
     /// Same price and no more quantity: reduced in place, its place in the queue kept.
@@ -1503,6 +1508,10 @@ impl Exchange {
             }
         };
         Ok(AmendChange {
+            id: order.id.clone(),
+            side: order.side,
+            offset: order.offset,
+            old_remaining: order.remaining,
             new_price,
             // Within the instrument's bounds, and so within i64.
             new_qty: Qty(new_qty as i64),
@@ -1527,16 +1536,15 @@ impl Exchange {
         } else if new > old {
             self.ledger.hold(account, asset, new - old);
         }
-        let order = self.books[handle.instrument.index()].order(handle.slot);
-        let (side, offset, old_remaining) = (order.side, order.offset, order.remaining);
-        if offset.is_close() && change.new_qty != old_remaining {
+        let AmendChange { side, offset, old_remaining, new_qty, .. } = *change;
+        if offset.is_close() && new_qty != old_remaining {
             if let Some(positions) = self.positions[handle.instrument.index()].as_deref_mut() {
                 let position_side = PositionSide::of_order(side, offset);
                 positions.change_reservation(
                     account,
                     position_side,
                     offset,
-                    (old_remaining, change.new_qty),
+                    (old_remaining, new_qty),
                 );
             }
         }
@@ -1554,35 +1562,46 @@ impl Exchange {
         change: AmendChange,
         events: &mut Vec<Event>,
     ) {
+        let AmendChange { id, new_price, new_qty, .. } = change;
         let book = &mut self.books[handle.instrument.index()];
-        events.push(Event::Amended {
-            seq,
-            instrument: handle.instrument,
-            account,
-            id: book.order(handle.slot).id.clone(),
-            price: change.new_price,
-            qty: change.new_qty,
-        });
         if !change.matches {
+            events.push(Event::Amended {
+                seq,
+                instrument: handle.instrument,
+                account,
+                id,
+                price: new_price,
+                qty: new_qty,
+            });
             match change.keeps_priority {
-                true => book.reduce(handle.slot, change.new_qty),
+                true => book.reduce(handle.slot, new_qty),
                 // Most amends move an order without reaching the other side: it goes to
                 // the back of its new level, with nothing to match.
-                false => book.requeue(handle.slot, change.new_price, change.new_qty),
+                false => book.requeue(handle.slot, new_price, new_qty),
             }
             return;
         }
+        let instrument = handle.instrument;
+        let amended = Event::Amended {
+            seq,
+            instrument,
+            account,
+            id: id.clone(),
+            price: new_price,
+            qty: new_qty,
+        };
+        events.push(amended);
         let order = book.detach(handle.slot);
         let execution = Execution {
             instrument: handle.instrument,
             taker: Taker {
                 account,
                 side: order.side,
-                limit: change.new_price,
-                remaining: change.new_qty,
+                limit: new_price,
+                remaining: new_qty,
                 stp: order.stp,
             },
-            id: order.id.clone(),
+            id,
             time_in_force: TimeInForce::GoodTillCancel,
             post_only: order.post_only,
             filled_before: order.filled,
