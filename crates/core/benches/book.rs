@@ -19,7 +19,8 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use bourse_core::command::{
-    AmendCommand, InstrumentCommand, OrderCommand, OrderSize, OrderType, TransferCommand,
+    AmendCommand, AmendQtyKind, InstrumentCommand, OrderCommand, OrderSize, OrderType,
+    TransferCommand,
 };
 use bourse_core::ids::InstrumentId;
 use bourse_core::{
@@ -100,6 +101,7 @@ fn amend(
         id: text(id),
         price: price_ticks.map(units),
         qty: qty_lots.map(units),
+        qty_kind: AmendQtyKind::Remaining,
     })
 }
 

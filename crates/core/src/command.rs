@@ -390,8 +390,23 @@ pub struct AmendCommand<'a> {
     pub account: AccountRef<'a>,
     pub id: Cow<'a, str>,
     pub price: Option<Decimal>,
-    /// The new *remaining* quantity.
+    /// The new quantity, as `qty_kind` says: what is to be left open (the replay
+    /// format's), or the order's new whole quantity.
     pub qty: Option<Decimal>,
+    pub qty_kind: AmendQtyKind,
+}
+
+/// What an amend's quantity names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AmendQtyKind {
+    /// The new *remaining* quantity: the replay format's `amend`.
+    #[default]
+    Remaining,
+    /// The order's new whole quantity, what has filled included (FIX's
+    /// OrderCancelReplaceRequest): what is left open is it less what has filled when
+    /// the amend applies, and `invalid_qty` when that is nothing. The replay format has
+    /// no such command: a journal export prints it as `replace`.
+    Total,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

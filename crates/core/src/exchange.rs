@@ -16,8 +16,8 @@ use crate::book::{
     Taker,
 };
 use crate::command::{
-    AccountRef, AmendCommand, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand,
-    OrderType, PositionSide, Side, SizeNamed, StpMode, TimeInForce, TransferCommand,
+    AccountRef, AmendCommand, AmendQtyKind, Command, FutureCommand, InstrumentCommand, Offset,
+    OrderCommand, OrderType, PositionSide, Side, SizeNamed, StpMode, TimeInForce, TransferCommand,
 };
 use crate::event::{DoneReason, Event, RejectReason, SettledEvent, TradeEvent};
 use crate::futures::{FutureRules, Positions, Takes};
@@ -172,6 +172,18 @@ impl Instrument {
     }
 
     /// A quantity in quantity units: a multiple of the lot within `min_qty..=max_qty`.
+    /// What an amend to the new whole quantity `total` leaves open of an order that has
+    /// filled `filled`: `total` validated as any quantity, less `filled`; `invalid_qty`
+    /// when that leaves nothing.
+    #[cold]
+    fn left_of_total(&self, total: Decimal, filled: Qty) -> Result<i128, RejectReason> {
+        let left = self.validate_qty(total)? - i128::from(filled.0);
+        if left <= 0 {
+            return Err(RejectReason::InvalidQty);
+        }
+        Ok(left)
+    }
+
     fn validate_qty(&self, qty: Decimal) -> Result<i128, RejectReason> {
         let units = qty.to_units(self.qty_decimals).ok_or(RejectReason::InvalidQty)?;
         let lot_multiple = match i64::try_from(units) {
@@ -1459,9 +1471,10 @@ impl Exchange {
             Some(price) => instrument.validate_price(price)?,
             None => order.price,
         };
-        let new_qty = match amend.qty {
-            Some(qty) => instrument.validate_qty(qty)?,
-            None => i128::from(order.remaining.0),
+        let new_qty = match (amend.qty, amend.qty_kind) {
+            (Some(qty), AmendQtyKind::Remaining) => instrument.validate_qty(qty)?,
+            (Some(total), AmendQtyKind::Total) => instrument.left_of_total(total, order.filled)?,
+            (None, _) => i128::from(order.remaining.0),
         };
         let keeps_priority = new_price == order.price && new_qty <= i128::from(order.remaining.0);
         if !keeps_priority && order.post_only && book.would_cross(order.side, new_price) {

@@ -36,8 +36,8 @@
 use std::borrow::Cow;
 
 use bourse_core::command::{
-    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderSize, OrderType, SizeNamed,
-    TransferCommand,
+    AmendCommand, AmendQtyKind, FutureCommand, InstrumentCommand, OrderCommand, OrderSize,
+    OrderType, SizeNamed, TransferCommand,
 };
 use bourse_core::ids::AccountId;
 use bourse_core::{AccountRef, Command, Decimal, Offset, Side, StpMode, TimeInForce};
@@ -87,6 +87,9 @@ const EXTENSION_BITS: u8 = 0b1111;
 // Amend flag bits.
 const AMEND_PRICE: u8 = 1;
 const AMEND_QTY: u8 = 1 << 1;
+/// With `AMEND_QTY`: the quantity is the order's new whole quantity
+/// (`AmendQtyKind::Total`), not what is to be left open.
+const AMEND_QTY_TOTAL: u8 = 1 << 2;
 
 /// Longest name (account, asset, symbol, client order id) a command may carry, in bytes.
 pub const NAME_LEN_MAX: usize = 256;
@@ -174,8 +177,10 @@ fn encode_fields(command: &Command<'_>, out: &mut Vec<u8>) -> Result<(), CodecEr
             writer.byte(TAG_AMEND);
             writer.account(&amend.account)?;
             writer.name("id", &amend.id)?;
+            let total = amend.qty.is_some() && amend.qty_kind == AmendQtyKind::Total;
             let flags = if amend.price.is_some() { AMEND_PRICE } else { 0 }
-                | if amend.qty.is_some() { AMEND_QTY } else { 0 };
+                | if amend.qty.is_some() { AMEND_QTY } else { 0 }
+                | if total { AMEND_QTY_TOTAL } else { 0 };
             writer.byte(flags);
             for decimal in [amend.price, amend.qty].into_iter().flatten() {
                 writer.decimal(decimal);
@@ -447,12 +452,18 @@ fn decode_amend<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> 
     let id = reader.name("id")?;
     let flags_offset = reader.offset;
     let flags = reader.byte("amend flags")?;
-    if flags == 0 || flags & !(AMEND_PRICE | AMEND_QTY) != 0 {
+    let known = AMEND_PRICE | AMEND_QTY | AMEND_QTY_TOTAL;
+    let total_without_qty = flags & AMEND_QTY_TOTAL != 0 && flags & AMEND_QTY == 0;
+    if flags & (AMEND_PRICE | AMEND_QTY) == 0 || flags & !known != 0 || total_without_qty {
         return Err(CodecError::Invalid { field: "amend flags", offset: flags_offset });
     }
+    let qty_kind = match flags & AMEND_QTY_TOTAL {
+        0 => AmendQtyKind::Remaining,
+        _ => AmendQtyKind::Total,
+    };
     let price = if flags & AMEND_PRICE != 0 { Some(reader.decimal("price")?) } else { None };
     let qty = if flags & AMEND_QTY != 0 { Some(reader.decimal("qty")?) } else { None };
-    Ok(Command::Amend(AmendCommand { account, id, price, qty }))
+    Ok(Command::Amend(AmendCommand { account, id, price, qty, qty_kind }))
 }
 
 fn decode_cancel_all<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, CodecError> {
@@ -690,12 +701,21 @@ mod tests {
                 id: "c-1".into(),
                 price: None,
                 qty: Some(decimal("1.25")),
+                qty_kind: AmendQtyKind::Remaining,
             }),
             Command::Amend(AmendCommand {
                 account: "alice".into(),
                 id: "c-1".into(),
                 price: Some(decimal("1")),
                 qty: Some(decimal("2")),
+                qty_kind: AmendQtyKind::Remaining,
+            }),
+            Command::Amend(AmendCommand {
+                account: AccountRef::Id(AccountId(3)),
+                id: "fix-7".into(),
+                price: None,
+                qty: Some(decimal("2.5")),
+                qty_kind: AmendQtyKind::Total,
             }),
             Command::Halt { symbol: "BTC-USD".into() },
             Command::Resume { symbol: "ünïcode-S".into() },

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
+use bourse_core::command::{AmendCommand, AmendQtyKind, OrderCommand, OrderType};
 use bourse_core::format::parse_line;
 use bourse_core::ids::{InstrumentId, OrderId, Seq, TimestampNs};
 use bourse_core::{
@@ -213,6 +213,7 @@ impl Run {
                     id: Cow::Owned(id),
                     price,
                     qty,
+                    qty_kind: AmendQtyKind::Remaining,
                 });
             }
         }

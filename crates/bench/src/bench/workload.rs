@@ -18,8 +18,8 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use bourse_core::command::{
-    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderType, PositionSide,
-    TransferCommand,
+    AmendCommand, AmendQtyKind, FutureCommand, InstrumentCommand, OrderCommand, OrderType,
+    PositionSide, TransferCommand,
 };
 use bourse_core::format::parse_line;
 use bourse_core::futures::Takes;
@@ -420,6 +420,7 @@ impl Generator {
                     qty: Some(decimal(
                         remaining - 1 - self.random.below(remaining as u64 - 1) as i64,
                     )),
+                    qty_kind: AmendQtyKind::Remaining,
                 }),
                 Action::Reduce => Command::Cancel { account, id: text(id) },
                 _ => {
@@ -432,6 +433,7 @@ impl Generator {
                         id: text(id),
                         price: Some(decimal(new_price)),
                         qty: None,
+                        qty_kind: AmendQtyKind::Remaining,
                     })
                 }
             };

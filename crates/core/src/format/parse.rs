@@ -13,8 +13,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::command::{
-    AmendCommand, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand, OrderSize,
-    OrderType, Side, StpMode, TimeInForce, TransferCommand,
+    AmendCommand, AmendQtyKind, Command, FutureCommand, InstrumentCommand, Offset, OrderCommand,
+    OrderSize, OrderType, Side, StpMode, TimeInForce, TransferCommand,
 };
 use crate::ids::TimestampNs;
 use crate::num::Decimal;
@@ -321,6 +321,7 @@ pub fn parse_line(line: &str) -> Result<ParsedLine<'_>, Malformed> {
                 id: fields.name(Field::Id)?,
                 price: fields.optional_decimal(Field::Price)?,
                 qty: fields.optional_decimal(Field::Qty)?,
+                qty_kind: AmendQtyKind::Remaining,
             };
             if amend.price.is_none() && amend.qty.is_none() {
                 return Err(malformed("an amend needs `price` or `qty`"));
@@ -429,6 +430,8 @@ mod tests {
             r#"{"cmd":"resume","symbol":"BTC-USD"}"#,
             r#"{"cmd":"cancel_all","account":"alice"}"#,
             r#"{"cmd":"cancel_all","account":"alice","symbol":"BTC-USD","ts":3}"#,
+            // An amend to a new whole quantity, as a journal export prints it.
+            r#"{"cmd":"replace","account":"alice","id":"a1","qty":"2.5"}"#,
         ] {
             let error = parse(line).unwrap_err();
             assert!(error.0.contains("unknown cmd"), "{line}: {error}");

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::command::{Command, Offset, OrderType, Side};
+use crate::command::{AmendQtyKind, Command, Offset, OrderType, Side};
 use crate::event::{Event, SettledEvent, TradeEvent};
 use crate::exchange::Exchange;
 use crate::ids::{AccountId, Seq, TimestampNs};
@@ -274,7 +274,14 @@ pub fn write_command(out: &mut String, command: &Command<'_>, ts: Option<Timesta
             line.string("id", id);
         }
         Command::Amend(amend) => {
-            line.string("cmd", "amend");
+            // The replay format has no amend to a new whole quantity: `replace` (which
+            // `bourse replay` refuses as an unknown `cmd`, as it does the venue's
+            // commands), so that no replay takes it for a smaller amend.
+            let cmd = match (amend.qty, amend.qty_kind) {
+                (Some(_), AmendQtyKind::Total) => "replace",
+                _ => "amend",
+            };
+            line.string("cmd", cmd);
             line.string("account", &amend.account.to_string());
             line.string("id", &amend.id);
             if let Some(price) = amend.price {
@@ -446,6 +453,17 @@ mod tests {
                 Command::CancelAll { account: AccountRef::Id(AccountId(3)), symbol: None },
                 Some(9),
                 r##"{"cmd":"cancel_all","account":"#3","ts":9}"##,
+            ),
+            (
+                Command::Amend(crate::command::AmendCommand {
+                    account: AccountRef::Id(AccountId(3)),
+                    id: "a1".into(),
+                    price: Some(crate::num::Decimal::parse("101").unwrap()),
+                    qty: Some(crate::num::Decimal::parse("2.5").unwrap()),
+                    qty_kind: AmendQtyKind::Total,
+                }),
+                None,
+                r##"{"cmd":"replace","account":"#3","id":"a1","price":"101","qty":"2.5"}"##,
             ),
             (
                 Command::SetLimits { open_orders_per_account: 25 },

@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use bourse_core::command::{
-    AmendCommand, FutureCommand, InstrumentCommand, OrderCommand, OrderSize, OrderType,
-    TransferCommand,
+    AmendCommand, AmendQtyKind, FutureCommand, InstrumentCommand, OrderCommand, OrderSize,
+    OrderType, TransferCommand,
 };
 use bourse_core::{
     Command, Decimal, Event, Exchange, Offset, Seq, Side, StpMode, TimeInForce, Venue,
@@ -190,12 +190,14 @@ fn stream_on(
                 id: Cow::Owned(id.clone()),
                 price: None,
                 qty: Some(number(40)),
+                qty_kind: AmendQtyKind::Remaining,
             }));
             commands.push(Command::Amend(AmendCommand {
                 account: account.into(),
                 id: Cow::Owned(id.clone()),
                 price: Some(number(if round % 3 == 0 { crossing_price } else { price - 1 })),
                 qty: None,
+                qty_kind: AmendQtyKind::Remaining,
             }));
             let opposite = side.opposite();
             commands.push(order(

@@ -44,8 +44,8 @@ pub enum Application<'a> {
     Cancel(Change<'a>),
     Replace {
         change: Change<'a>,
-        /// OrderQty (38): the new whole quantity, what has filled included (order entry
-        /// reads what has filled from the venue).
+        /// OrderQty (38): the new whole quantity, what has filled included (the engine
+        /// takes off what has filled as it applies the amend).
         qty: Option<Decimal>,
         price: Option<Decimal>,
     },
@@ -610,8 +610,8 @@ pub fn target(order: &ClientOrderId) -> Target<'_> {
 }
 
 /// A replace as order entry's request: the new price, and OrderQty as the order's new
-/// whole quantity (order entry takes what has filled from the venue's record of the
-/// order, never from the reports this session has sent).
+/// whole quantity (the engine takes off what has filled as it applies it, never what
+/// the reports this session has sent say).
 pub fn replace(
     order: &ClientOrderId,
     qty: Option<Decimal>,

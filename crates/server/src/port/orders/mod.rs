@@ -19,18 +19,18 @@ use std::sync::Arc;
 use bourse_core::command::{OrderCommand, OrderType};
 use bourse_core::ids::{AccountId, ClientOrderId, OrderId};
 use bourse_core::venue::{OrderKind, OrderRecord, OrderStatus};
-use bourse_core::{AccountRef, Command, Decimal, Event, Offset, Price, Qty, RejectReason};
+use bourse_core::{AccountRef, Command, Event, Offset, Price, Qty, RejectReason};
 use bourse_engine::Correlation;
 
 use crate::directory::Directory;
 use crate::link::{read_order_behind, EngineLink, Lane, LinkError, OrderRead, Pending, Reply};
-use crate::port::error::{ApiError, ApiResult, ErrorCode};
+use crate::port::error::{ApiError, ApiResult};
 use crate::port::policy::Policy;
 use crate::port::queries::own_order;
 use crate::port::session::Session;
 use crate::render::Shown;
 use answer::{placed_from_events, Answer, Detail, Placed, Stamp, View};
-use request::{AmendQty, Request, Target};
+use request::{Request, Target};
 
 /// The account a request acts for: its name, and its engine id once it has one (its
 /// first deposit made it).
@@ -175,52 +175,10 @@ impl OrderEntry {
             }
             Request::Amend { target, price, qty } => {
                 let (account, client_order_id) = self.target(trader, target).await?;
-                let qty = match qty {
-                    None => None,
-                    Some(AmendQty::Remaining(remaining)) => Some(*remaining),
-                    Some(AmendQty::Total(total)) => {
-                        let read = to.read_order(account, &client_order_id)?;
-                        Some(self.left_of_total(read, *total).await?)
-                    }
-                };
-                let command = request::amend_command(account, &client_order_id, *price, qty);
+                let command = request::amend_command(account, &client_order_id, *price, *qty);
                 let ticket = to.submit(&command)?;
                 self.changed(to, ticket, account, client_order_id, detail)
             }
-        }
-    }
-
-    /// What an amend to a new whole quantity `total` leaves open: `total` less what the
-    /// order has filled, as the venue's record of it says (`read`: right behind the
-    /// commands the session submitted so far, so that an order placed just before is
-    /// found, and every fill applied by then counts, whether its report has reached the
-    /// client or not). `unknown_order` when the account has no such open order;
-    /// `invalid_qty` when `total` does not exceed what has filled.
-    async fn left_of_total(&self, read: OrderRead, total: Decimal) -> ApiResult<Decimal> {
-        let record = read.wait().await?;
-        let record = match record {
-            Some(record) if record.status == OrderStatus::Open => record,
-            _ => return Err(ApiError::unknown_order()),
-        };
-        let reference = self.directory.reference_knowing(record.instrument.index() + 1).await?;
-        let decimals =
-            reference.instrument(record.instrument).map(|info| info.qty_decimals).ok_or_else(
-                || ApiError::internal("an order of an instrument the venue does not know"),
-            )?;
-        let scale = total.scale().max(decimals);
-        let filled = Decimal::from_units(i128::from(record.filled.0), decimals);
-        let left = total
-            .to_units(scale)
-            .zip(filled.to_units(scale))
-            .and_then(|(total, filled)| total.checked_sub(filled));
-        match left {
-            Some(left) if left > 0 => Ok(Decimal::from_units(left, scale)),
-            _ => Err(ApiError::new(
-                ErrorCode::Rejected(RejectReason::InvalidQty),
-                format!(
-                    "the new whole quantity ({total}) must exceed what the order has filled ({filled})"
-                ),
-            )),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use bourse_core::command::{AmendCommand, OrderCommand, OrderType};
+use bourse_core::command::{AmendCommand, AmendQtyKind, OrderCommand, OrderType};
 use bourse_core::ids::{AccountId, OrderId};
 use bourse_core::{AccountRef, Command, Decimal, Offset, OrderSize, Side, StpMode, TimeInForce};
 
@@ -92,9 +92,9 @@ pub enum AmendQty {
     /// protocol's `qty`).
     Remaining(Decimal),
     /// The order's new whole quantity, what has filled included (FIX's OrderQty on an
-    /// OrderCancelReplaceRequest). Order entry reads the order from the venue, behind
-    /// the session's earlier requests, and asks the engine to leave this less what has
-    /// filled open: a gateway never works it out from what it has been told.
+    /// OrderCancelReplaceRequest): the engine leaves this less what has filled when the
+    /// amend applies open (`AmendQtyKind::Total`), so a fill in flight is counted; a
+    /// gateway never works it out from what it has been told.
     Total(Decimal),
 }
 
@@ -192,13 +192,19 @@ pub fn amend_command(
     account: AccountId,
     client_order_id: &str,
     price: Option<Decimal>,
-    qty: Option<Decimal>,
+    qty: Option<AmendQty>,
 ) -> Command<'_> {
     debug_assert!(price.is_some() || qty.is_some());
+    let (qty, qty_kind) = match qty {
+        None => (None, AmendQtyKind::Remaining),
+        Some(AmendQty::Remaining(remaining)) => (Some(remaining), AmendQtyKind::Remaining),
+        Some(AmendQty::Total(total)) => (Some(total), AmendQtyKind::Total),
+    };
     Command::Amend(AmendCommand {
         account: AccountRef::Id(account),
         id: Cow::Borrowed(client_order_id),
         price,
         qty,
+        qty_kind,
     })
 }
