@@ -7,14 +7,20 @@
 //! that a read, a channel's first message and the updates after it each stand at one
 //! point of the released stream.
 //!
-//! What it costs the order path: one message on its queue per release (the tap hands
-//! over the release it already shares). On its own thread, below the order path: per
-//! trade, the six intervals' candles updated in place (memory grows only when a candle
-//! opens an interval, up to `HISTORY_MAX` a series, then is reused); JSON only for
-//! channels someone follows.
+//! What it costs the order path: the release it already shares appended to a queue
+//! under a lock, waking nothing: the service's thread takes the queue every
+//! `DRAIN_PERIOD` and at once before any request (so a read, or a subscriber's first
+//! message, still counts every release handed over before it). A wake of the thread per
+//! release, from the engine's thread, cost the server a few hundredths of a CPU at
+//! 100,000 orders a second (`docs/benchmarks-history.md`). On its own thread, below the
+//! order path: per trade, the six intervals' candles updated in place (memory grows only
+//! when a candle opens an interval, up to `HISTORY_MAX` a series, then is reused); JSON
+//! only for channels someone follows. The `candles` channel's updates go out at most
+//! `DRAIN_PERIOD` after their trade.
 
-use std::sync::mpsc::{Receiver, Sender};
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bourse_core::ids::InstrumentId;
 use bourse_core::{Event, TimestampNs};
@@ -28,9 +34,29 @@ use crate::reference::InstrumentInfo;
 use crate::services::feed::channel::{Channel, ForwardTo, HubCommand, Subscribers};
 use crate::services::feed::tap::AlsoTo;
 
-/// What the service's thread takes: the tap's releases, and requests.
+/// How often the service's thread takes the releases handed over, at the longest.
+const DRAIN_PERIOD: Duration = Duration::from_millis(5);
+
+/// Releases the tap has handed over and the service's thread has not yet counted:
+/// appended without waking it.
+#[derive(Default)]
+struct Handed(Mutex<Vec<Arc<Released>>>);
+
+impl Handed {
+    fn push(&self, released: Arc<Released>) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(released);
+    }
+
+    /// Moves every release handed over so far into `taken` (empty, its capacity kept).
+    fn take_into(&self, taken: &mut Vec<Arc<Released>>) {
+        debug_assert!(taken.is_empty());
+        let mut handed = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::swap(&mut *handed, taken);
+    }
+}
+
+/// What the service's thread takes besides the releases: requests.
 pub enum Input {
-    Released(Arc<Released>),
     /// Candles of an instrument: interval length, from, limit (`Candles::series_until`
     /// up to the engine's clock as the service last saw it).
     Series {
@@ -50,15 +76,16 @@ pub enum Input {
 #[derive(Clone)]
 pub struct CandleService {
     inputs: Sender<Input>,
+    handed: Arc<Handed>,
 }
 
 impl CandleService {
-    /// Starts the service's thread. It ends on `stop`, or when every handle and the
-    /// tap's sink are gone.
+    /// Starts the service's thread. It ends on `stop`, or when every handle is gone.
     pub fn start(
         directory: Arc<Directory>,
     ) -> std::io::Result<(CandleService, std::thread::JoinHandle<()>)> {
         let (inputs, receiver) = std::sync::mpsc::channel();
+        let handed = Arc::new(Handed::default());
         let keeper = Keeper {
             candles: Candles::default(),
             clock: TimestampNs::ZERO,
@@ -66,22 +93,21 @@ impl CandleService {
             directory,
             traded: Vec::new(),
         };
+        let taken_from = Arc::clone(&handed);
         let thread =
             std::thread::Builder::new().name("bourse-candles".into()).spawn(move || {
                 // Candles follow the order path; they never go ahead of it.
                 bourse_engine::run_in_background();
-                keeper.run(receiver)
+                keeper.run(receiver, &taken_from)
             })?;
-        Ok((CandleService { inputs }, thread))
+        Ok((CandleService { inputs, handed }, thread))
     }
 
-    /// What the tap hands every release to (unbounded: no trade is lost; a service that
-    /// is gone is stopping).
+    /// What the tap hands every release to (unbounded: no trade is lost), waking
+    /// nothing.
     pub fn releases(&self) -> AlsoTo {
-        let inputs = self.inputs.clone();
-        Box::new(move |released| {
-            let _ = inputs.send(Input::Released(released));
-        })
+        let handed = Arc::clone(&self.handed);
+        Box::new(move |released| handed.push(released))
     }
 
     /// Where the hub hands the `candles` channels' subscriptions and every
@@ -133,26 +159,28 @@ struct Keeper {
 }
 
 impl Keeper {
-    /// Runs until `Stop` (or every sender is gone): whatever waits is taken together,
-    /// the channels told once after it.
-    fn run(mut self, inputs: Receiver<Input>) {
-        while let Ok(first) = inputs.recv() {
-            let mut next = Some(first);
-            while let Some(input) = next.take() {
-                match input {
-                    Input::Released(released) => self.on_release(&released),
-                    other => {
-                        // Updates of the releases before a request go out before it, so
-                        // a subscriber's first message is the state after them.
-                        self.tell_channels();
-                        if !self.answer(other) {
-                            return;
-                        }
-                    }
-                }
-                next = inputs.try_recv().ok();
+    /// Runs until `Stop` (or every sender is gone). Every `DRAIN_PERIOD`, and before
+    /// each request, the releases handed over are counted and the channels told; then
+    /// the request is answered, so that it stands after every release handed over
+    /// before it.
+    fn run(mut self, inputs: Receiver<Input>, handed: &Handed) {
+        let mut taken = Vec::new();
+        loop {
+            let input = match inputs.recv_timeout(DRAIN_PERIOD) {
+                Ok(input) => Some(input),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            handed.take_into(&mut taken);
+            for released in taken.drain(..) {
+                self.on_release(&released);
             }
             self.tell_channels();
+            if let Some(input) = input {
+                if !self.answer(input) {
+                    return;
+                }
+            }
         }
     }
 
@@ -184,7 +212,6 @@ impl Keeper {
     /// Answers a request; `false` for `Stop`.
     fn answer(&mut self, input: Input) -> bool {
         match input {
-            Input::Released(released) => self.on_release(&released),
             Input::Series { instrument, interval_ns, from_ns, limit, reply } => {
                 let series =
                     self.candles.series_until(instrument, interval_ns, from_ns, self.clock, limit);
