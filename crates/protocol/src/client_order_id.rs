@@ -48,12 +48,6 @@ impl<'a> CheckedClientOrderId<'a> {
     }
 }
 
-impl AsRef<str> for CheckedClientOrderId<'_> {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl fmt::Display for CheckedClientOrderId<'_> {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter.write_str(&self.0)

@@ -13,9 +13,7 @@ use crate::port::error::{ApiError, ApiResult};
 
 /// Client order ids: 1 to this many printable ASCII characters, no spaces (a UUID and
 /// tqsdk's 45-character ids fit); a request carries one checked.
-pub use bourse_protocol::client_order_id::{
-    CheckedClientOrderId, InvalidClientOrderId, CLIENT_ORDER_ID_BYTES_MAX,
-};
+pub use bourse_protocol::client_order_id::{CheckedClientOrderId, CLIENT_ORDER_ID_BYTES_MAX};
 
 /// A new order, as decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,10 +103,8 @@ impl<'a> Request<'a> {
         price: Option<Decimal>,
         qty: Option<Decimal>,
     ) -> ApiResult<Request<'a>> {
-        if price.is_none() && qty.is_none() {
-            return Err(ApiError::malformed("an amend needs price, qty or both"));
-        }
-        Ok(Request::Amend { target, price, qty: qty.map(AmendQty::Remaining) })
+        let qty = qty.map(AmendQty::Remaining);
+        Request::changing(target, price, qty, "an amend needs price, qty or both")
     }
 
     /// An amend whose quantity is the order's new whole quantity (`AmendQty::Total`), as
@@ -118,10 +114,21 @@ impl<'a> Request<'a> {
         price: Option<Decimal>,
         total_qty: Option<Decimal>,
     ) -> ApiResult<Request<'a>> {
-        if price.is_none() && total_qty.is_none() {
-            return Err(ApiError::malformed("a replace needs a price, a quantity or both"));
+        let qty = total_qty.map(AmendQty::Total);
+        Request::changing(target, price, qty, "a replace needs a price, a quantity or both")
+    }
+
+    /// An amend of `target`, or `malformed` (saying `empty`) when it changes nothing.
+    fn changing(
+        target: Target<'a>,
+        price: Option<Decimal>,
+        qty: Option<AmendQty>,
+        empty: &'static str,
+    ) -> ApiResult<Request<'a>> {
+        if price.is_none() && qty.is_none() {
+            return Err(ApiError::malformed(empty));
         }
-        Ok(Request::Amend { target, price, qty: total_qty.map(AmendQty::Total) })
+        Ok(Request::Amend { target, price, qty })
     }
 
     /// As the metrics and logs name the request's kind.
