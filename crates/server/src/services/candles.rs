@@ -482,8 +482,12 @@ mod tests {
         let expected = if same_minute { 2 } else { 1 };
         assert_eq!(update["data"][6], json!(expected), "{update}");
         assert_eq!(update["data"][0], json!(times[1] - times[1] % MINUTE_NS), "{update}");
-        // Gone: the third trade is not sent to it.
+        // Gone: the third trade is not sent to it. (Releases are handed over beside
+        // the requests, not through them: the service counts whatever was handed by
+        // the time it takes a request, so the test waits until the disconnection is
+        // taken, as a read after it shows, before handing the third trade.)
         channels(HubCommand::Disconnected { connection: 1 });
+        runtime().block_on(service.series(InstrumentId(0), MINUTE_NS, 0, 1)).unwrap();
         for released in releases_left {
             releases(Arc::new(released));
         }
