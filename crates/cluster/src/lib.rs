@@ -7,17 +7,21 @@
 //! node (`node`: TiKV's raft-rs driven one step at a time, saying what to send, what to
 //! apply and who leads). Election, log matching and membership are raft-rs's; nothing
 //! here decides them. It never interprets an entry's bytes (the engine does), never
-//! reads a clock (ticks are given to it) and starts no thread: the same node runs in
-//! the server and, under a seeded scheduler with a simulated disk and network, in the
-//! tests (`tests/simulation.rs`).
+//! reads a clock (ticks are given to it) in the node itself: the same node runs in the
+//! server (`replica`) and, under a seeded scheduler with a simulated disk and network,
+//! in the tests (`tests/simulation.rs`).
 //!
 //! Modules, bottom up: `codec` (fields in bytes), `disk` (the files a node keeps, real
-//! or simulated), `log`, `wire`, `node`.
+//! or simulated), `log`, `wire`, `node`; then what runs a node for real: `transport`
+//! (TCP connections between nodes, a thread per connection) and `replica` (the node on
+//! its own thread, ticked by the clock). The simulation uses everything below them.
 
 pub mod codec;
 pub mod disk;
 pub mod log;
 pub mod node;
+pub mod replica;
+pub mod transport;
 pub mod wire;
 
 pub use disk::{Disk, FsDisk};
@@ -26,3 +30,5 @@ pub use node::{
     Applied, MembershipChange, Node, NodeConfig, NodeError, NodeId, NotLeader, Proposed, Status,
 };
 pub use raft::eraftpb::{Entry, EntryType, Message, MessageType, Snapshot};
+pub use replica::{Application, Replica, ReplicaConfig, ReplicaStatus};
+pub use transport::PeerMap;

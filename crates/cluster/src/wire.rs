@@ -17,6 +17,8 @@ use crate::log::{put_entry, read_entry, ENTRY_BYTES_MIN};
 /// The largest frame a node accepts: a snapshot of the whole venue travels in one.
 pub const FRAME_BYTES_MAX: usize = 1 << 30;
 const HELLO_MAGIC: &[u8; 8] = b"BRSPEER1";
+/// A hello's body: magic, cluster, node.
+pub const HELLO_BYTES_MAX: usize = 8 + 8 + 8;
 
 /// A connection's first frame: who is speaking, in which cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +31,7 @@ pub struct Hello {
 
 impl Hello {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let body_len = 8 + 8 + 8;
-        put_u32(out, body_len as u32);
+        put_u32(out, HELLO_BYTES_MAX as u32);
         out.extend_from_slice(HELLO_MAGIC);
         put_u64(out, self.cluster);
         put_u64(out, self.from);

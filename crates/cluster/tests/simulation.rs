@@ -26,6 +26,20 @@ use bytes::Bytes;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+/// `BOURSE_SIM_TRACE=1` prints what happens in a run (with `BOURSE_SIM_SEED`).
+fn tracing() -> bool {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("BOURSE_SIM_TRACE").is_some())
+}
+
+macro_rules! trace {
+    ($($arg:tt)*) => {
+        if tracing() {
+            eprintln!($($arg)*);
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------------------
 // The simulated disk.
 
@@ -257,6 +271,7 @@ impl Applied for Out<'_> {
     }
 
     fn install(&mut self, snapshot: &Snapshot) {
+        trace!("  {} installs a snapshot at {}", self.id, snapshot.get_metadata().index);
         let app = App::decode(&snapshot.data);
         assert!(app.applied >= self.app.applied || app.applied == snapshot.get_metadata().index);
         *self.app = app;
@@ -285,6 +300,7 @@ impl Applied for Out<'_> {
             self.pending.pop_front();
             if proposed.index == entry.index && proposed.term == entry.term {
                 assert_eq!(id, Some(proposal), "seed {seed}: the entry is the proposal");
+                trace!("  {} acknowledges {proposal} at {proposed:?}", self.id);
                 self.acknowledged.insert(proposal);
             } else {
                 *self.lost += 1;
@@ -293,6 +309,7 @@ impl Applied for Out<'_> {
     }
 
     fn leadership(&mut self, leader: Option<NodeId>, term: u64) {
+        trace!("  {} sees leader {leader:?} in term {term}", self.id);
         if leader == Some(self.id) {
             if let Some(other) = self.leaders.insert(term, self.id) {
                 assert_eq!(other, self.id, "seed {}: two leaders in term {term}", self.seed);
@@ -374,6 +391,14 @@ impl Sim {
             panic!("seed {}: {} does not start: {error}", self.seed, node.id)
         });
         let phase = self.rng.gen_range(0..TICK_MS);
+        trace!(
+            "{} {} starts: {:?}, applied {}, torn {:?}",
+            self.now,
+            node.id,
+            raft_node.status(),
+            app.applied,
+            raft_node.log().torn_tail()
+        );
         node.live = Some(Live {
             node: raft_node,
             app,
@@ -385,6 +410,7 @@ impl Sim {
     fn stop(&mut self, at: usize, down_for: u64) {
         let node = &mut self.nodes[at];
         if node.live.take().is_some() {
+            trace!("{} {} stops for {down_for} ms", self.now, node.id);
             node.files.borrow_mut().crash(&mut self.rng);
             node.restart_at = self.now + down_for;
         }
@@ -412,11 +438,13 @@ impl Sim {
                     let down_for = self.rng.gen_range(1..2000);
                     self.stop(at, down_for);
                 } else if live && minority && self.rng.gen_bool(self.faults.disk_failure) {
+                    trace!("{now} {}'s disk fails", self.nodes[at].id);
                     self.nodes[at].files.borrow_mut().failed = true;
                 }
                 let id = self.nodes[at].id;
                 if self.isolated.is_empty() && self.rng.gen_bool(self.faults.partition) {
                     let until = now + self.rng.gen_range(1..3000);
+                    trace!("{now} {id} is cut off until {until}");
                     self.isolated.insert(id, until);
                 }
             }
@@ -471,6 +499,7 @@ impl Sim {
             let id = self.next_id;
             if let Some(live) = &mut self.nodes[at].live {
                 if let Ok(proposed) = live.node.propose(id.to_le_bytes().to_vec()) {
+                    trace!("{now} {} proposes {id} at {proposed:?}", live.node.id());
                     live.pending.push_back((proposed, id));
                     self.next_id += 1;
                 }
@@ -574,7 +603,12 @@ impl Sim {
                 assert!(seen.insert(*id), "seed {seed}: proposal {id} taken twice");
             }
             for id in &self.acknowledged {
-                assert!(seen.contains(id), "seed {seed}: acknowledged proposal {id} lost");
+                assert!(
+                    seen.contains(id),
+                    "seed {seed}: acknowledged proposal {id} lost (a state applied to {}: {:?})",
+                    app.applied,
+                    app.ids
+                );
             }
         }
         Summary {
@@ -586,17 +620,21 @@ impl Sim {
         }
     }
 
-    /// Every node up, one leader, and every node has applied everything committed.
+    /// Every node up, one leader, and every node has applied everything in its log.
     fn settled(&self) -> bool {
         let lives: Vec<&Live> = self.nodes.iter().filter_map(|node| node.live.as_ref()).collect();
         if lives.len() != self.nodes.len() {
             return false;
         }
-        let leaders = lives.iter().filter(|live| live.node.is_leader()).count();
-        let applied = lives[0].app.applied;
-        leaders == 1
-            && lives.iter().all(|live| live.app.applied == applied && live.pending.is_empty())
-            && lives.iter().all(|live| live.node.status().commit == applied)
+        let leaders: Vec<&&Live> = lives.iter().filter(|live| live.node.is_leader()).collect();
+        let [leader] = leaders[..] else { return false };
+        // Everything in the leader's log is committed (a new leader's first entry too)
+        // and applied everywhere.
+        let last = leader.node.status().last_index;
+        lives.iter().all(|live| {
+            let status = live.node.status();
+            status.commit == last && live.app.applied == last && live.pending.is_empty()
+        })
     }
 
     fn describe(&self) -> String {
