@@ -25,6 +25,11 @@ impl<'a> Reader<'a> {
         self.bytes.is_empty()
     }
 
+    /// What is left to read, without reading it.
+    pub(crate) fn remaining(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     /// Everything not read yet.
     pub(crate) fn rest(&mut self) -> &'a [u8] {
         std::mem::take(&mut self.bytes)

@@ -159,6 +159,11 @@ impl<D: Disk> RaftLog<D> {
         &self.snapshot
     }
 
+    /// The entries after the compaction point, newest first.
+    pub fn entries_newest_first(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().rev()
+    }
+
     fn snapshot_index(&self) -> u64 {
         self.snapshot.get_metadata().index
     }

@@ -6,27 +6,128 @@
 //! input, and each tick, the thread lets the node `advance`: it writes and syncs the
 //! Raft log, sends, and calls the application (`Application`) with committed entries in
 //! order. A storage failure stops the node for good (fail-stop), and says why.
+//!
+//! As leader it numbers what it proposes (`batch`): it takes up the numbering and the
+//! clock where its log leaves them when it becomes leader. Each proposal carries the
+//! application's tag (who is waiting for it), which comes back with the entry once
+//! committed, or as `Unanswered` if another entry took its place, if the node did not
+//! lead, or if it lost its leadership and heard nothing of the entry for
+//! `UNKNOWN_AFTER`.
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
-use raft::eraftpb::{Entry, Message, Snapshot};
+use std::collections::VecDeque;
 
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use raft::eraftpb::{Entry, EntryType, Message, Snapshot};
+
+use crate::batch::{
+    decode_snapshot_data, encode_snapshot_data, Batch, BatchHeader, BatchWriter, LogClock,
+};
 use crate::disk::FsDisk;
-use crate::log::RaftLog;
+use crate::log::{LogError, RaftLog};
 use crate::node::{Applied, Node, NodeConfig, NodeError, NodeId, NotLeader, Proposed, Status};
 use crate::transport::{Inbound, PeerMap, Transport};
 
+/// Wall-clock time now, in nanoseconds since the Unix epoch: a leader's batches' time.
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
+}
+
 /// What the node hands the application, on the node's thread, in order.
 pub trait Application: Send + 'static {
-    /// The state becomes the leader's snapshot (entries after it follow).
-    fn install(&mut self, snapshot: &Snapshot);
-    /// A committed entry (conf changes included, already applied to the membership).
-    fn apply(&mut self, entry: &Entry);
+    /// Who waits for a proposal (the engine: the commands' origins).
+    type Tag: Send + 'static;
+    /// The state becomes the leader's snapshot (entries after it follow): the clock
+    /// there and the application's state as `Replica::compact` was given it.
+    fn install(&mut self, clock: LogClock, state: &[u8]);
+    /// A committed entry (conf changes included, already applied to the membership),
+    /// with its batch if it carries one and the tag of this node's proposal if it is
+    /// one.
+    fn apply(&mut self, entry: &Entry, batch: Option<Batch<'_>>, tag: Option<Self::Tag>);
+    /// A proposal that will not be answered by `apply`.
+    fn unanswered(&mut self, tag: Self::Tag, why: Unanswered);
     /// The node now knows `leader` (`None`: nobody) in `term`.
     fn leadership(&mut self, leader: Option<NodeId>, term: u64);
+}
+
+/// Why a proposal's tag comes back without its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unanswered {
+    /// Nothing was proposed: this node does not lead (`leader`: who does, if known).
+    NotLeader(Option<NodeId>),
+    /// Another entry was committed in its place: it will never be applied.
+    Lost,
+    /// The node lost its leadership and has not learned whether the entry was
+    /// committed: it may or may not be applied.
+    Unknown,
+}
+
+/// How long a node that lost its leadership keeps waiting to learn the fate of its
+/// proposals before it answers them `Unknown`.
+pub const UNKNOWN_AFTER: Duration = Duration::from_secs(3);
+
+/// Where the application's state stands in the log after a restart: the entry whose
+/// batch ends at or before `applied_seq` (the last item the state holds), as late as
+/// possible. Entries after it are handed over again (items the state already holds,
+/// from a batch it holds in part, included: the application skips them by number).
+pub fn applied_index<D: crate::disk::Disk>(
+    log: &RaftLog<D>,
+    applied_seq: u64,
+) -> Result<u64, NodeError> {
+    for entry in log.entries_newest_first() {
+        let Some(header) = batch_of(entry)? else { continue };
+        if header.next_seq() <= applied_seq + 1 {
+            return Ok(entry.index);
+        }
+    }
+    let snapshot = log.snapshot_ref();
+    let index = snapshot.get_metadata().index;
+    let clock = if index == 0 {
+        LogClock::START
+    } else {
+        decode_snapshot_data(&snapshot.data)
+            .map_err(|error| LogError::Corrupt(format!("the compaction snapshot: {error}")))?
+            .0
+    };
+    if clock.next_seq <= applied_seq + 1 {
+        return Ok(index);
+    }
+    Err(NodeError::Log(LogError::Corrupt(format!(
+        "the state holds items up to {applied_seq}, but the raft log starts at {}",
+        clock.next_seq
+    ))))
+}
+
+/// The batch header of a normal entry with data (`None`: an entry without a batch).
+fn batch_of(entry: &Entry) -> Result<Option<BatchHeader>, LogError> {
+    if entry.entry_type != EntryType::EntryNormal || entry.data.is_empty() {
+        return Ok(None);
+    }
+    match Batch::decode(&entry.data) {
+        Ok(batch) => Ok(Some(batch.header)),
+        Err(error) => Err(LogError::Corrupt(format!("entry {}: {error}", entry.index))),
+    }
+}
+
+/// The numbering and the clock after the whole log.
+fn clock_at_end<D: crate::disk::Disk>(log: &RaftLog<D>) -> Result<LogClock, LogError> {
+    for entry in log.entries_newest_first() {
+        if let Some(header) = batch_of(entry)? {
+            return Ok(LogClock::after(&header));
+        }
+    }
+    let snapshot = log.snapshot_ref();
+    if snapshot.get_metadata().index == 0 {
+        return Ok(LogClock::START);
+    }
+    decode_snapshot_data(&snapshot.data)
+        .map(|(clock, _)| clock)
+        .map_err(|error| LogError::Corrupt(format!("the compaction snapshot: {error}")))
 }
 
 /// How a replica runs.
@@ -39,16 +140,16 @@ pub struct ReplicaConfig {
     pub tick: Duration,
 }
 
-enum Input {
+enum Input<T> {
     Inbound(Inbound),
-    Propose { data: Vec<u8>, reply: Sender<Result<Proposed, NotLeader>> },
-    Compact { index: u64, state: bytes::Bytes },
+    Propose { batch: BatchWriter, tag: T },
+    Compact { index: u64, clock: LogClock, state: Vec<u8> },
     Stop,
 }
 
 /// The handle the owner keeps.
-pub struct Replica {
-    inputs: Sender<Input>,
+pub struct Replica<T: Send + 'static> {
+    inputs: Sender<Input<T>>,
     status: Arc<Mutex<ReplicaStatus>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -61,27 +162,31 @@ pub struct ReplicaStatus {
     pub failure: Option<String>,
 }
 
-impl Replica {
-    /// Opens the Raft log in `raft_dir` and starts the node and its transport.
-    pub fn start(
+impl<T: Send + 'static> Replica<T> {
+    /// Opens the Raft log in `raft_dir` and starts the node and its transport. The
+    /// application's state holds the items up to `applied_seq` (0: none): committed
+    /// entries after that point are handed to it.
+    pub fn start<A: Application<Tag = T>>(
         config: ReplicaConfig,
         raft_dir: &std::path::Path,
         initial_voters: &[u64],
-        application: impl Application,
-    ) -> Result<Replica, NodeError> {
-        let disk = FsDisk::open(raft_dir).map_err(crate::log::LogError::Io)?;
+        applied_seq: u64,
+        application: A,
+    ) -> Result<Replica<T>, NodeError> {
+        let disk = FsDisk::open(raft_dir).map_err(LogError::Io)?;
         let log = RaftLog::open(disk, initial_voters)?;
-        let node = Node::new(&config.node, log)?;
+        let mut node_config = config.node.clone();
+        node_config.applied = applied_index(&log, applied_seq)?;
+        let node = Node::new(&node_config, log)?;
         let (inputs, receiver) = unbounded();
         let (inbound, inbound_receiver) = unbounded();
-        let transport =
-            Transport::start(&config.peers, inbound).map_err(crate::log::LogError::Io)?;
+        let transport = Transport::start(&config.peers, inbound).map_err(LogError::Io)?;
         // Inbound traffic joins the node's one queue.
         let forward = inputs.clone();
         std::thread::Builder::new()
             .name("bourse-peer-in".into())
             .spawn(move || forward_inbound(inbound_receiver, forward))
-            .map_err(crate::log::LogError::Io)?;
+            .map_err(LogError::Io)?;
         let status = Arc::new(Mutex::new(ReplicaStatus { status: node.status(), failure: None }));
         let running = Running {
             node,
@@ -90,26 +195,27 @@ impl Replica {
             tick: config.tick,
             status: Arc::clone(&status),
             unreachable: Vec::new(),
+            clock: None,
+            pending: VecDeque::new(),
+            led_until: None,
         };
         let thread = std::thread::Builder::new()
             .name("bourse-raft".into())
             .spawn(move || running.run(receiver))
-            .map_err(crate::log::LogError::Io)?;
+            .map_err(LogError::Io)?;
         Ok(Replica { inputs, status, thread: Some(thread) })
     }
 
-    /// Proposes `data`; answers where it went in the log, or who leads instead.
-    pub fn propose(&self, data: Vec<u8>) -> Result<Proposed, NotLeader> {
-        let (reply, answer) = bounded(1);
-        if self.inputs.send(Input::Propose { data, reply }).is_err() {
-            return Err(NotLeader { leader: None });
-        }
-        answer.recv().unwrap_or(Err(NotLeader { leader: None }))
+    /// Proposes `batch`; `tag` comes back with its entry once committed, or as
+    /// `Unanswered`. `false` if the node has stopped (the tag is dropped).
+    pub fn propose(&self, batch: BatchWriter, tag: T) -> bool {
+        self.inputs.send(Input::Propose { batch, tag }).is_ok()
     }
 
-    /// Compacts the log at `index`, whose state the application gives.
-    pub fn compact(&self, index: u64, state: bytes::Bytes) {
-        let _ = self.inputs.send(Input::Compact { index, state });
+    /// Compacts the log at `index`, where the application's state is `state` and the
+    /// log's clock `clock`.
+    pub fn compact(&self, index: u64, clock: LogClock, state: Vec<u8>) {
+        let _ = self.inputs.send(Input::Compact { index, clock, state });
     }
 
     pub fn status(&self) -> ReplicaStatus {
@@ -129,13 +235,13 @@ impl Replica {
     }
 }
 
-impl Drop for Replica {
+impl<T: Send + 'static> Drop for Replica<T> {
     fn drop(&mut self) {
         self.stop_thread();
     }
 }
 
-fn forward_inbound(inbound: Receiver<Inbound>, inputs: Sender<Input>) {
+fn forward_inbound<T>(inbound: Receiver<Inbound>, inputs: Sender<Input<T>>) {
     while let Ok(message) = inbound.recv() {
         if inputs.send(Input::Inbound(message)).is_err() {
             return;
@@ -151,12 +257,23 @@ struct Running<A: Application> {
     status: Arc<Mutex<ReplicaStatus>>,
     /// Peers a send to failed since the last step, to tell the node.
     unreachable: Vec<NodeId>,
+    /// As leader: the numbering and the clock at the end of the log.
+    clock: Option<LogClock>,
+    /// This node's proposals not yet answered, in log order.
+    pending: VecDeque<(Proposed, A::Tag)>,
+    /// When the node last stopped leading while proposals were pending.
+    led_until: Option<Instant>,
 }
 
-/// What `advance` calls, routed: messages to the transport, the rest to the application.
+/// What `advance` calls, routed: messages to the transport, the rest to the application
+/// (committed entries with their proposals' tags).
 struct Route<'a, A: Application> {
     transport: &'a Transport,
     application: &'a mut A,
+    pending: &'a mut VecDeque<(Proposed, A::Tag)>,
+    /// The leadership `advance` told of, if it changed.
+    leadership: Option<(Option<NodeId>, u64)>,
+    failure: Option<String>,
 }
 
 impl<A: Application> Applied for Route<'_, A> {
@@ -165,20 +282,59 @@ impl<A: Application> Applied for Route<'_, A> {
     }
 
     fn install(&mut self, snapshot: &Snapshot) {
-        self.application.install(snapshot);
+        match decode_snapshot_data(&snapshot.data) {
+            Ok((clock, state)) => self.application.install(clock, state),
+            Err(error) => {
+                self.failure.get_or_insert(format!("a leader's snapshot does not read: {error}"));
+            }
+        }
+        // Proposals the snapshot covers were committed or lost: which, the node cannot
+        // tell.
+        let covered = snapshot.get_metadata().index;
+        while self.pending.front().is_some_and(|(proposed, _)| proposed.index <= covered) {
+            if let Some((_, tag)) = self.pending.pop_front() {
+                self.application.unanswered(tag, Unanswered::Unknown);
+            }
+        }
     }
 
     fn apply(&mut self, entry: &Entry) {
-        self.application.apply(entry);
+        let mut mine = None;
+        while let Some((proposed, _)) = self.pending.front() {
+            if proposed.index > entry.index {
+                break;
+            }
+            let same = proposed.index == entry.index && proposed.term == entry.term;
+            let Some((_, tag)) = self.pending.pop_front() else { break };
+            if same {
+                mine = Some(tag);
+            } else {
+                self.application.unanswered(tag, Unanswered::Lost);
+            }
+        }
+        let batch = if entry.entry_type == EntryType::EntryNormal && !entry.data.is_empty() {
+            match Batch::decode(&entry.data) {
+                Ok(batch) => Some(batch),
+                Err(error) => {
+                    // Written by no node of ours: nothing after it can be applied.
+                    self.failure.get_or_insert(format!("entry {}: {error}", entry.index));
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        self.application.apply(entry, batch, mine);
     }
 
     fn leadership(&mut self, leader: Option<NodeId>, term: u64) {
+        self.leadership = Some((leader, term));
         self.application.leadership(leader, term);
     }
 }
 
 impl<A: Application> Running<A> {
-    fn run(mut self, inputs: Receiver<Input>) {
+    fn run(mut self, inputs: Receiver<Input<A::Tag>>) {
         let mut next_tick = Instant::now() + self.tick;
         loop {
             let wait = next_tick.saturating_duration_since(Instant::now());
@@ -214,10 +370,13 @@ impl<A: Application> Running<A> {
         if let Some(transport) = self.transport.take() {
             transport.stop();
         }
+        for (_, tag) in self.pending.drain(..) {
+            self.application.unanswered(tag, Unanswered::Unknown);
+        }
     }
 
     /// Takes one input; `false` if the node must stop.
-    fn take(&mut self, input: Input) -> bool {
+    fn take(&mut self, input: Input<A::Tag>) -> bool {
         match input {
             Input::Inbound(Inbound::Message(message)) => {
                 // A stale or misdirected message is raft-rs's to ignore.
@@ -227,11 +386,10 @@ impl<A: Application> Running<A> {
                 self.node.report_snapshot(to, delivered)
             }
             Input::Inbound(Inbound::Unreachable(to)) => self.unreachable.push(to),
-            Input::Propose { data, reply } => {
-                let _ = reply.send(self.node.propose(data));
-            }
-            Input::Compact { index, state } => {
-                if let Err(error) = self.node.compact(index, state) {
+            Input::Propose { batch, tag } => self.propose(batch, tag),
+            Input::Compact { index, clock, state } => {
+                let data = bytes::Bytes::from(encode_snapshot_data(clock, &state));
+                if let Err(error) = self.node.compact(index, data) {
                     self.fail(&error.to_string());
                     return false;
                 }
@@ -241,13 +399,65 @@ impl<A: Application> Running<A> {
         true
     }
 
+    /// Numbers `batch` where the log ends and proposes it, if this node leads.
+    fn propose(&mut self, batch: BatchWriter, tag: A::Tag) {
+        let clock = match self.clock {
+            Some(clock) if self.node.is_leader() => clock,
+            _ => {
+                let leader = self.node.leader().filter(|leader| *leader != self.node.id());
+                self.application.unanswered(tag, Unanswered::NotLeader(leader));
+                return;
+            }
+        };
+        let (data, after) = batch.finish(clock, now_ns());
+        match self.node.propose(data) {
+            Ok(proposed) => {
+                self.clock = Some(after);
+                self.pending.push_back((proposed, tag));
+            }
+            Err(NotLeader { leader }) => {
+                self.application.unanswered(tag, Unanswered::NotLeader(leader));
+            }
+        }
+    }
+
     fn step(&mut self) -> Result<(), NodeError> {
         for to in self.unreachable.drain(..) {
             self.node.report_unreachable(to);
         }
-        if let Some(transport) = &self.transport {
-            let mut route = Route { transport, application: &mut self.application };
-            self.node.advance(&mut route)?;
+        let Some(transport) = &self.transport else { return Ok(()) };
+        let mut route = Route {
+            transport,
+            application: &mut self.application,
+            pending: &mut self.pending,
+            leadership: None,
+            failure: None,
+        };
+        self.node.advance(&mut route)?;
+        let (leadership, failure) = (route.leadership, route.failure);
+        if let Some(failure) = failure {
+            return Err(NodeError::Log(LogError::Corrupt(failure)));
+        }
+        if let Some((leader, _)) = leadership {
+            if leader == Some(self.node.id()) {
+                // Numbering resumes where the log ends (entries of earlier terms it
+                // holds will be committed by this leader, numbers and all).
+                self.clock = Some(clock_at_end(self.node.log())?);
+                self.led_until = None;
+            } else {
+                self.clock = None;
+                if !self.pending.is_empty() && self.led_until.is_none() {
+                    self.led_until = Some(Instant::now());
+                }
+            }
+        }
+        // A deposed leader that has not heard what became of its proposals answers
+        // them `Unknown` rather than keep their senders waiting.
+        if self.led_until.is_some_and(|since| since.elapsed() >= UNKNOWN_AFTER) {
+            self.led_until = None;
+            for (_, tag) in self.pending.drain(..) {
+                self.application.unanswered(tag, Unanswered::Unknown);
+            }
         }
         self.publish(None);
         Ok(())

@@ -9,35 +9,61 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bourse_cluster::batch::{Batch, BatchWriter, LogClock};
 use bourse_cluster::{
-    Application, Entry, NodeConfig, NodeId, PeerMap, Replica, ReplicaConfig, Snapshot,
+    Application, Entry, NodeConfig, NodeId, PeerMap, Replica, ReplicaConfig, Unanswered,
 };
 
-/// An applied entry: index, term, data.
-type AppliedEntry = (u64, u64, Vec<u8>);
+/// An applied item: its number, the entry's index, the item.
+type AppliedItem = (u64, u64, Vec<u8>);
 
-/// What one node applied: every normal entry with data.
+/// What one node applied (every item, numbered), and what came back of its proposals.
 #[derive(Clone, Default)]
-struct Record(Arc<Mutex<Vec<AppliedEntry>>>);
+struct Record {
+    items: Arc<Mutex<Vec<AppliedItem>>>,
+    answered: Arc<Mutex<Vec<u32>>>,
+    unanswered: Arc<Mutex<Vec<(u32, Unanswered)>>>,
+}
 
 impl Record {
-    fn entries(&self) -> Vec<AppliedEntry> {
-        self.0.lock().unwrap().clone()
+    fn items(&self) -> Vec<AppliedItem> {
+        self.items.lock().unwrap().clone()
     }
 }
 
 impl Application for Record {
-    fn install(&mut self, _snapshot: &Snapshot) {
+    type Tag = u32;
+
+    fn install(&mut self, _clock: LogClock, _state: &[u8]) {
         panic!("no snapshot is taken in this test");
     }
 
-    fn apply(&mut self, entry: &Entry) {
-        if !entry.data.is_empty() && entry.entry_type == bourse_cluster::EntryType::EntryNormal {
-            self.0.lock().unwrap().push((entry.index, entry.term, entry.data.to_vec()));
+    fn apply(&mut self, entry: &Entry, batch: Option<Batch<'_>>, tag: Option<u32>) {
+        if let Some(batch) = batch {
+            let first = batch.header.first_seq;
+            let mut items = self.items.lock().unwrap();
+            for (at, item) in batch.enumerate() {
+                items.push((first + at as u64, entry.index, item.to_vec()));
+            }
+        }
+        if let Some(tag) = tag {
+            self.answered.lock().unwrap().push(tag);
         }
     }
 
+    fn unanswered(&mut self, tag: u32, why: Unanswered) {
+        self.unanswered.lock().unwrap().push((tag, why));
+    }
+
     fn leadership(&mut self, _leader: Option<NodeId>, _term: u64) {}
+}
+
+/// A batch of two items for proposal `n`.
+fn batch(n: u32) -> BatchWriter {
+    let mut batch = BatchWriter::new();
+    batch.push(format!("order {n}").as_bytes());
+    batch.push(format!("cancel {n}").as_bytes());
+    batch
 }
 
 fn free_address() -> SocketAddr {
@@ -60,14 +86,9 @@ fn start(
     addresses: &BTreeMap<NodeId, SocketAddr>,
     dir: &Path,
     record: &Record,
-) -> Replica {
-    Replica::start(
-        config(me, addresses),
-        &dir.join(format!("node-{me}")),
-        &[1, 2, 3],
-        record.clone(),
-    )
-    .unwrap()
+) -> Replica<u32> {
+    let raft_dir = dir.join(format!("node-{me}"));
+    Replica::start(config(me, addresses), &raft_dir, &[1, 2, 3], 0, record.clone()).unwrap()
 }
 
 fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
@@ -79,7 +100,7 @@ fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
 }
 
 /// The one replica (of those running) that leads, once there is one.
-fn leader(replicas: &BTreeMap<u64, Replica>) -> Option<u64> {
+fn leader(replicas: &BTreeMap<u64, Replica<u32>>) -> Option<u64> {
     let leaders: Vec<u64> = replicas
         .iter()
         .filter(|(_, replica)| replica.status().status.is_leader)
@@ -94,7 +115,7 @@ fn three_replicas_elect_replicate_fail_over_and_catch_up() {
     let addresses: BTreeMap<NodeId, SocketAddr> =
         (1..=3).map(|id| (NodeId(id), free_address())).collect();
     let records: BTreeMap<u64, Record> = (1..=3).map(|id| (id, Record::default())).collect();
-    let mut replicas: BTreeMap<u64, Replica> =
+    let mut replicas: BTreeMap<u64, Replica<u32>> =
         (1..=3).map(|id| (id, start(id, &addresses, dir.path(), &records[&id]))).collect();
     let mut first = 0;
     wait_for("a leader", Duration::from_secs(10), || {
@@ -102,18 +123,27 @@ fn three_replicas_elect_replicate_fail_over_and_catch_up() {
         first != 0
     });
     for n in 0..200u32 {
-        replicas[&first].propose(format!("order {n}").into_bytes()).unwrap();
+        assert!(replicas[&first].propose(batch(n), n));
     }
     // A follower refuses, naming the leader.
     let follower = (1..=3).find(|id| *id != first).unwrap();
-    let refused = replicas[&follower].propose(b"refused".to_vec()).unwrap_err();
-    assert_eq!(refused.leader, Some(NodeId(first)));
-    wait_for("200 entries on every node", Duration::from_secs(10), || {
-        records.values().all(|record| record.entries().len() == 200)
+    replicas[&follower].propose(batch(999), 999);
+    wait_for("the follower's refusal", Duration::from_secs(5), || {
+        !records[&follower].unanswered.lock().unwrap().is_empty()
     });
-    let applied = records[&first].entries();
-    assert!(records.values().all(|record| record.entries() == applied));
-    assert_eq!(applied[0].2, b"order 0");
+    assert_eq!(
+        records[&follower].unanswered.lock().unwrap()[..],
+        [(999, Unanswered::NotLeader(Some(NodeId(first))))]
+    );
+    wait_for("400 items on every node", Duration::from_secs(10), || {
+        records.values().all(|record| record.items().len() == 400)
+    });
+    let applied = records[&first].items();
+    assert!(records.values().all(|record| record.items() == applied));
+    // Numbered 1, 2, 3, ... in proposal order; every proposal answered to its leader.
+    assert_eq!((applied[0].0, &applied[0].2[..]), (1, &b"order 0"[..]));
+    assert_eq!((applied[399].0, &applied[399].2[..]), (400, &b"cancel 199"[..]));
+    assert_eq!(*records[&first].answered.lock().unwrap(), (0..200).collect::<Vec<u32>>());
 
     // The leader stops; another takes over within a few election timeouts.
     let stopped_at = Instant::now();
@@ -126,11 +156,14 @@ fn three_replicas_elect_replicate_fail_over_and_catch_up() {
     let failover = stopped_at.elapsed();
     assert_ne!(second, first);
     for n in 200..300u32 {
-        replicas[&second].propose(format!("order {n}").into_bytes()).unwrap();
+        assert!(replicas[&second].propose(batch(n), n));
     }
-    wait_for("300 entries on the two running nodes", Duration::from_secs(10), || {
-        replicas.keys().all(|id| records[id].entries().len() == 300)
+    wait_for("600 items on the two running nodes", Duration::from_secs(10), || {
+        replicas.keys().all(|id| records[id].items().len() == 600)
     });
+    // The new leader numbers on from where the log ended.
+    let items = records[&second].items();
+    assert_eq!((items[400].0, &items[400].2[..]), (401, &b"order 200"[..]));
 
     // The stopped node starts again from its directory and catches up: its record
     // starts empty, and raft-rs hands it every committed entry again (its state was
@@ -138,9 +171,9 @@ fn three_replicas_elect_replicate_fail_over_and_catch_up() {
     let again = Record::default();
     replicas.insert(first, start(first, &addresses, dir.path(), &again));
     wait_for("the restarted node catches up", Duration::from_secs(10), || {
-        again.entries().len() == 300
+        again.items().len() == 600
     });
-    assert_eq!(again.entries(), records[&second].entries());
+    assert_eq!(again.items(), records[&second].items());
     eprintln!("failover (stop to a new leader): {failover:?}");
     for (_, replica) in replicas {
         replica.stop();
