@@ -33,5 +33,7 @@ pub use node::{
     Applied, MembershipChange, Node, NodeConfig, NodeError, NodeId, NotLeader, Proposed, Status,
 };
 pub use raft::eraftpb::{Entry, EntryType, Message, MessageType, Snapshot};
-pub use replica::{Application, Replica, ReplicaConfig, ReplicaStatus, Unanswered};
+pub use replica::{
+    Application, Call, Replica, ReplicaConfig, ReplicaStatus, StatusReader, Unanswered,
+};
 pub use transport::PeerMap;

@@ -53,7 +53,13 @@ pub trait Application: Send + 'static {
     fn unanswered(&mut self, tag: Self::Tag, why: Unanswered);
     /// The node now knows `leader` (`None`: nobody) in `term`.
     fn leadership(&mut self, leader: Option<NodeId>, term: u64);
+    /// The node's thread ends: `failure` says why if it failed (its storage), `None` on
+    /// `Replica::stop`. Every tag was answered before.
+    fn stopped(&mut self, failure: Option<&str>);
 }
+
+/// Work for the application's side of the node's thread (`Replica::after_proposals`).
+pub type Call<A> = Box<dyn FnOnce(&mut A) + Send>;
 
 /// Why a proposal's tag comes back without its entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,16 +146,17 @@ pub struct ReplicaConfig {
     pub tick: Duration,
 }
 
-enum Input<T> {
+enum Input<A: Application> {
     Inbound(Inbound),
-    Propose { batch: BatchWriter, tag: T },
+    Propose { batch: BatchWriter, tag: A::Tag },
+    Call(Call<A>),
     Compact { index: u64, clock: LogClock, state: Vec<u8> },
     Stop,
 }
 
 /// The handle the owner keeps.
-pub struct Replica<T: Send + 'static> {
-    inputs: Sender<Input<T>>,
+pub struct Replica<A: Application> {
+    inputs: Sender<Input<A>>,
     status: Arc<Mutex<ReplicaStatus>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -162,17 +169,17 @@ pub struct ReplicaStatus {
     pub failure: Option<String>,
 }
 
-impl<T: Send + 'static> Replica<T> {
+impl<A: Application> Replica<A> {
     /// Opens the Raft log in `raft_dir` and starts the node and its transport. The
     /// application's state holds the items up to `applied_seq` (0: none): committed
     /// entries after that point are handed to it.
-    pub fn start<A: Application<Tag = T>>(
+    pub fn start(
         config: ReplicaConfig,
         raft_dir: &std::path::Path,
         initial_voters: &[u64],
         applied_seq: u64,
         application: A,
-    ) -> Result<Replica<T>, NodeError> {
+    ) -> Result<Replica<A>, NodeError> {
         let disk = FsDisk::open(raft_dir).map_err(LogError::Io)?;
         let log = RaftLog::open(disk, initial_voters)?;
         let mut node_config = config.node.clone();
@@ -198,6 +205,8 @@ impl<T: Send + 'static> Replica<T> {
             clock: None,
             pending: VecDeque::new(),
             led_until: None,
+            calls: VecDeque::new(),
+            failure: None,
         };
         let thread = std::thread::Builder::new()
             .name("bourse-raft".into())
@@ -208,8 +217,20 @@ impl<T: Send + 'static> Replica<T> {
 
     /// Proposes `batch`; `tag` comes back with its entry once committed, or as
     /// `Unanswered`. `false` if the node has stopped (the tag is dropped).
-    pub fn propose(&self, batch: BatchWriter, tag: T) -> bool {
+    pub fn propose(&self, batch: BatchWriter, tag: A::Tag) -> bool {
         self.inputs.send(Input::Propose { batch, tag }).is_ok()
+    }
+
+    /// Runs `call` on the node's thread once every proposal made before it has been
+    /// answered (applied or `Unanswered`), so that it sees their outcomes; at once on a
+    /// node with none waiting. `false` if the node has stopped.
+    pub fn after_proposals(&self, call: Call<A>) -> bool {
+        self.inputs.send(Input::Call(call)).is_ok()
+    }
+
+    /// Reads the node's status whenever asked, from any thread.
+    pub fn status_reader(&self) -> StatusReader {
+        StatusReader(Arc::clone(&self.status))
     }
 
     /// Compacts the log at `index`, where the application's state is `state` and the
@@ -235,13 +256,23 @@ impl<T: Send + 'static> Replica<T> {
     }
 }
 
-impl<T: Send + 'static> Drop for Replica<T> {
+impl<A: Application> Drop for Replica<A> {
     fn drop(&mut self) {
         self.stop_thread();
     }
 }
 
-fn forward_inbound<T>(inbound: Receiver<Inbound>, inputs: Sender<Input<T>>) {
+/// A node's status, readable after the node has stopped too.
+#[derive(Clone)]
+pub struct StatusReader(Arc<Mutex<ReplicaStatus>>);
+
+impl StatusReader {
+    pub fn read(&self) -> ReplicaStatus {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+}
+
+fn forward_inbound<A: Application>(inbound: Receiver<Inbound>, inputs: Sender<Input<A>>) {
     while let Ok(message) = inbound.recv() {
         if inputs.send(Input::Inbound(message)).is_err() {
             return;
@@ -263,6 +294,10 @@ struct Running<A: Application> {
     pending: VecDeque<(Proposed, A::Tag)>,
     /// When the node last stopped leading while proposals were pending.
     led_until: Option<Instant>,
+    /// Calls waiting for the proposals before them: each with the index of the last
+    /// proposal made before it.
+    calls: VecDeque<(u64, Call<A>)>,
+    failure: Option<String>,
 }
 
 /// What `advance` calls, routed: messages to the transport, the rest to the application
@@ -334,7 +369,7 @@ impl<A: Application> Applied for Route<'_, A> {
 }
 
 impl<A: Application> Running<A> {
-    fn run(mut self, inputs: Receiver<Input<A::Tag>>) {
+    fn run(mut self, inputs: Receiver<Input<A>>) {
         let mut next_tick = Instant::now() + self.tick;
         loop {
             let wait = next_tick.saturating_duration_since(Instant::now());
@@ -373,10 +408,22 @@ impl<A: Application> Running<A> {
         for (_, tag) in self.pending.drain(..) {
             self.application.unanswered(tag, Unanswered::Unknown);
         }
+        self.run_calls();
+        self.application.stopped(self.failure.as_deref());
+    }
+
+    /// Runs the calls whose proposals have all been answered.
+    fn run_calls(&mut self) {
+        let answered_below = self.pending.front().map_or(u64::MAX, |(proposed, _)| proposed.index);
+        while self.calls.front().is_some_and(|(after, _)| *after < answered_below) {
+            if let Some((_, call)) = self.calls.pop_front() {
+                call(&mut self.application);
+            }
+        }
     }
 
     /// Takes one input; `false` if the node must stop.
-    fn take(&mut self, input: Input<A::Tag>) -> bool {
+    fn take(&mut self, input: Input<A>) -> bool {
         match input {
             Input::Inbound(Inbound::Message(message)) => {
                 // A stale or misdirected message is raft-rs's to ignore.
@@ -387,6 +434,11 @@ impl<A: Application> Running<A> {
             }
             Input::Inbound(Inbound::Unreachable(to)) => self.unreachable.push(to),
             Input::Propose { batch, tag } => self.propose(batch, tag),
+            Input::Call(call) => {
+                let after = self.pending.back().map_or(0, |(proposed, _)| proposed.index);
+                self.calls.push_back((after, call));
+                self.run_calls();
+            }
             Input::Compact { index, clock, state } => {
                 let data = bytes::Bytes::from(encode_snapshot_data(clock, &state));
                 if let Err(error) = self.node.compact(index, data) {
@@ -459,6 +511,7 @@ impl<A: Application> Running<A> {
                 self.application.unanswered(tag, Unanswered::Unknown);
             }
         }
+        self.run_calls();
         self.publish(None);
         Ok(())
     }
@@ -466,6 +519,7 @@ impl<A: Application> Running<A> {
     fn fail(&mut self, reason: &str) {
         let reason = format!("the raft node stopped: {reason}");
         eprintln!("bourse: {reason}");
+        self.failure = Some(reason.clone());
         self.publish(Some(reason));
     }
 

@@ -56,6 +56,10 @@ impl Application for Record {
     }
 
     fn leadership(&mut self, _leader: Option<NodeId>, _term: u64) {}
+
+    fn stopped(&mut self, failure: Option<&str>) {
+        assert_eq!(failure, None);
+    }
 }
 
 /// A batch of two items for proposal `n`.
@@ -86,7 +90,7 @@ fn start(
     addresses: &BTreeMap<NodeId, SocketAddr>,
     dir: &Path,
     record: &Record,
-) -> Replica<u32> {
+) -> Replica<Record> {
     let raft_dir = dir.join(format!("node-{me}"));
     Replica::start(config(me, addresses), &raft_dir, &[1, 2, 3], 0, record.clone()).unwrap()
 }
@@ -100,7 +104,7 @@ fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
 }
 
 /// The one replica (of those running) that leads, once there is one.
-fn leader(replicas: &BTreeMap<u64, Replica<u32>>) -> Option<u64> {
+fn leader(replicas: &BTreeMap<u64, Replica<Record>>) -> Option<u64> {
     let leaders: Vec<u64> = replicas
         .iter()
         .filter(|(_, replica)| replica.status().status.is_leader)
@@ -115,7 +119,7 @@ fn three_replicas_elect_replicate_fail_over_and_catch_up() {
     let addresses: BTreeMap<NodeId, SocketAddr> =
         (1..=3).map(|id| (NodeId(id), free_address())).collect();
     let records: BTreeMap<u64, Record> = (1..=3).map(|id| (id, Record::default())).collect();
-    let mut replicas: BTreeMap<u64, Replica<u32>> =
+    let mut replicas: BTreeMap<u64, Replica<Record>> =
         (1..=3).map(|id| (id, start(id, &addresses, dir.path(), &records[&id]))).collect();
     let mut first = 0;
     wait_for("a leader", Duration::from_secs(10), || {
@@ -125,6 +129,12 @@ fn three_replicas_elect_replicate_fail_over_and_catch_up() {
     for n in 0..200u32 {
         assert!(replicas[&first].propose(batch(n), n));
     }
+    // A call made after them runs once all 200 are answered.
+    let (seen, answered_then) = std::sync::mpsc::channel();
+    replicas[&first].after_proposals(Box::new(move |record: &mut Record| {
+        let _ = seen.send(record.answered.lock().unwrap().len());
+    }));
+    assert_eq!(answered_then.recv_timeout(Duration::from_secs(10)), Ok(200));
     // A follower refuses, naming the leader.
     let follower = (1..=3).find(|id| *id != first).unwrap();
     replicas[&follower].propose(batch(999), 999);

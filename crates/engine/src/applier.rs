@@ -21,9 +21,9 @@ use bourse_journal::{decode_command, SnapshotMeta};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::config::{Durability, EngineConfig, BATCH_COMMANDS_MAX_DEFAULT};
+use crate::handoff::{SequencedBatch, ToApplier};
 use crate::intake::{CommandResult, Correlation, Outcome, Released};
 use crate::retention::{prune, take_snapshot};
-use crate::sequencer::{SequencedBatch, ToApplier};
 use crate::shared::{now_ns, Shared, NO_TAP};
 
 /// Outcomes released at a time while the applier works through a batch.
@@ -193,7 +193,8 @@ impl Applier {
     /// Hands each session its outcomes so far, or in `sync` mode sets them aside until
     /// the batch is durable.
     fn release_or_hold(&mut self, batch: &SequencedBatch) {
-        if self.config.durability != Durability::Sync {
+        // In a cluster a batch arrives committed: held durably by a majority already.
+        if self.config.durability != Durability::Sync || self.config.cluster.is_some() {
             return self.release();
         }
         let durable_below = batch.records.first_seq() + batch.records.len() as u64;

@@ -86,6 +86,21 @@ pub struct EngineConfig {
     pub track_activity: bool,
     /// Fault injection for tests: makes journal writes or syncs fail on demand.
     pub faults: Option<Arc<FaultSwitch>>,
+    /// A node of a cluster (`docs/cluster.md`): commands are replicated through Raft,
+    /// and an outcome leaves once a majority of nodes hold its command durably
+    /// (`durability` then only says the journal exists: it is written as entries are
+    /// committed, and synced in the background). `None`: one process on one disk.
+    pub cluster: Option<ClusterSettings>,
+}
+
+/// How this engine takes part in a cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterSettings {
+    /// This node, its peers' addresses, the clock of its elections.
+    pub replica: bourse_cluster::ReplicaConfig,
+    /// The members of a new cluster (every node of the cluster file), for a node whose
+    /// Raft log is still empty.
+    pub initial_voters: Vec<u64>,
 }
 
 impl EngineConfig {
@@ -105,6 +120,7 @@ impl EngineConfig {
             render_events: false,
             track_activity: false,
             faults: None,
+            cluster: None,
         }
     }
 
@@ -114,6 +130,11 @@ impl EngineConfig {
 
     pub fn snapshot_dir(&self) -> PathBuf {
         self.data_dir.join("snapshots")
+    }
+
+    /// A node's Raft log (`bourse_cluster::log`).
+    pub fn raft_dir(&self) -> PathBuf {
+        self.data_dir.join("raft")
     }
 
     /// The journal directory when its covered segments may be deleted, and the first

@@ -193,6 +193,10 @@ pub enum SubmitError {
     Stopped(String),
     #[error("invalid command: {0}")]
     Invalid(#[from] CodecError),
+    /// A node of a cluster that does not lead takes no command: `leader` is the node that
+    /// does, if known (the gateways name its address).
+    #[error("not the leader{}", match .leader { Some(leader) => format!(": node {leader} leads"), None => ": no leader is known".to_string() })]
+    NotLeader { leader: Option<u64> },
 }
 
 impl SubmitError {
@@ -201,6 +205,7 @@ impl SubmitError {
             SubmitError::Busy { .. } => "busy",
             SubmitError::Stopped(_) => "engine_stopped",
             SubmitError::Invalid(_) => "invalid_command",
+            SubmitError::NotLeader { .. } => "not_leader",
         }
     }
 }

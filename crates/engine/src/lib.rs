@@ -8,23 +8,28 @@
 //!
 //! Modules, bottom up: `config`, `intake` (what producers hand in and get back),
 //! `stats` and `shared` (what the threads share), `priority` (how work off the order
-//! path gives way to it), `recovery` and `retention`; the stages `sequencer`,
-//! `applier` and `snapshotter`; `pipeline`, which starts them.
+//! path gives way to it), `recovery` and `retention`, `handoff` (what the stages
+//! hand each other); the stages `sequencer`,
+//! `applier` and `snapshotter`, and in a cluster `replicated` (committed entries to the
+//! journal and the applier, on the Raft node's thread); `pipeline`, which starts them.
 
 mod applier;
 pub mod config;
+mod handoff;
 pub mod intake;
 pub mod pipeline;
 pub mod priority;
 pub mod recovery;
+mod replicated;
 pub mod retention;
 mod sequencer;
 mod shared;
 mod snapshotter;
 mod stats;
 
+pub use bourse_cluster::ReplicaStatus;
 pub use bourse_core::BookNote;
-pub use config::{Durability, EngineConfig};
+pub use config::{ClusterSettings, Durability, EngineConfig};
 pub use intake::{
     CommandResult, Correlation, Outcome, Released, ResultSink, SessionNumber, SubmitError,
 };

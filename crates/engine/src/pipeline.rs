@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use bourse_cluster::{Replica, ReplicaStatus, StatusReader};
 use bourse_core::snapshot::{decode_venue, encode_venue};
 use bourse_core::venue::Venue;
 use bourse_core::{Command, Exchange, Lookahead, Seq};
@@ -28,12 +29,14 @@ use bourse_journal::{JournalError, JournalWriter, TailPolicy, WriterOptions};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 
 use crate::applier::Applier;
-use crate::config::{Durability, EngineConfig};
+use crate::config::{ClusterSettings, Durability, EngineConfig};
+use crate::handoff::ToApplier;
 use crate::intake::{
     Correlation, Intake, Payload, Query, ResultSink, SessionNumber, Submission, SubmitError,
 };
 use crate::priority::run_in_background;
 use crate::recovery::{recover_venue, RecoveryError};
+use crate::replicated::{Committed, Discard};
 use crate::sequencer::Sequencer;
 use crate::shared::{Shared, NO_TAP};
 use crate::snapshotter::Snapshotter;
@@ -88,6 +91,8 @@ pub struct Engine {
     threads: Vec<JoinHandle<()>>,
     snapshotter: Option<(Sender<()>, JoinHandle<()>)>,
     report: StartReport,
+    /// In a cluster: the Raft node's view (leader, term, commit, each node's progress).
+    cluster_status: Option<StatusReader>,
 }
 
 /// A producer's handle: submit commands, get outcomes through the sink given at
@@ -127,8 +132,9 @@ impl Engine {
             }
             _ => open_durable(&config)?,
         };
+        let node = config.cluster.as_ref().map(|cluster| cluster.replica.node.id.0);
         let shared =
-            Arc::new(Shared::new(config.queue_capacity, Stats::starting_at(report.last_seq)));
+            Arc::new(Shared::new(config.queue_capacity, Stats::starting_at(report.last_seq), node));
         // Beside the pipeline: the snapshotter, on its own copy of the state, reading the
         // durable journal.
         let snapshotter = match &writer {
@@ -148,10 +154,28 @@ impl Engine {
         //    and the batches' buffers back for reuse.
         let (to_applier, applier_receiver) = bounded(BATCHES_IN_FLIGHT);
         let (recycle, recycled) = bounded(BATCHES_RECYCLED);
-        // 3. the sequencer: seq + ts, batch, write, sync (group commit).
+        // 3. the sequencer: seq + ts, batch, write, sync (group commit); in a cluster,
+        //    batch and propose to the Raft node, whose committed entries are written to
+        //    the journal and handed to the applier (`replicated`).
+        let (writer, replica, cluster_status) = match (&config.cluster, writer) {
+            (Some(cluster), Some(writer)) => {
+                let replica =
+                    start_replica(&config, cluster, writer, &report, &shared, &to_applier)?;
+                let status = replica.status_reader();
+                (None, Some(replica), Some(status))
+            }
+            (Some(_), None) => {
+                return Err(StartError::Settings(
+                    "a node of a cluster keeps a journal (durability none is for one process)"
+                        .to_string(),
+                ))
+            }
+            (None, writer) => (writer, None, None),
+        };
         let sequencer = Sequencer {
             config: config.clone(),
             writer,
+            replica,
             next_seq: report.last_seq.next(),
             last_ts: bourse_core::TimestampNs::ZERO,
             intake: intake_receiver,
@@ -176,7 +200,7 @@ impl Engine {
             spawn("bourse-sequencer", move || sequencer.run())?,
             spawn("bourse-applier", move || applier.run())?,
         ];
-        Ok(Engine { intake, shared, threads, snapshotter, report })
+        Ok(Engine { intake, shared, threads, snapshotter, report, cluster_status })
     }
 
     /// Registers a producer whose outcomes go to `sink`.
@@ -224,6 +248,12 @@ impl Engine {
 
     pub fn start_report(&self) -> &StartReport {
         &self.report
+    }
+
+    /// In a cluster: the Raft node's view (leader, term, commit index, each node's
+    /// progress as the leader sees it), and why it stopped if it did.
+    pub fn cluster_status(&self) -> Option<ReplicaStatus> {
+        self.cluster_status.as_ref().map(StatusReader::read)
     }
 
     /// The most recent journal syncs that took `SLOW_SYNC_NS` (1 ms) or more, up to
@@ -292,6 +322,7 @@ impl Session {
     /// number for it). Refused at once when the queue is full (`busy`) or the engine has
     /// stopped.
     pub fn submit(&self, command: &Command<'_>, request: u64) -> Result<Correlation, SubmitError> {
+        self.shared.check_leader().map_err(|leader| SubmitError::NotLeader { leader })?;
         let payload = Payload::encode(command)?;
         let correlation = Correlation { session: self.number, request };
         let submission = Submission { slot: self.slot, correlation, payload };
@@ -464,6 +495,35 @@ fn check_activity_setting(config: &EngineConfig, fresh: bool) -> Result<(), Star
         ))),
         _ => Ok(()),
     }
+}
+
+/// Starts this node's Raft replica over `raft/`, its committed entries going to the
+/// journal (`writer`) and the applier; commands other nodes sent go to a slot of their
+/// own, whose outcomes only the tap sees.
+fn start_replica(
+    config: &EngineConfig,
+    cluster: &ClusterSettings,
+    writer: JournalWriter,
+    report: &StartReport,
+    shared: &Arc<Shared>,
+    to_applier: &Sender<ToApplier>,
+) -> Result<Replica<Committed>, StartError> {
+    let (foreign, _) = shared.register(Arc::new(Discard));
+    let committed = Committed {
+        writer,
+        to_applier: to_applier.clone(),
+        shared: Arc::clone(shared),
+        foreign,
+        last_sync: std::time::Instant::now(),
+    };
+    Replica::start(
+        cluster.replica.clone(),
+        &config.raft_dir(),
+        &cluster.initial_voters,
+        report.last_seq.0,
+        committed,
+    )
+    .map_err(|error| StartError::Settings(format!("the raft node does not start: {error}")))
 }
 
 /// Starts the snapshotter on a copy of the recovered state.

@@ -10,58 +10,24 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use bourse_cluster::batch::BatchWriter;
+use bourse_cluster::Replica;
 use bourse_core::{Seq, TimestampNs};
-use bourse_journal::{JournalError, JournalWriter, RecordBatch};
+use bourse_journal::{JournalError, JournalWriter};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::config::{Durability, EngineConfig};
-use crate::intake::{Correlation, Intake, Query, Submission};
+use crate::handoff::{Origin, SequencedBatch, ToApplier};
+use crate::intake::{Intake, Query, Submission};
+use crate::replicated::Committed;
 use crate::shared::{now_ns, Shared};
-
-/// Where a sequenced command came from: its session's slot (where its outcome goes) and
-/// its correlation (what its outcome is found by).
-#[derive(Clone, Copy)]
-pub(crate) struct Origin {
-    pub(crate) slot: u32,
-    pub(crate) correlation: Correlation,
-}
-
-impl Origin {
-    fn of(submission: &Submission) -> Origin {
-        Origin { slot: submission.slot, correlation: submission.correlation }
-    }
-}
-
-/// A batch on its way from the sequencer to the applier.
-#[derive(Default)]
-pub(crate) struct SequencedBatch {
-    pub(crate) records: RecordBatch,
-    pub(crate) origins: Vec<Origin>,
-}
-
-pub(crate) enum ToApplier {
-    Batch(SequencedBatch),
-    /// Commands that will never be released: the engine stopped before they were
-    /// durable. Outcomes the applier holds (`sync` mode) fail with them.
-    Fail {
-        origins: Vec<Origin>,
-        reason: String,
-    },
-    Query(Query),
-    /// `sync` mode: the records below `below` are durable; the applier releases the
-    /// outcomes it holds for them.
-    Durable {
-        below: Seq,
-    },
-    Shutdown {
-        last_crc: u32,
-        journal_id: u64,
-    },
-}
 
 pub(crate) struct Sequencer {
     pub(crate) config: EngineConfig,
     pub(crate) writer: Option<JournalWriter>,
+    /// In a cluster: the Raft node batches are proposed to (the journal is written as
+    /// they are committed, `replicated`), instead of `writer`.
+    pub(crate) replica: Option<Replica<Committed>>,
     /// The seq the next command gets: one after the last one journaled.
     pub(crate) next_seq: Seq,
     /// The time the last batch was stamped with: a batch's is never earlier.
@@ -79,7 +45,7 @@ impl Sequencer {
             let first = match self.next_intake(last_sync) {
                 Some(Intake::Command(submission)) => submission,
                 Some(Intake::Query(query)) => {
-                    let _ = self.to_applier.send(ToApplier::Query(query));
+                    self.pass_query(query);
                     continue;
                 }
                 Some(Intake::Shutdown) | None => break,
@@ -94,11 +60,15 @@ impl Sequencer {
             }
             match control {
                 Some(Intake::Shutdown) => break,
-                Some(Intake::Query(query)) => {
-                    let _ = self.to_applier.send(ToApplier::Query(query));
-                }
+                Some(Intake::Query(query)) => self.pass_query(query),
                 _ => {}
             }
+        }
+        if let Some(replica) = self.replica.take() {
+            // The node answers what it holds, syncs the journal and tells the applier
+            // to stop (`Committed::stopped`).
+            replica.stop();
+            return;
         }
         let synced = self.writer.as_mut().map_or(Ok(()), JournalWriter::sync);
         match synced {
@@ -115,6 +85,21 @@ impl Sequencer {
         let last_crc = self.writer.as_ref().map_or(0, JournalWriter::last_crc);
         let journal_id = self.writer.as_ref().map_or(0, JournalWriter::journal_id);
         let _ = self.to_applier.send(ToApplier::Shutdown { last_crc, journal_id });
+    }
+
+    /// Hands a query to the applier, after every command submitted before it (in a
+    /// cluster: once the node has answered every proposal made before it).
+    fn pass_query(&self, query: Query) {
+        match &self.replica {
+            Some(replica) => {
+                replica.after_proposals(Box::new(move |committed: &mut Committed| {
+                    committed.query(query)
+                }));
+            }
+            None => {
+                let _ = self.to_applier.send(ToApplier::Query(query));
+            }
+        }
     }
 
     /// The next intake message. In `async` mode with unsynced records it waits no
@@ -180,6 +165,15 @@ impl Sequencer {
         batch: &mut SequencedBatch,
         last_sync: &mut Instant,
     ) -> Result<(), JournalError> {
+        if let Some(replica) = &self.replica {
+            // The log numbers and times the batch; its outcomes come back committed.
+            let mut proposal = BatchWriter::new();
+            for (_, _, payload) in batch.records.records() {
+                proposal.push(payload);
+            }
+            replica.propose(proposal, std::mem::take(&mut batch.origins));
+            return Ok(());
+        }
         let stats = &self.shared.stats;
         match &mut self.writer {
             Some(writer) => {

@@ -17,6 +17,9 @@ use crate::stats::Stats;
 /// (`Shared::register` refuses to give it).
 pub(crate) const NO_TAP: u32 = u32::MAX;
 
+/// `Shared::leader` when no leader is known (a node's id is never 0).
+pub(crate) const NO_LEADER: u64 = 0;
+
 /// Wall-clock time now (0 if the clock is before the Unix epoch). The one clock of the
 /// pipeline: commands' `ts`, releases' `released_ns`, slow syncs' ends.
 pub(crate) fn now_ns() -> TimestampNs {
@@ -41,13 +44,17 @@ pub(crate) struct Shared {
     pub(crate) submitting: AtomicUsize,
     failure: Mutex<Option<String>>,
     pub(crate) queue_capacity: usize,
+    /// In a cluster: this node's id, and the leader it knows of (`NO_LEADER`: none).
+    /// Commands are taken only while this node leads.
+    pub(crate) node: Option<u64>,
+    pub(crate) leader: AtomicU64,
     /// The number the next session opened gets: numbers are never given twice.
     next_session_number: AtomicU64,
     pub(crate) stats: Stats,
 }
 
 impl Shared {
-    pub(crate) fn new(queue_capacity: usize, stats: Stats) -> Shared {
+    pub(crate) fn new(queue_capacity: usize, stats: Stats, node: Option<u64>) -> Shared {
         Shared {
             sessions: RwLock::new(Vec::new()),
             tap: AtomicU32::new(NO_TAP),
@@ -56,6 +63,8 @@ impl Shared {
             submitting: AtomicUsize::new(0),
             failure: Mutex::new(None),
             queue_capacity,
+            node,
+            leader: AtomicU64::new(NO_LEADER),
             next_session_number: AtomicU64::new(1),
             stats,
         }
@@ -65,6 +74,17 @@ impl Shared {
         let mut failure = self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         failure.get_or_insert_with(|| reason.to_string());
         self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// In a cluster, when this node does not lead: the leader it knows of (`None`:
+    /// none). `Ok` when this node takes commands (it leads, or it is not in a cluster).
+    pub(crate) fn check_leader(&self) -> Result<(), Option<u64>> {
+        let Some(me) = self.node else { return Ok(()) };
+        match self.leader.load(Ordering::SeqCst) {
+            leader if leader == me => Ok(()),
+            NO_LEADER => Err(None),
+            leader => Err(Some(leader)),
+        }
     }
 
     pub(crate) fn failure(&self) -> Option<String> {

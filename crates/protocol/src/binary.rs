@@ -139,6 +139,8 @@ pub mod code {
     /// The venue failed to do what was asked (a code of the server's that has no code
     /// of its own here).
     pub const INTERNAL: u16 = 116;
+    /// A node of a cluster that does not lead: the text names the leader.
+    pub const NOT_LEADER: u16 = 117;
 
     /// Every server code, with its name.
     pub const NAMES: &[(u16, &str)] = &[
@@ -158,6 +160,7 @@ pub mod code {
         (ALREADY_LOGGED_IN, "already_logged_in"),
         (FORBIDDEN, "forbidden"),
         (INTERNAL, "internal"),
+        (NOT_LEADER, "not_leader"),
     ];
 }
 

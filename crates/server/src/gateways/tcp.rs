@@ -433,6 +433,7 @@ pub(crate) fn wire_code(code: ErrorCode) -> u16 {
         ErrorCode::MalformedFrame | ErrorCode::ProtocolError => code::MALFORMED_FRAME,
         ErrorCode::Busy => code::BUSY,
         ErrorCode::EngineStopped => code::ENGINE_STOPPED,
+        ErrorCode::NotLeader => code::NOT_LEADER,
         ErrorCode::RateLimited => code::RATE_LIMITED,
         ErrorCode::MissingSignature | ErrorCode::LoginRequired | ErrorCode::LoginTimeout => {
             code::LOGIN_REQUIRED

@@ -114,6 +114,9 @@ error_codes! {
 
     // The venue's own parts.
     EngineStopped => "engine_stopped",
+    /// A node of a cluster that does not lead takes no order (`docs/cluster.md`): the
+    /// message names the leader.
+    NotLeader => "not_leader",
     FeedOff => "feed_off",
     HistoryOff => "history_off",
     HistoryUnreadable => "history_unreadable",
@@ -288,6 +291,9 @@ impl From<LinkError> for ApiError {
             LinkError::Refused(bourse_engine::SubmitError::Invalid(_)) => ErrorCode::InvalidCommand,
             LinkError::Refused(bourse_engine::SubmitError::Stopped(_)) | LinkError::Failed(_) => {
                 ErrorCode::EngineStopped
+            }
+            LinkError::Refused(bourse_engine::SubmitError::NotLeader { .. }) => {
+                ErrorCode::NotLeader
             }
         };
         let api = ApiError::new(code, error.to_string());

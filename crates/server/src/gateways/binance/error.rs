@@ -133,7 +133,10 @@ impl From<ApiError> for BinanceError {
                 "Too many requests; the key's rate limit is reached.",
             ),
             ErrorCode::InvalidCommand => BinanceError::bad_request(-1100, error.message.clone()),
-            ErrorCode::Busy | ErrorCode::EngineStopped | ErrorCode::ShuttingDown => busy(),
+            ErrorCode::Busy
+            | ErrorCode::EngineStopped
+            | ErrorCode::NotLeader
+            | ErrorCode::ShuttingDown => busy(),
             // Not met on this surface: its requests are signed one by one (no login,
             // connection or subscription), and it has no administration or history.
             ErrorCode::NotFound

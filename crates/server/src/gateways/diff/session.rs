@@ -916,6 +916,7 @@ pub(crate) fn notify_level(code: ErrorCode) -> &'static str {
         | ErrorCode::ShuttingDown
         | ErrorCode::Closed
         | ErrorCode::EngineStopped
+        | ErrorCode::NotLeader
         | ErrorCode::FeedOff
         | ErrorCode::HistoryOff
         | ErrorCode::HistoryUnreadable

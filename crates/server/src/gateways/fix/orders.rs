@@ -789,6 +789,7 @@ pub(crate) fn ord_rej_reason(code: ErrorCode) -> u64 {
         | ErrorCode::ShuttingDown
         | ErrorCode::Closed
         | ErrorCode::EngineStopped
+        | ErrorCode::NotLeader
         | ErrorCode::FeedOff
         | ErrorCode::HistoryOff
         | ErrorCode::HistoryUnreadable

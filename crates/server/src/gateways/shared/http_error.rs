@@ -81,6 +81,7 @@ pub fn status(code: ErrorCode) -> StatusCode {
         | ErrorCode::ShuttingDown
         | ErrorCode::Closed
         | ErrorCode::EngineStopped
+        | ErrorCode::NotLeader
         | ErrorCode::HistoryOff => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::SqlUnavailable => StatusCode::NOT_IMPLEMENTED,
         ErrorCode::HistoryUnreadable

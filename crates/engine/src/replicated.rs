@@ -1,0 +1,194 @@
+//! The engine as a node of a cluster (`EngineConfig::cluster`): what the Raft node
+//! commits becomes the journal and the applier's batches.
+//!
+//! On the leader the sequencer proposes its batches to the node (`Replica`) instead of
+//! writing them; every node, leader and followers alike, gets the committed entries here,
+//! on the node's thread (`Committed`), in log order. Each entry's commands are written
+//! to the journal with the numbers the log gave them, then handed to the applier as any
+//! batch is. Their outcomes may leave at once: a committed entry is held durably by a
+//! majority of nodes (each syncs its Raft log before saying it holds an entry), which is
+//! the acknowledgement rule of a cluster. The journal is synced every
+//! `JOURNAL_SYNC_EVERY`, for the readers that follow it (the snapshotter, the history)
+//! and so that a restart replays little of the Raft log.
+//!
+//! A leader's own commands come back with their origins (the proposal's tag) and are
+//! answered to their sessions; commands another node proposed have no session here and
+//! go to the tap only. A proposal that will not be applied, or whose fate this node
+//! cannot learn, is answered `Failed` with the reason (`Unanswered`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bourse_cluster::batch::{Batch, LogClock};
+use bourse_cluster::{Application, Entry, NodeId, Unanswered};
+use bourse_core::{Seq, TimestampNs};
+use bourse_journal::{JournalWriter, RecordBatch};
+use crossbeam_channel::Sender;
+
+use crate::handoff::{Origin, SequencedBatch, ToApplier};
+use crate::intake::{Correlation, Released, ResultSink, SessionNumber};
+use crate::shared::{now_ns, Shared, NO_LEADER};
+
+/// How often the journal is synced while entries are committed.
+pub(crate) const JOURNAL_SYNC_EVERY: Duration = Duration::from_millis(20);
+
+/// The sink of the `foreign` slot: outcomes of commands no session here sent.
+pub(crate) struct Discard;
+
+impl ResultSink for Discard {
+    fn deliver(&self, _released: Released) {}
+}
+
+/// The node's application: the journal and the applier.
+pub(crate) struct Committed {
+    pub(crate) writer: JournalWriter,
+    pub(crate) to_applier: Sender<ToApplier>,
+    pub(crate) shared: Arc<Shared>,
+    /// The slot whose sink drops what it gets: where the outcomes of other nodes'
+    /// commands go (the tap still gets each).
+    pub(crate) foreign: u32,
+    pub(crate) last_sync: Instant,
+}
+
+impl Committed {
+    /// Syncs the journal if it has unsynced records; says how far it is durable.
+    fn sync(&mut self) -> Result<(), String> {
+        if self.writer.has_unsynced() {
+            let started = Instant::now();
+            self.writer.sync().map_err(|error| error.to_string())?;
+            let took_ns = started.elapsed().as_nanos() as u64;
+            self.shared.stats.record_sync(took_ns, now_ns());
+        }
+        self.shared.stats.set_durable_below(self.writer.next_seq());
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    fn stop(&mut self, reason: &str) {
+        let reason = format!("journal storage failed, the node stopped: {reason}");
+        eprintln!("bourse: {reason}");
+        self.shared.stop(&reason);
+    }
+
+    /// Runs `query` on the applier after every batch handed over so far.
+    pub(crate) fn query(&mut self, query: crate::intake::Query) {
+        let _ = self.to_applier.send(ToApplier::Query(query));
+    }
+}
+
+impl Application for Committed {
+    type Tag = Vec<Origin>;
+
+    fn install(&mut self, clock: LogClock, _state: &[u8]) {
+        // Compaction is not done yet in a cluster, so no leader sends a snapshot; one
+        // that arrives anyway cannot be taken up, and the node stops rather than
+        // diverge.
+        self.stop(&format!(
+            "a leader's snapshot (items up to {}) arrived; taking one up is not supported yet",
+            clock.next_seq.saturating_sub(1)
+        ));
+    }
+
+    fn apply(&mut self, entry: &Entry, batch: Option<Batch<'_>>, tag: Option<Vec<Origin>>) {
+        let Some(batch) = batch else { return };
+        if self.shared.stopped.load(Ordering::SeqCst) {
+            if let Some(origins) = tag {
+                let reason = self.shared.failure().unwrap_or_default();
+                let _ = self.to_applier.send(ToApplier::Fail { origins, reason });
+            }
+            return;
+        }
+        let header = batch.header;
+        let ts = TimestampNs(header.ts);
+        let next = self.writer.next_seq().0;
+        let mut records = RecordBatch::default();
+        let mut skipped = 0u64;
+        for (at, payload) in batch.enumerate() {
+            // After a restart the journal may already hold the first of them.
+            if header.first_seq + (at as u64) < next {
+                skipped += 1;
+                continue;
+            }
+            let pushed = records.push(ts, |out| {
+                out.extend_from_slice(payload);
+                Ok::<(), std::convert::Infallible>(())
+            });
+            if let Err(error) = pushed {
+                self.stop(&format!(
+                    "entry {}: a command the journal refuses: {error:?}",
+                    entry.index
+                ));
+                return;
+            }
+        }
+        if records.is_empty() {
+            return;
+        }
+        if header.first_seq + skipped != next {
+            self.stop(&format!(
+                "entry {} numbers its commands from {}, the journal is at {next}",
+                entry.index, header.first_seq
+            ));
+            return;
+        }
+        if let Err(error) = self.writer.write(&mut records) {
+            self.stop(&error.to_string());
+            return;
+        }
+        debug_assert_eq!(records.first_seq(), Seq(header.first_seq + skipped));
+        self.shared.stats.record_batch(records.len() as u64);
+        let origins = match tag {
+            Some(origins) if skipped == 0 && origins.len() == records.len() => origins,
+            _ => {
+                let foreign = Origin {
+                    slot: self.foreign,
+                    correlation: Correlation { session: SessionNumber(0), request: 0 },
+                };
+                vec![foreign; records.len()]
+            }
+        };
+        let _ = self.to_applier.send(ToApplier::Batch(SequencedBatch { records, origins }));
+        if self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY {
+            if let Err(error) = self.sync() {
+                self.stop(&error);
+            }
+        }
+    }
+
+    fn unanswered(&mut self, origins: Vec<Origin>, why: Unanswered) {
+        let reason = match why {
+            Unanswered::NotLeader(Some(leader)) => {
+                format!("not the leader: node {} leads", leader.0)
+            }
+            Unanswered::NotLeader(None) => "not the leader: no leader is known".to_string(),
+            Unanswered::Lost => {
+                "lost in a change of leader: not applied; send it again".to_string()
+            }
+            Unanswered::Unknown => "the leader changed before the outcome was known: it may \
+                                    or may not be applied; send it again with the same client \
+                                    order id"
+                .to_string(),
+        };
+        let _ = self.to_applier.send(ToApplier::Fail { origins, reason });
+    }
+
+    fn leadership(&mut self, leader: Option<NodeId>, _term: u64) {
+        let leader_id = leader.map_or(NO_LEADER, |leader| leader.0);
+        self.shared.leader.store(leader_id, Ordering::SeqCst);
+    }
+
+    fn stopped(&mut self, failure: Option<&str>) {
+        if let Some(failure) = failure {
+            self.shared.stop(failure);
+        }
+        if let Err(error) = self.sync() {
+            self.stop(&error);
+        }
+        let (last_crc, journal_id) = match self.shared.failure() {
+            Some(_) => (0, 0),
+            None => (self.writer.last_crc(), self.writer.journal_id()),
+        };
+        let _ = self.to_applier.send(ToApplier::Shutdown { last_crc, journal_id });
+    }
+}
