@@ -102,7 +102,7 @@ fn applied(engine: &Engine) -> Seq {
 }
 
 fn digest(engine: &Engine) -> String {
-    engine.query(|exchange| state_digest(exchange)).unwrap()
+    engine.query(state_digest).unwrap()
 }
 
 #[test]
