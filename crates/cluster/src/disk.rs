@@ -17,6 +17,8 @@ pub trait Disk {
     fn list(&mut self) -> io::Result<Vec<String>>;
     /// The whole file (`None`: there is none).
     fn read(&mut self, name: &str) -> io::Result<Option<Vec<u8>>>;
+    /// `len` bytes of the file from `offset` (what was appended, synced or not).
+    fn read_at(&self, name: &str, offset: u64, len: usize) -> io::Result<Vec<u8>>;
     /// Appends to the file (made if missing). Not durable until `sync`.
     fn append(&mut self, name: &str, bytes: &[u8]) -> io::Result<()>;
     /// Cuts the file to `len` bytes. Not durable until `sync`.
@@ -99,6 +101,14 @@ impl Disk for FsDisk {
         }
     }
 
+    fn read_at(&self, name: &str, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let file = File::open(self.dir.join(name))?;
+        let mut bytes = vec![0u8; len];
+        file.read_exact_at(&mut bytes, offset)?;
+        Ok(bytes)
+    }
+
     fn append(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
         self.appending(name)?.write_all(bytes)
     }
@@ -150,6 +160,8 @@ mod tests {
         disk.append("a", b"world").unwrap();
         disk.sync("a").unwrap();
         assert_eq!(disk.read("a").unwrap().as_deref(), Some(&b"hello world"[..]));
+        assert_eq!(disk.read_at("a", 6, 5).unwrap(), b"world");
+        assert!(disk.read_at("a", 6, 6).is_err());
         disk.truncate("a", 5).unwrap();
         disk.append("a", b"!").unwrap();
         assert_eq!(disk.read("a").unwrap().as_deref(), Some(&b"hello!"[..]));

@@ -17,8 +17,10 @@
 //! Opening reads them back: the last segment may end in a torn frame (the node died
 //! while appending; nothing in it was ever acknowledged, since acknowledging waits for
 //! the sync), which is cut off; a damaged frame anywhere else, or a gap in the indexes,
-//! refuses to open (`LogError::Corrupt`). Every entry since the compaction point is also
-//! kept in memory (raft-rs reads them on every append it sends): compaction bounds it.
+//! refuses to open (`LogError::Corrupt`). In memory the log keeps each entry's term and
+//! place, and the newest entries whole, up to `CACHE_BYTES_DEFAULT` of them (what a
+//! leader sends followers that keep up); an older entry is read back from its segment
+//! when a lagging follower needs it.
 
 use std::collections::VecDeque;
 
@@ -51,11 +53,17 @@ pub enum LogError {
     Misuse(String),
 }
 
-/// Where an entry's frame is: its segment (by the segment's first index) and offset.
+/// The newest entries' data kept in memory, at most.
+pub const CACHE_BYTES_DEFAULT: usize = 32 << 20;
+
+/// What the log keeps of each entry in memory: its term, and where its frame is (its
+/// segment, by the segment's first index, its offset and length).
 #[derive(Clone, Copy, Debug)]
 struct Place {
+    term: u64,
     segment: u64,
     offset: u64,
+    len: u32,
 }
 
 /// A segment of the current epoch: its first index and its length in bytes.
@@ -72,9 +80,13 @@ pub struct RaftLog<D: Disk> {
     /// The compaction point (index 0: none yet) and the state there.
     snapshot: Snapshot,
     epoch: u64,
-    /// Every entry after the compaction point, in index order, and where each is.
-    entries: VecDeque<Entry>,
+    /// Every entry after the compaction point, in index order: its term and place.
     places: VecDeque<Place>,
+    /// The newest entries whole (the last `cache.len()` of them), their data at most
+    /// `cache_budget` bytes.
+    cache: VecDeque<Entry>,
+    cache_bytes: usize,
+    cache_budget: usize,
     segments: Vec<Segment>,
     /// Segments written or cut since the last sync.
     dirty: Vec<u64>,
@@ -110,8 +122,10 @@ impl<D: Disk> RaftLog<D> {
             conf_state,
             snapshot,
             epoch,
-            entries: VecDeque::new(),
             places: VecDeque::new(),
+            cache: VecDeque::new(),
+            cache_bytes: 0,
+            cache_budget: CACHE_BYTES_DEFAULT,
             segments: Vec::new(),
             dirty: Vec::new(),
             segment_bytes: SEGMENT_BYTES_DEFAULT,
@@ -131,6 +145,14 @@ impl<D: Disk> RaftLog<D> {
     /// Segments start a new file at `bytes` (tests use small ones).
     pub fn with_segment_bytes(mut self, bytes: u64) -> RaftLog<D> {
         self.segment_bytes = bytes.max(1);
+        self
+    }
+
+    /// Keeps at most `bytes` of the newest entries' data in memory (tests use little, so
+    /// that entries are read back from disk).
+    pub fn with_cache_bytes(mut self, bytes: usize) -> RaftLog<D> {
+        self.cache_budget = bytes;
+        self.trim_cache();
         self
     }
 
@@ -159,9 +181,73 @@ impl<D: Disk> RaftLog<D> {
         &self.snapshot
     }
 
-    /// The entries after the compaction point, newest first.
-    pub fn entries_newest_first(&self) -> impl Iterator<Item = &Entry> {
-        self.entries.iter().rev()
+    /// The first entry the log holds (after the compaction point; past the last when
+    /// it holds none).
+    pub fn first_kept(&self) -> u64 {
+        self.first_index_now()
+    }
+
+    /// The last entry the log holds (the compaction point when it holds none).
+    pub fn last_kept(&self) -> u64 {
+        self.last_index_now()
+    }
+
+    /// The entry at `index` (one the log holds), from memory or read back from disk.
+    pub fn entry(&self, index: u64) -> Result<Entry, LogError> {
+        let at = index
+            .checked_sub(self.first_index_now())
+            .filter(|at| *at < self.places.len() as u64)
+            .ok_or_else(|| LogError::Misuse(format!("read entry {index}, not in the log")))?;
+        let cached_from = self.last_index_now() + 1 - self.cache.len() as u64;
+        if index >= cached_from {
+            return Ok(self.cache[(index - cached_from) as usize].clone());
+        }
+        let place = self.places[at as usize];
+        let name = segment_name(self.epoch, place.segment);
+        let bytes = self.disk.read_at(&name, place.offset, place.len as usize)?;
+        let (entry, _) = decode_frame(&bytes).map_err(|error| {
+            LogError::Corrupt(format!("{name} at byte {}: {error}", place.offset))
+        })?;
+        if entry.index != index {
+            return Err(LogError::Corrupt(format!(
+                "{name} at byte {}: entry {} where {index} should be",
+                place.offset, entry.index
+            )));
+        }
+        Ok(entry)
+    }
+
+    /// Keeps an entry just added (the newest) whole in memory, and as many before it as
+    /// the budget holds.
+    fn cache_newest(&mut self, entry: Entry) {
+        self.cache_bytes += entry.data.len() + entry.context.len();
+        self.cache.push_back(entry);
+        self.trim_cache();
+    }
+
+    fn trim_cache(&mut self) {
+        while self.cache_bytes > self.cache_budget {
+            let Some(oldest) = self.cache.pop_front() else { break };
+            self.cache_bytes -= oldest.data.len() + oldest.context.len();
+        }
+    }
+
+    /// Forgets cached entries from `index` on (cut from the log).
+    fn uncache_from(&mut self, index: u64) {
+        while self.cache.back().is_some_and(|entry| entry.index >= index) {
+            if let Some(entry) = self.cache.pop_back() {
+                self.cache_bytes -= entry.data.len() + entry.context.len();
+            }
+        }
+    }
+
+    /// Forgets cached entries up to `index` (compacted).
+    fn uncache_to(&mut self, index: u64) {
+        while self.cache.front().is_some_and(|entry| entry.index <= index) {
+            if let Some(entry) = self.cache.pop_front() {
+                self.cache_bytes -= entry.data.len() + entry.context.len();
+            }
+        }
     }
 
     fn snapshot_index(&self) -> u64 {
@@ -173,17 +259,19 @@ impl<D: Disk> RaftLog<D> {
     }
 
     fn last_index_now(&self) -> u64 {
-        self.entries.back().map_or(self.snapshot_index(), |entry| entry.index)
+        self.snapshot_index() + self.places.len() as u64
     }
 
-    /// The entries in memory follow the compaction point without a gap, one place each.
+    /// The cached entries are the newest, one after the other, within the budget.
     fn check(&self) {
-        debug_assert_eq!(self.entries.len(), self.places.len());
+        debug_assert!(self.cache.len() <= self.places.len());
+        debug_assert!(self.cache_bytes <= self.cache_budget);
+        let cached_from = self.last_index_now() + 1 - self.cache.len() as u64;
         debug_assert!(self
-            .entries
+            .cache
             .iter()
             .enumerate()
-            .all(|(at, entry)| entry.index == self.first_index_now() + at as u64));
+            .all(|(at, entry)| entry.index == cached_from + at as u64));
     }
 
     /// Appends entries from the leader (or the node's own, as leader). Entries at
@@ -215,15 +303,20 @@ impl<D: Disk> RaftLog<D> {
             let segment = self.segment_for(entry.index)?;
             let name = segment_name(self.epoch, segment.first_index);
             self.disk.append(&name, &frame)?;
-            let place = Place { segment: segment.first_index, offset: segment.len };
+            let place = Place {
+                term: entry.term,
+                segment: segment.first_index,
+                offset: segment.len,
+                len: frame.len() as u32,
+            };
             if let Some(last) = self.segments.last_mut() {
                 last.len += frame.len() as u64;
             }
             if !self.dirty.contains(&place.segment) {
                 self.dirty.push(place.segment);
             }
-            self.entries.push_back(entry.clone());
             self.places.push_back(place);
+            self.cache_newest(entry.clone());
         }
         self.check();
         Ok(())
@@ -252,8 +345,8 @@ impl<D: Disk> RaftLog<D> {
     fn cut_from(&mut self, index: u64) -> Result<(), LogError> {
         let keep = (index - self.first_index_now()) as usize;
         let Some(place) = self.places.get(keep).copied() else { return Ok(()) };
-        self.entries.truncate(keep);
         self.places.truncate(keep);
+        self.uncache_from(index);
         while let Some(last) = self.segments.last().copied() {
             if last.first_index == place.segment {
                 break;
@@ -338,8 +431,8 @@ impl<D: Disk> RaftLog<D> {
         self.disk.replace(SNAPSHOT_FILE, &encode_snapshot_file(&snapshot, self.epoch))?;
         let dropped = (index - self.snapshot_index()) as usize;
         self.snapshot = snapshot;
-        self.entries.drain(..dropped);
         self.places.drain(..dropped);
+        self.uncache_to(index);
         // A segment goes once the next one starts at or before the first entry kept.
         while self.segments.len() >= 2 && self.segments[1].first_index <= index + 1 {
             let gone = self.segments.remove(0);
@@ -369,8 +462,9 @@ impl<D: Disk> RaftLog<D> {
         }
         self.epoch = epoch;
         self.dirty.clear();
-        self.entries.clear();
         self.places.clear();
+        self.cache.clear();
+        self.cache_bytes = 0;
         self.snapshot = snapshot.clone();
         self.hard_state.term = self.hard_state.term.max(metadata.term);
         self.hard_state.commit = metadata.index;
@@ -384,9 +478,9 @@ impl<D: Disk> RaftLog<D> {
         if index == self.snapshot_index() {
             return Ok(self.snapshot.get_metadata().term);
         }
-        match index.checked_sub(self.first_index_now()).and_then(|at| self.entries.get(at as usize))
+        match index.checked_sub(self.first_index_now()).and_then(|at| self.places.get(at as usize))
         {
-            Some(entry) => Ok(entry.term),
+            Some(place) => Ok(place.term),
             None => Err(LogError::Misuse(format!("read the term of {index}, not in the log"))),
         }
     }
@@ -423,7 +517,13 @@ impl<D: Disk> RaftLog<D> {
             while offset < bytes.len() {
                 match decode_frame(&bytes[offset..]) {
                     Ok((entry, len)) => {
-                        self.take_read_entry(entry, first_index, offset as u64, &name)?;
+                        let place = Place {
+                            term: entry.term,
+                            segment: first_index,
+                            offset: offset as u64,
+                            len: len as u32,
+                        };
+                        self.take_read_entry(entry, place, &name)?;
                         offset += len;
                     }
                     Err(error) if at + 1 == count => {
@@ -447,25 +547,19 @@ impl<D: Disk> RaftLog<D> {
 
     /// An entry read back from a segment: kept if after the compaction point, and only
     /// if it follows the one before.
-    fn take_read_entry(
-        &mut self,
-        entry: Entry,
-        segment: u64,
-        offset: u64,
-        name: &str,
-    ) -> Result<(), LogError> {
+    fn take_read_entry(&mut self, entry: Entry, place: Place, name: &str) -> Result<(), LogError> {
         if entry.index <= self.snapshot_index() {
             return Ok(());
         }
         let expected = self.last_index_now() + 1;
         if entry.index != expected {
             return Err(LogError::Corrupt(format!(
-                "{name} at byte {offset}: entry {} where {expected} should be",
-                entry.index
+                "{name} at byte {}: entry {} where {expected} should be",
+                place.offset, entry.index
             )));
         }
-        self.entries.push_back(entry);
-        self.places.push_back(Place { segment, offset });
+        self.places.push_back(place);
+        self.cache_newest(entry);
         Ok(())
     }
 }
@@ -492,10 +586,20 @@ impl<D: Disk> raft::Storage for RaftLog<D> {
         if high > self.last_index_now() + 1 || low > high {
             return Err(storage_error(StorageError::Unavailable));
         }
-        let from = (low - self.first_index_now()) as usize;
-        let to = (high - self.first_index_now()) as usize;
-        let mut entries: Vec<Entry> = self.entries.range(from..to).cloned().collect();
-        raft::util::limit_size(&mut entries, max_size.into());
+        let max_size = max_size.into();
+        let mut entries = Vec::new();
+        let mut size = 0u64;
+        for index in low..high {
+            let entry = self
+                .entry(index)
+                .map_err(|error| raft::Error::Store(StorageError::Other(Box::new(error))))?;
+            size += u64::from(protobuf::Message::compute_size(&entry));
+            // At least one entry, then no more than `max_size` (raft-rs's rule).
+            if !entries.is_empty() && max_size.is_some_and(|max| size > max) {
+                break;
+            }
+            entries.push(entry);
+        }
         Ok(entries)
     }
 
@@ -509,7 +613,7 @@ impl<D: Disk> raft::Storage for RaftLog<D> {
         if index > self.last_index_now() {
             return Err(storage_error(StorageError::Unavailable));
         }
-        Ok(self.entries[(index - self.first_index_now()) as usize].term)
+        Ok(self.places[(index - self.first_index_now()) as usize].term)
     }
 
     fn first_index(&self) -> raft::Result<u64> {
@@ -715,6 +819,32 @@ mod tests {
         assert!(log.torn_tail().is_none());
         // Several segments were written (100 bytes each).
         assert!(FsDisk::open(dir.path()).unwrap().list().unwrap().len() > 3);
+    }
+
+    #[test]
+    fn entries_beyond_the_memory_budget_are_read_back_from_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = open(dir.path()).with_cache_bytes(30);
+        log.append(&(1..=10).map(|index| entry(1, index)).collect::<Vec<_>>()).unwrap();
+        // Four entries' data fit in 30 bytes ("entry 7" to "entry 10": 7+7+7+8).
+        assert_eq!(log.cache.len(), 4);
+        let all = log.entries(1, 11, None, GetEntriesContext::empty(false)).unwrap();
+        assert_eq!(
+            all.iter().map(|entry| entry.index).collect::<Vec<_>>(),
+            (1..=10).collect::<Vec<_>>()
+        );
+        assert_eq!(all[0].data, Bytes::from("entry 1"));
+        // raft-rs's size limit: at least one entry, then within the limit.
+        let limited = log.entries(1, 11, Some(1), GetEntriesContext::empty(false)).unwrap();
+        assert_eq!(limited.len(), 1);
+        // After a restart too, and after the tail is replaced.
+        log.sync().unwrap();
+        drop(log);
+        let mut log = open(dir.path()).with_cache_bytes(30);
+        log.append(&[entry(2, 9)]).unwrap();
+        assert_eq!(log.entry(8).unwrap().data, Bytes::from("entry 8"));
+        assert_eq!(log.entry(9).unwrap().term, 2);
+        assert!(log.entry(10).is_err());
     }
 
     #[test]

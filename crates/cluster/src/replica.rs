@@ -85,8 +85,9 @@ pub fn applied_index<D: crate::disk::Disk>(
     log: &RaftLog<D>,
     applied_seq: u64,
 ) -> Result<u64, NodeError> {
-    for entry in log.entries_newest_first() {
-        let Some(header) = batch_of(entry)? else { continue };
+    for index in (log.first_kept()..=log.last_kept()).rev() {
+        let entry = log.entry(index)?;
+        let Some(header) = batch_of(&entry)? else { continue };
         if header.next_seq() <= applied_seq + 1 {
             return Ok(entry.index);
         }
@@ -122,8 +123,8 @@ fn batch_of(entry: &Entry) -> Result<Option<BatchHeader>, LogError> {
 
 /// The numbering and the clock after the whole log.
 fn clock_at_end<D: crate::disk::Disk>(log: &RaftLog<D>) -> Result<LogClock, LogError> {
-    for entry in log.entries_newest_first() {
-        if let Some(header) = batch_of(entry)? {
+    for index in (log.first_kept()..=log.last_kept()).rev() {
+        if let Some(header) = batch_of(&log.entry(index)?)? {
             return Ok(LogClock::after(&header));
         }
     }

@@ -2,7 +2,7 @@
 //! three (or five) real `Node`s with their real `RaftLog`s, in one process, over a
 //! simulated network (delays, loss, duplication, reordering, partitions) and simulated
 //! disks (what was not synced is lost when a node crashes, and the last write may be
-//! torn; a disk may fail), under one seeded scheduler. Every choice comes from the
+//! torn; a disk may fail its writes), under one seeded scheduler. Every choice comes from the
 //! seed, so a failing seed replays exactly: `BOURSE_SIM_SEED=<seed> cargo test -p
 //! bourse-cluster --test simulation`.
 //!
@@ -53,7 +53,8 @@ struct SimFile {
 #[derive(Default)]
 struct SimFiles {
     files: BTreeMap<String, SimFile>,
-    /// The disk fails every operation from now on (a dead or full disk): the node stops.
+    /// The disk fails every write and sync from now on (a full or failing disk): the
+    /// node stops.
     failed: bool,
 }
 
@@ -95,13 +96,20 @@ impl SimDisk {
 
 impl Disk for SimDisk {
     fn list(&mut self) -> io::Result<Vec<String>> {
-        self.check()?;
         Ok(self.0.borrow().files.keys().cloned().collect())
     }
 
     fn read(&mut self, name: &str) -> io::Result<Option<Vec<u8>>> {
-        self.check()?;
         Ok(self.0.borrow().files.get(name).map(|file| file.current.clone()))
+    }
+
+    fn read_at(&self, name: &str, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+        // A failing disk here is a full one: reads still work. (A disk that cannot be
+        // read at all stops raft-rs with a panic, a crash: the crashes cover it.)
+        let files = self.0.borrow();
+        let file = files.files.get(name).ok_or_else(|| io::Error::other("no such file"))?;
+        let range = offset as usize..offset as usize + len;
+        file.current.get(range).map(<[u8]>::to_vec).ok_or_else(|| io::Error::other("short read"))
     }
 
     fn append(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
@@ -375,7 +383,9 @@ impl Sim {
             .unwrap_or_else(|error| {
                 panic!("seed {}: {} does not open: {error}", self.seed, node.id)
             })
-            .with_segment_bytes(512);
+            .with_segment_bytes(512)
+            // A few entries whole in memory: a lagging node's are read back from disk.
+            .with_cache_bytes(64);
         let app = match log.snapshot_ref().get_metadata().index {
             0 => App::default(),
             _ => App::decode(&log.snapshot_ref().data),
