@@ -23,9 +23,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bourse_cluster::{NodeConfig, NodeId, PeerMap, ReplicaConfig};
 use bourse_core::Command;
 use bourse_engine::{
-    Durability, Engine, EngineConfig, Outcome, Released, StatsSnapshot, SubmitError, SLOW_SYNC_NS,
+    ClusterSettings, Durability, Engine, EngineConfig, Outcome, Released, StatsSnapshot,
+    SubmitError, SLOW_SYNC_NS,
 };
 use clap::Args;
 use crossbeam_channel::{unbounded, Receiver};
@@ -60,6 +62,11 @@ pub struct DurableArgs {
     /// Where the journal goes (a fresh directory, removed afterwards).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Run a cluster of this many engines on loopback (3 or 5; `docs/cluster.md`) and
+    /// submit to its leader: an outcome is released once a majority of nodes hold its
+    /// command durably. 0: one engine.
+    #[arg(long, default_value_t = 0)]
+    cluster: u64,
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
@@ -98,6 +105,7 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
         durability,
         segment_bytes: args.segment_mib << 20,
         snapshot_every: args.snapshot_every,
+        cluster: args.cluster,
     };
     let throughput =
         pass(&base_dir.join("throughput"), engine_options, &workload.setup, &measured, None, 0)?;
@@ -126,6 +134,7 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
                 "workload": workload.name,
                 "host": crate::host::facts(),
                 "mode": durability.name(),
+                "cluster_nodes": args.cluster,
                 "commands": throughput.commands,
                 "commands_per_sec": max_rate.round(),
                 "syncs": throughput.syncs,
@@ -164,6 +173,13 @@ pub fn run(args: &DurableArgs) -> Result<(), String> {
             })
         );
     } else {
+        if args.cluster > 0 {
+            println!(
+                "a cluster of {} engines on loopback: released once a majority holds each \
+                 command (the syncs below are the leader's journal's, in the background)",
+                args.cluster
+            );
+        }
         println!(
             "{} mode {}: {} commands, {:.3} M commands/s, {} syncs, mean batch {:.1}; open loop at {} commands/s (mean batch {}, sync mean {} us, p99 < {} us, max {} us, {} over 1 ms; producer late p99 {} us; to the sequencer p99 {} us): release latency p50 {} us, p90 {} us, p99 {} us, p99.9 {} us, max {} us",
             workload.name,
@@ -223,6 +239,76 @@ struct EngineOptions {
     durability: Durability,
     segment_bytes: u64,
     snapshot_every: u64,
+    /// Nodes of a cluster on loopback (0: one engine).
+    cluster: u64,
+}
+
+/// The engines of a pass: the one commands go to (the cluster's leader), and the others.
+struct Engines {
+    serving: Engine,
+    others: Vec<Engine>,
+}
+
+impl Engines {
+    fn start(data_dir: &std::path::Path, options: EngineOptions) -> Result<Engines, String> {
+        let config = |dir: std::path::PathBuf| {
+            let mut config = EngineConfig::new(dir);
+            config.durability = options.durability;
+            config.segment_bytes = options.segment_bytes;
+            config.snapshot_every_commands = options.snapshot_every;
+            config.snapshot_on_shutdown = false;
+            config
+        };
+        if options.cluster == 0 {
+            let engine =
+                Engine::start(config(data_dir.to_path_buf())).map_err(|e| e.to_string())?;
+            return Ok(Engines { serving: engine, others: Vec::new() });
+        }
+        let addresses: std::collections::BTreeMap<NodeId, std::net::SocketAddr> = (1..=options
+            .cluster)
+            .map(|id| {
+                let address = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|listener| listener.local_addr())
+                    .map_err(|error| error.to_string())?;
+                Ok((NodeId(id), address))
+            })
+            .collect::<Result<_, String>>()?;
+        let mut engines = Vec::new();
+        for id in 1..=options.cluster {
+            let mut config = config(data_dir.join(format!("node-{id}")));
+            config.cluster = Some(ClusterSettings {
+                replica: ReplicaConfig {
+                    node: NodeConfig::new(NodeId(id)),
+                    peers: PeerMap { cluster: 1, me: NodeId(id), addresses: addresses.clone() },
+                    tick: Duration::from_millis(50),
+                },
+                initial_voters: (1..=options.cluster).collect(),
+            });
+            engines.push(Engine::start(config).map_err(|error| error.to_string())?);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let leader = engines.iter().position(|engine| {
+                engine.cluster_status().is_some_and(|status| status.status.is_leader)
+            });
+            if let Some(leader) = leader {
+                let serving = engines.swap_remove(leader);
+                return Ok(Engines { serving, others: engines });
+            }
+            if Instant::now() > deadline {
+                return Err("the cluster elected no leader within 10 s".to_string());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn shutdown(self) -> Result<(), String> {
+        let serving = self.serving.shutdown();
+        for other in self.others {
+            other.shutdown()?;
+        }
+        serving
+    }
 }
 
 /// One run on a fresh engine: the setup (not timed), then the measured commands, either
@@ -237,13 +323,9 @@ fn pass(
     late_us: u64,
 ) -> Result<PassResult, String> {
     let _ = std::fs::remove_dir_all(data_dir);
-    let mut config = EngineConfig::new(data_dir);
-    config.durability = options.durability;
-    config.segment_bytes = options.segment_bytes;
-    config.snapshot_every_commands = options.snapshot_every;
-    config.snapshot_on_shutdown = false;
-    let engine = Engine::start(config).map_err(|error| error.to_string())?;
-    run_setup(&engine, setup)?;
+    let engines = Engines::start(data_dir, options)?;
+    let engine = &engines.serving;
+    run_setup(engine, setup)?;
 
     let (sink, outcomes) = unbounded();
     let session = engine.open_session(Arc::new(sink));
@@ -260,7 +342,7 @@ fn pass(
     let snapshots = after.snapshots - before.snapshots;
     let late = timed.split.as_ref().map(|split| split.late_breakdown(&engine.slow_syncs()));
     drop(session);
-    engine.shutdown()?;
+    engines.shutdown()?;
     Ok(PassResult {
         commands: measured.len(),
         seconds: timed.last_ns as f64 / 1e9,
