@@ -659,7 +659,7 @@ impl Sim {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Summary {
     acknowledged: u64,
     lost: u64,
@@ -681,40 +681,36 @@ fn seeds() -> Vec<u64> {
     (first..first + count).collect()
 }
 
-#[test]
-fn three_nodes_under_crashes_partitions_loss_and_torn_writes_agree_and_lose_no_acknowledged_entry()
-{
+/// Runs `size` nodes under every seed, `faulty_ms` of faults each; their sums.
+fn run_seeds(seeds: impl IntoIterator<Item = u64>, size: u64, faulty_ms: u64) -> Summary {
     let mut total = Summary::default();
-    for seed in seeds() {
-        let summary = Sim::new(seed, 3).run(8_000);
+    for seed in seeds {
+        let summary = Sim::new(seed, size).run(faulty_ms);
         total.acknowledged += summary.acknowledged;
         total.lost += summary.lost;
         total.terms += summary.terms;
         total.applied += summary.applied;
         total.simulated_ms += summary.simulated_ms;
     }
+    total
+}
+
+#[test]
+fn three_nodes_under_crashes_partitions_loss_and_torn_writes_agree_and_lose_no_acknowledged_entry()
+{
+    let total = run_seeds(seeds(), 3, 8_000);
     eprintln!("three nodes: {total:?}");
     assert!(total.acknowledged > 0);
 }
 
 #[test]
 fn five_nodes_agree_and_lose_no_acknowledged_entry() {
-    let mut total = Summary::default();
-    for seed in seeds().into_iter().take(30) {
-        let summary = Sim::new(seed ^ 0x5eed_0005, 5).run(6_000);
-        total.acknowledged += summary.acknowledged;
-        total.simulated_ms += summary.simulated_ms;
-    }
+    let total = run_seeds(seeds().into_iter().take(30).map(|seed| seed ^ 0x5eed_0005), 5, 6_000);
     eprintln!("five nodes: {total:?}");
     assert!(total.acknowledged > 0);
 }
 
 #[test]
 fn a_seed_replays_exactly() {
-    let first = Sim::new(4242, 3).run(4_000);
-    let second = Sim::new(4242, 3).run(4_000);
-    assert_eq!(
-        (first.acknowledged, first.lost, first.terms, first.applied, first.simulated_ms),
-        (second.acknowledged, second.lost, second.terms, second.applied, second.simulated_ms)
-    );
+    assert_eq!(run_seeds([4242], 3, 4_000), run_seeds([4242], 3, 4_000));
 }

@@ -78,6 +78,16 @@ fn leader(engines: &BTreeMap<u64, Engine>) -> Option<u64> {
     (leaders.len() == 1).then(|| leaders[0])
 }
 
+/// The leader, once the running engines have elected one.
+fn wait_for_leader(engines: &BTreeMap<u64, Engine>) -> u64 {
+    let mut found = 0;
+    wait_for("a leader", Duration::from_secs(10), || {
+        found = leader(engines).unwrap_or(0);
+        found != 0
+    });
+    found
+}
+
 /// Submits every line on `engine` and returns the outcomes' seqs, in order.
 fn run(engine: &Engine, lines: &[String]) -> Vec<Seq> {
     let (sink, receiver): (_, Receiver<Released>) = unbounded();
@@ -112,11 +122,7 @@ fn three_engines_apply_the_same_commands_fail_over_and_catch_up() {
         (1..=3).map(|id| (NodeId(id), free_address())).collect();
     let mut engines: BTreeMap<u64, Engine> =
         (1..=3).map(|id| (id, start(id, &addresses, dir.path()))).collect();
-    let mut first = 0;
-    wait_for("a leader", Duration::from_secs(10), || {
-        first = leader(&engines).unwrap_or(0);
-        first != 0
-    });
+    let first = wait_for_leader(&engines);
     let batch = lines(0, 300);
     let seqs = run(&engines[&first], &batch);
     assert_eq!(seqs, (1..=batch.len() as u64).map(Seq).collect::<Vec<_>>());
@@ -139,11 +145,7 @@ fn three_engines_apply_the_same_commands_fail_over_and_catch_up() {
 
     // The leader stops; another takes over and goes on numbering.
     engines.remove(&first).unwrap().shutdown().unwrap();
-    let mut second = 0;
-    wait_for("a new leader", Duration::from_secs(10), || {
-        second = leader(&engines).unwrap_or(0);
-        second != 0
-    });
+    let second = wait_for_leader(&engines);
     let more = lines(300, 400);
     let seqs = run(&engines[&second], &more);
     assert_eq!(seqs.first(), Some(&Seq(last.0 + 1)));
