@@ -34,6 +34,6 @@ pub use node::{
 };
 pub use raft::eraftpb::{Entry, EntryType, Message, MessageType, Snapshot};
 pub use replica::{
-    Application, Call, Replica, ReplicaConfig, ReplicaStatus, StatusReader, Unanswered,
+    Application, Call, Noter, Replica, ReplicaConfig, ReplicaStatus, StatusReader, Unanswered,
 };
 pub use transport::PeerMap;

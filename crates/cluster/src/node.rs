@@ -228,6 +228,19 @@ impl<D: Disk> Node<D> {
         }
     }
 
+    /// Appends a note (an entry without a batch, whose context is `note`) if this node
+    /// leads: what every node should learn at that point of the log.
+    pub fn propose_note(&mut self, note: Vec<u8>) -> Result<Proposed, NotLeader> {
+        if !self.is_leader() {
+            return Err(NotLeader { leader: self.leader() });
+        }
+        let term = self.raw.raft.term;
+        match self.raw.propose(note, Vec::new()) {
+            Ok(()) => Ok(Proposed { term, index: self.raw.raft.raft_log.last_index() }),
+            Err(_) => Err(NotLeader { leader: self.leader() }),
+        }
+    }
+
     /// Proposes adding or removing a voter, if this node leads and no other change is
     /// in flight.
     pub fn propose_membership(&mut self, change: MembershipChange) -> Result<Proposed, NotLeader> {

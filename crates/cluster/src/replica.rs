@@ -47,12 +47,15 @@ pub trait Application: Send + 'static {
     fn install(&mut self, clock: LogClock, state: &[u8]);
     /// A committed entry (conf changes included, already applied to the membership),
     /// with its batch if it carries one and the tag of this node's proposal if it is
-    /// one.
+    /// one. A note (`Noter`) comes as an entry without a batch, the note its `context`.
     fn apply(&mut self, entry: &Entry, batch: Option<Batch<'_>>, tag: Option<Self::Tag>);
     /// A proposal that will not be answered by `apply`.
     fn unanswered(&mut self, tag: Self::Tag, why: Unanswered);
     /// The node now knows `leader` (`None`: nobody) in `term`.
     fn leadership(&mut self, leader: Option<NodeId>, term: u64);
+    /// A tick of the node's clock passed (`ReplicaConfig::tick`), whether or not anything
+    /// was committed: time for work that must not wait for the next entry.
+    fn tick(&mut self) {}
     /// The node's thread ends: `failure` says why if it failed (its storage), `None` on
     /// `Replica::stop`. Every tag was answered before.
     fn stopped(&mut self, failure: Option<&str>);
@@ -150,6 +153,7 @@ pub struct ReplicaConfig {
 enum Input<A: Application> {
     Inbound(Inbound),
     Propose { batch: BatchWriter, tag: A::Tag },
+    Note(Vec<u8>),
     Call(Call<A>),
     Compact { index: u64, clock: LogClock, state: Vec<u8> },
     Stop,
@@ -222,6 +226,11 @@ impl<A: Application> Replica<A> {
         self.inputs.send(Input::Propose { batch, tag }).is_ok()
     }
 
+    /// A handle that proposes notes (`Noter`), for another thread.
+    pub fn noter(&self) -> Noter<A> {
+        Noter(self.inputs.clone())
+    }
+
     /// Runs `call` on the node's thread once every proposal made before it has been
     /// answered (applied or `Unanswered`), so that it sees their outcomes; at once on a
     /// node with none waiting. `false` if the node has stopped.
@@ -260,6 +269,17 @@ impl<A: Application> Replica<A> {
 impl<A: Application> Drop for Replica<A> {
     fn drop(&mut self) {
         self.stop_thread();
+    }
+}
+
+/// Proposes notes: entries without a batch whose context every node gets with the
+/// entry, at its place in the log (dropped when the node does not lead).
+pub struct Noter<A: Application>(Sender<Input<A>>);
+
+impl<A: Application> Noter<A> {
+    /// `false` if the node has stopped.
+    pub fn propose_note(&self, note: Vec<u8>) -> bool {
+        self.0.send(Input::Note(note)).is_ok()
     }
 }
 
@@ -394,9 +414,14 @@ impl<A: Application> Running<A> {
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
+            let mut ticked = false;
             while Instant::now() >= next_tick {
                 self.node.tick();
                 next_tick += self.tick;
+                ticked = true;
+            }
+            if ticked {
+                self.application.tick();
             }
             if let Err(error) = self.step() {
                 self.fail(&error.to_string());
@@ -435,6 +460,10 @@ impl<A: Application> Running<A> {
             }
             Input::Inbound(Inbound::Unreachable(to)) => self.unreachable.push(to),
             Input::Propose { batch, tag } => self.propose(batch, tag),
+            Input::Note(note) => {
+                // A node that does not lead has nothing to say to the others.
+                let _ = self.node.propose_note(note);
+            }
             Input::Call(call) => {
                 let after = self.pending.back().map_or(0, |(proposed, _)| proposed.index);
                 self.calls.push_back((after, call));

@@ -135,8 +135,11 @@ fn three_replicas_elect_replicate_fail_over_and_catch_up() {
         let _ = seen.send(record.answered.lock().unwrap().len());
     }));
     assert_eq!(answered_then.recv_timeout(Duration::from_secs(10)), Ok(200));
-    // A follower refuses, naming the leader.
+    // A follower refuses, naming the leader (once it has heard from it).
     let follower = (1..=3).find(|id| *id != first).unwrap();
+    wait_for("the follower hears from the leader", Duration::from_secs(5), || {
+        replicas[&follower].status().status.leader == Some(NodeId(first))
+    });
     replicas[&follower].propose(batch(999), 999);
     wait_for("the follower's refusal", Duration::from_secs(5), || {
         !records[&follower].unanswered.lock().unwrap().is_empty()

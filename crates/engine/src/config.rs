@@ -101,7 +101,13 @@ pub struct ClusterSettings {
     /// The members of a new cluster (every node of the cluster file), for a node whose
     /// Raft log is still empty.
     pub initial_voters: Vec<u64>,
+    /// Every this many commands, each node's state digest is compared with the
+    /// leader's (`docs/cluster.md`); 0: never.
+    pub digest_every: u64,
 }
+
+/// `ClusterSettings::digest_every` unless set.
+pub const DIGEST_EVERY_DEFAULT: u64 = 1_000_000;
 
 impl EngineConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> EngineConfig {

@@ -7,7 +7,8 @@
 //! do); on a storage failure it stops rather than release anything not durable.
 //!
 //! Modules, bottom up: `config`, `intake` (what producers hand in and get back),
-//! `stats` and `shared` (what the threads share), `priority` (how work off the order
+//! `stats`, `digests` (a cluster's nodes' state digests, compared) and `shared` (what
+//! the threads share), `priority` (how work off the order
 //! path gives way to it), `recovery` and `retention`, `handoff` (what the stages
 //! hand each other); the stages `sequencer`,
 //! `applier` and `snapshotter`, and in a cluster `replicated` (committed entries to the
@@ -15,6 +16,7 @@
 
 mod applier;
 pub mod config;
+mod digests;
 mod handoff;
 pub mod intake;
 pub mod pipeline;
@@ -29,7 +31,7 @@ mod stats;
 
 pub use bourse_cluster::ReplicaStatus;
 pub use bourse_core::BookNote;
-pub use config::{ClusterSettings, Durability, EngineConfig};
+pub use config::{ClusterSettings, Durability, EngineConfig, DIGEST_EVERY_DEFAULT};
 pub use intake::{
     CommandResult, Correlation, Outcome, Released, ResultSink, SessionNumber, SubmitError,
 };

@@ -39,7 +39,7 @@ use crate::recovery::{recover_venue, RecoveryError};
 use crate::replicated::{Committed, Discard};
 use crate::sequencer::Sequencer;
 use crate::shared::{Shared, NO_TAP};
-use crate::snapshotter::Snapshotter;
+use crate::snapshotter::{DigestPoints, Snapshotter};
 use crate::stats::{SlowSync, Stats, StatsSnapshot};
 
 /// Batches in flight between the sequencer and the applier.
@@ -135,19 +135,7 @@ impl Engine {
         let node = config.cluster.as_ref().map(|cluster| cluster.replica.node.id.0);
         let shared =
             Arc::new(Shared::new(config.queue_capacity, Stats::starting_at(report.last_seq), node));
-        // Beside the pipeline: the snapshotter, on its own copy of the state, reading the
-        // durable journal.
-        let snapshotter = match &writer {
-            Some(writer) if config.snapshot_every_commands > 0 => Some(start_snapshotter(
-                &config,
-                &shared,
-                &venue,
-                writer.journal_id(),
-                &report,
-                last_crc,
-            )?),
-            _ => None,
-        };
+        let journal_id = writer.as_ref().map(JournalWriter::journal_id);
         // 1. intake: a bounded queue from every session to the sequencer.
         let (intake, intake_receiver) = bounded(config.queue_capacity);
         // 2. sequencer → applier: written batches (and, in `sync` mode, "durable up to"),
@@ -171,6 +159,23 @@ impl Engine {
                 ))
             }
             (None, writer) => (writer, None, None),
+        };
+        // Beside the pipeline: the snapshotter, on its own copy of the state, reading the
+        // durable journal (in a cluster also computing the digests compared with the
+        // leader's, whether or not it takes snapshots).
+        let digests = match (&config.cluster, &replica) {
+            (Some(cluster), Some(replica)) if cluster.digest_every > 0 => {
+                Some(DigestPoints::after(report.last_seq, cluster.digest_every, replica.noter()))
+            }
+            _ => None,
+        };
+        let snapshotter = match journal_id {
+            Some(journal_id) if config.snapshot_every_commands > 0 || digests.is_some() => {
+                Some(start_snapshotter(
+                    &config, &shared, &venue, journal_id, &report, last_crc, digests,
+                )?)
+            }
+            _ => None,
         };
         let sequencer = Sequencer {
             config: config.clone(),
@@ -248,6 +253,13 @@ impl Engine {
 
     pub fn start_report(&self) -> &StartReport {
         &self.report
+    }
+
+    /// In a cluster: how many of this node's state digests matched the leader's, and
+    /// the last command one was taken after (`docs/cluster.md`).
+    pub fn digests_compared(&self) -> (u64, Seq) {
+        let digests = self.shared.digests.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        (digests.compared, digests.last_compared)
     }
 
     /// In a cluster: the Raft node's view (leader, term, commit index, each node's
@@ -534,6 +546,7 @@ fn start_snapshotter(
     journal_id: u64,
     report: &StartReport,
     last_crc: u32,
+    digests: Option<DigestPoints>,
 ) -> Result<(Sender<()>, JoinHandle<()>), StartError> {
     let mut state = Vec::new();
     encode_venue(venue, &mut state);
@@ -552,6 +565,7 @@ fn start_snapshotter(
         last_ts: venue.exchange().time_ns(),
         last_snapshot_seq: report.snapshot_seq.unwrap_or(Seq::ZERO),
         stop: stop_receiver,
+        digests,
     };
     let thread = spawn("bourse-snapshotter", move || {
         run_in_background();

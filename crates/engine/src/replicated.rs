@@ -8,8 +8,9 @@
 //! batch is. Their outcomes may leave at once: a committed entry is held durably by a
 //! majority of nodes (each syncs its Raft log before saying it holds an entry), which is
 //! the acknowledgement rule of a cluster. The journal is synced every
-//! `JOURNAL_SYNC_EVERY`, for the readers that follow it (the snapshotter, the history)
-//! and so that a restart replays little of the Raft log.
+//! `JOURNAL_SYNC_EVERY` while entries come, and at the node's next tick once they stop,
+//! for the readers that follow it (the snapshotter, the history) and so that a restart
+//! replays little of the Raft log.
 //!
 //! A leader's own commands come back with their origins (the proposal's tag) and are
 //! answered to their sessions; commands another node proposed have no session here and
@@ -26,6 +27,7 @@ use bourse_core::{Seq, TimestampNs};
 use bourse_journal::{JournalWriter, RecordBatch};
 use crossbeam_channel::Sender;
 
+use crate::digests::decode_note;
 use crate::handoff::{Origin, SequencedBatch, ToApplier};
 use crate::intake::{Correlation, Released, ResultSink, SessionNumber};
 use crate::shared::{now_ns, Shared, NO_LEADER};
@@ -91,7 +93,13 @@ impl Application for Committed {
     }
 
     fn apply(&mut self, entry: &Entry, batch: Option<Batch<'_>>, tag: Option<Vec<Origin>>) {
-        let Some(batch) = batch else { return };
+        let Some(batch) = batch else {
+            // A note: the leader's digest at a point every node computes its own.
+            if let Some((seq, digest)) = decode_note(&entry.context) {
+                self.shared.check_digest(|book| book.record_leaders(seq, digest));
+            }
+            return;
+        };
         if self.shared.stopped.load(Ordering::SeqCst) {
             if let Some(origins) = tag {
                 let reason = self.shared.failure().unwrap_or_default();
@@ -176,6 +184,16 @@ impl Application for Committed {
     fn leadership(&mut self, leader: Option<NodeId>, _term: u64) {
         let leader_id = leader.map_or(NO_LEADER, |leader| leader.0);
         self.shared.leader.store(leader_id, Ordering::SeqCst);
+    }
+
+    /// A journal with unsynced records is synced at the next tick at the latest, so that
+    /// its readers (the snapshotter, the history) are not left behind when commands stop.
+    fn tick(&mut self) {
+        if self.writer.has_unsynced() && self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY {
+            if let Err(error) = self.sync() {
+                self.stop(&error);
+            }
+        }
     }
 
     fn stopped(&mut self, failure: Option<&str>) {

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bourse_core::TimestampNs;
 
+use crate::digests::DigestBook;
 use crate::intake::{SessionNumber, SharedSink};
 use crate::stats::Stats;
 
@@ -48,6 +49,8 @@ pub(crate) struct Shared {
     /// Commands are taken only while this node leads.
     pub(crate) node: Option<u64>,
     pub(crate) leader: AtomicU64,
+    /// In a cluster: this node's digests and the leader's, until compared.
+    pub(crate) digests: Mutex<DigestBook>,
     /// The number the next session opened gets: numbers are never given twice.
     next_session_number: AtomicU64,
     pub(crate) stats: Stats,
@@ -65,6 +68,7 @@ impl Shared {
             queue_capacity,
             node,
             leader: AtomicU64::new(NO_LEADER),
+            digests: Mutex::new(DigestBook::default()),
             next_session_number: AtomicU64::new(1),
             stats,
         }
@@ -84,6 +88,17 @@ impl Shared {
             leader if leader == me => Ok(()),
             NO_LEADER => Err(None),
             leader => Err(Some(leader)),
+        }
+    }
+
+    /// Records a digest with `record` (this node's, or the leader's from the log); a
+    /// difference stops the node, loudly.
+    pub(crate) fn check_digest(&self, record: impl FnOnce(&mut DigestBook) -> Result<(), String>) {
+        let mut digests = self.digests.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Err(differs) = record(&mut digests) {
+            drop(digests);
+            eprintln!("bourse: STATE DIVERGED: {differs}");
+            self.stop(&differs);
         }
     }
 

@@ -19,7 +19,12 @@ use bourse_journal::tail::JournalTail;
 use bourse_journal::{decode_command, JournalError, SnapshotMeta};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
+use bourse_cluster::Noter;
+use bourse_core::format::state_digest;
+
 use crate::config::EngineConfig;
+use crate::digests::encode_note;
+use crate::replicated::Committed;
 use crate::retention::{prune, take_snapshot_paced};
 use crate::shared::Shared;
 
@@ -38,6 +43,23 @@ pub(crate) struct Snapshotter {
     pub(crate) last_ts: TimestampNs,
     pub(crate) last_snapshot_seq: Seq,
     pub(crate) stop: Receiver<()>,
+    /// In a cluster: where the next digest is due, how often, and where the leader's
+    /// goes (`digests`).
+    pub(crate) digests: Option<DigestPoints>,
+}
+
+pub(crate) struct DigestPoints {
+    pub(crate) every: u64,
+    pub(crate) next: Seq,
+    pub(crate) noter: Noter<Committed>,
+}
+
+impl DigestPoints {
+    /// The first point after `seq`.
+    pub(crate) fn after(seq: Seq, every: u64, noter: Noter<Committed>) -> DigestPoints {
+        let every = every.max(1);
+        DigestPoints { every, next: Seq((seq.0 / every + 1) * every), noter }
+    }
 }
 
 impl Snapshotter {
@@ -56,9 +78,34 @@ impl Snapshotter {
         }
     }
 
+    /// Catches up with the durable journal, stopping at each digest point on the way.
     fn catch_up(&mut self) -> Result<(), JournalError> {
-        // The journal's durable records; the copy is never ahead of them.
         let durable_until = self.shared.stats.durable_below().previous();
+        while let Some(point) = self.digests.as_ref().map(|points| points.next) {
+            if point > durable_until {
+                break;
+            }
+            self.catch_up_to(point)?;
+            self.digest_here();
+        }
+        self.catch_up_to(durable_until)
+    }
+
+    /// The copy's digest at a digest point: recorded, and proposed by the leader.
+    fn digest_here(&mut self) {
+        let Some(points) = &mut self.digests else { return };
+        debug_assert_eq!(self.last_seq, points.next, "at the point");
+        let seq = points.next;
+        points.next = Seq(seq.0 + points.every);
+        let digest = state_digest(self.venue.exchange());
+        if self.shared.check_leader().is_ok() {
+            points.noter.propose_note(encode_note(seq, &digest));
+        }
+        self.shared.check_digest(|book| book.record_own(seq, digest));
+    }
+
+    fn catch_up_to(&mut self, durable_until: Seq) -> Result<(), JournalError> {
+        // The journal's durable records; the copy is never ahead of them.
         debug_assert!(self.last_seq <= durable_until, "the copy is ahead of the journal");
         if durable_until <= self.last_seq {
             return Ok(());

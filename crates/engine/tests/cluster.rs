@@ -57,6 +57,8 @@ fn start(me: u64, addresses: &BTreeMap<NodeId, SocketAddr>, dir: &Path) -> Engin
             tick: Duration::from_millis(50),
         },
         initial_voters: vec![1, 2, 3],
+        // Every node's digest is compared with the leader's every 50 commands.
+        digest_every: 50,
     });
     Engine::start(config).unwrap()
 }
@@ -126,8 +128,13 @@ fn three_engines_apply_the_same_commands_fail_over_and_catch_up() {
     let batch = lines(0, 300);
     let seqs = run(&engines[&first], &batch);
     assert_eq!(seqs, (1..=batch.len() as u64).map(Seq).collect::<Vec<_>>());
-    // A follower takes no command and names the leader.
+    // A follower takes no command and names the leader (once it has heard from it).
     let follower = (1..=3).find(|id| *id != first).unwrap();
+    wait_for("the follower hears from the leader", Duration::from_secs(10), || {
+        engines[&follower]
+            .cluster_status()
+            .is_some_and(|status| status.status.leader == Some(NodeId(first)))
+    });
     let (sink, _receiver): (_, Receiver<Released>) = unbounded();
     let session = engines[&follower].open_session(Arc::new(sink));
     let refused = session.submit(&parse_line(&batch[0]).unwrap().command, 0).unwrap_err();
@@ -164,6 +171,18 @@ fn three_engines_apply_the_same_commands_fail_over_and_catch_up() {
     });
     let digests: Vec<String> = engines.values().map(digest).collect();
     assert!(digests.iter().all(|digest| *digest == digests[0]), "{digests:?}");
+    // Each node compared its digests with the leader's as it went, at the points (every
+    // 50 commands) whose digest a leader proposed: at least 350 and 400, which the
+    // second leader proposed, on every node (the restarted one's first point is 350).
+    wait_for("the digests compared", Duration::from_secs(10), || {
+        engines.values().all(|engine| {
+            let (compared, last) = engine.digests_compared();
+            compared >= 2 && last == Seq(400)
+        })
+    });
+    for engine in engines.values() {
+        assert!(engine.failure().is_none(), "{:?}", engine.failure());
+    }
     for (_, engine) in engines {
         engine.shutdown().unwrap();
     }

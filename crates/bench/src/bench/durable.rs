@@ -27,7 +27,7 @@ use bourse_cluster::{NodeConfig, NodeId, PeerMap, ReplicaConfig};
 use bourse_core::Command;
 use bourse_engine::{
     ClusterSettings, Durability, Engine, EngineConfig, Outcome, Released, StatsSnapshot,
-    SubmitError, SLOW_SYNC_NS,
+    SubmitError, DIGEST_EVERY_DEFAULT, SLOW_SYNC_NS,
 };
 use clap::Args;
 use crossbeam_channel::{unbounded, Receiver};
@@ -283,6 +283,7 @@ impl Engines {
                     tick: Duration::from_millis(50),
                 },
                 initial_voters: (1..=options.cluster).collect(),
+                digest_every: DIGEST_EVERY_DEFAULT,
             });
             engines.push(Engine::start(config).map_err(|error| error.to_string())?);
         }
