@@ -53,6 +53,9 @@ pub trait Application: Send + 'static {
     fn unanswered(&mut self, tag: Self::Tag, why: Unanswered);
     /// The node now knows `leader` (`None`: nobody) in `term`.
     fn leadership(&mut self, leader: Option<NodeId>, term: u64);
+    /// The node has done a step's work (what `advance` asked), all of whose committed
+    /// entries `apply` was given: time to act on them together.
+    fn advanced(&mut self) {}
     /// A tick of the node's clock passed (`ReplicaConfig::tick`), whether or not anything
     /// was committed: time for work that must not wait for the next entry.
     fn tick(&mut self) {}
@@ -517,6 +520,7 @@ impl<A: Application> Running<A> {
         };
         self.node.advance(&mut route)?;
         let (leadership, failure) = (route.leadership, route.failure);
+        self.application.advanced();
         if let Some(failure) = failure {
             return Err(NodeError::Log(LogError::Corrupt(failure)));
         }

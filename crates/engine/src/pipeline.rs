@@ -30,7 +30,7 @@ use crossbeam_channel::{bounded, Sender, TrySendError};
 
 use crate::applier::Applier;
 use crate::config::{ClusterSettings, Durability, EngineConfig};
-use crate::handoff::ToApplier;
+use crate::handoff::{SequencedBatch, ToApplier};
 use crate::intake::{
     Correlation, Intake, Payload, Query, ResultSink, SessionNumber, Submission, SubmitError,
 };
@@ -527,6 +527,7 @@ fn start_replica(
         shared: Arc::clone(shared),
         foreign,
         last_sync: std::time::Instant::now(),
+        gathered: SequencedBatch::default(),
     };
     Replica::start(
         cluster.replica.clone(),

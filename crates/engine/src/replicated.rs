@@ -5,7 +5,9 @@
 //! writing them; every node, leader and followers alike, gets the committed entries here,
 //! on the node's thread (`Committed`), in log order. Each entry's commands are written
 //! to the journal with the numbers the log gave them, then handed to the applier as any
-//! batch is. Their outcomes may leave at once: a committed entry is held durably by a
+//! batch is: the entries committed in one step of the node together, in one write and
+//! one hand-over (a step commits many small entries under load, and a hand-over each
+//! kept the Raft thread waiting for room in the applier's queue). Their outcomes may leave at once: a committed entry is held durably by a
 //! majority of nodes (each syncs its Raft log before saying it holds an entry), which is
 //! the acknowledgement rule of a cluster. The journal is synced every
 //! `JOURNAL_SYNC_EVERY` while entries come, and at the node's next tick once they stop,
@@ -23,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use bourse_cluster::batch::{Batch, LogClock};
 use bourse_cluster::{Application, Entry, NodeId, Unanswered};
-use bourse_core::{Seq, TimestampNs};
-use bourse_journal::{JournalWriter, RecordBatch};
+use bourse_core::TimestampNs;
+use bourse_journal::JournalWriter;
 use crossbeam_channel::Sender;
 
 use crate::digests::decode_note;
@@ -51,6 +53,8 @@ pub(crate) struct Committed {
     /// commands go (the tap still gets each).
     pub(crate) foreign: u32,
     pub(crate) last_sync: Instant,
+    /// The commands of the entries committed in the current step, not yet handed over.
+    pub(crate) gathered: SequencedBatch,
 }
 
 impl Committed {
@@ -73,9 +77,27 @@ impl Committed {
         self.shared.stop(&reason);
     }
 
-    /// Runs `query` on the applier after every batch handed over so far.
+    /// Runs `query` on the applier after every batch committed so far.
     pub(crate) fn query(&mut self, query: crate::intake::Query) {
+        self.hand_over();
         let _ = self.to_applier.send(ToApplier::Query(query));
+    }
+
+    /// Writes the commands gathered since the last hand-over to the journal and hands
+    /// them to the applier, as one batch.
+    fn hand_over(&mut self) {
+        if self.gathered.records.is_empty() {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.gathered);
+        if let Err(error) = self.writer.write(&mut batch.records) {
+            self.stop(&error.to_string());
+            let reason = self.shared.failure().unwrap_or_default();
+            let _ = self.to_applier.send(ToApplier::Fail { origins: batch.origins, reason });
+            return;
+        }
+        self.shared.stats.record_batch(batch.records.len() as u64);
+        let _ = self.to_applier.send(ToApplier::Batch(batch));
     }
 }
 
@@ -101,6 +123,7 @@ impl Application for Committed {
             return;
         };
         if self.shared.stopped.load(Ordering::SeqCst) {
+            self.hand_over();
             if let Some(origins) = tag {
                 let reason = self.shared.failure().unwrap_or_default();
                 let _ = self.to_applier.send(ToApplier::Fail { origins, reason });
@@ -109,8 +132,10 @@ impl Application for Committed {
         }
         let header = batch.header;
         let ts = TimestampNs(header.ts);
-        let next = self.writer.next_seq().0;
-        let mut records = RecordBatch::default();
+        // The entries committed in one step of the node go to the journal and the
+        // applier together (`advanced`): one write and one hand-over for all of them.
+        let next = self.writer.next_seq().0 + self.gathered.records.len() as u64;
+        let mut taken = 0usize;
         let mut skipped = 0u64;
         for (at, payload) in batch.enumerate() {
             // After a restart the journal may already hold the first of them.
@@ -118,7 +143,7 @@ impl Application for Committed {
                 skipped += 1;
                 continue;
             }
-            let pushed = records.push(ts, |out| {
+            let pushed = self.gathered.records.push(ts, |out| {
                 out.extend_from_slice(payload);
                 Ok::<(), std::convert::Infallible>(())
             });
@@ -129,8 +154,9 @@ impl Application for Committed {
                 ));
                 return;
             }
+            taken += 1;
         }
-        if records.is_empty() {
+        if taken == 0 {
             return;
         }
         if header.first_seq + skipped != next {
@@ -140,24 +166,26 @@ impl Application for Committed {
             ));
             return;
         }
-        if let Err(error) = self.writer.write(&mut records) {
-            self.stop(&error.to_string());
-            return;
-        }
-        debug_assert_eq!(records.first_seq(), Seq(header.first_seq + skipped));
-        self.shared.stats.record_batch(records.len() as u64);
-        let origins = match tag {
-            Some(origins) if skipped == 0 && origins.len() == records.len() => origins,
+        match tag {
+            Some(origins) if skipped == 0 && origins.len() == taken => {
+                self.gathered.origins.extend(origins)
+            }
             _ => {
                 let foreign = Origin {
                     slot: self.foreign,
                     correlation: Correlation { session: SessionNumber(0), request: 0 },
                 };
-                vec![foreign; records.len()]
+                self.gathered.origins.extend(std::iter::repeat_n(foreign, taken));
             }
-        };
-        let _ = self.to_applier.send(ToApplier::Batch(SequencedBatch { records, origins }));
-        if self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY {
+        }
+        debug_assert_eq!(self.gathered.origins.len(), self.gathered.records.len());
+    }
+
+    /// The end of a step of the node: what it committed goes to the journal and the
+    /// applier as one batch; the journal is synced if it is due.
+    fn advanced(&mut self) {
+        self.hand_over();
+        if self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY && self.writer.has_unsynced() {
             if let Err(error) = self.sync() {
                 self.stop(&error);
             }
@@ -165,6 +193,9 @@ impl Application for Committed {
     }
 
     fn unanswered(&mut self, origins: Vec<Origin>, why: Unanswered) {
+        // Outcomes gathered before this one go first, so that a session's answers keep
+        // their order.
+        self.hand_over();
         let reason = match why {
             Unanswered::NotLeader(Some(leader)) => {
                 format!("not the leader: node {} leads", leader.0)
@@ -197,6 +228,7 @@ impl Application for Committed {
     }
 
     fn stopped(&mut self, failure: Option<&str>) {
+        self.hand_over();
         if let Some(failure) = failure {
             self.shared.stop(failure);
         }
