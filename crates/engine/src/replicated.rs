@@ -34,6 +34,9 @@ use crate::handoff::{Origin, SequencedBatch, ToApplier};
 use crate::intake::{Correlation, Released, ResultSink, SessionNumber};
 use crate::shared::{now_ns, Shared, NO_LEADER};
 
+/// Commands gathered from one step's entries before they are handed over anyway.
+pub(crate) const HAND_OVER_AT: usize = 1_024;
+
 /// How often the journal is synced while entries are committed.
 pub(crate) const JOURNAL_SYNC_EVERY: Duration = Duration::from_millis(20);
 
@@ -179,6 +182,11 @@ impl Application for Committed {
             }
         }
         debug_assert_eq!(self.gathered.origins.len(), self.gathered.records.len());
+        // A step that commits a backlog hands it over in parts, so that the applier
+        // works on the first while the rest is written.
+        if self.gathered.records.len() >= HAND_OVER_AT {
+            self.hand_over();
+        }
     }
 
     /// The end of a step of the node: what it committed goes to the journal and the
