@@ -86,6 +86,13 @@ impl SimFiles {
 struct SimDisk(Rc<RefCell<SimFiles>>);
 
 impl SimDisk {
+    /// The file `name`, made empty if missing.
+    fn file(&self, name: &str) -> std::cell::RefMut<'_, SimFile> {
+        std::cell::RefMut::map(self.0.borrow_mut(), |files| {
+            files.files.entry(name.to_string()).or_default()
+        })
+    }
+
     fn check(&self) -> io::Result<()> {
         if self.0.borrow().failed {
             return Err(io::Error::other("the simulated disk failed"));
@@ -114,32 +121,19 @@ impl Disk for SimDisk {
 
     fn append(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
         self.check()?;
-        self.0
-            .borrow_mut()
-            .files
-            .entry(name.to_string())
-            .or_default()
-            .current
-            .extend_from_slice(bytes);
+        self.file(name).current.extend_from_slice(bytes);
         Ok(())
     }
 
     fn truncate(&mut self, name: &str, len: u64) -> io::Result<()> {
         self.check()?;
-        self.0
-            .borrow_mut()
-            .files
-            .entry(name.to_string())
-            .or_default()
-            .current
-            .truncate(len as usize);
+        self.file(name).current.truncate(len as usize);
         Ok(())
     }
 
     fn sync(&mut self, name: &str) -> io::Result<()> {
         self.check()?;
-        let mut files = self.0.borrow_mut();
-        let file = files.files.entry(name.to_string()).or_default();
+        let mut file = self.file(name);
         file.durable = file.current.clone();
         Ok(())
     }
