@@ -2,6 +2,7 @@
 //! and the load generator in `bourse-bench`); this file only parses arguments and
 //! dispatches.
 
+mod cluster;
 mod history;
 mod journal;
 mod md;
@@ -25,6 +26,11 @@ struct Cli {
 enum CliCommand {
     /// Run the exchange: the durable engine with its REST gateway (data under ./data).
     Serve(serve::ServeArgs),
+    /// A cluster of nodes: `cluster status` asks each how it sees the cluster.
+    Cluster {
+        #[command(subcommand)]
+        cluster: cluster::ClusterCommand,
+    },
     /// Replay a file of commands (the replay format) and print the events as JSON lines.
     Replay(replay::ReplayArgs),
     /// The journal tools: verify, inspect, export, repair.
@@ -62,6 +68,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         CliCommand::Serve(args) => serve::run(args),
         CliCommand::Replay(args) => replay::run(&args),
+        CliCommand::Cluster { cluster } => cluster::run(cluster),
         CliCommand::Journal { journal } => journal::run(journal),
         CliCommand::Bench { bench } => bench::run(bench),
         CliCommand::Md { md } => md::run(md),

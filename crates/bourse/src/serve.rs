@@ -46,6 +46,15 @@ pub struct ServeArgs {
     /// Do not write the history (data/history).
     #[arg(long)]
     no_history: bool,
+    /// Which node of the cluster the settings file's `[cluster]` table names this is
+    /// (docs/cluster.md).
+    #[arg(long)]
+    node: Option<u64>,
+    /// Start a local cluster of this many nodes instead: each a `bourse serve` process
+    /// on loopback with its own data directory under the data directory (node k's REST
+    /// on port 8100 + 10k).
+    #[arg(long, conflicts_with_all = ["config", "node", "http", "tcp", "fix"])]
+    cluster: Option<u16>,
 }
 
 pub fn run(args: ServeArgs) -> Result<(), String> {
@@ -62,13 +71,23 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         http_listen: args.http,
         tcp_listen: args.tcp,
         fix_listen: args.fix,
-        durability: args.durability,
+        durability: args.durability.clone(),
         marketdata: args.no_marketdata.then_some(false),
         md_multicast: args.md_multicast,
         md_snapshot_listen: args.md_snapshot,
         md_retransmit_listen: args.md_retransmit,
         history: args.no_history.then_some(false),
+        node: args.node,
     };
+    if let Some(nodes) = args.cluster {
+        return crate::cluster::launch(&crate::cluster::Local {
+            nodes,
+            data_dir: overrides.data_dir.clone().unwrap_or_else(|| PathBuf::from("./data")),
+            demo: args.demo,
+            durability: args.durability,
+            no_history: args.no_history,
+        });
+    }
     let config = ServeConfig::load(args.config.as_deref(), std::env::vars(), &overrides)
         .map_err(|error| error.to_string())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -49,6 +49,12 @@ pub trait Application: Send + 'static {
     /// with its batch if it carries one and the tag of this node's proposal if it is
     /// one. A note (`Noter`) comes as an entry without a batch, the note its `context`.
     fn apply(&mut self, entry: &Entry, batch: Option<Batch<'_>>, tag: Option<Self::Tag>);
+    /// State of the application that is not numbered by batches (its notes' effects)
+    /// holds the entries up to this index: after a restart, entries are handed over
+    /// again from there at the latest. `None`: all its state is in its batches.
+    fn applied_at_most(&self) -> Option<u64> {
+        None
+    }
     /// A proposal that will not be answered by `apply`.
     fn unanswered(&mut self, tag: Self::Tag, why: Unanswered);
     /// The node now knows `leader` (`None`: nobody) in `term`.
@@ -192,6 +198,11 @@ impl<A: Application> Replica<A> {
         let log = RaftLog::open(disk, initial_voters)?;
         let mut node_config = config.node.clone();
         node_config.applied = applied_index(&log, applied_seq)?;
+        if let Some(at_most) = application.applied_at_most() {
+            // Never below what the log no longer holds.
+            let compacted = log.snapshot_ref().get_metadata().index;
+            node_config.applied = node_config.applied.min(at_most.max(compacted));
+        }
         let node = Node::new(&node_config, log)?;
         let (inputs, receiver) = unbounded();
         let (inbound, inbound_receiver) = unbounded();
@@ -278,6 +289,12 @@ impl<A: Application> Drop for Replica<A> {
 /// Proposes notes: entries without a batch whose context every node gets with the
 /// entry, at its place in the log (dropped when the node does not lead).
 pub struct Noter<A: Application>(Sender<Input<A>>);
+
+impl<A: Application> Clone for Noter<A> {
+    fn clone(&self) -> Self {
+        Noter(self.0.clone())
+    }
+}
 
 impl<A: Application> Noter<A> {
     /// `false` if the node has stopped.

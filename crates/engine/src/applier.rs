@@ -22,7 +22,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::config::{Durability, EngineConfig, BATCH_COMMANDS_MAX_DEFAULT};
 use crate::handoff::{SequencedBatch, ToApplier};
-use crate::intake::{CommandResult, Correlation, Outcome, Released};
+use crate::intake::{CommandResult, Correlation, Failure, Outcome, Released};
 use crate::retention::{prune, take_snapshot};
 use crate::shared::{now_ns, Shared, NO_TAP};
 
@@ -77,12 +77,15 @@ impl Applier {
                     let _ = self.recycle.try_send(batch);
                 }
                 ToApplier::Durable { below } => self.release_durable(below),
-                ToApplier::Fail { origins, reason } => {
-                    self.fail_held(&reason);
+                ToApplier::Fail { origins, reason, failure } => {
+                    if failure == Failure::Stopped {
+                        self.fail_held(&reason);
+                    }
                     for origin in origins {
                         let outcome = Outcome::Failed {
                             correlation: origin.correlation,
                             reason: reason.clone(),
+                            failure,
                         };
                         pending(&mut self.per_session, &mut self.touched, origin.slot)
                             .outcomes
@@ -227,7 +230,11 @@ impl Applier {
         for held in std::mem::take(&mut self.held) {
             let released = pending(&mut self.per_session, &mut self.touched, held.slot);
             released.outcomes.extend(held.released.outcomes.iter().map(|outcome| {
-                Outcome::Failed { correlation: outcome.correlation(), reason: reason.to_string() }
+                Outcome::Failed {
+                    correlation: outcome.correlation(),
+                    reason: reason.to_string(),
+                    failure: Failure::Stopped,
+                }
             }));
         }
         self.release();

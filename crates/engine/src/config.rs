@@ -104,6 +104,33 @@ pub struct ClusterSettings {
     /// Every this many commands, each node's state digest is compared with the
     /// leader's (`docs/cluster.md`); 0: never.
     pub digest_every: u64,
+    /// The records of the server above the engine, replicated through the log beside
+    /// the commands (`Records`); `None`: it has none.
+    pub records: Option<SharedRecords>,
+}
+
+/// State of the server above the engine that every node must hold alike (a cluster's
+/// key store), changed by records replicated through the Raft log beside the commands
+/// (`Engine::record_proposer`). The engine never reads a record: it hands each
+/// committed one over, in log order, on every node.
+pub trait Records: Send + Sync {
+    /// The last log index whose record this holds durably (0: none). After a restart,
+    /// the log is handed over again from there at the latest (commands the journal
+    /// already holds are skipped), so a record committed just before a crash is not
+    /// lost; a record at or below this index may come again, and is to be ignored.
+    fn applied_index(&self) -> u64;
+    /// The record committed at log `index`.
+    fn apply(&self, index: u64, record: &[u8]);
+}
+
+/// `Records`, shared (and shown as such in `Debug`).
+#[derive(Clone)]
+pub struct SharedRecords(pub std::sync::Arc<dyn Records>);
+
+impl std::fmt::Debug for SharedRecords {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "SharedRecords(applied_index {})", self.0.applied_index())
+    }
 }
 
 /// `ClusterSettings::digest_every` unless set.

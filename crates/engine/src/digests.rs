@@ -15,6 +15,8 @@ use bourse_core::Seq;
 /// Digests kept waiting for their other half, at most (the oldest go first).
 const KEPT: usize = 64;
 const NOTE_KIND_DIGEST: u8 = 1;
+/// A note that is a record of the server above the engine (`Records`).
+pub(crate) const NOTE_KIND_RECORD: u8 = 2;
 
 /// The state digest at `seq`, as a note of the log.
 pub(crate) fn encode_note(seq: Seq, digest: &str) -> Vec<u8> {

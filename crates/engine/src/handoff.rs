@@ -36,6 +36,7 @@ pub(crate) enum ToApplier {
     Fail {
         origins: Vec<Origin>,
         reason: String,
+        failure: crate::intake::Failure,
     },
     Query(Query),
     /// `sync` mode: the records below `below` are durable; the applier releases the

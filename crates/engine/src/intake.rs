@@ -110,9 +110,34 @@ pub enum Outcome {
     /// Sequenced, durable (per the durability mode) and applied.
     Applied(CommandResult),
     /// Never released: the engine stopped (a storage failure) before the command was
-    /// durable. It may or may not be in the journal; after a restart its outcome can
-    /// be learned from the state (the order by its client id).
-    Failed { correlation: Correlation, reason: String },
+    /// durable, or a node of a cluster lost its leadership (`failure` says which). It
+    /// may or may not be in the journal; its outcome can be learned from the state (the
+    /// order by its client id), after a restart or from the new leader.
+    Failed { correlation: Correlation, reason: String, failure: Failure },
+}
+
+/// Why a command was never answered with a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The engine stopped (a storage failure, or a shutdown) first.
+    Stopped,
+    /// A node of a cluster that did not lead (any more) took it, and it is not applied:
+    /// `leader` leads, if known.
+    NotLeader { leader: Option<u64> },
+    /// Taken by a leader that lost its leadership before it was committed, and another
+    /// entry took its place: it is not applied.
+    Lost,
+    /// Taken by a leader that lost its leadership before it learned the outcome: it may
+    /// or may not be applied (retry with the same client order id).
+    Unknown,
+}
+
+impl Failure {
+    /// Whether the command went to a node that is (no longer) the leader: sent to the
+    /// leader again, it gets its outcome (or `duplicate_id`, when it was applied).
+    pub fn is_failover(self) -> bool {
+        !matches!(self, Failure::Stopped)
+    }
 }
 
 impl Outcome {

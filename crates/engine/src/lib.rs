@@ -29,13 +29,17 @@ mod shared;
 mod snapshotter;
 mod stats;
 
-pub use bourse_cluster::ReplicaStatus;
+pub use bourse_cluster::{NodeConfig, NodeId, PeerMap, ReplicaConfig, ReplicaStatus, StatusReader};
 pub use bourse_core::BookNote;
-pub use config::{ClusterSettings, Durability, EngineConfig, DIGEST_EVERY_DEFAULT};
-pub use intake::{
-    CommandResult, Correlation, Outcome, Released, ResultSink, SessionNumber, SubmitError,
+pub use config::{
+    ClusterSettings, Durability, EngineConfig, Records, SharedRecords, DIGEST_EVERY_DEFAULT,
 };
-pub use pipeline::{DurableWatermark, Engine, Session, StartError, StartReport, ACTIVITY_MARKER};
+pub use intake::{
+    CommandResult, Correlation, Failure, Outcome, Released, ResultSink, SessionNumber, SubmitError,
+};
+pub use pipeline::{
+    DurableWatermark, Engine, RecordProposer, Session, StartError, StartReport, ACTIVITY_MARKER,
+};
 pub use priority::{run_in_background, run_when_idle, BACKGROUND_NICE};
 pub use recovery::{recover, recover_venue, Recovered, RecoveryError};
 pub use stats::{SlowSync, StatsSnapshot, SLOW_SYNC_NS};

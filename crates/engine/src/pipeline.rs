@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use bourse_cluster::{Replica, ReplicaStatus, StatusReader};
+use bourse_cluster::{Noter, Replica, ReplicaStatus, StatusReader};
 use bourse_core::snapshot::{decode_venue, encode_venue};
 use bourse_core::venue::Venue;
 use bourse_core::{Command, Exchange, Lookahead, Seq};
@@ -30,6 +30,7 @@ use crossbeam_channel::{bounded, Sender, TrySendError};
 
 use crate::applier::Applier;
 use crate::config::{ClusterSettings, Durability, EngineConfig};
+use crate::digests::NOTE_KIND_RECORD;
 use crate::handoff::{SequencedBatch, ToApplier};
 use crate::intake::{
     Correlation, Intake, Payload, Query, ResultSink, SessionNumber, Submission, SubmitError,
@@ -93,6 +94,8 @@ pub struct Engine {
     report: StartReport,
     /// In a cluster: the Raft node's view (leader, term, commit, each node's progress).
     cluster_status: Option<StatusReader>,
+    /// In a cluster: proposes notes to the log (the server's records).
+    noter: Option<Noter<Committed>>,
 }
 
 /// A producer's handle: submit commands, get outcomes through the sink given at
@@ -163,6 +166,7 @@ impl Engine {
         // Beside the pipeline: the snapshotter, on its own copy of the state, reading the
         // durable journal (in a cluster also computing the digests compared with the
         // leader's, whether or not it takes snapshots).
+        let noter = replica.as_ref().map(Replica::noter);
         let digests = match (&config.cluster, &replica) {
             (Some(cluster), Some(replica)) if cluster.digest_every > 0 => {
                 Some(DigestPoints::after(report.last_seq, cluster.digest_every, replica.noter()))
@@ -205,7 +209,7 @@ impl Engine {
             spawn("bourse-sequencer", move || sequencer.run())?,
             spawn("bourse-applier", move || applier.run())?,
         ];
-        Ok(Engine { intake, shared, threads, snapshotter, report, cluster_status })
+        Ok(Engine { intake, shared, threads, snapshotter, report, cluster_status, noter })
     }
 
     /// Registers a producer whose outcomes go to `sink`.
@@ -268,6 +272,16 @@ impl Engine {
         self.cluster_status.as_ref().map(StatusReader::read)
     }
 
+    /// In a cluster: what proposes the server's records (`Records`).
+    pub fn record_proposer(&self) -> Option<RecordProposer> {
+        self.noter.clone().map(|noter| RecordProposer { noter, shared: Arc::clone(&self.shared) })
+    }
+
+    /// What `cluster_status` reads, to keep (it outlives the engine).
+    pub fn cluster_status_reader(&self) -> Option<StatusReader> {
+        self.cluster_status.clone()
+    }
+
     /// The most recent journal syncs that took `SLOW_SYNC_NS` (1 ms) or more, up to
     /// 4,096 of them, oldest first.
     pub fn slow_syncs(&self) -> Vec<SlowSync> {
@@ -323,10 +337,40 @@ impl Drop for Engine {
     }
 }
 
+/// Proposes records of the server above the engine (`Records`) to the cluster's log.
+#[derive(Clone)]
+pub struct RecordProposer {
+    noter: Noter<Committed>,
+    shared: Arc<Shared>,
+}
+
+impl RecordProposer {
+    /// Proposes `record`. It is committed, and handed to every node's `Records`, unless
+    /// this node loses its leadership first: the proposer learns which from its own
+    /// `Records` (or not at all).
+    pub fn propose(&self, record: &[u8]) -> Result<(), SubmitError> {
+        self.shared.check_leader().map_err(|leader| SubmitError::NotLeader { leader })?;
+        let mut note = Vec::with_capacity(1 + record.len());
+        note.push(NOTE_KIND_RECORD);
+        note.extend_from_slice(record);
+        if self.noter.propose_note(note) {
+            Ok(())
+        } else {
+            Err(SubmitError::Stopped("the cluster's node has stopped".to_string()))
+        }
+    }
+}
+
 impl Session {
     /// This session's number, which every outcome of its commands carries.
     pub fn number(&self) -> SessionNumber {
         self.number
+    }
+
+    /// Whether this engine takes commands now: `Ok` when it leads its cluster or is not
+    /// in one; otherwise the leader it knows of (`None`: none).
+    pub fn leads(&self) -> Result<(), Option<u64>> {
+        self.shared.check_leader()
     }
 
     /// Queues `command`; its outcome comes through the session's sink, tagged with the
@@ -528,6 +572,7 @@ fn start_replica(
         foreign,
         last_sync: std::time::Instant::now(),
         gathered: SequencedBatch::default(),
+        records: cluster.records.clone(),
     };
     Replica::start(
         cluster.replica.clone(),

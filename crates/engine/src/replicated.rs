@@ -29,9 +29,10 @@ use bourse_core::TimestampNs;
 use bourse_journal::JournalWriter;
 use crossbeam_channel::Sender;
 
-use crate::digests::decode_note;
+use crate::config::SharedRecords;
+use crate::digests::{decode_note, NOTE_KIND_RECORD};
 use crate::handoff::{Origin, SequencedBatch, ToApplier};
-use crate::intake::{Correlation, Released, ResultSink, SessionNumber};
+use crate::intake::{Correlation, Failure, Released, ResultSink, SessionNumber};
 use crate::shared::{now_ns, Shared, NO_LEADER};
 
 /// Commands gathered from one step's entries before they are handed over anyway.
@@ -58,6 +59,8 @@ pub(crate) struct Committed {
     pub(crate) last_sync: Instant,
     /// The commands of the entries committed in the current step, not yet handed over.
     pub(crate) gathered: SequencedBatch,
+    /// Where the server's records go (`Records`).
+    pub(crate) records: Option<SharedRecords>,
 }
 
 impl Committed {
@@ -96,7 +99,11 @@ impl Committed {
         if let Err(error) = self.writer.write(&mut batch.records) {
             self.stop(&error.to_string());
             let reason = self.shared.failure().unwrap_or_default();
-            let _ = self.to_applier.send(ToApplier::Fail { origins: batch.origins, reason });
+            let _ = self.to_applier.send(ToApplier::Fail {
+                origins: batch.origins,
+                reason,
+                failure: Failure::Stopped,
+            });
             return;
         }
         self.shared.stats.record_batch(batch.records.len() as u64);
@@ -106,6 +113,10 @@ impl Committed {
 
 impl Application for Committed {
     type Tag = Vec<Origin>;
+
+    fn applied_at_most(&self) -> Option<u64> {
+        self.records.as_ref().map(|records| records.0.applied_index())
+    }
 
     fn install(&mut self, clock: LogClock, _state: &[u8]) {
         // Compaction is not done yet in a cluster, so no leader sends a snapshot; one
@@ -119,9 +130,16 @@ impl Application for Committed {
 
     fn apply(&mut self, entry: &Entry, batch: Option<Batch<'_>>, tag: Option<Vec<Origin>>) {
         let Some(batch) = batch else {
-            // A note: the leader's digest at a point every node computes its own.
+            // A note: the leader's digest at a point every node computes its own, or a
+            // record of the server's.
             if let Some((seq, digest)) = decode_note(&entry.context) {
                 self.shared.check_digest(|book| book.record_leaders(seq, digest));
+            } else if let Some((&NOTE_KIND_RECORD, record)) = entry.context.split_first() {
+                if let Some(records) = self.records.clone() {
+                    // Commands of earlier entries first: a record follows them.
+                    self.hand_over();
+                    records.0.apply(entry.index, record);
+                }
             }
             return;
         };
@@ -129,7 +147,8 @@ impl Application for Committed {
             self.hand_over();
             if let Some(origins) = tag {
                 let reason = self.shared.failure().unwrap_or_default();
-                let _ = self.to_applier.send(ToApplier::Fail { origins, reason });
+                let failure = Failure::Stopped;
+                let _ = self.to_applier.send(ToApplier::Fail { origins, reason, failure });
             }
             return;
         }
@@ -204,20 +223,27 @@ impl Application for Committed {
         // Outcomes gathered before this one go first, so that a session's answers keep
         // their order.
         self.hand_over();
-        let reason = match why {
-            Unanswered::NotLeader(Some(leader)) => {
-                format!("not the leader: node {} leads", leader.0)
-            }
-            Unanswered::NotLeader(None) => "not the leader: no leader is known".to_string(),
-            Unanswered::Lost => {
-                "lost in a change of leader: not applied; send it again".to_string()
-            }
-            Unanswered::Unknown => "the leader changed before the outcome was known: it may \
-                                    or may not be applied; send it again with the same client \
-                                    order id"
-                .to_string(),
+        let (reason, failure) = match why {
+            Unanswered::NotLeader(Some(leader)) => (
+                format!("not the leader: node {} leads", leader.0),
+                Failure::NotLeader { leader: Some(leader.0) },
+            ),
+            Unanswered::NotLeader(None) => (
+                "not the leader: no leader is known".to_string(),
+                Failure::NotLeader { leader: None },
+            ),
+            Unanswered::Lost => (
+                "lost in a change of leader: not applied; send it again".to_string(),
+                Failure::Lost,
+            ),
+            Unanswered::Unknown => (
+                "the leader changed before the outcome was known: it may or may not be \
+                 applied; send it again with the same client order id"
+                    .to_string(),
+                Failure::Unknown,
+            ),
         };
-        let _ = self.to_applier.send(ToApplier::Fail { origins, reason });
+        let _ = self.to_applier.send(ToApplier::Fail { origins, reason, failure });
     }
 
     fn leadership(&mut self, leader: Option<NodeId>, _term: u64) {

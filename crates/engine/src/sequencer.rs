@@ -18,7 +18,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::config::{Durability, EngineConfig};
 use crate::handoff::{Origin, SequencedBatch, ToApplier};
-use crate::intake::{Intake, Query, Submission};
+use crate::intake::{Failure, Intake, Query, Submission};
 use crate::replicated::Committed;
 use crate::shared::{now_ns, Shared};
 
@@ -236,7 +236,11 @@ impl Sequencer {
         self.shared.stop(&reason);
         // At once, even with no origins: the applier also fails the outcomes it holds
         // for a batch whose sync never completed.
-        let _ = self.to_applier.send(ToApplier::Fail { origins, reason: reason.clone() });
+        let _ = self.to_applier.send(ToApplier::Fail {
+            origins,
+            reason: reason.clone(),
+            failure: Failure::Stopped,
+        });
         let mut origins = Vec::new();
         loop {
             while let Ok(intake) = self.intake.try_recv() {
@@ -248,7 +252,11 @@ impl Sequencer {
                         let _ = self.to_applier.send(ToApplier::Query(query));
                     }
                     Intake::Shutdown => {
-                        let _ = self.to_applier.send(ToApplier::Fail { origins, reason });
+                        let _ = self.to_applier.send(ToApplier::Fail {
+                            origins,
+                            reason,
+                            failure: Failure::Stopped,
+                        });
                         let _ = self
                             .to_applier
                             .send(ToApplier::Shutdown { last_crc: 0, journal_id: 0 });
@@ -258,9 +266,11 @@ impl Sequencer {
             }
             let failed = std::mem::take(&mut origins);
             if !failed.is_empty() {
-                let _ = self
-                    .to_applier
-                    .send(ToApplier::Fail { origins: failed, reason: reason.clone() });
+                let _ = self.to_applier.send(ToApplier::Fail {
+                    origins: failed,
+                    reason: reason.clone(),
+                    failure: Failure::Stopped,
+                });
             }
             // Keep answering producers that raced the stop flag until shutdown.
             match self.intake.recv() {

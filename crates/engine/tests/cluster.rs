@@ -59,6 +59,7 @@ fn start(me: u64, addresses: &BTreeMap<NodeId, SocketAddr>, dir: &Path) -> Engin
         initial_voters: vec![1, 2, 3],
         // Every node's digest is compared with the leader's every 50 commands.
         digest_every: 50,
+        records: None,
     });
     Engine::start(config).unwrap()
 }

@@ -23,6 +23,81 @@ pub struct ServeConfig {
     pub marketdata: MarketDataConfig,
     pub history: HistoryConfig,
     pub futures: FuturesConfig,
+    /// A node of a cluster (`docs/cluster.md`); absent: one process on one disk.
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// The cluster this server is a node of: every node, where its peers and its clients
+/// reach it, and how soon a new leader is elected. The same table is given to every
+/// node; each is told which one it is (`id`, or `--node`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// This node's id, one of `nodes` (`--node` or `BOURSE_NODE_ID` say it instead).
+    #[serde(default)]
+    pub id: u64,
+    /// The cluster's own number: a peer of another cluster is refused.
+    #[serde(default = "ClusterConfig::default_cluster_id")]
+    pub cluster_id: u64,
+    /// A follower that hears nothing from a leader for this long (a draw between this
+    /// and twice this, again at every term) stands for election; a leader sends
+    /// heartbeats every fifth of it. At least 100.
+    #[serde(default = "ClusterConfig::default_election_timeout_ms")]
+    pub election_timeout_ms: u64,
+    /// Every this many commands each node's state digest is compared with the
+    /// leader's; 0: never.
+    #[serde(default = "ClusterConfig::default_digest_every")]
+    pub digest_every: u64,
+    pub nodes: Vec<NodeEntry>,
+}
+
+impl ClusterConfig {
+    fn default_cluster_id() -> u64 {
+        1
+    }
+
+    fn default_election_timeout_ms() -> u64 {
+        500
+    }
+
+    fn default_digest_every() -> u64 {
+        bourse_engine::DIGEST_EVERY_DEFAULT
+    }
+
+    /// The shortest `election_timeout_ms` taken.
+    pub const ELECTION_TIMEOUT_MS_MIN: u64 = 100;
+    /// Ticks of a node's clock in an election timeout (heartbeats every
+    /// `HEARTBEAT_TICKS`).
+    pub const ELECTION_TICKS: u64 = 10;
+    pub const HEARTBEAT_TICKS: u64 = 2;
+
+    /// This node's entry.
+    pub fn me(&self) -> Option<&NodeEntry> {
+        self.nodes.iter().find(|node| node.id == self.id)
+    }
+}
+
+/// One node of a cluster.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    /// 1 or more, different for each node.
+    pub id: u64,
+    /// Where the other nodes reach it (Raft's messages).
+    pub peer: SocketAddr,
+    /// Where its clients reach it: REST and WebSocket, binary TCP, FIX. A node that
+    /// does not lead names the leader's in its `not_leader` answers.
+    pub http: SocketAddr,
+    pub tcp: SocketAddr,
+    pub fix: SocketAddr,
+    /// Its data directory, when not the configured one (nodes on one host need their own).
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    /// Its market-data recovery services, when not the configured ones.
+    #[serde(default)]
+    pub marketdata_snapshot: Option<SocketAddr>,
+    #[serde(default)]
+    pub marketdata_retransmit: Option<SocketAddr>,
 }
 
 /// Futures (`docs/futures.md`): the risk process and the daily settlement.
@@ -226,6 +301,7 @@ impl Default for ServeConfig {
             marketdata: MarketDataConfig::default(),
             history: HistoryConfig::default(),
             futures: FuturesConfig::default(),
+            cluster: None,
         }
     }
 }
@@ -278,6 +354,8 @@ pub enum ConfigError {
     Durability(String),
     #[error("history.busy_share {0} is not a share of the time: more than 0, at most 1")]
     BusyShare(f64),
+    #[error("the cluster's settings are not usable: {0}")]
+    Cluster(String),
 }
 
 /// Settings given on the command line; `None` leaves the file's or the environment's.
@@ -295,6 +373,8 @@ pub struct Overrides {
     pub md_retransmit_listen: Option<SocketAddr>,
     /// `Some(false)` turns the history off.
     pub history: Option<bool>,
+    /// Which node of the configured cluster this server is (`--node`).
+    pub node: Option<u64>,
 }
 
 impl ServeConfig {
@@ -342,6 +422,12 @@ impl ServeConfig {
         if let Some(enabled) = overrides.history {
             config.history.enabled = enabled;
         }
+        if let Some(cluster) = &mut config.cluster {
+            if let Some(node) = overrides.node {
+                cluster.id = node;
+            }
+        }
+        config.take_node_addresses()?;
         config.durability()?;
         let share = config.history.busy_share;
         if !(share > 0.0 && share <= 1.0) {
@@ -350,7 +436,52 @@ impl ServeConfig {
         Ok(config)
     }
 
-    fn from_file(path: &Path) -> Result<ServeConfig, ConfigError> {
+    /// In a cluster, the table is checked, and this node listens where the table says
+    /// (its addresses there are what other nodes tell clients): its listeners, and its
+    /// data directory and market-data services when the table gives them.
+    fn take_node_addresses(&mut self) -> Result<(), ConfigError> {
+        let Some(cluster) = &self.cluster else { return Ok(()) };
+        let invalid = |message: String| Err(ConfigError::Cluster(message));
+        if cluster.nodes.is_empty() {
+            return invalid("[cluster] names no nodes ([[cluster.nodes]])".to_string());
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for node in &cluster.nodes {
+            if node.id == 0 || !ids.insert(node.id) {
+                return invalid(format!("node id {} is 0 or given twice", node.id));
+            }
+        }
+        if cluster.election_timeout_ms < ClusterConfig::ELECTION_TIMEOUT_MS_MIN {
+            return invalid(format!(
+                "election_timeout_ms {} is under {}",
+                cluster.election_timeout_ms,
+                ClusterConfig::ELECTION_TIMEOUT_MS_MIN
+            ));
+        }
+        let Some(me) = cluster.me().cloned() else {
+            return invalid(format!(
+                "this node's id {} is not one of the nodes {ids:?} (say which with --node)",
+                cluster.id
+            ));
+        };
+        self.http.listen = me.http;
+        self.tcp.listen = me.tcp;
+        self.fix.listen = me.fix;
+        if let Some(data_dir) = me.data_dir {
+            self.data_dir = data_dir;
+        }
+        if let Some(listen) = me.marketdata_snapshot {
+            self.marketdata.snapshot_listen = listen;
+        }
+        if let Some(listen) = me.marketdata_retransmit {
+            self.marketdata.retransmit_listen = listen;
+        }
+        Ok(())
+    }
+
+    /// The settings of `path` over the defaults alone (no environment, no flags, not
+    /// checked): for tools that read a cluster's table.
+    pub fn from_file(path: &Path) -> Result<ServeConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         toml::from_str(&text).map_err(|error| ConfigError::Parse {
@@ -380,6 +511,11 @@ impl ServeConfig {
                     value.parse().map_err(|_| invalid("an address like 127.0.0.1:9876"))?
             }
             "BOURSE_DURABILITY" => self.durability = value,
+            "BOURSE_NODE_ID" => {
+                if let Some(cluster) = &mut self.cluster {
+                    cluster.id = value.parse().map_err(|_| invalid("a node id, 1 or more"))?
+                }
+            }
             "BOURSE_MASTER_KEY_FILE" => self.auth.master_key_file = Some(PathBuf::from(&value)),
             "BOURSE_REQUESTS_PER_SECOND" => {
                 self.limits.requests_per_second =
@@ -430,6 +566,41 @@ mod tests {
         assert_eq!(config.http.listen.port(), 2);
         assert_eq!(config.durability, "async");
         assert_eq!(config.limits.requests_per_second, 7);
+    }
+
+    #[test]
+    fn a_node_of_a_cluster_listens_where_the_table_says_and_a_bad_table_is_refused() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cluster.toml");
+        let node = |id: u64| {
+            format!(
+                "[[cluster.nodes]]\nid = {id}\npeer = \"127.0.0.1:70{id:02}\"\n\
+                 http = \"127.0.0.1:80{id:02}\"\ntcp = \"127.0.0.1:90{id:02}\"\n\
+                 fix = \"127.0.0.1:98{id:02}\"\ndata_dir = \"/data/node-{id}\"\n"
+            )
+        };
+        let table = format!("[cluster]\nelection_timeout_ms = 300\n{}{}", node(1), node(2));
+        std::fs::write(&path, &table).unwrap();
+        let overrides = Overrides { node: Some(2), ..Overrides::default() };
+        let config = ServeConfig::load(Some(&path), Vec::new(), &overrides).unwrap();
+        assert_eq!(config.http.listen.port(), 8002);
+        assert_eq!(config.tcp.listen.port(), 9002);
+        assert_eq!(config.fix.listen.port(), 9802);
+        assert_eq!(config.data_dir, PathBuf::from("/data/node-2"));
+        let environment = vec![("BOURSE_NODE_ID".to_string(), "1".to_string())];
+        let config = ServeConfig::load(Some(&path), environment, &Overrides::default()).unwrap();
+        assert_eq!(config.http.listen.port(), 8001);
+        for (text, expected) in [
+            (table.clone(), "not one of the nodes"),
+            (format!("[cluster]\n{}{}", node(1), node(1)), "given twice"),
+            ("[cluster]\nnodes = []\n".to_string(), "names no nodes"),
+            (format!("[cluster]\nid = 1\nelection_timeout_ms = 10\n{}", node(1)), "under 100"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let error =
+                ServeConfig::load(Some(&path), Vec::new(), &Overrides::default()).unwrap_err();
+            assert!(error.to_string().contains(expected), "{error}");
+        }
     }
 
     #[test]

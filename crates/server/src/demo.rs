@@ -19,7 +19,7 @@ use bourse_core::command::{
 };
 use bourse_core::{AccountRef, Command, Decimal, Event, Offset, Side, StpMode, TimeInForce};
 
-use crate::keys::{Role, Secret};
+use crate::keys::{KeyChange, KeyChanged, Role, Secret};
 use crate::port::state::AppState;
 
 const DEMO_LABEL: &str = "demo";
@@ -51,9 +51,50 @@ pub async fn set_up(state: &AppState) -> Result<Demo, String> {
         declare_future(state).await?;
     }
     state.directory.refresh_reference().await.map_err(|error| error.message)?;
-    let keys = demo_keys(state)?;
+    let keys = demo_keys(state).await?;
     let passwords = demo_passwords(state).await?;
     Ok(Demo { keys, passwords })
+}
+
+/// What the demo shows, once it is set up (by this node, or in a cluster by the
+/// leader, whose changes reach every node): `None` until then. Changes nothing.
+pub async fn shown(state: &AppState) -> Option<Demo> {
+    let reference = state.directory.refresh_reference().await.ok()?;
+    if reference.instruments.is_empty() || reference.find_instrument(FUTURE).is_none() {
+        return None;
+    }
+    let mut keys = Vec::new();
+    for trader in TRADERS {
+        let key = demo_key(state, trader)?;
+        keys.push((trader.to_string(), key.id.clone(), state.keys.secret_of(&key.id)));
+    }
+    let mut passwords = Vec::new();
+    for trader in TRADERS {
+        let password = demo_password(trader);
+        if state.passwords.verify(trader, &password).await.is_ok() {
+            passwords.push((trader.to_string(), password));
+        }
+    }
+    Some(Demo { keys, passwords })
+}
+
+/// `trader`'s demo key, if it has one.
+fn demo_key(state: &AppState, trader: &str) -> Option<crate::keys::KeyRecord> {
+    state.keys.keys().into_iter().find(|key| {
+        key.account.as_deref() == Some(trader) && key.label == DEMO_LABEL && !key.revoked
+    })
+}
+
+/// Makes `account` in the key store when it lacks it.
+async fn ensure_account(state: &AppState, account: &str) -> Result<(), String> {
+    if state.keys.account(account).is_some() {
+        return Ok(());
+    }
+    let change = KeyChange::CreateAccount {
+        name: account.to_string(),
+        created_ms: bourse_protocol::signing::now_ms(),
+    };
+    state.key_changes.apply(change).await.map(|_| ()).map_err(|error| error.message)
 }
 
 /// Gives alice and bob their demo password when they have none; the passwords that are
@@ -117,12 +158,7 @@ async fn fund_accounts(state: &AppState) -> Result<(), String> {
 /// each asset into each.
 async fn fund(state: &AppState, amounts: &[(&str, &str)]) -> Result<(), String> {
     for account in TRADERS.iter().chain([&MARKET_MAKER]) {
-        if state.keys.account(account).is_none() {
-            state
-                .keys
-                .create_account(account, bourse_protocol::signing::now_ms())
-                .map_err(|error| error.to_string())?;
-        }
+        ensure_account(state, account).await?;
         for (asset, amount) in amounts {
             let transfer = TransferCommand {
                 account: Cow::Borrowed(account),
@@ -220,31 +256,22 @@ async fn declare_future(state: &AppState) -> Result<(), String> {
     Ok(())
 }
 
-fn demo_keys(state: &AppState) -> Result<Vec<(String, String, Secret)>, String> {
+async fn demo_keys(state: &AppState) -> Result<Vec<(String, String, Secret)>, String> {
     let mut shown = Vec::new();
     for trader in TRADERS {
-        let existing = state.keys.keys().into_iter().find(|key| {
-            key.account.as_deref() == Some(trader) && key.label == DEMO_LABEL && !key.revoked
-        });
-        let key = match existing {
+        let key = match demo_key(state, trader) {
             Some(key) => key,
             None => {
-                if state.keys.account(trader).is_none() {
-                    state
-                        .keys
-                        .create_account(trader, bourse_protocol::signing::now_ms())
-                        .map_err(|e| e.to_string())?;
-                }
-                state
+                ensure_account(state, trader).await?;
+                let now_ms = bourse_protocol::signing::now_ms();
+                let change = state
                     .keys
-                    .create_key(
-                        Role::Trader,
-                        Some(trader),
-                        DEMO_LABEL,
-                        bourse_protocol::signing::now_ms(),
-                    )
-                    .map_err(|error| error.to_string())?
-                    .0
+                    .new_key(Role::Trader, Some(trader), DEMO_LABEL, None, now_ms)
+                    .map_err(|error| error.to_string())?;
+                match state.key_changes.apply(change).await.map_err(|error| error.message)? {
+                    KeyChanged::Key(key) => key,
+                    KeyChanged::Account(_) => return Err("a key's change gave an account".into()),
+                }
             }
         };
         let secret = state.keys.secret_of(&key.id);

@@ -38,6 +38,8 @@ pub const ADMIN_KEY_FILE: &str = "admin.key";
 const SECRET_CONTEXT: &[u8] = b"bourse-api-secret:";
 /// What the signing key of login tokens is derived with (`token_signing_key`).
 const TOKEN_KEY_CONTEXT: &[u8] = b"bourse-token-key";
+/// What a cluster's admin key id is derived with (`open_for_cluster`).
+const CLUSTER_ADMIN_CONTEXT: &[u8] = b"bourse-cluster-admin-key";
 /// Account names: 1 to 64 of `A-Z a-z 0-9 _ - .`.
 pub const ACCOUNT_NAME_BYTES_MAX: usize = 64;
 
@@ -96,12 +98,19 @@ pub enum KeyError {
     InvalidAccountName(String),
     #[error("unknown key {0:?}")]
     UnknownKey(String),
+    #[error("key {0:?} exists already")]
+    DuplicateKey(String),
+    #[error("a node of a cluster needs the cluster's master key: set auth.master_key_file (the same file on every node)")]
+    NoClusterMaster,
 }
 
 impl KeyError {
     pub fn code(&self) -> &'static str {
         match self {
-            KeyError::Io { .. } | KeyError::Damaged { .. } => "key_store_failed",
+            KeyError::Io { .. }
+            | KeyError::Damaged { .. }
+            | KeyError::DuplicateKey(_)
+            | KeyError::NoClusterMaster => "key_store_failed",
             KeyError::UnknownAccount(_) => "unknown_account",
             KeyError::DuplicateAccount(_) => "duplicate_account",
             KeyError::InvalidAccountName(_) => "invalid_account",
@@ -115,6 +124,104 @@ impl KeyError {
 struct StoredKeys {
     accounts: BTreeMap<String, AccountRecord>,
     keys: BTreeMap<String, KeyRecord>,
+    /// In a cluster: the log index of the last change applied (`apply_replicated`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    applied_index: u64,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+/// One change to the store, whole: everything it needs is in it (a new key's id and
+/// time, a password's hash), so that every node of a cluster that applies it, in the
+/// order of the cluster's log, makes the same change. Every change to the store is one
+/// of these, applied in one place (`KeyStore::apply_local`, `apply_replicated`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case", deny_unknown_fields)]
+pub enum KeyChange {
+    CreateAccount {
+        name: String,
+        created_ms: u64,
+    },
+    /// Sets (`Some`: an Argon2id PHC string) or removes an account's password hash.
+    SetPasswordHash {
+        account: String,
+        password_hash: Option<String>,
+    },
+    CreateKey {
+        key: KeyRecord,
+    },
+    Revoke {
+        id: String,
+    },
+}
+
+/// Without a password's hash.
+impl fmt::Debug for KeyChange {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyChange::CreateAccount { name, .. } => write!(formatter, "CreateAccount({name})"),
+            KeyChange::SetPasswordHash { account, password_hash } => {
+                write!(formatter, "SetPasswordHash({account}, set: {})", password_hash.is_some())
+            }
+            KeyChange::CreateKey { key } => write!(formatter, "CreateKey({})", key.id),
+            KeyChange::Revoke { id } => write!(formatter, "Revoke({id})"),
+        }
+    }
+}
+
+/// What a change did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyChanged {
+    /// A new account; or, for a password change, the account as it was before.
+    Account(AccountRecord),
+    /// A new key, or the revoked one.
+    Key(KeyRecord),
+}
+
+/// The change to `stored` (on failure, `stored` may be half changed: apply it to a copy).
+fn change(stored: &mut StoredKeys, change: &KeyChange) -> Result<KeyChanged, KeyError> {
+    match change {
+        KeyChange::CreateAccount { name, created_ms } => {
+            if !valid_account_name(name) {
+                return Err(KeyError::InvalidAccountName(name.clone()));
+            }
+            if stored.accounts.contains_key(name) {
+                return Err(KeyError::DuplicateAccount(name.clone()));
+            }
+            let record =
+                AccountRecord { name: name.clone(), created_ms: *created_ms, password_hash: None };
+            stored.accounts.insert(name.clone(), record.clone());
+            Ok(KeyChanged::Account(record))
+        }
+        KeyChange::SetPasswordHash { account, password_hash } => {
+            let record = stored
+                .accounts
+                .get_mut(account)
+                .ok_or_else(|| KeyError::UnknownAccount(account.clone()))?;
+            let before = record.clone();
+            record.password_hash = password_hash.clone();
+            Ok(KeyChanged::Account(before))
+        }
+        KeyChange::CreateKey { key } => {
+            if let Some(account) = &key.account {
+                if !stored.accounts.contains_key(account) {
+                    return Err(KeyError::UnknownAccount(account.clone()));
+                }
+            }
+            if stored.keys.contains_key(&key.id) {
+                return Err(KeyError::DuplicateKey(key.id.clone()));
+            }
+            stored.keys.insert(key.id.clone(), key.clone());
+            Ok(KeyChanged::Key(key.clone()))
+        }
+        KeyChange::Revoke { id } => {
+            let record = stored.keys.get_mut(id).ok_or_else(|| KeyError::UnknownKey(id.clone()))?;
+            record.revoked = true;
+            Ok(KeyChanged::Key(record.clone()))
+        }
+    }
 }
 
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +288,27 @@ impl KeyStore {
         master_file: Option<&Path>,
         now_ms: u64,
     ) -> Result<(KeyStore, Option<FirstStart>), KeyError> {
+        KeyStore::open_as(directory, master_file, now_ms, false)
+    }
+
+    /// `open_with_master` for a node of a cluster: the master key is the cluster's
+    /// (`master_file`, the same on every node), and the admin key is derived from it, so
+    /// that every node has the same admin key without any change replicated. Later
+    /// changes are replicated (`apply_replicated`).
+    pub fn open_for_cluster(
+        directory: &Path,
+        master_file: Option<&Path>,
+    ) -> Result<(KeyStore, Option<FirstStart>), KeyError> {
+        let master_file = master_file.ok_or(KeyError::NoClusterMaster)?;
+        KeyStore::open_as(directory, Some(master_file), 0, true)
+    }
+
+    fn open_as(
+        directory: &Path,
+        master_file: Option<&Path>,
+        now_ms: u64,
+        cluster: bool,
+    ) -> Result<(KeyStore, Option<FirstStart>), KeyError> {
         fs::create_dir_all(directory).map_err(|source| io(directory, source))?;
         let master = match master_file {
             Some(path) => read_master(path)?,
@@ -201,7 +329,27 @@ impl KeyStore {
         if has_admin {
             return Ok((store, None));
         }
-        let (admin_key, admin_secret) = store.create_key(Role::Admin, None, "admin", now_ms)?;
+        let (admin_key, admin_secret) = if cluster {
+            let id = format!("bk_{}", hex::encode(&store.derive(&[CLUSTER_ADMIN_CONTEXT])[..12]));
+            let key = KeyRecord {
+                id: id.clone(),
+                role: Role::Admin,
+                account: None,
+                label: "admin".to_string(),
+                created_ms: now_ms,
+                revoked: false,
+                requests_per_second: None,
+            };
+            // Every node makes it alike; it is not a replicated change (the log's
+            // changes may revoke it like any key).
+            let mut next = store.read().clone();
+            next.keys.insert(id.clone(), key.clone());
+            store.save(&next)?;
+            *store.write() = next;
+            (key, store.secret_of(&id))
+        } else {
+            store.create_key(Role::Admin, None, "admin", now_ms)?
+        };
         let admin_key_file = directory.join(ADMIN_KEY_FILE);
         let text = format!(
             "# Bourse admin API key, made on first start. Keep it secret; move it off this machine.\n\
@@ -214,20 +362,11 @@ impl KeyStore {
     }
 
     pub fn create_account(&self, name: &str, now_ms: u64) -> Result<AccountRecord, KeyError> {
-        if !valid_account_name(name) {
-            return Err(KeyError::InvalidAccountName(name.to_string()));
+        let created = KeyChange::CreateAccount { name: name.to_string(), created_ms: now_ms };
+        match self.apply_local(&created)? {
+            KeyChanged::Account(record) => Ok(record),
+            KeyChanged::Key(_) => unreachable!("an account's change gives the account"),
         }
-        let mut stored = self.write();
-        if stored.accounts.contains_key(name) {
-            return Err(KeyError::DuplicateAccount(name.to_string()));
-        }
-        let record =
-            AccountRecord { name: name.to_string(), created_ms: now_ms, password_hash: None };
-        let mut next = stored.clone();
-        next.accounts.insert(name.to_string(), record.clone());
-        self.save(&next)?;
-        *stored = next;
-        Ok(record)
     }
 
     pub fn account(&self, name: &str) -> Option<AccountRecord> {
@@ -245,17 +384,11 @@ impl KeyStore {
         account: &str,
         password_hash: Option<String>,
     ) -> Result<AccountRecord, KeyError> {
-        let mut stored = self.write();
-        let mut next = stored.clone();
-        let record = next
-            .accounts
-            .get_mut(account)
-            .ok_or_else(|| KeyError::UnknownAccount(account.to_string()))?;
-        let before = record.clone();
-        record.password_hash = password_hash;
-        self.save(&next)?;
-        *stored = next;
-        Ok(before)
+        let set = KeyChange::SetPasswordHash { account: account.to_string(), password_hash };
+        match self.apply_local(&set)? {
+            KeyChanged::Account(record) => Ok(record),
+            KeyChanged::Key(_) => unreachable!("an account's change gives the account"),
+        }
     }
 
     /// Makes a key for `account` (a trader key) or an admin key (`account` `None`).
@@ -278,20 +411,33 @@ impl KeyStore {
         requests_per_second: Option<u32>,
         now_ms: u64,
     ) -> Result<(KeyRecord, Secret), KeyError> {
-        let mut stored = self.write();
-        if let Some(account) = account {
-            if !stored.accounts.contains_key(account) {
-                return Err(KeyError::UnknownAccount(account.to_string()));
+        let created = self.new_key(role, account, label, requests_per_second, now_ms)?;
+        match self.apply_local(&created)? {
+            KeyChanged::Key(record) => {
+                let secret = self.secret_of(&record.id);
+                Ok((record, secret))
             }
+            KeyChanged::Account(_) => unreachable!("a key's change gives the key"),
         }
+    }
+
+    /// The change that makes a new key (a fresh random id), to apply.
+    pub fn new_key(
+        &self,
+        role: Role,
+        account: Option<&str>,
+        label: &str,
+        requests_per_second: Option<u32>,
+        now_ms: u64,
+    ) -> Result<KeyChange, KeyError> {
         let id = loop {
             let candidate = format!("bk_{}", hex::encode(random_bytes::<12>()?));
-            if !stored.keys.contains_key(&candidate) {
+            if !self.read().keys.contains_key(&candidate) {
                 break candidate;
             }
         };
-        let record = KeyRecord {
-            id: id.clone(),
+        let key = KeyRecord {
+            id,
             role,
             account: account.map(str::to_string),
             label: label.chars().take(128).collect(),
@@ -299,22 +445,58 @@ impl KeyStore {
             revoked: false,
             requests_per_second,
         };
-        let mut next = stored.clone();
-        next.keys.insert(id.clone(), record.clone());
-        self.save(&next)?;
-        *stored = next;
-        Ok((record, self.secret_of(&id)))
+        Ok(KeyChange::CreateKey { key })
     }
 
     pub fn revoke(&self, id: &str) -> Result<KeyRecord, KeyError> {
+        match self.apply_local(&KeyChange::Revoke { id: id.to_string() })? {
+            KeyChanged::Key(record) => Ok(record),
+            KeyChanged::Account(_) => unreachable!("a key's change gives the key"),
+        }
+    }
+
+    /// Applies `change` and stores the result durably (one node).
+    pub fn apply_local(&self, change: &KeyChange) -> Result<KeyChanged, KeyError> {
         let mut stored = self.write();
         let mut next = stored.clone();
-        let record = next.keys.get_mut(id).ok_or_else(|| KeyError::UnknownKey(id.to_string()))?;
-        record.revoked = true;
-        let record = record.clone();
+        let changed = self::change(&mut next, change)?;
         self.save(&next)?;
         *stored = next;
-        Ok(record)
+        Ok(changed)
+    }
+
+    /// Applies `change`, committed at log `index` of the cluster's log, and stores the
+    /// result with the index durably. `None`: the store holds that index already (the
+    /// log is handed over again after a restart). A change refused here is refused on
+    /// every node alike, and stores nothing.
+    pub fn apply_replicated(
+        &self,
+        index: u64,
+        change: &KeyChange,
+    ) -> Option<Result<KeyChanged, KeyError>> {
+        let mut stored = self.write();
+        if index <= stored.applied_index {
+            return None;
+        }
+        let mut next = stored.clone();
+        let changed = match self::change(&mut next, change) {
+            Ok(changed) => changed,
+            Err(error) => {
+                stored.applied_index = index;
+                return Some(Err(error));
+            }
+        };
+        next.applied_index = index;
+        if let Err(error) = self.save(&next) {
+            return Some(Err(error));
+        }
+        *stored = next;
+        Some(Ok(changed))
+    }
+
+    /// The last log index of a change applied (`apply_replicated`).
+    pub fn applied_index(&self) -> u64 {
+        self.read().applied_index
     }
 
     /// The key `id` if it exists and is not revoked.
@@ -367,6 +549,14 @@ impl KeyStore {
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, StoredKeys> {
         self.stored.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// Makes a master key file at `path` (mode 0600) unless one is there: for a cluster's
+/// nodes, which share one (`auth.master_key_file`). Whether it made one.
+pub fn ensure_master_key_file(path: &Path) -> Result<bool, KeyError> {
+    let existed = path.exists();
+    load_or_make_master(path)?;
+    Ok(!existed)
 }
 
 pub fn valid_account_name(name: &str) -> bool {
@@ -443,6 +633,43 @@ mod tests {
 
     fn signature(hex_text: &str) -> [u8; 32] {
         hex::decode(hex_text).unwrap().try_into().unwrap()
+    }
+
+    #[test]
+    fn a_clusters_nodes_derive_one_admin_key_and_apply_each_change_of_the_log_once() {
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let master = one.path().join("cluster-master.key");
+        assert!(ensure_master_key_file(&master).unwrap());
+        assert!(!ensure_master_key_file(&master).unwrap(), "an existing master key is kept");
+        let (first, made) = KeyStore::open_for_cluster(one.path(), Some(&master)).unwrap();
+        let (second, _) = KeyStore::open_for_cluster(two.path(), Some(&master)).unwrap();
+        let made = made.expect("the first start writes admin.key");
+        assert_eq!(first.keys(), second.keys(), "every node has the same admin key");
+        assert_eq!(second.secret_of(&made.admin_key.id), made.admin_secret);
+        assert!(matches!(
+            KeyStore::open_for_cluster(tempfile::tempdir().unwrap().path(), None),
+            Err(KeyError::NoClusterMaster)
+        ));
+        let account = KeyChange::CreateAccount { name: "alice".to_string(), created_ms: 5 };
+        let key = first.new_key(Role::Trader, Some("alice"), "bot", None, 6).unwrap();
+        for store in [&first, &second] {
+            assert!(matches!(store.apply_replicated(3, &account), Some(Ok(_))));
+            assert!(matches!(store.apply_replicated(4, &key), Some(Ok(KeyChanged::Key(_)))));
+            // Handed over again after a restart: not applied twice.
+            assert!(store.apply_replicated(3, &account).is_none());
+            assert!(store.apply_replicated(4, &key).is_none());
+            // Refused alike on every node, and the index still moves on.
+            assert!(matches!(
+                store.apply_replicated(5, &account),
+                Some(Err(KeyError::DuplicateAccount(_)))
+            ));
+            assert_eq!(store.applied_index(), 5);
+        }
+        assert_eq!(first.keys(), second.keys());
+        drop(first);
+        let (reopened, _) = KeyStore::open_for_cluster(one.path(), Some(&master)).unwrap();
+        assert_eq!(reopened.applied_index(), 4, "the last change stored durably");
+        assert_eq!(reopened.keys(), second.keys());
     }
 
     #[test]

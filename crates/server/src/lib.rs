@@ -10,7 +10,7 @@
 //! Modules import downward only, in this order (a test checks it,
 //! `crates/bourse/tests/module_layers.rs`):
 //!
-//! - foundation: `config`, `files`, `keys`, `link` (the one way into the engine),
+//! - foundation: `config`, `cluster` (the nodes of a cluster, as clients reach them), `files`, `keys`, `link` (the one way into the engine),
 //!   `metrics`, `reference` and `directory` (the engine's definitions, cached),
 //!   `render` (the JSON shapes of Bourse's own API);
 //! - `services`: what runs beside the engine: `feed` (the tap, the hub, recent
@@ -24,6 +24,7 @@
 //!   `shared` holds what several of them speak, `router` the HTTP routes;
 //! - `demo`, `server` (start-up and shutdown).
 
+pub mod cluster;
 pub mod config;
 pub mod directory;
 pub mod files;

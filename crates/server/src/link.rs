@@ -17,9 +17,11 @@ use std::sync::{Arc, Mutex};
 use bourse_core::venue::Venue;
 use bourse_core::{Command, Event};
 use bourse_engine::{
-    CommandResult, Correlation, Outcome, Released, ResultSink, Session, SubmitError,
+    CommandResult, Correlation, Failure, Outcome, Released, ResultSink, Session, SubmitError,
 };
 use tokio::sync::{mpsc, oneshot};
+
+use crate::cluster::{NodeDirectory, NotLeader};
 
 /// The outcome of one command, with its events.
 #[derive(Clone, Debug)]
@@ -73,11 +75,40 @@ pub enum LinkError {
     Busy(usize),
     #[error("the engine stopped before answering: {0}")]
     Failed(String),
+    /// This node of a cluster does not lead (or lost its leadership before the command
+    /// was answered): where the leader is.
+    #[error("{}", .0.message)]
+    NotLeader(Box<NotLeader>),
+}
+
+/// The error of a submission the engine refused, with the leader's addresses when this
+/// node does not lead.
+fn refused(directory: &NodeDirectory, error: SubmitError) -> LinkError {
+    match error {
+        SubmitError::NotLeader { leader } => LinkError::NotLeader(Box::new(
+            directory.not_leader(leader, "this node is not the leader"),
+        )),
+        other => LinkError::Refused(other),
+    }
+}
+
+/// The error of a command the engine took but never answered with a result.
+fn failed(directory: &NodeDirectory, reason: &str, failure: Failure) -> LinkError {
+    match failure {
+        Failure::Stopped => LinkError::Failed(reason.to_string()),
+        Failure::NotLeader { leader } => {
+            LinkError::NotLeader(Box::new(directory.not_leader(leader, reason)))
+        }
+        Failure::Lost | Failure::Unknown => {
+            LinkError::NotLeader(Box::new(directory.not_leader(None, reason)))
+        }
+    }
 }
 
 /// A submitted command's outcome, to wait for.
 pub struct Pending {
     receiver: oneshot::Receiver<Reply>,
+    directory: Arc<NodeDirectory>,
 }
 
 impl Pending {
@@ -88,7 +119,9 @@ impl Pending {
             .map_err(|_| LinkError::Failed("the engine dropped the command".into()))?;
         match reply.outcome() {
             Outcome::Applied(_) => Ok(reply),
-            Outcome::Failed { reason, .. } => Err(LinkError::Failed(reason.clone())),
+            Outcome::Failed { reason, failure, .. } => {
+                Err(failed(&self.directory, reason, *failure))
+            }
         }
     }
 }
@@ -117,6 +150,10 @@ pub struct EngineLink {
     in_flight_max: usize,
     /// Commands submitted through lanes whose outcomes their lane has not taken yet.
     lanes_in_flight: Arc<AtomicUsize>,
+    /// The cluster's nodes, to name the leader to a client this node cannot serve.
+    directory: Arc<NodeDirectory>,
+    /// In a cluster: the Raft node's view.
+    cluster_status: Option<bourse_engine::StatusReader>,
 }
 
 /// What a lane's sink hands its connection: a release of outcomes, in sequence order.
@@ -145,6 +182,7 @@ pub struct Lane {
     /// Over all lanes, shared with the link for `in_flight_max` and `/metrics`.
     lanes_in_flight: Arc<AtomicUsize>,
     in_flight_max: usize,
+    directory: Arc<NodeDirectory>,
 }
 
 impl Lane {
@@ -155,7 +193,10 @@ impl Lane {
         if self.lanes_in_flight.load(Ordering::Relaxed) >= self.in_flight_max {
             return Err(LinkError::Busy(self.in_flight_max));
         }
-        let correlation = self.session.submit(command, self.next_request)?;
+        let correlation = self
+            .session
+            .submit(command, self.next_request)
+            .map_err(|error| refused(&self.directory, error))?;
         self.next_request = self.next_request.wrapping_add(1);
         self.in_flight += 1;
         self.lanes_in_flight.fetch_add(1, Ordering::Relaxed);
@@ -219,8 +260,12 @@ impl Drop for Lane {
 
 impl EngineLink {
     /// Opens the gateways' session on `engine`; at most `in_flight_max` submissions wait
-    /// for their outcome at a time.
-    pub fn open(engine: &bourse_engine::Engine, in_flight_max: usize) -> EngineLink {
+    /// for their outcome at a time. `directory`: the cluster's nodes (empty: none).
+    pub fn open(
+        engine: &bourse_engine::Engine,
+        in_flight_max: usize,
+        directory: NodeDirectory,
+    ) -> EngineLink {
         let waiting = Arc::new(Waiting::default());
         let session = Arc::new(engine.open_session(Arc::clone(&waiting) as Arc<dyn ResultSink>));
         EngineLink {
@@ -229,7 +274,33 @@ impl EngineLink {
             next_request: AtomicU64::new(1),
             in_flight_max,
             lanes_in_flight: Arc::new(AtomicUsize::new(0)),
+            directory: Arc::new(directory),
+            cluster_status: engine.cluster_status_reader(),
         }
+    }
+
+    /// In a cluster: the Raft node's view (leader, term, commit index, each node's
+    /// progress as the leader sees it), and why it stopped if it did.
+    pub fn cluster_status(&self) -> Option<bourse_engine::ReplicaStatus> {
+        self.cluster_status.as_ref().map(bourse_engine::StatusReader::read)
+    }
+
+    /// The cluster's nodes (none when this server is not in one).
+    pub fn directory(&self) -> &NodeDirectory {
+        &self.directory
+    }
+
+    /// Whether this node takes commands now: `Ok` when it leads its cluster or is not
+    /// in one; otherwise where the leader is.
+    pub fn leads(&self) -> Result<(), Box<NotLeader>> {
+        self.session.leads().map_err(|leader| {
+            Box::new(self.directory.not_leader(leader, "this node is not the leader"))
+        })
+    }
+
+    /// The error of an outcome that is not a result (`Outcome::Failed`).
+    pub fn outcome_failed(&self, reason: &str, failure: Failure) -> LinkError {
+        failed(&self.directory, reason, failure)
     }
 
     /// Opens a connection's own lane into the engine, and the channel its outcomes
@@ -243,6 +314,7 @@ impl EngineLink {
             in_flight: 0,
             lanes_in_flight: Arc::clone(&self.lanes_in_flight),
             in_flight_max: self.in_flight_max,
+            directory: Arc::clone(&self.directory),
         };
         (lane, releases)
     }
@@ -269,9 +341,9 @@ impl EngineLink {
         }
         if let Err(error) = self.session.submit(command, request) {
             self.waiters().remove(&correlation);
-            return Err(error.into());
+            return Err(refused(&self.directory, error));
         }
-        Ok(Pending { receiver })
+        Ok(Pending { receiver, directory: Arc::clone(&self.directory) })
     }
 
     /// Runs `read` on the engine's state after every command submitted before it (and,
@@ -443,7 +515,7 @@ mod tests {
     fn lanes_number_their_commands_apart_and_hear_only_their_own() {
         let directory = tempfile::tempdir().unwrap();
         let engine = start_test_engine(directory.path());
-        let link = EngineLink::open(&engine, 100);
+        let link = EngineLink::open(&engine, 100, Default::default());
         let (mut first, mut first_releases) = link.open_lane();
         let first_correlation = first.submit(&deposit()).unwrap();
         drop(first);

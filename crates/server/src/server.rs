@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::cluster::NodeDirectory;
 use crate::config::{ConfigError, ServeConfig};
 use crate::directory::Directory;
 use crate::gateways::router;
@@ -22,6 +23,7 @@ use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
 use crate::metrics::{EngineFigures, FeedFigures, Metrics};
 use crate::port::auth::Authenticator;
+use crate::port::key_changes::{KeyChanges, ReplicatedKeys};
 use crate::port::operator::Operator;
 use crate::port::orders::OrderEntry;
 use crate::port::passwords::Passwords;
@@ -212,16 +214,15 @@ impl Clearing {
         Ok(Clearing { settings, maintenance_share, settlement_time })
     }
 
-    /// Settles what a crash cut off (a settlement's ratio margin), then starts the risk
-    /// process (every `risk_interval_ms`; none at 0) and the daily settlement, both
-    /// until `stopped`.
-    async fn start(
+    /// Starts the risk process (every `risk_interval_ms`; none at 0) and the daily
+    /// settlement, both until `stopped` (in a cluster, both act only while the node
+    /// leads).
+    fn start(
         self,
         link: &Arc<EngineLink>,
         risk_interval_ms: u64,
         stopped: &tokio::sync::watch::Receiver<bool>,
     ) {
-        crate::services::clearing::settlement::reconcile_ratio_margins(link, &self.settings).await;
         if risk_interval_ms > 0 {
             let risk = RiskProcess::new(Arc::clone(link), self.maintenance_share);
             let interval = std::time::Duration::from_millis(risk_interval_ms);
@@ -262,9 +263,21 @@ pub async fn start_with_sql(
         .map_err(|source| ServeError::DataDir { path: config.data_dir.clone(), source })?;
     let server_dir = config.data_dir.join("server");
     let master_file = config.auth.master_key_file.as_deref();
-    let (keys, first_start) =
-        KeyStore::open_with_master(&server_dir, master_file, bourse_protocol::signing::now_ms())?;
+    let (keys, first_start) = match config.cluster {
+        Some(_) => KeyStore::open_for_cluster(&server_dir, master_file)?,
+        None => KeyStore::open_with_master(
+            &server_dir,
+            master_file,
+            bourse_protocol::signing::now_ms(),
+        )?,
+    };
     let keys = Arc::new(keys);
+    // In a cluster the key store's changes are records of the log.
+    let replicated_keys = config.cluster.as_ref().map(|_| ReplicatedKeys::new(Arc::clone(&keys)));
+    let key_changes = Arc::new(match &replicated_keys {
+        Some(replicated) => KeyChanges::replicated(Arc::clone(replicated)),
+        None => KeyChanges::local(Arc::clone(&keys)),
+    });
     let clearing = Clearing::read(&config, &server_dir)?;
     let futures_settings = Arc::clone(&clearing.settings);
     let mut engine_config = EngineConfig::new(&config.data_dir);
@@ -272,6 +285,14 @@ pub async fn start_with_sql(
     engine_config.track_activity = true;
     engine_config.journal_needed_from =
         history_stats.as_ref().map(|stats| Arc::clone(&stats.needed_from));
+    engine_config.cluster = config.cluster.as_ref().map(|cluster| {
+        let mut settings = crate::cluster::engine_settings(cluster);
+        settings.records = replicated_keys.clone().map(|replicated| {
+            bourse_engine::SharedRecords(replicated as Arc<dyn bourse_engine::Records>)
+        });
+        settings
+    });
+    let directory = config.cluster.as_ref().map(NodeDirectory::new).unwrap_or_default();
     let engine = tokio::task::spawn_blocking(move || Engine::start(engine_config))
         .await
         .map_err(|error| ServeError::Internal(error.to_string()))??;
@@ -279,7 +300,10 @@ pub async fn start_with_sql(
     let (listener, http) = bind(config.http.listen).await?;
     let (tcp_listener, tcp) = bind(config.tcp.listen).await?;
     let (fix_listener, fix) = bind(config.fix.listen).await?;
-    let link = Arc::new(EngineLink::open(&engine, config.limits.in_flight_max));
+    let link = Arc::new(EngineLink::open(&engine, config.limits.in_flight_max, directory));
+    if let (Some(replicated), Some(proposer)) = (&replicated_keys, engine.record_proposer()) {
+        replicated.connect(proposer, Arc::clone(&link));
+    }
     let directory = Arc::new(Directory::new(Arc::clone(&link)));
     // Candles, whether or not the multicast feed runs.
     let (candles, candles_thread) = CandleService::start(Arc::clone(&directory))
@@ -343,7 +367,8 @@ pub async fn start_with_sql(
         market: Arc::new(std::sync::Mutex::new(Market::default())),
         metrics: Arc::clone(&metrics),
         hub: hub_sender,
-        passwords: Arc::new(Passwords::new(Arc::clone(&keys))),
+        passwords: Arc::new(Passwords::with_changes(Arc::clone(&key_changes))),
+        key_changes,
         tokens: Arc::new(Tokens::new(Arc::clone(&keys))),
         keys: Arc::clone(&keys),
         auth: authenticator,
@@ -356,6 +381,7 @@ pub async fn start_with_sql(
         history: std::sync::OnceLock::new(),
         futures: Arc::clone(&futures_settings),
     });
+    let (stop_duties, stopped_duties) = tokio::sync::watch::channel(false);
     let history_thread = match history_stats {
         Some(stats) => start_history(&config, &engine, &state, stats, sql).await,
         None => None,
@@ -367,12 +393,27 @@ pub async fn start_with_sql(
         .refresh_reference()
         .await
         .map_err(|error| ServeError::Internal(error.message))?;
-    apply_limits(&state, config.limits.open_orders_per_account).await?;
-    let (demo_keys, demo_passwords) = if demo {
-        let shown = crate::demo::set_up(&state).await.map_err(ServeError::Demo)?;
-        (shown.keys, shown.passwords)
-    } else {
-        (Vec::new(), Vec::new())
+    let duties = LeaderDuties {
+        open_orders_per_account: config.limits.open_orders_per_account,
+        demo,
+        futures: Arc::clone(&futures_settings),
+    };
+    let (demo_keys, demo_passwords) = match &config.cluster {
+        None => {
+            let shown = duties.take_up(&state).await?;
+            shown.map_or((Vec::new(), Vec::new()), |shown| (shown.keys, shown.passwords))
+        }
+        Some(_) => {
+            tokio::spawn(lead_when_leader(Arc::clone(&state), duties, stopped_duties.clone()));
+            match demo {
+                // Whichever node leads sets the demo up; every node shows it.
+                true => {
+                    let shown = wait_for_demo(&state).await?;
+                    (shown.keys, shown.passwords)
+                }
+                false => (Vec::new(), Vec::new()),
+            }
+        }
     };
     state.ready.store(true, std::sync::atomic::Ordering::SeqCst);
     tracing::info!(%http, %tcp, data_dir = %config.data_dir.display(), recovered_seq = recovered_seq.0, "serving");
@@ -404,7 +445,7 @@ pub async fn start_with_sql(
             .await;
         crate::gateways::fix::serve(fix_listener, fix_gateway, fix_state, fix_stopped).await
     });
-    clearing.start(&state.link, config.futures.risk_interval_ms, &tcp_stopped).await;
+    clearing.start(&state.link, config.futures.risk_interval_ms, &tcp_stopped);
     let (stop, stopped) = oneshot::channel::<()>();
     let router = router::router(Arc::clone(&state));
     let (hand_off, http_drained) =
@@ -415,6 +456,7 @@ pub async fn start_with_sql(
             .with_graceful_shutdown(async move {
                 let _ = stopped.await;
                 let _ = stop_tcp.send(true);
+                let _ = stop_duties.send(true);
                 // Closing the tap ends the hub, which closes every WebSocket connection
                 // (`shutting_down`), so that the drain below does not wait for them.
                 drop(tap);
@@ -514,6 +556,82 @@ async fn start_history(
             tracing::error!(%error, "the history did not start");
             None
         }
+    }
+}
+
+/// What the node that takes commands does when it starts (one node) or whenever it
+/// becomes the leader (a cluster): the venue's limits, settling what a crash cut off
+/// (a settlement's ratio margin), and the demo.
+struct LeaderDuties {
+    open_orders_per_account: u64,
+    demo: bool,
+    futures: Arc<FuturesSettings>,
+}
+
+impl LeaderDuties {
+    /// Does them; with `demo`, what the demo shows.
+    async fn take_up(&self, state: &AppState) -> Result<Option<crate::demo::Demo>, ServeError> {
+        apply_limits(state, self.open_orders_per_account).await?;
+        crate::services::clearing::settlement::reconcile_ratio_margins(&state.link, &self.futures)
+            .await;
+        match self.demo {
+            true => crate::demo::set_up(state).await.map(Some).map_err(ServeError::Demo),
+            false => Ok(None),
+        }
+    }
+}
+
+/// How often a node of a cluster looks whether it leads.
+const LEADERSHIP_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A node of a cluster: takes up the leader's duties each time it becomes the leader,
+/// until `stopped`.
+async fn lead_when_leader(
+    state: Arc<AppState>,
+    duties: LeaderDuties,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut leading = false;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(LEADERSHIP_POLL) => {}
+            _ = stopped.changed() => {}
+        }
+        if *stopped.borrow() {
+            return;
+        }
+        let leads = state.link.leads().is_ok();
+        if leads && !leading {
+            match duties.take_up(&state).await {
+                Ok(_) => tracing::info!("this node leads the cluster: its duties are taken up"),
+                Err(error) => {
+                    // Tried again at the next look while it still leads.
+                    tracing::warn!(%error, "the leader's duties failed");
+                    continue;
+                }
+            }
+        }
+        leading = leads;
+    }
+}
+
+/// How long a node of a cluster started with `--demo` waits for the demo to be set up.
+const DEMO_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until the demo is set up (by whichever node leads) and what it shows.
+async fn wait_for_demo(state: &AppState) -> Result<crate::demo::Demo, ServeError> {
+    let deadline = tokio::time::Instant::now() + DEMO_WAIT;
+    loop {
+        if let Some(shown) = crate::demo::shown(state).await {
+            return Ok(shown);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ServeError::Demo(format!(
+                "the cluster did not set the demo up within {} s (is a majority of its nodes up?)",
+                DEMO_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 

@@ -284,6 +284,7 @@ impl Engines {
                 },
                 initial_voters: (1..=options.cluster).collect(),
                 digest_every: DIGEST_EVERY_DEFAULT,
+                records: None,
             });
             engines.push(Engine::start(config).map_err(|error| error.to_string())?);
         }

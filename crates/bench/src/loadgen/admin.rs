@@ -58,16 +58,35 @@ pub fn request(
     let timestamp = timestamp_ms();
     let message = signing::signing_message(&timestamp.to_string(), method, path, body.as_bytes());
     let signature = signing::sign(&credentials.secret, &message);
+    let signed = format!(
+        "X-Bourse-Key: {}\r\nX-Bourse-Timestamp: {timestamp}\r\nX-Bourse-Signature: {signature}\r\n",
+        credentials.key
+    );
+    exchange(http, method, path, &signed, body)
+}
+
+/// One request without a signature (a public route); the status and the JSON answer.
+pub fn get(http: SocketAddr, path: &str) -> Result<(u16, Value), String> {
+    exchange(http, "GET", path, "", "")
+}
+
+/// Sends one request on a connection of its own (`headers`: extra lines, each ending
+/// in CRLF) and reads the whole answer.
+fn exchange(
+    http: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+) -> Result<(u16, Value), String> {
     let failed = |error: std::io::Error| format!("{method} {path} on {http}: {error}");
     let mut stream = TcpStream::connect_timeout(&http, Duration::from_secs(5)).map_err(failed)?;
     stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(failed)?;
     write!(
         stream,
         "{method} {path} HTTP/1.1\r\nHost: bourse\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nX-Bourse-Key: {}\r\n\
-         X-Bourse-Timestamp: {timestamp}\r\nX-Bourse-Signature: {signature}\r\n\r\n{body}",
+         Content-Type: application/json\r\nContent-Length: {}\r\n{headers}\r\n{body}",
         body.len(),
-        credentials.key
     )
     .map_err(failed)?;
     let mut response = Vec::new();

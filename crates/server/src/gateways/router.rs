@@ -80,6 +80,7 @@ pub fn router(state: Shared) -> Router {
         .route("/ui/{file}", get(ui::asset))
         .route("/health", get(rest::public::health))
         .route("/ready", get(rest::public::ready))
+        .route("/v1/cluster", get(rest::public::cluster))
         .route("/openapi.json", get(rest::openapi::document))
         .route("/v1/ws", get(ws::upgrade))
         .route("/ws/diff", get(diff::session::upgrade))

@@ -201,6 +201,14 @@ impl ApiError {
     }
 
     /// The error with when to try again.
+    /// The leader's REST address, on a `not_leader` error that knows it.
+    pub fn leader_http(&self) -> Option<&str> {
+        match &self.detail {
+            Some(("leader", leader)) => leader["http"].as_str(),
+            _ => None,
+        }
+    }
+
     pub fn retry_after(mut self, seconds: u64) -> ApiError {
         self.retry_after_s = Some(seconds);
         self
@@ -284,6 +292,13 @@ fn rejection_message(reason: RejectReason) -> &'static str {
 
 impl From<LinkError> for ApiError {
     fn from(error: LinkError) -> ApiError {
+        if let LinkError::NotLeader(not_leader) = error {
+            let api = ApiError::new(ErrorCode::NotLeader, not_leader.message).retry_after(1);
+            return match not_leader.leader {
+                Some(leader) => api.with("leader", leader.to_json()),
+                None => api,
+            };
+        }
         let code = match &error {
             LinkError::Busy(_) | LinkError::Refused(bourse_engine::SubmitError::Busy { .. }) => {
                 ErrorCode::Busy
@@ -292,9 +307,8 @@ impl From<LinkError> for ApiError {
             LinkError::Refused(bourse_engine::SubmitError::Stopped(_)) | LinkError::Failed(_) => {
                 ErrorCode::EngineStopped
             }
-            LinkError::Refused(bourse_engine::SubmitError::NotLeader { .. }) => {
-                ErrorCode::NotLeader
-            }
+            LinkError::Refused(bourse_engine::SubmitError::NotLeader { .. })
+            | LinkError::NotLeader(_) => ErrorCode::NotLeader,
         };
         let api = ApiError::new(code, error.to_string());
         match code {
@@ -307,7 +321,10 @@ impl From<LinkError> for ApiError {
 impl From<KeyError> for ApiError {
     fn from(error: KeyError) -> ApiError {
         let code = match &error {
-            KeyError::Io { .. } | KeyError::Damaged { .. } => ErrorCode::KeyStoreFailed,
+            KeyError::Io { .. }
+            | KeyError::Damaged { .. }
+            | KeyError::DuplicateKey(_)
+            | KeyError::NoClusterMaster => ErrorCode::KeyStoreFailed,
             KeyError::UnknownAccount(_) => ErrorCode::UnknownAccount,
             KeyError::UnknownKey(_) => ErrorCode::UnknownKey,
             KeyError::DuplicateAccount(_) => ErrorCode::DuplicateAccount,

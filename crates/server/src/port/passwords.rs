@@ -34,8 +34,9 @@ use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use argon2::Argon2;
 use tokio::sync::Semaphore;
 
-use crate::keys::{KeyError, KeyStore};
+use crate::keys::{KeyChange, KeyChanged, KeyError, KeyStore};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
+use crate::port::key_changes::KeyChanges;
 
 /// A password is 8 to 128 bytes (of UTF-8).
 pub const PASSWORD_BYTES_MIN: usize = 8;
@@ -54,13 +55,26 @@ const STAND_IN_HASH: &str =
 /// The passwords of the key store's accounts. One per server, in `AppState::passwords`.
 pub struct Passwords {
     keys: Arc<KeyStore>,
+    /// How a password change reaches the store (through the log, in a cluster).
+    changes: Arc<KeyChanges>,
     permits: Arc<Semaphore>,
     waiting: AtomicUsize,
 }
 
 impl Passwords {
+    /// One node's passwords, changed in `keys` at once.
     pub fn new(keys: Arc<KeyStore>) -> Passwords {
-        Passwords { keys, permits: Arc::new(Semaphore::new(HASHING_AT_ONCE)), waiting: 0.into() }
+        Passwords::with_changes(Arc::new(KeyChanges::local(keys)))
+    }
+
+    /// The passwords of the store `changes` changes.
+    pub fn with_changes(changes: Arc<KeyChanges>) -> Passwords {
+        Passwords {
+            keys: Arc::clone(changes.keys()),
+            changes,
+            permits: Arc::new(Semaphore::new(HASHING_AT_ONCE)),
+            waiting: 0.into(),
+        }
     }
 
     /// Checks `password` against `account`'s: `Ok(())` if the account exists, has a
@@ -113,8 +127,9 @@ impl Passwords {
             })
             .await?
             .map_err(|error| internal(format!("the password could not be hashed: {error}")))?;
-        let (keys, account) = (Arc::clone(&self.keys), account.to_string());
-        blocking(move || keys.set_password_hash(&account, Some(hash))).await??;
+        let set =
+            KeyChange::SetPasswordHash { account: account.to_string(), password_hash: Some(hash) };
+        self.changes.apply(set).await?;
         Ok(())
     }
 
@@ -122,9 +137,12 @@ impl Passwords {
     /// under it are refused from then on, `tokens`). Whether it had one;
     /// `unknown_account` (404).
     pub async fn remove(&self, account: &str) -> ApiResult<bool> {
-        let (keys, account) = (Arc::clone(&self.keys), account.to_string());
-        let before = blocking(move || keys.set_password_hash(&account, None)).await??;
-        Ok(before.has_password())
+        let remove =
+            KeyChange::SetPasswordHash { account: account.to_string(), password_hash: None };
+        match self.changes.apply(remove).await? {
+            KeyChanged::Account(before) => Ok(before.has_password()),
+            KeyChanged::Key(_) => Err(internal("a password change gave a key")),
+        }
     }
 
     /// Runs `work` (an Argon2 hash) on a blocking thread once a permit is free. The

@@ -385,6 +385,28 @@ impl Queries {
     pub fn engine_failure(&self) -> Option<String> {
         self.link.failure()
     }
+
+    /// Whether this node takes commands now (it leads its cluster, or is not in one);
+    /// otherwise where the leader is.
+    pub fn leads(&self) -> Result<(), Box<crate::cluster::NotLeader>> {
+        self.link.leads()
+    }
+
+    /// In a cluster: this node's view of it, the last command applied here, and where
+    /// each node is. `None`: not in a cluster.
+    pub async fn cluster(&self) -> ApiResult<Option<ClusterView>> {
+        let Some(status) = self.link.cluster_status() else { return Ok(None) };
+        let applied_seq = self.applied_seq().await.unwrap_or(0);
+        let nodes = self.link.directory().nodes().collect();
+        Ok(Some(ClusterView { status, applied_seq, nodes }))
+    }
+}
+
+/// A node's view of its cluster (`Queries::cluster`).
+pub struct ClusterView {
+    pub status: bourse_engine::ReplicaStatus,
+    pub applied_seq: u64,
+    pub nodes: Vec<crate::cluster::NodeAddresses>,
 }
 
 /// Every asset's balance of `account` (zeros for one the engine does not know yet,

@@ -42,6 +42,8 @@ pub struct AppState {
     /// Subscriptions and disconnections of connections go to the hub.
     pub hub: mpsc::Sender<HubCommand>,
     pub keys: Arc<KeyStore>,
+    /// Every change to `keys` goes through here (the cluster's log, in a cluster).
+    pub key_changes: Arc<crate::port::key_changes::KeyChanges>,
     pub auth: Authenticator,
     /// Accounts' passwords: `passwords.verify(account, password).await` for every login
     /// by name and password.

@@ -361,7 +361,7 @@ mod tests {
         drop(tap);
         let releases = std::mem::take(&mut *collected.lock().unwrap());
         assert_eq!(releases.len(), lines.len());
-        let link = Arc::new(EngineLink::open(&engine, 100));
+        let link = Arc::new(EngineLink::open(&engine, 100, Default::default()));
         let directory = Arc::new(Directory::new(link));
         runtime().block_on(directory.refresh_reference()).unwrap();
         Traded { releases, directory, engine, _data: data }

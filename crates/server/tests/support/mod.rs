@@ -35,6 +35,7 @@ pub fn config(data_dir: &Path) -> ServeConfig {
         md_snapshot_listen: Some("127.0.0.1:0".parse().unwrap()),
         md_retransmit_listen: Some("127.0.0.1:0".parse().unwrap()),
         history: None,
+        node: None,
     };
     ServeConfig::load(None, Vec::new(), &overrides).unwrap()
 }

@@ -21,13 +21,16 @@ pub struct BinanceError {
     pub msg: Cow<'static, str>,
     /// Seconds a rate-limited client should wait (`Retry-After`).
     pub retry_after_s: Option<u64>,
+    /// A node of a cluster that does not lead: the leader's REST address
+    /// (`http_error::LEADER_HEADER`).
+    pub leader_http: Option<String>,
 }
 
 pub type BinanceResult<T> = Result<T, BinanceError>;
 
 impl BinanceError {
     pub fn new(status: StatusCode, code: i32, msg: impl Into<Cow<'static, str>>) -> BinanceError {
-        BinanceError { status, code, msg: msg.into(), retry_after_s: None }
+        BinanceError { status, code, msg: msg.into(), retry_after_s: None, leader_http: None }
     }
 
     pub fn bad_request(code: i32, msg: impl Into<Cow<'static, str>>) -> BinanceError {
@@ -133,10 +136,13 @@ impl From<ApiError> for BinanceError {
                 "Too many requests; the key's rate limit is reached.",
             ),
             ErrorCode::InvalidCommand => BinanceError::bad_request(-1100, error.message.clone()),
-            ErrorCode::Busy
-            | ErrorCode::EngineStopped
-            | ErrorCode::NotLeader
-            | ErrorCode::ShuttingDown => busy(),
+            ErrorCode::Busy | ErrorCode::EngineStopped | ErrorCode::ShuttingDown => busy(),
+            // Binance's busy code, with where the leader is.
+            ErrorCode::NotLeader => BinanceError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -1004,
+                format!("Server is busy, please wait and try again: {}", error.message),
+            ),
             // Not met on this surface: its requests are signed one by one (no login,
             // connection or subscription), and it has no administration or history.
             ErrorCode::NotFound
@@ -183,6 +189,7 @@ impl From<ApiError> for BinanceError {
             | ErrorCode::Internal => unknown(),
         };
         mapped.retry_after_s = error.retry_after_s;
+        mapped.leader_http = error.leader_http().map(str::to_string);
         mapped
     }
 }
@@ -195,6 +202,10 @@ impl IntoResponse for BinanceError {
             if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
                 response.headers_mut().insert(axum::http::header::RETRY_AFTER, value);
             }
+        }
+        if let Some(value) = self.leader_http.and_then(|http| HeaderValue::from_str(&http).ok()) {
+            let name = crate::gateways::shared::http_error::LEADER_HEADER;
+            response.headers_mut().insert(name, value);
         }
         response
     }

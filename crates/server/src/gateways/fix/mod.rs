@@ -800,6 +800,12 @@ impl Connection {
                 return self.close_with(&text, error.code);
             }
         };
+        // A node of a cluster that does not lead takes no session: the Logout says
+        // where the leader is (`docs/cluster.md`).
+        if let Err(not_leader) = self.state.queries.leads() {
+            let text = format!("{}: {}", ErrorCode::NotLeader.as_str(), not_leader.message);
+            return self.close_with(&text, ErrorCode::NotLeader);
+        }
         let heartbeat_s = match message.number(tag::HEART_BT_INT) {
             Ok(Some(seconds)) if (1..=self.gateway.heartbeat_max_s).contains(&seconds) => seconds,
             _ => {

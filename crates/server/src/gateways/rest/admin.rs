@@ -5,7 +5,6 @@
 //! removed through `passwords`, and never shown.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -18,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::extract::{created, ok, ApiPath, ApiQuery};
 use crate::gateways::shared::json::{parse_body, parse_decimal};
-use crate::keys::{KeyRecord, Role};
+use crate::keys::{KeyChange, KeyChanged, KeyRecord, Role};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::session::Session;
 use crate::port::state::Shared;
@@ -82,16 +81,6 @@ pub struct TransferRequest {
     amount: String,
 }
 
-/// Runs a key store change (it writes and syncs `keys.json`) off the async workers.
-async fn on_disk<T: Send + 'static>(change: impl FnOnce() -> T + Send + 'static) -> ApiResult<T> {
-    tokio::task::spawn_blocking(change).await.map_err(|error| {
-        ApiError::new(
-            ErrorCode::KeyStoreFailed,
-            format!("the key store change did not finish: {error}"),
-        )
-    })
-}
-
 /// Submits an admin command through the port's operator side; its `rejected` reason
 /// becomes the error. Returns its sequence number.
 async fn submit_admin(state: &Shared, caller: &Session, command: &Command<'_>) -> ApiResult<u64> {
@@ -145,10 +134,13 @@ pub async fn create_account(
 ) -> ApiResult<Response> {
     caller.require_admin()?;
     let request: AccountRequest = parse_body(&body)?;
-    let keys = Arc::clone(&state.keys);
-    let record =
-        on_disk(move || keys.create_account(&request.name, bourse_protocol::signing::now_ms()))
-            .await??;
+    let change = KeyChange::CreateAccount {
+        name: request.name,
+        created_ms: bourse_protocol::signing::now_ms(),
+    };
+    let KeyChanged::Account(record) = state.key_changes.apply(change).await? else {
+        return Err(ApiError::internal("an account's change gave a key"));
+    };
     Ok(created(json!({ "account": record.name, "created_ms": record.created_ms })))
 }
 
@@ -251,21 +243,17 @@ pub async fn create_key(
     caller.require_admin()?;
     let request: KeyRequest = parse_body(&body)?;
     let label = request.label.unwrap_or_default();
-    let (key, secret) = on_disk({
-        let keys = Arc::clone(&state.keys);
-        let rate = request.requests_per_second;
-        move || {
-            let account = Some(request.account.as_str());
-            keys.create_key_with_rate(
-                Role::Trader,
-                account,
-                &label,
-                rate,
-                bourse_protocol::signing::now_ms(),
-            )
-        }
-    })
-    .await??;
+    let change = state.keys.new_key(
+        Role::Trader,
+        Some(request.account.as_str()),
+        &label,
+        request.requests_per_second,
+        bourse_protocol::signing::now_ms(),
+    )?;
+    let KeyChanged::Key(key) = state.key_changes.apply(change).await? else {
+        return Err(ApiError::internal("a key's change gave an account"));
+    };
+    let secret = state.keys.secret_of(&key.id);
     let mut shown = key_json(&key);
     if let Some(object) = shown.as_object_mut() {
         object.insert("secret".to_string(), Value::String(secret.expose().to_string()));
@@ -288,8 +276,10 @@ pub async fn revoke_key(
     ApiPath(key_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    let keys = Arc::clone(&state.keys);
-    let key = on_disk(move || keys.revoke(&key_id)).await??;
+    let KeyChanged::Key(key) = state.key_changes.apply(KeyChange::Revoke { id: key_id }).await?
+    else {
+        return Err(ApiError::internal("a key's change gave an account"));
+    };
     Ok(ok(key_json(&key)))
 }
 

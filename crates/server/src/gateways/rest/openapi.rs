@@ -25,6 +25,13 @@ pub const ROUTES: &[(&str, &str, &str, Access, Option<&str>)] = &[
     ("/health", "get", "The process is up", Public, None),
     ("/ready", "get", "The engine has recovered and takes commands", Public, None),
     ("/openapi.json", "get", "This document", Public, None),
+    (
+        "/v1/cluster",
+        "get",
+        "In a cluster, this node's view of it: leader, term, commit, applied sequence, lag",
+        Public,
+        None,
+    ),
     ("/v1/instruments", "get", "All instruments", Public, None),
     ("/v1/depth/{symbol}", "get", "Aggregated depth, best first (?levels=1..1000)", Public, None),
     (

@@ -46,6 +46,37 @@ pub async fn ready(State(state): State<Shared>) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// In a cluster, this node's view of it (`docs/cluster.md`): who leads, the term, the
+/// commit index, the last command applied here, and, on the leader, how far each node's
+/// log matches its own. `{"clustered": false}` on a server that is not in a cluster.
+pub async fn cluster(State(state): State<Shared>) -> ApiResult<Response> {
+    let Some(view) = state.queries.cluster().await? else {
+        return Ok(ok(json!({ "clustered": false })));
+    };
+    let status = &view.status.status;
+    let matched: Vec<Value> = status
+        .matched
+        .iter()
+        .map(|(node, index)| json!({ "node": node.0, "matched": index, "lag": status.last_index.saturating_sub(*index) }))
+        .collect();
+    let nodes: Vec<Value> = view.nodes.iter().map(|node| node.to_json()).collect();
+    Ok(ok(json!({
+        "clustered": true,
+        "node": status.id.0,
+        "leader": status.leader.map(|leader| leader.0),
+        "is_leader": status.is_leader,
+        "term": status.term,
+        "commit": status.commit,
+        "last_index": status.last_index,
+        "applied_seq": view.applied_seq,
+        "voters": status.voters.iter().map(|node| node.0).collect::<Vec<_>>(),
+        "learners": status.learners.iter().map(|node| node.0).collect::<Vec<_>>(),
+        "matched": matched,
+        "failure": view.status.failure,
+        "nodes": nodes,
+    })))
+}
+
 pub async fn instruments(State(state): State<Shared>) -> ApiResult<Response> {
     let reference = state.directory.refresh_reference().await?;
     let count = reference.instruments.len();

@@ -13,6 +13,17 @@ use serde_json::{json, Value};
 
 use crate::port::error::{ApiError, ErrorCode};
 
+/// The header that names the leader's REST address (`host:port`) on a `not_leader`
+/// answer of a node of a cluster that does not lead.
+pub const LEADER_HEADER: &str = "bourse-leader";
+
+/// `LEADER_HEADER` on `response`, when `error` names the leader.
+pub fn add_leader_header(response: &mut Response, error: &ApiError) {
+    if let Some(value) = error.leader_http().and_then(|http| HeaderValue::from_str(http).ok()) {
+        response.headers_mut().insert(LEADER_HEADER, value);
+    }
+}
+
 /// The HTTP status an error code answers with.
 pub fn status(code: ErrorCode) -> StatusCode {
     match code {
@@ -112,6 +123,7 @@ impl IntoResponse for ApiError {
         if let Some(seconds) = self.retry_after_s {
             response.headers_mut().insert("retry-after", HeaderValue::from(seconds));
         }
+        add_leader_header(&mut response, &self);
         response
     }
 }

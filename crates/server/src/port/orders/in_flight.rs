@@ -13,7 +13,7 @@ use bourse_engine::{Correlation, Outcome, Released};
 use super::answer::{Answer, Detail};
 use super::request::Request;
 use super::{OrderEntry, Work};
-use crate::link::{Lane, LaneReleases, LinkError, Reply};
+use crate::link::{Lane, LaneReleases, Reply};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::session::Session;
 
@@ -162,8 +162,8 @@ impl<M> InFlight<M> {
             slot.correlation = None;
             let work = slot.work.take();
             let answer = match (outcome, work) {
-                (Outcome::Failed { reason, .. }, _) => {
-                    Err(LinkError::Failed(reason.clone()).into())
+                (Outcome::Failed { reason, failure, .. }, _) => {
+                    Err(entry.link().outcome_failed(reason, *failure).into())
                 }
                 (Outcome::Applied(_), Some(work)) => {
                     entry.answer(work, Reply::of(Arc::clone(released), index)).await

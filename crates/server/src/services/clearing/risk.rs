@@ -163,6 +163,11 @@ impl RiskProcess {
             if *stopped.borrow() {
                 return;
             }
+            // In a cluster only the leader liquidates (the others' commands would be
+            // refused); whichever node leads next takes over.
+            if self.link.leads().is_err() {
+                continue;
+            }
             self.check().await;
         }
     }

@@ -228,6 +228,10 @@ pub async fn run_daily(
         if *stopped.borrow() {
             return;
         }
+        // In a cluster only the leader settles.
+        if link.leads().is_err() {
+            continue;
+        }
         let Ok(contracts) = link.read(live_contracts).await else { continue };
         for contract in contracts {
             match settle(&link, &settings, &contract.symbol, None, false).await {

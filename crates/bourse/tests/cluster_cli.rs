@@ -1,0 +1,580 @@
+//! Three real `bourse serve --demo` processes as the nodes of one cluster on loopback
+//! (`docs/cluster.md`): the demo is set up once, by whichever node leads, and every
+//! node shows the same keys; a follower refuses orders with `not_leader` and names the
+//! leader (status, header, body); the leader killed with SIGKILL while a client sends
+//! orders is replaced, the client follows the new leader and retries an order whose
+//! answer it lost with the same client order id (its outcome, or `duplicate_id`); the
+//! killed node, started again, catches up; and then every acknowledged order is on
+//! every node exactly once, with the same state everywhere.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A request's status, headers (lowercase names) and JSON body; `None` when the node
+/// does not answer (it is down).
+struct Answer {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Value,
+}
+
+fn request(
+    address: &str,
+    credentials: Option<&(String, String)>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Option<Answer> {
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some((key, secret)) = credentials {
+        // A timestamp of its own for every request (a retry is not a replay).
+        static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let now = bourse_protocol::signing::now_ms();
+        let timestamp = LAST.fetch_max(now, std::sync::atomic::Ordering::SeqCst).max(now - 1) + 1;
+        LAST.fetch_max(timestamp, std::sync::atomic::Ordering::SeqCst);
+        let message = format!("{timestamp}\n{method}\n{path}\n{body}");
+        let signature = bourse_protocol::signing::sign(secret, message.as_bytes());
+        head.push_str(&format!(
+            "X-Bourse-Key: {key}\r\nX-Bourse-Timestamp: {timestamp}\r\nX-Bourse-Signature: {signature}\r\n"
+        ));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).ok()?;
+    stream.write_all(body.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let mut lines = head.lines();
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        .collect();
+    Some(Answer { status, headers, body: serde_json::from_str(body).unwrap_or(Value::Null) })
+}
+
+struct Node {
+    id: u64,
+    http: String,
+    fix: String,
+    child: Option<Child>,
+}
+
+/// A FIX Logon signed with `credentials` to `address`; the text of the Logout the
+/// node answers with (`None`: it answered otherwise, or not at all).
+fn fix_logon_refused(address: &str, credentials: &(String, String)) -> Option<String> {
+    use bourse_protocol::fix::{self, tag, Message, Writer};
+    use bourse_protocol::signing::{now_ms, sign, FIX_LOGIN_PATH, LOGIN_METHOD};
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let sent_ms = now_ms();
+    let signature =
+        sign(&credentials.1, format!("{sent_ms}\n{LOGIN_METHOD}\n{FIX_LOGIN_PATH}\n").as_bytes());
+    let mut writer = Writer::default();
+    writer
+        .start("A")
+        .str(tag::SENDER_COMP_ID, "CLIENT")
+        .str(tag::TARGET_COMP_ID, "BOURSE")
+        .number(tag::MSG_SEQ_NUM, 1)
+        .timestamp(tag::SENDING_TIME, sent_ms)
+        .str(tag::ENCRYPT_METHOD, "0")
+        .str(tag::HEART_BT_INT, "30")
+        .str(tag::USERNAME, &credentials.0)
+        .str(tag::RAW_DATA_LENGTH, &signature.len().to_string())
+        .str(tag::RAW_DATA, &signature);
+    let mut out = Vec::new();
+    writer.finish(&mut out);
+    stream.write_all(&out).ok()?;
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Ok(Some(length)) = fix::frame(&buffer) {
+            let mut fields = Vec::new();
+            let message = Message::parse(&buffer[..length], &mut fields).ok()?;
+            let mut msg_type = None;
+            let mut text = None;
+            for (field, value) in message.fields() {
+                match field {
+                    tag::MSG_TYPE => msg_type = Some(String::from_utf8_lossy(value).into_owned()),
+                    tag::TEXT => text = Some(String::from_utf8_lossy(value).into_owned()),
+                    _ => {}
+                }
+            }
+            return (msg_type.as_deref() == Some("5")).then_some(text).flatten();
+        }
+        let count = stream.read(&mut chunk).ok()?;
+        if count == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..count]);
+    }
+}
+
+struct Cluster {
+    directory: tempfile::TempDir,
+    config: PathBuf,
+    nodes: Vec<Node>,
+    /// account -> (key, secret), as every node shows them.
+    keys: BTreeMap<String, (String, String)>,
+}
+
+impl Cluster {
+    fn start(count: u64) -> Cluster {
+        let directory = tempfile::tempdir().unwrap();
+        let master = directory.path().join("master.key");
+        std::fs::write(&master, "ab".repeat(32)).unwrap();
+        let mut text = format!(
+            "[auth]\nmaster_key_file = {:?}\n[limits]\nrequests_per_second = 100000\nrequests_burst = 100000\n\
+             [marketdata]\nenabled = false\n[cluster]\nelection_timeout_ms = 300\n",
+            master.display().to_string()
+        );
+        let mut nodes = Vec::new();
+        for id in 1..=count {
+            let http = format!("127.0.0.1:{}", free_port());
+            let fix = format!("127.0.0.1:{}", free_port());
+            text.push_str(&format!(
+                "[[cluster.nodes]]\nid = {id}\npeer = \"127.0.0.1:{}\"\nhttp = \"{http}\"\n\
+                 tcp = \"127.0.0.1:{}\"\nfix = \"{fix}\"\ndata_dir = {:?}\n",
+                free_port(),
+                free_port(),
+                directory.path().join(format!("node-{id}")).display().to_string()
+            ));
+            nodes.push(Node { id, http, fix, child: None });
+        }
+        let config = directory.path().join("cluster.toml");
+        std::fs::write(&config, text).unwrap();
+        let mut cluster = Cluster { directory, config, nodes, keys: BTreeMap::new() };
+        let starting: Vec<_> = (1..=count).map(|id| (id, cluster.spawn(id))).collect();
+        let mut shown = Vec::new();
+        for (id, stdout) in starting {
+            shown.push((id, demo_keys(stdout, &cluster.log(id))));
+        }
+        for (id, keys) in &shown {
+            assert_eq!(keys, &shown[0].1, "node {id} shows other demo keys than node 1");
+        }
+        cluster.keys = shown.remove(0).1;
+        cluster
+    }
+
+    fn log(&self, id: u64) -> PathBuf {
+        self.directory.path().join(format!("node-{id}.log"))
+    }
+
+    /// Starts node `id`; its standard output, to read the demo's keys from.
+    fn spawn(&mut self, id: u64) -> std::process::ChildStdout {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log(id)).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bourse"))
+            .args(["serve", "--demo", "--node", &id.to_string(), "--config"])
+            .arg(&self.config)
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        self.node_mut(id).child = Some(child);
+        stdout
+    }
+
+    fn node_mut(&mut self, id: u64) -> &mut Node {
+        self.nodes.iter_mut().find(|node| node.id == id).unwrap()
+    }
+
+    fn http(&self, id: u64) -> String {
+        self.nodes.iter().find(|node| node.id == id).unwrap().http.clone()
+    }
+
+    fn kill(&mut self, id: u64) {
+        let mut child = self.node_mut(id).child.take().unwrap();
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+
+    fn live(&self) -> Vec<u64> {
+        self.nodes.iter().filter(|node| node.child.is_some()).map(|node| node.id).collect()
+    }
+
+    /// The leader every live node names, once they agree and it says it leads.
+    fn leader(&self, within: Duration) -> u64 {
+        let deadline = Instant::now() + within;
+        loop {
+            let views: Vec<Value> = self
+                .live()
+                .iter()
+                .filter_map(|id| request(&self.http(*id), None, "GET", "/v1/cluster", ""))
+                .map(|answer| answer.body)
+                .collect();
+            let leaders: BTreeSet<Option<u64>> =
+                views.iter().map(|view| view["leader"].as_u64()).collect();
+            if views.len() == self.live().len() && leaders.len() == 1 {
+                if let Some(Some(leader)) = leaders.into_iter().next() {
+                    let leads = views
+                        .iter()
+                        .any(|view| view["node"] == leader && view["is_leader"] == true);
+                    if leads {
+                        return leader;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader agreed within {within:?}: {views:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn applied_seq(&self, id: u64) -> Option<u64> {
+        request(&self.http(id), None, "GET", "/v1/cluster", "")?.body["applied_seq"].as_u64()
+    }
+
+    fn logs(&self) -> String {
+        let mut text = String::new();
+        for node in &self.nodes {
+            let log = std::fs::read_to_string(self.log(node.id)).unwrap_or_default();
+            text.push_str(&format!("--- node {} ---\n{}\n", node.id, support::tail(&log, 30, 300)));
+        }
+        text
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// The demo's keys a starting node prints (every node of a cluster prints the same).
+fn demo_keys(stdout: std::process::ChildStdout, log: &Path) -> BTreeMap<String, (String, String)> {
+    let mut lines = BufReader::new(stdout).lines();
+    let mut keys = BTreeMap::new();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let Ok(line) = line else { break };
+        if let Some(rest) = line.strip_prefix("bourse: demo account ") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            if let [account, "key", key, "secret", secret, ..] = words[..] {
+                let account = account.trim_end_matches(':').to_string();
+                keys.insert(account, (key.to_string(), secret.to_string()));
+            }
+        }
+        let last = line.contains("try the examples");
+        seen.push(line);
+        if last {
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    assert!(
+        keys.contains_key("alice") && keys.contains_key("bob"),
+        "the node did not start as expected: {seen:?}\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    keys
+}
+
+/// alice's resting buy `client_order_id`, far under the market (it never trades).
+fn order_body(client_order_id: &str) -> String {
+    format!(
+        r#"{{"symbol":"BTC-USD","side":"buy","type":"limit","price":"1000","qty":"0.0001","client_order_id":"{client_order_id}"}}"#
+    )
+}
+
+/// Places an order (`body`) until some node answers it, following `not_leader`'s
+/// leader and retrying the same body (the same client order id): its outcome, or
+/// `duplicate_id` when an earlier try whose answer was lost had placed it. Where it
+/// went and when.
+fn place_following(
+    nodes: &[(u64, String)],
+    credentials: &(String, String),
+    body: &str,
+    first: u64,
+) -> (u64, Instant) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut target = first;
+    loop {
+        let http = &nodes.iter().find(|(id, _)| *id == target).unwrap().1;
+        match request(http, Some(credentials), "POST", "/v1/orders", body) {
+            Some(answer) if answer.status == 200 || answer.status == 201 => {
+                return (target, Instant::now())
+            }
+            Some(answer) if answer.body["code"] == "duplicate_id" => {
+                return (target, Instant::now())
+            }
+            Some(answer) if answer.body["code"] == "not_leader" => {
+                if let Some(leader) = answer.body["leader"]["id"].as_u64() {
+                    assert_eq!(
+                        answer.headers.get("bourse-leader").map(String::as_str),
+                        answer.body["leader"]["http"].as_str(),
+                        "the header names the leader as the body does"
+                    );
+                    target = leader;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Some(answer) => panic!("{body}: {} {}", answer.status, answer.body),
+            None => {
+                // That node is down: try the next one.
+                let at = nodes.iter().position(|(id, _)| *id == target).unwrap_or(0);
+                target = nodes[(at + 1) % nodes.len()].0;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        assert!(Instant::now() < deadline, "{body} got no answer within 30 s");
+    }
+}
+
+fn place_until_answered(cluster: &Cluster, client_order_id: &str, first: u64) -> (u64, Instant) {
+    let nodes: Vec<(u64, String)> =
+        cluster.nodes.iter().map(|node| (node.id, node.http.clone())).collect();
+    place_following(&nodes, &cluster.keys["alice"], &order_body(client_order_id), first)
+}
+
+/// Every live node has applied what the leader has.
+fn caught_up(cluster: &Cluster, leader: u64) {
+    let target = cluster.applied_seq(leader).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.live().iter().any(|id| cluster.applied_seq(*id).unwrap_or(0) < target) {
+        assert!(Instant::now() < deadline, "the nodes did not catch up:\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// On every live node, each of `account`'s `acknowledged` orders is there once, and
+/// its open orders (of those ids' prefix) are exactly those.
+fn every_order_once_everywhere(
+    cluster: &Cluster,
+    credentials: &(String, String),
+    acknowledged: &[String],
+    prefix: &str,
+) {
+    let expected: BTreeSet<&String> = acknowledged.iter().collect();
+    for id in cluster.live() {
+        let open = request(&cluster.http(id), Some(credentials), "GET", "/v1/orders", "").unwrap();
+        let mine: Vec<String> = open.body["orders"]
+            .as_array()
+            .unwrap_or_else(|| panic!("node {id}: {}", open.body))
+            .iter()
+            .filter_map(|order| order["client_order_id"].as_str())
+            .filter(|client| client.starts_with(prefix))
+            .map(str::to_string)
+            .collect();
+        let distinct: BTreeSet<&String> = mine.iter().collect();
+        assert_eq!(distinct.len(), mine.len(), "node {id}: an order twice: {mine:?}");
+        let missing: Vec<_> = expected.difference(&distinct).collect();
+        assert!(missing.is_empty(), "node {id} lacks acknowledged orders {missing:?}");
+    }
+}
+
+/// The leader killed (SIGKILL) again and again under a client's order load, each time
+/// started again: no acknowledged order is lost or doubled, and how long each
+/// failover took (from the kill to the first order the new leader answered).
+/// `BOURSE_CLUSTER_KILLS` sets how many (3 here; the long run in `docs/benchmarks.md`).
+#[test]
+fn the_leader_killed_again_and_again_under_load_loses_no_acknowledged_order() {
+    let kills: usize = std::env::var("BOURSE_CLUSTER_KILLS")
+        .ok()
+        .and_then(|kills| kills.parse().ok())
+        .unwrap_or(3);
+    let mut cluster = Cluster::start(3);
+    let nodes: Vec<(u64, String)> =
+        cluster.nodes.iter().map(|node| (node.id, node.http.clone())).collect();
+    // bob sends orders one after another, following the leader, all along.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (nodes, bob, stop) = (nodes.clone(), cluster.keys["bob"].clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut acknowledged = Vec::new();
+            let mut target = nodes[0].0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let id = format!("b{}", acknowledged.len());
+                let body = format!(
+                    r#"{{"symbol":"BTC-USD","side":"sell","type":"limit","price":"1000000","qty":"0.0001","client_order_id":"{id}"}}"#
+                );
+                target = place_following(&nodes, &bob, &body, target).0;
+                acknowledged.push(id);
+            }
+            acknowledged
+        })
+    };
+    let mut failovers = Vec::new();
+    let mut acknowledged = Vec::new();
+    for kill in 0..kills {
+        let leader = cluster.leader(Duration::from_secs(10));
+        for index in 0..5 {
+            let id = format!("k{kill}-{index}");
+            place_until_answered(&cluster, &id, leader);
+            acknowledged.push(id);
+        }
+        let killed_at = Instant::now();
+        cluster.kill(leader);
+        let next = cluster.live()[0];
+        let id = format!("k{kill}-after");
+        let (new_leader, answered_at) = place_until_answered(&cluster, &id, next);
+        acknowledged.push(id);
+        assert_ne!(new_leader, leader);
+        failovers.push(answered_at - killed_at);
+        let stdout = cluster.spawn(leader);
+        demo_keys(stdout, &cluster.log(leader));
+        caught_up(&cluster, new_leader);
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let bobs = load.join().unwrap();
+    let leader = cluster.leader(Duration::from_secs(10));
+    caught_up(&cluster, leader);
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"].clone(), &acknowledged, "k");
+    every_order_once_everywhere(&cluster, &cluster.keys["bob"].clone(), &bobs, "b");
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+    failovers.sort();
+    let at = |share: f64| failovers[((failovers.len() - 1) as f64 * share).round() as usize];
+    eprintln!(
+        "failover over {kills} kills (election timeout 300 ms): p50 {:?}, p99 {:?}, max {:?}; bob's orders acknowledged: {}",
+        at(0.5),
+        at(0.99),
+        failovers[failovers.len() - 1],
+        bobs.len()
+    );
+}
+
+#[test]
+fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_when_it_is_killed() {
+    let mut cluster = Cluster::start(3);
+    let leader = cluster.leader(Duration::from_secs(10));
+    let alice = cluster.keys["alice"].clone();
+
+    // A follower refuses order entry and names the leader; it serves reads.
+    let follower = cluster.live().into_iter().find(|id| *id != leader).unwrap();
+    let refused =
+        request(&cluster.http(follower), Some(&alice), "POST", "/v1/orders", &order_body("f0"))
+            .unwrap();
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.body["code"], "not_leader");
+    assert_eq!(refused.body["leader"]["id"], leader);
+    assert_eq!(refused.headers.get("bourse-leader"), Some(&cluster.http(leader)));
+    let message = refused.body["message"].as_str().unwrap();
+    assert!(message.contains(&cluster.http(leader)), "{message}");
+    let fix = cluster.nodes.iter().find(|node| node.id == follower).unwrap().fix.clone();
+    let logout =
+        fix_logon_refused(&fix, &alice).expect("a follower answers a FIX Logon with a Logout");
+    assert!(logout.starts_with("not_leader") && logout.contains(&cluster.http(leader)), "{logout}");
+    let depth = request(&cluster.http(follower), None, "GET", "/v1/depth/BTC-USD", "").unwrap();
+    assert_eq!(depth.status, 200, "a follower serves market data: {}", depth.body);
+
+    // Orders on the leader, then the leader killed, then more: each is answered once.
+    let mut acknowledged = Vec::new();
+    for index in 0..20 {
+        let id = format!("a{index}");
+        place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+    }
+    // An order in flight while the leader dies: its answer may be lost; it is sent
+    // again, with the same id, to whoever leads.
+    let in_flight = {
+        let http = cluster.http(leader);
+        let alice = alice.clone();
+        std::thread::spawn(move || {
+            request(&http, Some(&alice), "POST", "/v1/orders", &order_body("lost0"))
+                .map(|answer| answer.status)
+        })
+    };
+    let killed_at = Instant::now();
+    cluster.kill(leader);
+    let _ = in_flight.join();
+    let others: Vec<u64> = cluster.live();
+    let (new_leader, answered_at) = place_until_answered(&cluster, "lost0", others[0]);
+    acknowledged.push("lost0".to_string());
+    let failover = answered_at - killed_at;
+    eprintln!("failover: node {leader} killed, node {new_leader} answered after {failover:?}");
+    assert_ne!(new_leader, leader);
+    assert!(failover < Duration::from_secs(10), "the new leader answered after {failover:?}");
+    for index in 20..40 {
+        let id = format!("a{index}");
+        place_until_answered(&cluster, &id, new_leader);
+        acknowledged.push(id);
+    }
+    // A key made on the new leader signs on every node (the key store is replicated).
+    let admin_text = std::fs::read_to_string(
+        cluster.directory.path().join(format!("node-{new_leader}/server/admin.key")),
+    )
+    .unwrap();
+    let field = |name: &str| {
+        admin_text
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} = \"")))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .unwrap()
+            .to_string()
+    };
+    let admin = (field("key"), field("secret"));
+    let made = request(
+        &cluster.http(new_leader),
+        Some(&admin),
+        "POST",
+        "/v1/admin/keys",
+        r#"{"account":"bob","label":"after failover"}"#,
+    )
+    .unwrap();
+    assert!(made.status == 200 || made.status == 201, "{}", made.body);
+    let bob = (
+        made.body["key"].as_str().unwrap().to_string(),
+        made.body["secret"].as_str().unwrap().to_string(),
+    );
+
+    // The killed node comes back and catches up.
+    let stdout = cluster.spawn(leader);
+    let keys = demo_keys(stdout, &cluster.log(leader));
+    assert_eq!(keys["alice"], alice, "the restarted node shows the same demo keys");
+    caught_up(&cluster, new_leader);
+
+    // Every acknowledged order, on every node, exactly once; the same state everywhere.
+    let mut open_orders = BTreeMap::new();
+    for id in cluster.live() {
+        let http = cluster.http(id);
+        for client_order_id in &acknowledged {
+            let path = format!("/v1/orders?client_order_id={client_order_id}");
+            let found = request(&http, Some(&alice), "GET", &path, "").unwrap();
+            assert_eq!(found.status, 200, "node {id}: {client_order_id}: {}", found.body);
+        }
+        let open = request(&http, Some(&alice), "GET", "/v1/orders", "").unwrap();
+        let mine: Vec<String> = open.body["orders"]
+            .as_array()
+            .unwrap_or_else(|| panic!("node {id}: {}", open.body))
+            .iter()
+            .filter_map(|order| order["client_order_id"].as_str())
+            .filter(|client| client.starts_with('a') || client.starts_with("lost"))
+            .map(str::to_string)
+            .collect();
+        let distinct: BTreeSet<&String> = mine.iter().collect();
+        assert_eq!(distinct.len(), mine.len(), "node {id}: an order twice: {mine:?}");
+        assert_eq!(mine.len(), acknowledged.len(), "node {id}: {mine:?}");
+        let balances = request(&http, Some(&alice), "GET", "/v1/balances", "").unwrap();
+        open_orders.insert(id, (mine.into_iter().collect::<BTreeSet<_>>(), balances.body));
+        // bob's key, made on the new leader after the failover, signs here too.
+        let bobs = request(&http, Some(&bob), "GET", "/v1/balances", "").unwrap();
+        assert_eq!(bobs.status, 200, "node {id}: bob's new key: {}", bobs.body);
+    }
+    let first = open_orders.values().next().unwrap().clone();
+    for (id, state) in &open_orders {
+        assert_eq!(state, &first, "node {id} holds another state");
+    }
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+}
