@@ -10,7 +10,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -265,31 +265,14 @@ impl Drop for Cluster {
 
 /// The demo's keys a starting node prints (every node of a cluster prints the same).
 fn demo_keys(stdout: std::process::ChildStdout, log: &Path) -> BTreeMap<String, (String, String)> {
-    let mut lines = BufReader::new(stdout).lines();
-    let mut keys = BTreeMap::new();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let Ok(line) = line else { break };
-        if let Some(rest) = line.strip_prefix("bourse: demo account ") {
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            if let [account, "key", key, "secret", secret, ..] = words[..] {
-                let account = account.trim_end_matches(':').to_string();
-                keys.insert(account, (key.to_string(), secret.to_string()));
-            }
-        }
-        let last = line.contains("try the examples");
-        seen.push(line);
-        if last {
-            break;
-        }
-    }
-    std::thread::spawn(move || lines.for_each(drop));
+    let banner = support::read_demo_banner(stdout);
     assert!(
-        keys.contains_key("alice") && keys.contains_key("bob"),
-        "the node did not start as expected: {seen:?}\n{}",
+        banner.keys.contains_key("alice") && banner.keys.contains_key("bob"),
+        "the node did not start as expected: {:?}\n{}",
+        banner.seen,
         std::fs::read_to_string(log).unwrap_or_default()
     );
-    keys
+    banner.keys.into_iter().collect()
 }
 
 /// alice's resting buy `client_order_id`, far under the market (it never trades).
@@ -512,19 +495,9 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
         acknowledged.push(id);
     }
     // A key made on the new leader signs on every node (the key store is replicated).
-    let admin_text = std::fs::read_to_string(
-        cluster.directory.path().join(format!("node-{new_leader}/server/admin.key")),
-    )
-    .unwrap();
-    let field = |name: &str| {
-        admin_text
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{name} = \"")))
-            .and_then(|rest| rest.strip_suffix('"'))
-            .unwrap()
-            .to_string()
-    };
-    let admin = (field("key"), field("secret"));
+    let admin_file = cluster.directory.path().join(format!("node-{new_leader}/server/admin.key"));
+    let admin = bourse_bench::loadgen::admin::Credentials::from_file(&admin_file).unwrap();
+    let admin = (admin.key, admin.secret);
     let made = request(
         &cluster.http(new_leader),
         Some(&admin),

@@ -153,35 +153,7 @@ impl Demo {
             .stderr(log)
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut http = String::new();
-        let mut fix = String::new();
-        let mut keys = HashMap::new();
-        let mut seen = Vec::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            if let Some(rest) = line.strip_prefix("bourse: serving REST and WebSocket on http://") {
-                http = rest.split_whitespace().next().unwrap().to_string();
-            }
-            if let Some(rest) = line.strip_prefix("bourse: serving FIX 4.4 order entry on tcp://") {
-                fix = rest.split_whitespace().next().unwrap().to_string();
-            }
-            // "bourse: demo account alice: key bk_... secret ... password ..."
-            if let Some(rest) = line.strip_prefix("bourse: demo account ") {
-                let words: Vec<&str> = rest.split_whitespace().collect();
-                if let [account, "key", key, "secret", secret, ..] = words[..] {
-                    let account = account.trim_end_matches(':').to_string();
-                    keys.insert(account, (key.to_string(), secret.to_string()));
-                }
-            }
-            let last = line.contains("try the examples");
-            seen.push(line);
-            if last {
-                break;
-            }
-        }
-        // Keep reading stdout so that the server never writes into a closed pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let DemoBanner { http, fix, keys, seen } = read_demo_banner(child.stdout.take().unwrap());
         let mut demo = Demo { child, http, fix, directory, keys };
         assert!(
             !demo.http.is_empty()
@@ -236,6 +208,51 @@ impl Drop for Demo {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// What `bourse serve --demo` prints at start: its REST and FIX addresses, the demo's
+/// keys (account -> (key, secret)), and every line up to the last of the banner.
+pub struct DemoBanner {
+    pub http: String,
+    pub fix: String,
+    pub keys: HashMap<String, (String, String)>,
+    pub seen: Vec<String>,
+}
+
+/// Reads the banner from a starting server's standard output, then keeps reading it
+/// (so that the server never writes into a closed pipe).
+pub fn read_demo_banner(stdout: impl Read + Send + 'static) -> DemoBanner {
+    let mut lines = BufReader::new(stdout).lines();
+    let mut banner = DemoBanner {
+        http: String::new(),
+        fix: String::new(),
+        keys: HashMap::new(),
+        seen: Vec::new(),
+    };
+    for line in lines.by_ref() {
+        let Ok(line) = line else { break };
+        if let Some(rest) = line.strip_prefix("bourse: serving REST and WebSocket on http://") {
+            banner.http = rest.split_whitespace().next().unwrap_or_default().to_string();
+        }
+        if let Some(rest) = line.strip_prefix("bourse: serving FIX 4.4 order entry on tcp://") {
+            banner.fix = rest.split_whitespace().next().unwrap_or_default().to_string();
+        }
+        // "bourse: demo account alice: key bk_... secret ... password ..."
+        if let Some(rest) = line.strip_prefix("bourse: demo account ") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            if let [account, "key", key, "secret", secret, ..] = words[..] {
+                let account = account.trim_end_matches(':').to_string();
+                banner.keys.insert(account, (key.to_string(), secret.to_string()));
+            }
+        }
+        let last = line.contains("try the examples");
+        banner.seen.push(line);
+        if last {
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    banner
 }
 
 /// One signed request (the admin's); (status, whole response).
