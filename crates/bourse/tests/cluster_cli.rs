@@ -28,6 +28,7 @@ struct Answer {
     status: u16,
     headers: BTreeMap<String, String>,
     body: Value,
+    text: String,
 }
 
 fn request(
@@ -68,7 +69,8 @@ fn request(
         .filter_map(|line| line.split_once(':'))
         .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
         .collect();
-    Some(Answer { status, headers, body: serde_json::from_str(body).unwrap_or(Value::Null) })
+    let text = body.to_string();
+    Some(Answer { status, headers, body: serde_json::from_str(body).unwrap_or(Value::Null), text })
 }
 
 struct Node {
@@ -459,6 +461,16 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
     let logout =
         fix_logon_refused(&fix, &alice).expect("a follower answers a FIX Logon with a Logout");
     assert!(logout.starts_with("not_leader") && logout.contains(&cluster.http(leader)), "{logout}");
+    // /metrics says the same per node.
+    let metrics = |id: u64| request(&cluster.http(id), None, "GET", "/metrics", "").unwrap().text;
+    let (leaders, followers) = (metrics(leader), metrics(follower));
+    assert!(leaders.contains("cluster_is_leader 1"), "{leaders}");
+    assert!(followers.contains("cluster_is_leader 0"), "{followers}");
+    assert!(followers.contains(&format!("cluster_leader {leader}")), "{followers}");
+    assert!(
+        leaders.contains(&format!("cluster_node_lag_entries{{node=\"{follower}\"}}")),
+        "{leaders}"
+    );
     let depth = request(&cluster.http(follower), None, "GET", "/v1/depth/BTC-USD", "").unwrap();
     assert_eq!(depth.status, 200, "a follower serves market data: {}", depth.body);
 

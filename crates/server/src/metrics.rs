@@ -45,6 +45,11 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabels {
+    pub node: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     pub reason: &'static str,
 }
@@ -496,6 +501,55 @@ impl Collector for EngineFigures {
             "1 once the engine stopped on a storage failure",
             i64::from(self.link.failure().is_some()),
         )?;
+        self.encode_cluster(&mut encoder)
+    }
+}
+
+impl EngineFigures {
+    /// In a cluster, the node's view of it (`docs/cluster.md`): what `GET /v1/cluster`
+    /// says, as gauges.
+    fn encode_cluster(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(view) = self.link.cluster_status() else { return Ok(()) };
+        let status = &view.status;
+        gauge(encoder, "cluster_node", "This node's id", status.id.0 as i64)?;
+        let leader = status.leader.map_or(0, |leader| leader.0 as i64);
+        gauge(encoder, "cluster_leader", "The node this node knows leads (0: none)", leader)?;
+        gauge(
+            encoder,
+            "cluster_is_leader",
+            "1 while this node leads",
+            i64::from(status.is_leader),
+        )?;
+        gauge(encoder, "cluster_term", "The Raft term", status.term as i64)?;
+        gauge(
+            encoder,
+            "cluster_commit_index",
+            "The last entry known committed",
+            status.commit as i64,
+        )?;
+        gauge(
+            encoder,
+            "cluster_last_index",
+            "The last entry of this node's log",
+            status.last_index as i64,
+        )?;
+        gauge(
+            encoder,
+            "cluster_stopped",
+            "1 once the node stopped (its storage, or a state digest that differs)",
+            i64::from(view.failure.is_some()),
+        )?;
+        // On the leader: how many entries of its log each node is known not to hold.
+        let mut lags = encoder.encode_descriptor(
+            "cluster_node_lag_entries",
+            "On the leader: entries of its log each node is not known to hold",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (node, matched) in &status.matched {
+            let lag = status.last_index.saturating_sub(*matched) as i64;
+            ConstGauge::new(lag).encode(lags.encode_family(&NodeLabels { node: node.0 })?)?;
+        }
         Ok(())
     }
 }
