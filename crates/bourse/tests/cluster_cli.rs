@@ -563,3 +563,73 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
     }
     assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
 }
+
+/// The README's local cluster: `bourse serve --demo --cluster 3` starts three nodes that
+/// agree on a leader and show the same demo keys, `bourse cluster status` shows one
+/// leader and two followers, and SIGTERM stops them all cleanly.
+#[test]
+fn serve_cluster_3_starts_a_local_cluster_that_status_shows_and_sigterm_stops() {
+    let directory = tempfile::tempdir().unwrap();
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_bourse"))
+        .args(["serve", "--demo", "--cluster", "3", "--no-history"])
+        .current_dir(directory.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    let stdout = launcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut output = Vec::new();
+    let mut keys = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (1..=3).any(|node| {
+        !output.iter().any(|line: &String| {
+            line.starts_with(&format!("node {node} | bourse: demo account alice"))
+        })
+    }) {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let line = seen.recv_timeout(timeout).unwrap_or_else(|_| panic!("{output:#?}"));
+        if let Some((_, shown)) = line.split_once("| bourse: demo account alice: ") {
+            keys.insert(shown.to_string());
+        }
+        output.push(line);
+    }
+    assert_eq!(keys.len(), 1, "every node shows alice's one demo key: {keys:?}");
+    let status = Command::new(env!("CARGO_BIN_EXE_bourse"))
+        .args(["cluster", "status", "--config", "data/cluster/cluster.toml"])
+        .current_dir(directory.path())
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{table}");
+    let roles: Vec<&str> =
+        table.lines().filter_map(|line| line.split_whitespace().nth(2)).collect();
+    assert_eq!(roles.iter().filter(|role| **role == "leader").count(), 1, "{table}");
+    assert_eq!(roles.iter().filter(|role| **role == "follower").count(), 2, "{table}");
+    // SAFETY: kill sends a signal to the child we started; no memory is involved.
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exited = loop {
+        if let Some(status) = launcher.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the launcher did not stop: {output:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exited.success(), "{exited}");
+    while let Ok(line) = seen.recv_timeout(Duration::from_secs(1)) {
+        output.push(line);
+    }
+    for node in 1..=3 {
+        let stopped = format!("bourse: node {node} stopped (exit status: 0)");
+        assert!(output.iter().any(|line| line == &stopped), "{output:#?}");
+    }
+}
