@@ -6,6 +6,8 @@ the follower's lag in commands (against the mean of the two leader readings).
 usage: scripts/cluster-lag.py LEADER_HTTP FOLLOWER_HTTP SECONDS
 """
 import json, sys, time, urllib.request, statistics
+if len(sys.argv) != 4:
+    sys.exit(__doc__)
 leader, follower, secs = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def seq(h):
     return json.load(urllib.request.urlopen(f"http://{h}/v1/cluster", timeout=2))["applied_seq"]
