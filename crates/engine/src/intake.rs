@@ -132,14 +132,6 @@ pub enum Failure {
     Unknown,
 }
 
-impl Failure {
-    /// Whether the command went to a node that is (no longer) the leader: sent to the
-    /// leader again, it gets its outcome (or `duplicate_id`, when it was applied).
-    pub fn is_failover(self) -> bool {
-        !matches!(self, Failure::Stopped)
-    }
-}
-
 impl Outcome {
     pub fn correlation(&self) -> Correlation {
         match self {

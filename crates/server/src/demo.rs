@@ -19,7 +19,7 @@ use bourse_core::command::{
 };
 use bourse_core::{AccountRef, Command, Decimal, Event, Offset, Side, StpMode, TimeInForce};
 
-use crate::keys::{KeyChange, KeyChanged, Role, Secret};
+use crate::keys::{KeyChange, Role, Secret};
 use crate::port::state::AppState;
 
 const DEMO_LABEL: &str = "demo";
@@ -268,10 +268,9 @@ async fn demo_keys(state: &AppState) -> Result<Vec<(String, String, Secret)>, St
                     .keys
                     .new_key(Role::Trader, Some(trader), DEMO_LABEL, None, now_ms)
                     .map_err(|error| error.to_string())?;
-                match state.key_changes.apply(change).await.map_err(|error| error.message)? {
-                    KeyChanged::Key(key) => key,
-                    KeyChanged::Account(_) => return Err("a key's change gave an account".into()),
-                }
+                let changed =
+                    state.key_changes.apply(change).await.map_err(|error| error.message)?;
+                changed.key().map_err(|error| error.to_string())?
             }
         };
         let secret = state.keys.secret_of(&key.id);

@@ -100,6 +100,8 @@ pub enum KeyError {
     UnknownKey(String),
     #[error("key {0:?} exists already")]
     DuplicateKey(String),
+    #[error("a key store change gave another kind of record than it makes (a bug)")]
+    WrongRecord,
     #[error("a node of a cluster needs the cluster's master key: set auth.master_key_file (the same file on every node)")]
     NoClusterMaster,
 }
@@ -110,6 +112,7 @@ impl KeyError {
             KeyError::Io { .. }
             | KeyError::Damaged { .. }
             | KeyError::DuplicateKey(_)
+            | KeyError::WrongRecord
             | KeyError::NoClusterMaster => "key_store_failed",
             KeyError::UnknownAccount(_) => "unknown_account",
             KeyError::DuplicateAccount(_) => "duplicate_account",
@@ -178,6 +181,24 @@ pub enum KeyChanged {
     Account(AccountRecord),
     /// A new key, or the revoked one.
     Key(KeyRecord),
+}
+
+impl KeyChanged {
+    /// The account an account's change gives.
+    pub fn account(self) -> Result<AccountRecord, KeyError> {
+        match self {
+            KeyChanged::Account(record) => Ok(record),
+            KeyChanged::Key(_) => Err(KeyError::WrongRecord),
+        }
+    }
+
+    /// The key a key's change gives.
+    pub fn key(self) -> Result<KeyRecord, KeyError> {
+        match self {
+            KeyChanged::Key(record) => Ok(record),
+            KeyChanged::Account(_) => Err(KeyError::WrongRecord),
+        }
+    }
 }
 
 /// The change to `stored` (on failure, `stored` may be half changed: apply it to a copy).
@@ -363,10 +384,7 @@ impl KeyStore {
 
     pub fn create_account(&self, name: &str, now_ms: u64) -> Result<AccountRecord, KeyError> {
         let created = KeyChange::CreateAccount { name: name.to_string(), created_ms: now_ms };
-        match self.apply_local(&created)? {
-            KeyChanged::Account(record) => Ok(record),
-            KeyChanged::Key(_) => unreachable!("an account's change gives the account"),
-        }
+        self.apply_local(&created)?.account()
     }
 
     pub fn account(&self, name: &str) -> Option<AccountRecord> {
@@ -385,10 +403,7 @@ impl KeyStore {
         password_hash: Option<String>,
     ) -> Result<AccountRecord, KeyError> {
         let set = KeyChange::SetPasswordHash { account: account.to_string(), password_hash };
-        match self.apply_local(&set)? {
-            KeyChanged::Account(record) => Ok(record),
-            KeyChanged::Key(_) => unreachable!("an account's change gives the account"),
-        }
+        self.apply_local(&set)?.account()
     }
 
     /// Makes a key for `account` (a trader key) or an admin key (`account` `None`).
@@ -412,13 +427,9 @@ impl KeyStore {
         now_ms: u64,
     ) -> Result<(KeyRecord, Secret), KeyError> {
         let created = self.new_key(role, account, label, requests_per_second, now_ms)?;
-        match self.apply_local(&created)? {
-            KeyChanged::Key(record) => {
-                let secret = self.secret_of(&record.id);
-                Ok((record, secret))
-            }
-            KeyChanged::Account(_) => unreachable!("a key's change gives the key"),
-        }
+        let record = self.apply_local(&created)?.key()?;
+        let secret = self.secret_of(&record.id);
+        Ok((record, secret))
     }
 
     /// The change that makes a new key (a fresh random id), to apply.
@@ -449,10 +460,7 @@ impl KeyStore {
     }
 
     pub fn revoke(&self, id: &str) -> Result<KeyRecord, KeyError> {
-        match self.apply_local(&KeyChange::Revoke { id: id.to_string() })? {
-            KeyChanged::Key(record) => Ok(record),
-            KeyChanged::Account(_) => unreachable!("a key's change gives the key"),
-        }
+        self.apply_local(&KeyChange::Revoke { id: id.to_string() })?.key()
     }
 
     /// Applies `change` and stores the result durably (one node).

@@ -81,13 +81,16 @@ pub enum LinkError {
     NotLeader(Box<NotLeader>),
 }
 
+/// Why a node that does not lead refuses a command.
+const NOT_LEADER: &str = "this node is not the leader";
+
 /// The error of a submission the engine refused, with the leader's addresses when this
 /// node does not lead.
 fn refused(directory: &NodeDirectory, error: SubmitError) -> LinkError {
     match error {
-        SubmitError::NotLeader { leader } => LinkError::NotLeader(Box::new(
-            directory.not_leader(leader, "this node is not the leader"),
-        )),
+        SubmitError::NotLeader { leader } => {
+            LinkError::NotLeader(Box::new(directory.not_leader(leader, NOT_LEADER)))
+        }
         other => LinkError::Refused(other),
     }
 }
@@ -293,9 +296,15 @@ impl EngineLink {
     /// Whether this node takes commands now: `Ok` when it leads its cluster or is not
     /// in one; otherwise where the leader is.
     pub fn leads(&self) -> Result<(), Box<NotLeader>> {
-        self.session.leads().map_err(|leader| {
-            Box::new(self.directory.not_leader(leader, "this node is not the leader"))
-        })
+        self.session
+            .leads()
+            .map_err(|leader| Box::new(self.directory.not_leader(leader, NOT_LEADER)))
+    }
+
+    /// The error of a submission the engine refused (`SubmitError`), naming the leader
+    /// when this node does not lead.
+    pub fn refused(&self, error: SubmitError) -> LinkError {
+        refused(&self.directory, error)
     }
 
     /// The error of an outcome that is not a result (`Outcome::Failed`).

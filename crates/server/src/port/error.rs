@@ -324,6 +324,7 @@ impl From<KeyError> for ApiError {
             KeyError::Io { .. }
             | KeyError::Damaged { .. }
             | KeyError::DuplicateKey(_)
+            | KeyError::WrongRecord
             | KeyError::NoClusterMaster => ErrorCode::KeyStoreFailed,
             KeyError::UnknownAccount(_) => ErrorCode::UnknownAccount,
             KeyError::UnknownKey(_) => ErrorCode::UnknownKey,

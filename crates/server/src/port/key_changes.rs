@@ -76,7 +76,7 @@ impl ReplicatedKeys {
         self.waiters().insert(nonce.clone(), sender);
         if let Err(error) = proposer.propose(&record) {
             self.waiters().remove(&nonce);
-            return Err(ApiError::from(link_error(link, error)));
+            return Err(ApiError::from(link.refused(error)));
         }
         match tokio::time::timeout(COMMIT_WAIT, receiver).await {
             Ok(Ok(outcome)) => outcome.map_err(ApiError::from),
@@ -89,15 +89,6 @@ impl ReplicatedKeys {
                 ))))
             }
         }
-    }
-}
-
-fn link_error(link: &EngineLink, error: bourse_engine::SubmitError) -> LinkError {
-    match error {
-        bourse_engine::SubmitError::NotLeader { leader } => LinkError::NotLeader(Box::new(
-            link.directory().not_leader(leader, "this node is not the leader"),
-        )),
-        other => LinkError::Refused(other),
     }
 }
 

@@ -34,7 +34,7 @@ use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use argon2::Argon2;
 use tokio::sync::Semaphore;
 
-use crate::keys::{KeyChange, KeyChanged, KeyError, KeyStore};
+use crate::keys::{KeyChange, KeyError, KeyStore};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::key_changes::KeyChanges;
 
@@ -139,10 +139,7 @@ impl Passwords {
     pub async fn remove(&self, account: &str) -> ApiResult<bool> {
         let remove =
             KeyChange::SetPasswordHash { account: account.to_string(), password_hash: None };
-        match self.changes.apply(remove).await? {
-            KeyChanged::Account(before) => Ok(before.has_password()),
-            KeyChanged::Key(_) => Err(internal("a password change gave a key")),
-        }
+        Ok(self.changes.apply(remove).await?.account()?.has_password())
     }
 
     /// Runs `work` (an Argon2 hash) on a blocking thread once a permit is free. The

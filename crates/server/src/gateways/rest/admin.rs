@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::extract::{created, ok, ApiPath, ApiQuery};
 use crate::gateways::shared::json::{parse_body, parse_decimal};
-use crate::keys::{KeyChange, KeyChanged, KeyRecord, Role};
+use crate::keys::{KeyChange, KeyRecord, Role};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::session::Session;
 use crate::port::state::Shared;
@@ -138,9 +138,7 @@ pub async fn create_account(
         name: request.name,
         created_ms: bourse_protocol::signing::now_ms(),
     };
-    let KeyChanged::Account(record) = state.key_changes.apply(change).await? else {
-        return Err(ApiError::internal("an account's change gave a key"));
-    };
+    let record = state.key_changes.apply(change).await?.account()?;
     Ok(created(json!({ "account": record.name, "created_ms": record.created_ms })))
 }
 
@@ -250,9 +248,7 @@ pub async fn create_key(
         request.requests_per_second,
         bourse_protocol::signing::now_ms(),
     )?;
-    let KeyChanged::Key(key) = state.key_changes.apply(change).await? else {
-        return Err(ApiError::internal("a key's change gave an account"));
-    };
+    let key = state.key_changes.apply(change).await?.key()?;
     let secret = state.keys.secret_of(&key.id);
     let mut shown = key_json(&key);
     if let Some(object) = shown.as_object_mut() {
@@ -276,10 +272,7 @@ pub async fn revoke_key(
     ApiPath(key_id): ApiPath<String>,
 ) -> ApiResult<Response> {
     caller.require_admin()?;
-    let KeyChanged::Key(key) = state.key_changes.apply(KeyChange::Revoke { id: key_id }).await?
-    else {
-        return Err(ApiError::internal("a key's change gave an account"));
-    };
+    let key = state.key_changes.apply(KeyChange::Revoke { id: key_id }).await?.key()?;
     Ok(ok(key_json(&key)))
 }
 
