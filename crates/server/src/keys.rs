@@ -414,19 +414,7 @@ impl KeyStore {
         label: &str,
         now_ms: u64,
     ) -> Result<(KeyRecord, Secret), KeyError> {
-        self.create_key_with_rate(role, account, label, None, now_ms)
-    }
-
-    /// `create_key`, with the key's own request rate (`None`: the server's).
-    pub fn create_key_with_rate(
-        &self,
-        role: Role,
-        account: Option<&str>,
-        label: &str,
-        requests_per_second: Option<u32>,
-        now_ms: u64,
-    ) -> Result<(KeyRecord, Secret), KeyError> {
-        let created = self.new_key(role, account, label, requests_per_second, now_ms)?;
+        let created = self.new_key(role, account, label, None, now_ms)?;
         let record = self.apply_local(&created)?.key()?;
         let secret = self.secret_of(&record.id);
         Ok((record, secret))
