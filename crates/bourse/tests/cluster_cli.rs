@@ -278,6 +278,13 @@ fn demo_keys(stdout: std::process::ChildStdout, log: &Path) -> BTreeMap<String, 
 }
 
 /// alice's resting buy `client_order_id`, far under the market (it never trades).
+/// Node `id`'s admin key: the cluster's (derived from the shared master key).
+fn admin_of(cluster: &Cluster, id: u64) -> (String, String) {
+    let file = cluster.directory.path().join(format!("node-{id}/server/admin.key"));
+    let admin = bourse_bench::loadgen::admin::Credentials::from_file(&file).unwrap();
+    (admin.key, admin.secret)
+}
+
 fn order_body(client_order_id: &str) -> String {
     format!(
         r#"{{"symbol":"BTC-USD","side":"buy","type":"limit","price":"1000","qty":"0.0001","client_order_id":"{client_order_id}"}}"#
@@ -474,6 +481,19 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
     let depth = request(&cluster.http(follower), None, "GET", "/v1/depth/BTC-USD", "").unwrap();
     assert_eq!(depth.status, 200, "a follower serves market data: {}", depth.body);
 
+    let admin = admin_of(&cluster, leader);
+    // A settlement price posted on the leader: the futures settings are replicated, so
+    // the next leader settles with it.
+    let posted = request(
+        &cluster.http(leader),
+        Some(&admin),
+        "POST",
+        "/v1/admin/futures/SHFE.cu2501/settlement-price",
+        r#"{"price":"75010"}"#,
+    )
+    .unwrap();
+    assert_eq!(posted.status, 200, "{}", posted.body);
+
     // Orders on the leader, then the leader killed, then more: each is answered once.
     let mut acknowledged = Vec::new();
     for index in 0..20 {
@@ -507,9 +527,7 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
         acknowledged.push(id);
     }
     // A key made on the new leader signs on every node (the key store is replicated).
-    let admin_file = cluster.directory.path().join(format!("node-{new_leader}/server/admin.key"));
-    let admin = bourse_bench::loadgen::admin::Credentials::from_file(&admin_file).unwrap();
-    let admin = (admin.key, admin.secret);
+    assert_eq!(admin_of(&cluster, new_leader), admin, "every node has the cluster's admin key");
     let made = request(
         &cluster.http(new_leader),
         Some(&admin),
@@ -523,6 +541,23 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
         made.body["key"].as_str().unwrap().to_string(),
         made.body["secret"].as_str().unwrap().to_string(),
     );
+
+    // The price posted on the old leader is the new leader's, and it settles with it.
+    let futures =
+        request(&cluster.http(new_leader), Some(&admin), "GET", "/v1/admin/futures", "").unwrap();
+    let contract = &futures.body["futures"][0];
+    assert_eq!(contract["posted_price"], "75010", "{}", futures.body);
+    assert_eq!(contract["margin_ratio"], "0.1", "the demo's ratio: {}", futures.body);
+    let settled = request(
+        &cluster.http(new_leader),
+        Some(&admin),
+        "POST",
+        "/v1/admin/futures/SHFE.cu2501/settle",
+        "{}",
+    )
+    .unwrap();
+    assert_eq!(settled.status, 200, "{}", settled.body);
+    assert_eq!(settled.body["price"], "75010", "{}", settled.body);
 
     // The killed node comes back and catches up.
     let stdout = cluster.spawn(leader);
@@ -556,6 +591,12 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
         // bob's key, made on the new leader after the failover, signs here too.
         let bobs = request(&http, Some(&bob), "GET", "/v1/balances", "").unwrap();
         assert_eq!(bobs.status, 200, "node {id}: bob's new key: {}", bobs.body);
+        // The posted price was used up by the settlement, on every node alike.
+        let futures = request(&http, Some(&admin), "GET", "/v1/admin/futures", "").unwrap();
+        let contract = &futures.body["futures"][0];
+        assert_eq!(contract["symbol"], "SHFE.cu2501", "node {id}: {}", futures.body);
+        assert_eq!(contract["posted_price"], Value::Null, "node {id}: {}", futures.body);
+        assert_eq!(contract["settlement_price"], "75010", "node {id}: {}", futures.body);
     }
     let first = open_orders.values().next().unwrap().clone();
     for (id, state) in &open_orders {

@@ -121,6 +121,10 @@ pub trait Records: Send + Sync {
     fn applied_index(&self) -> u64;
     /// The record committed at log `index`.
     fn apply(&self, index: u64, record: &[u8]);
+    /// Every entry up to log `index` is committed and handed over (its records
+    /// applied). The owner may store `index` as its applied index now and then, so a
+    /// restart need not hand the log over from an old record.
+    fn applied_through(&self, index: u64);
 }
 
 /// `Records`, shared (and shown as such in `Debug`).

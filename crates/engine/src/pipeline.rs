@@ -573,6 +573,7 @@ fn start_replica(
         last_sync: std::time::Instant::now(),
         gathered: SequencedBatch::default(),
         records: cluster.records.clone(),
+        last_index: 0,
     };
     Replica::start(
         cluster.replica.clone(),

@@ -61,6 +61,8 @@ pub(crate) struct Committed {
     pub(crate) gathered: SequencedBatch,
     /// Where the server's records go (`Records`).
     pub(crate) records: Option<SharedRecords>,
+    /// The last log index handed over (told to `records` at each journal sync).
+    pub(crate) last_index: u64,
 }
 
 impl Committed {
@@ -74,6 +76,9 @@ impl Committed {
         }
         self.shared.stats.set_durable_below(self.writer.next_seq());
         self.last_sync = Instant::now();
+        if let Some(records) = &self.records {
+            records.0.applied_through(self.last_index);
+        }
         Ok(())
     }
 
@@ -129,6 +134,7 @@ impl Application for Committed {
     }
 
     fn apply(&mut self, entry: &Entry, batch: Option<Batch<'_>>, tag: Option<Vec<Origin>>) {
+        self.last_index = entry.index;
         let Some(batch) = batch else {
             // A note: the leader's digest at a point every node computes its own, or a
             // record of the server's.

@@ -21,6 +21,7 @@ use bourse_core::{AccountRef, Command, Decimal, Event, Offset, Side, StpMode, Ti
 
 use crate::keys::{KeyChange, Role, Secret};
 use crate::port::state::AppState;
+use crate::services::clearing::settings::SettingsChange;
 
 const DEMO_LABEL: &str = "demo";
 const TRADERS: [&str; 2] = ["alice", "bob"];
@@ -228,10 +229,12 @@ async fn declare_future(state: &AppState) -> Result<(), String> {
         close_today: true,
     };
     submit(state, Command::Future(Box::new(future))).await?;
+    let ratio = Some(FUTURE_MARGIN_RATIO.to_string());
     state
         .futures
-        .update(FUTURE, |contract| contract.margin_ratio = Some(FUTURE_MARGIN_RATIO.to_string()))
-        .map_err(|error| error.to_string())?;
+        .apply(SettingsChange::MarginRatio { symbol: FUTURE.to_string(), ratio })
+        .await
+        .map_err(|error| error.message)?;
     fund(state, &[("CNY", "10000000")]).await?;
     for level in 1..=5i64 {
         for (side, price) in [

@@ -490,9 +490,24 @@ impl KeyStore {
         Some(Ok(changed))
     }
 
-    /// The last log index of a change applied (`apply_replicated`).
+    /// The last log index of the cluster's log the store is known to hold.
     pub fn applied_index(&self) -> u64 {
         self.read().applied_index
+    }
+
+    /// Every record up to log `index` is applied: stores `index` when it is `far`
+    /// ahead of the stored one, so a restart need not hand the log over from an old
+    /// change (`port::records`).
+    pub fn applied_through(&self, index: u64, far: u64) -> Result<(), KeyError> {
+        let mut stored = self.write();
+        if index < stored.applied_index.saturating_add(far) {
+            return Ok(());
+        }
+        let mut next = stored.clone();
+        next.applied_index = index;
+        self.save(&next)?;
+        *stored = next;
+        Ok(())
     }
 
     /// The key `id` if it exists and is not revoked.

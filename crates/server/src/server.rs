@@ -23,12 +23,12 @@ use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
 use crate::metrics::{EngineFigures, FeedFigures, Metrics};
 use crate::port::auth::Authenticator;
-use crate::port::key_changes::{KeyChanges, ReplicatedKeys};
 use crate::port::operator::Operator;
 use crate::port::orders::OrderEntry;
 use crate::port::passwords::Passwords;
 use crate::port::policy::{LoginLimits, Policy, PolicyEvents, Rate};
 use crate::port::queries::Queries;
+use crate::port::records::{KeyChanges, ReplicatedRecords, SettingsChanges};
 use crate::port::state::AppState;
 use crate::port::tokens::Tokens;
 use crate::services::candles::CandleService;
@@ -220,6 +220,7 @@ impl Clearing {
     fn start(
         self,
         link: &Arc<EngineLink>,
+        changes: &Arc<SettingsChanges>,
         risk_interval_ms: u64,
         stopped: &tokio::sync::watch::Receiver<bool>,
     ) {
@@ -231,7 +232,7 @@ impl Clearing {
         if let Some(time) = self.settlement_time {
             tokio::spawn(crate::services::clearing::settlement::run_daily(
                 Arc::clone(link),
-                self.settings,
+                Arc::clone(changes),
                 time,
                 stopped.clone(),
             ));
@@ -272,14 +273,24 @@ pub async fn start_with_sql(
         )?,
     };
     let keys = Arc::new(keys);
-    // In a cluster the key store's changes are records of the log.
-    let replicated_keys = config.cluster.as_ref().map(|_| ReplicatedKeys::new(Arc::clone(&keys)));
-    let key_changes = Arc::new(match &replicated_keys {
-        Some(replicated) => KeyChanges::replicated(Arc::clone(replicated)),
-        None => KeyChanges::local(Arc::clone(&keys)),
-    });
     let clearing = Clearing::read(&config, &server_dir)?;
-    let futures_settings = Arc::clone(&clearing.settings);
+    // In a cluster the changes of the key store and the futures settings are records
+    // of the log.
+    let replicated = config
+        .cluster
+        .as_ref()
+        .map(|_| ReplicatedRecords::new(Arc::clone(&keys), Arc::clone(&clearing.settings)));
+    let (key_changes, futures_settings) = match &replicated {
+        Some(replicated) => (
+            KeyChanges::replicated(Arc::clone(replicated)),
+            SettingsChanges::replicated(Arc::clone(replicated)),
+        ),
+        None => (
+            KeyChanges::local(Arc::clone(&keys)),
+            SettingsChanges::local(Arc::clone(&clearing.settings)),
+        ),
+    };
+    let (key_changes, futures_settings) = (Arc::new(key_changes), Arc::new(futures_settings));
     let mut engine_config = EngineConfig::new(&config.data_dir);
     engine_config.durability = durability;
     engine_config.track_activity = true;
@@ -287,7 +298,7 @@ pub async fn start_with_sql(
         history_stats.as_ref().map(|stats| Arc::clone(&stats.needed_from));
     engine_config.cluster = config.cluster.as_ref().map(|cluster| {
         let mut settings = crate::cluster::engine_settings(cluster);
-        settings.records = replicated_keys.clone().map(|replicated| {
+        settings.records = replicated.clone().map(|replicated| {
             bourse_engine::SharedRecords(replicated as Arc<dyn bourse_engine::Records>)
         });
         settings
@@ -301,7 +312,7 @@ pub async fn start_with_sql(
     let (tcp_listener, tcp) = bind(config.tcp.listen).await?;
     let (fix_listener, fix) = bind(config.fix.listen).await?;
     let link = Arc::new(EngineLink::open(&engine, config.limits.in_flight_max, directory));
-    if let (Some(replicated), Some(proposer)) = (&replicated_keys, engine.record_proposer()) {
+    if let (Some(replicated), Some(proposer)) = (&replicated, engine.record_proposer()) {
         replicated.connect(proposer, Arc::clone(&link));
     }
     let directory = Arc::new(Directory::new(Arc::clone(&link)));
@@ -445,7 +456,7 @@ pub async fn start_with_sql(
             .await;
         crate::gateways::fix::serve(fix_listener, fix_gateway, fix_state, fix_stopped).await
     });
-    clearing.start(&state.link, config.futures.risk_interval_ms, &tcp_stopped);
+    clearing.start(&state.link, &state.futures, config.futures.risk_interval_ms, &tcp_stopped);
     let (stop, stopped) = oneshot::channel::<()>();
     let router = router::router(Arc::clone(&state));
     let (hand_off, http_drained) =
@@ -565,15 +576,18 @@ async fn start_history(
 struct LeaderDuties {
     open_orders_per_account: u64,
     demo: bool,
-    futures: Arc<FuturesSettings>,
+    futures: Arc<SettingsChanges>,
 }
 
 impl LeaderDuties {
     /// Does them; with `demo`, what the demo shows.
     async fn take_up(&self, state: &AppState) -> Result<Option<crate::demo::Demo>, ServeError> {
         apply_limits(state, self.open_orders_per_account).await?;
-        crate::services::clearing::settlement::reconcile_ratio_margins(&state.link, &self.futures)
-            .await;
+        crate::services::clearing::settlement::reconcile_ratio_margins(
+            &state.link,
+            self.futures.settings(),
+        )
+        .await;
         match self.demo {
             true => crate::demo::set_up(state).await.map(Some).map_err(ServeError::Demo),
             false => Ok(None),

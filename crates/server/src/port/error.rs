@@ -335,6 +335,12 @@ impl From<KeyError> for ApiError {
     }
 }
 
+impl From<crate::services::clearing::settings::SettingsError> for ApiError {
+    fn from(error: crate::services::clearing::settings::SettingsError) -> ApiError {
+        ApiError::new(ErrorCode::SettingsFailed, error.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;

@@ -17,21 +17,21 @@ use super::queries::balances_of;
 use super::session::Session;
 use crate::directory::Directory;
 use crate::link::{AssetBalance, EngineLink};
-use crate::services::clearing::settings::FuturesSettings;
+use crate::port::records::SettingsChanges;
 use crate::services::clearing::settlement::{self, ContractFacts};
 
 /// What an operator does through the port.
 pub struct Operator {
     link: Arc<EngineLink>,
     directory: Arc<Directory>,
-    futures: Arc<FuturesSettings>,
+    futures: Arc<SettingsChanges>,
 }
 
 impl Operator {
     pub fn new(
         link: Arc<EngineLink>,
         directory: Arc<Directory>,
-        futures: Arc<FuturesSettings>,
+        futures: Arc<SettingsChanges>,
     ) -> Operator {
         Operator { link, directory, futures }
     }
@@ -87,6 +87,6 @@ impl Operator {
         symbol: &str,
     ) -> ApiResult<Option<String>> {
         session.require_admin()?;
-        settlement::restate_ratio_margin(&self.link, &self.futures, symbol).await
+        settlement::restate_ratio_margin(&self.link, self.futures.settings(), symbol).await
     }
 }

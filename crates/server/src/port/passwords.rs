@@ -36,7 +36,7 @@ use tokio::sync::Semaphore;
 
 use crate::keys::{KeyChange, KeyError, KeyStore};
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
-use crate::port::key_changes::KeyChanges;
+use crate::port::records::KeyChanges;
 
 /// A password is 8 to 128 bytes (of UTF-8).
 pub const PASSWORD_BYTES_MIN: usize = 8;

@@ -22,7 +22,6 @@ use crate::port::policy::Policy;
 use crate::port::queries::Queries;
 use crate::port::tokens::Tokens;
 use crate::services::candles::CandleService;
-use crate::services::clearing::settings::FuturesSettings;
 use crate::services::feed::channel::HubCommand;
 use crate::services::feed::market::Market;
 use crate::services::history_access::HistoryAccess;
@@ -43,7 +42,7 @@ pub struct AppState {
     pub hub: mpsc::Sender<HubCommand>,
     pub keys: Arc<KeyStore>,
     /// Every change to `keys` goes through here (the cluster's log, in a cluster).
-    pub key_changes: Arc<crate::port::key_changes::KeyChanges>,
+    pub key_changes: Arc<crate::port::records::KeyChanges>,
     pub auth: Authenticator,
     /// Accounts' passwords: `passwords.verify(account, password).await` for every login
     /// by name and password.
@@ -63,8 +62,9 @@ pub struct AppState {
     pub market_data: Option<std::sync::mpsc::Sender<multicast::Input>>,
     /// The history's lookups and SQL, once it is open.
     pub history: OnceLock<Arc<HistoryAccess>>,
-    /// What the venue keeps about futures contracts beside the engine.
-    pub futures: Arc<FuturesSettings>,
+    /// What the venue keeps about futures contracts beside the engine, and the way
+    /// it changes (through the log, in a cluster).
+    pub futures: Arc<crate::port::records::SettingsChanges>,
 }
 
 pub type Shared = Arc<AppState>;

@@ -5,7 +5,6 @@
 //! the settings the engine does not keep are `futures::settings`'.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -23,7 +22,7 @@ use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::port::session::Session;
 use crate::port::state::Shared;
 use crate::render::instrument_json;
-use crate::services::clearing::settings::{ratio_margin, FuturesSettings};
+use crate::services::clearing::settings::{ratio_margin, SettingsChange};
 
 /// `GET /v1/positions`: the caller's futures positions, by symbol.
 pub async fn positions(
@@ -95,25 +94,6 @@ pub struct LiquidateRequest {
     account: String,
 }
 
-/// Runs a settings change (it writes `futures.json`) off the async workers.
-async fn save(
-    settings: &Arc<FuturesSettings>,
-    symbol: &str,
-    change: impl FnOnce(&mut crate::services::clearing::settings::ContractSettings) + Send + 'static,
-) -> ApiResult<()> {
-    let (settings, symbol) = (Arc::clone(settings), symbol.to_string());
-    let saved = tokio::task::spawn_blocking(move || settings.update(&symbol, change)).await;
-    match saved {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(error)) => Err(settings_failed(error.to_string())),
-        Err(error) => Err(settings_failed(error.to_string())),
-    }
-}
-
-fn settings_failed(message: String) -> ApiError {
-    ApiError::new(ErrorCode::SettingsFailed, message)
-}
-
 /// A margin ratio: a positive decimal of at most 1.
 fn parse_ratio(text: &str) -> ApiResult<Decimal> {
     let ratio = parse_decimal("margin_ratio", text)?;
@@ -180,7 +160,8 @@ pub async fn create_future(
         close_today: request.close_today,
     }));
     let (seq, _) = state.operator.submit(&caller, &command).await?;
-    save(&state.futures, &request.symbol, move |contract| contract.margin_ratio = ratio).await?;
+    let symbol = request.symbol.clone();
+    state.futures.apply(SettingsChange::MarginRatio { symbol, ratio }).await?;
     let reference = state.directory.refresh_reference().await?;
     let shown = reference
         .find_instrument(&request.symbol)
@@ -201,7 +182,7 @@ pub async fn list_futures(
     let shown: Vec<Value> = contracts
         .iter()
         .map(|contract| {
-            let settings = state.futures.get(&contract.symbol);
+            let settings = state.futures.settings().get(&contract.symbol);
             let margin =
                 Decimal::from_units(i128::from(contract.margin_units), contract.settle_decimals);
             json!({
@@ -232,7 +213,8 @@ pub async fn set_margin(
             let margin = parse_decimal("margin", margin)?;
             let command = Command::Margin { symbol: Cow::Borrowed(&symbol), margin };
             let (seq, _) = state.operator.submit(&caller, &command).await?;
-            save(&state.futures, &symbol, |contract| contract.margin_ratio = None).await?;
+            let change = SettingsChange::MarginRatio { symbol: symbol.clone(), ratio: None };
+            state.futures.apply(change).await?;
             Ok(ok(json!({ "symbol": symbol, "margin": margin.to_string(), "seq": seq })))
         }
         (None, Some(ratio)) => {
@@ -244,8 +226,10 @@ pub async fn set_margin(
                     format!("{symbol} has no settlement price yet to apply a ratio to"),
                 ));
             }
-            let ratio = ratio.clone();
-            save(&state.futures, &symbol, move |contract| contract.margin_ratio = Some(ratio))
+            let ratio = Some(ratio.clone());
+            state
+                .futures
+                .apply(SettingsChange::MarginRatio { symbol: symbol.clone(), ratio })
                 .await?;
             let margin = state.operator.restate_ratio_margin(&caller, &symbol).await?;
             Ok(ok(
@@ -268,8 +252,8 @@ pub async fn post_price(
     let price = parse_decimal("price", &request.price)?;
     state.operator.contract(&caller, &symbol).await?;
     let posted = price.to_string();
-    let kept = posted.clone();
-    save(&state.futures, &symbol, move |contract| contract.posted_price = Some(kept)).await?;
+    let price = Some(posted.clone());
+    state.futures.apply(SettingsChange::PostedPrice { symbol: symbol.clone(), price }).await?;
     Ok(ok(json!({ "symbol": symbol, "posted_price": posted })))
 }
 

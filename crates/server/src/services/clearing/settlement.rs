@@ -11,9 +11,10 @@ use bourse_core::ids::InstrumentId;
 use bourse_core::{Command, Decimal, Event, Venue};
 use serde_json::{json, Value};
 
-use super::settings::{ratio_margin, FuturesSettings};
+use super::settings::{ratio_margin, FuturesSettings, SettingsChange};
 use crate::link::EngineLink;
 use crate::port::error::{ApiError, ApiResult, ErrorCode};
+use crate::port::records::SettingsChanges;
 
 /// What settling needs to know of a contract, read from the engine.
 #[derive(Clone, Debug)]
@@ -89,12 +90,13 @@ pub async fn submit(link: &EngineLink, command: &Command<'_>) -> ApiResult<(u64,
 /// done, as the admin REST shows it.
 pub async fn settle(
     link: &EngineLink,
-    settings: &Arc<FuturesSettings>,
+    changes: &SettingsChanges,
     symbol: &str,
     price: Option<Decimal>,
     is_final: bool,
 ) -> ApiResult<Value> {
     let facts = contract(link, symbol).await?;
+    let settings = changes.settings();
     let posted = settings.get(symbol).posted_price.as_deref().and_then(Decimal::parse);
     let uses_posted = price.is_none() && posted.is_some();
     let price = price.or(posted).or(facts.mark_price).ok_or_else(|| {
@@ -109,16 +111,9 @@ pub async fn settle(
     let expired = events.iter().filter(|event| matches!(event, Event::Done { .. })).count();
     if uses_posted {
         // A posted price is for one settlement.
-        let settings = Arc::clone(settings);
-        let owned = symbol.to_string();
-        let cleared = tokio::task::spawn_blocking(move || {
-            settings.update(&owned, |contract| contract.posted_price = None).map(|_| ())
-        })
-        .await;
-        match cleared {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%symbol, %error, "posted price used, not cleared"),
-            Err(error) => tracing::warn!(%symbol, %error, "posted price used, not cleared"),
+        let used = SettingsChange::PostedPrice { symbol: symbol.to_string(), price: None };
+        if let Err(error) = changes.apply(used).await {
+            tracing::warn!(%symbol, "posted price used, not cleared: {error:?}");
         }
     }
     let margin = match is_final {
@@ -212,7 +207,7 @@ impl DailyTime {
 /// warning), until `stopped` says so.
 pub async fn run_daily(
     link: Arc<EngineLink>,
-    settings: Arc<FuturesSettings>,
+    changes: Arc<SettingsChanges>,
     time: DailyTime,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -234,7 +229,7 @@ pub async fn run_daily(
         }
         let Ok(contracts) = link.read(live_contracts).await else { continue };
         for contract in contracts {
-            match settle(&link, &settings, &contract.symbol, None, false).await {
+            match settle(&link, &changes, &contract.symbol, None, false).await {
                 Ok(done) => tracing::info!(symbol = %contract.symbol, %done, "daily settlement"),
                 Err(error) => {
                     tracing::warn!(symbol = %contract.symbol, code = error.code.as_str(), message = %error.message, "daily settlement skipped")
