@@ -1,7 +1,9 @@
 //! A cluster from the command line (`docs/cluster.md`): `bourse serve --cluster N`
 //! starts N nodes on loopback, each a `bourse serve` process of its own with its own
 //! data directory, so that a newcomer can kill one and watch; `bourse cluster status`
-//! asks every node of a cluster file how it sees the cluster.
+//! asks every node of a cluster file how it sees the cluster; `bourse cluster add` and
+//! `remove` change who is in it, on the leader, signed with the cluster's admin key
+//! (derived from the master key file the cluster file names).
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -21,11 +23,91 @@ pub enum ClusterCommand {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Adds a node of the cluster file: first as a learner that catches up from the
+    /// log, then as a voter. A node whose data was lost is removed, started again
+    /// empty, and added.
+    Add {
+        #[arg(long)]
+        config: PathBuf,
+        /// The node's id (its entry in the file).
+        node: u64,
+    },
+    /// Removes a node from the cluster (not the leader: stop it first).
+    Remove {
+        #[arg(long)]
+        config: PathBuf,
+        node: u64,
+    },
 }
 
 pub fn run(command: ClusterCommand) -> Result<(), String> {
     match command {
         ClusterCommand::Status { config } => status(&config),
+        ClusterCommand::Add { config, node } => change_membership(&config, "add", node),
+        ClusterCommand::Remove { config, node } => change_membership(&config, "remove", node),
+    }
+}
+
+/// `cluster add|remove`: finds the leader among the file's nodes and asks it.
+fn change_membership(config: &Path, change: &str, node: u64) -> Result<(), String> {
+    let settings = ServeConfig::from_file(config).map_err(|error| error.to_string())?;
+    let master = settings.auth.master_key_file.clone().ok_or_else(|| {
+        format!(
+            "{} names no auth.master_key_file: the cluster's admin key comes from it",
+            config.display()
+        )
+    })?;
+    let (key, secret) =
+        bourse_server::keys::cluster_admin_key(&master).map_err(|error| error.to_string())?;
+    let credentials =
+        bourse_bench::loadgen::admin::Credentials { key, secret: secret.expose().to_string() };
+    let nodes = nodes_of(config)?;
+    let body = format!("{{\"node\":{node}}}");
+    let path = format!("/v1/admin/cluster/{change}");
+    // Whoever leads; a follower's answer names the leader, asked next.
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let mut asked = nodes.first().map(|(_, http)| *http).ok_or("the file names no nodes")?;
+    let mut tried = 0usize;
+    loop {
+        let answer =
+            bourse_bench::loadgen::admin::request(asked, &credentials, "POST", &path, &body);
+        match answer {
+            Ok((200, shown)) => {
+                println!(
+                    "node {node}: {} (voters {}, learners {})",
+                    shown["done"].as_str().unwrap_or("done"),
+                    shown["voters"],
+                    shown["learners"]
+                );
+                return Ok(());
+            }
+            Ok((503, refused)) if refused["code"] == "not_leader" => {
+                let leader = refused["leader"]["http"].as_str().and_then(|http| http.parse().ok());
+                match leader {
+                    Some(leader) => asked = leader,
+                    None => std::thread::sleep(Duration::from_millis(500)),
+                }
+            }
+            Ok((_, busy)) if busy["code"] == "busy" => {
+                // A learner still catching up, or a change in flight: ask again.
+                eprintln!("{}", busy["message"].as_str().unwrap_or("busy"));
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Ok((status, answer)) => {
+                return Err(format!(
+                    "node {node} not changed ({status}): {}",
+                    answer["message"].as_str().unwrap_or(&answer.to_string())
+                ))
+            }
+            Err(_) => {
+                // That node is down: the next of the file.
+                tried += 1;
+                asked = nodes[tried % nodes.len()].1;
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!("no leader answered within 3 minutes (last asked {asked})"));
+        }
     }
 }
 

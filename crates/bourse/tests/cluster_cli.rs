@@ -605,19 +605,117 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
     assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
 }
 
+/// `bourse cluster add|remove`, run by the test.
+fn cluster_command(cluster: &Cluster, change: &str, node: u64) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_bourse"))
+        .args(["cluster", change, &node.to_string(), "--config"])
+        .arg(&cluster.config)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    );
+    assert!(
+        output.status.success(),
+        "cluster {change} {node}: {stdout}{stderr}\n{}",
+        cluster.logs()
+    );
+    stdout
+}
+
+/// A node whose data is lost: removed (`bourse cluster remove`), started again with an
+/// empty data directory, added (`bourse cluster add`: a learner until it holds the log,
+/// then a voter). It catches up from the log, holds every acknowledged order, and
+/// then counts in a majority: with the old leader killed, it and the third node elect
+/// a leader that takes orders.
+#[test]
+fn a_wiped_node_is_removed_added_back_and_catches_up_from_the_log() {
+    let mut cluster = Cluster::start(3);
+    let leader = cluster.leader(Duration::from_secs(10));
+    let mut acknowledged = Vec::new();
+    for index in 0..20 {
+        let id = format!("w{index}");
+        place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+    }
+    let wiped = cluster.live().into_iter().find(|id| *id != leader).unwrap();
+    cluster.kill(wiped);
+    let removed = cluster_command(&cluster, "remove", wiped);
+    assert!(removed.contains("removed"), "{removed}");
+    let view = request(&cluster.http(leader), None, "GET", "/v1/cluster", "").unwrap().body;
+    let voters: Vec<u64> =
+        view["voters"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    assert!(!voters.contains(&wiped) && voters.len() == 2, "{view}");
+    // The leader does not remove itself.
+    let refused = Command::new(env!("CARGO_BIN_EXE_bourse"))
+        .args(["cluster", "remove", &leader.to_string(), "--config"])
+        .arg(&cluster.config)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("does not remove itself"));
+    // Orders go on with two voters.
+    for index in 20..30 {
+        let id = format!("w{index}");
+        place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+    }
+
+    let data = cluster.directory.path().join(format!("node-{wiped}"));
+    std::fs::remove_dir_all(&data).unwrap();
+    let stdout = cluster.spawn(wiped);
+    let added = cluster_command(&cluster, "add", wiped);
+    assert!(added.contains("added"), "{added}");
+    let keys = demo_keys(stdout, &cluster.log(wiped));
+    assert_eq!(keys["alice"], cluster.keys["alice"], "the wiped node shows the demo's keys");
+    let view = request(&cluster.http(leader), None, "GET", "/v1/cluster", "").unwrap().body;
+    let voters: Vec<u64> =
+        view["voters"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    assert_eq!(voters.len(), 3, "{view}");
+    assert!(voters.contains(&wiped), "{view}");
+    caught_up(&cluster, leader);
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "w");
+
+    // The old leader killed: the wiped node is one of the two that elect the next.
+    cluster.kill(leader);
+    let others = cluster.live();
+    let (new_leader, _) = place_until_answered(&cluster, "w-after", others[0]);
+    acknowledged.push("w-after".to_string());
+    assert_ne!(new_leader, leader);
+    caught_up(&cluster, new_leader);
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "w");
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+}
+
 /// The README's local cluster: `bourse serve --demo --cluster 3` starts three nodes that
 /// agree on a leader and show the same demo keys, `bourse cluster status` shows one
 /// leader and two followers, and SIGTERM stops them all cleanly.
 #[test]
 fn serve_cluster_3_starts_a_local_cluster_that_status_shows_and_sigterm_stops() {
+    /// The launcher, stopped with its nodes (SIGTERM) if the test ends early: its
+    /// fixed ports must be free for the next run.
+    struct Launcher(Child);
+    impl Drop for Launcher {
+        fn drop(&mut self) {
+            if let Ok(None) = self.0.try_wait() {
+                // SAFETY: kill sends a signal to the child we started.
+                unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+                let _ = self.0.wait();
+            }
+        }
+    }
     let directory = tempfile::tempdir().unwrap();
-    let mut launcher = Command::new(env!("CARGO_BIN_EXE_bourse"))
-        .args(["serve", "--demo", "--cluster", "3", "--no-history"])
-        .current_dir(directory.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut launcher = Launcher(
+        Command::new(env!("CARGO_BIN_EXE_bourse"))
+            .args(["serve", "--demo", "--cluster", "3", "--no-history"])
+            .current_dir(directory.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let launcher = &mut launcher.0;
     let (lines, seen) = std::sync::mpsc::channel();
     let stdout = launcher.stdout.take().unwrap();
     std::thread::spawn(move || {

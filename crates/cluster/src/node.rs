@@ -111,7 +111,12 @@ pub struct NotLeader {
 /// A change of membership, one node at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MembershipChange {
+    /// A voter (a learner is promoted).
     Add(NodeId),
+    /// A learner: it gets the log but does not vote or count towards a majority, so a
+    /// node can catch up before it is made a voter.
+    AddLearner(NodeId),
+    /// Out of the cluster, voter or learner.
     Remove(NodeId),
 }
 
@@ -241,7 +246,7 @@ impl<D: Disk> Node<D> {
         }
     }
 
-    /// Proposes adding or removing a voter, if this node leads and no other change is
+    /// Proposes adding or removing a node, if this node leads and no other change is
     /// in flight.
     pub fn propose_membership(&mut self, change: MembershipChange) -> Result<Proposed, NotLeader> {
         if !self.is_leader() {
@@ -249,6 +254,7 @@ impl<D: Disk> Node<D> {
         }
         let (change_type, node) = match change {
             MembershipChange::Add(node) => (ConfChangeType::AddNode, node),
+            MembershipChange::AddLearner(node) => (ConfChangeType::AddLearnerNode, node),
             MembershipChange::Remove(node) => (ConfChangeType::RemoveNode, node),
         };
         let conf_change = ConfChange { change_type, node_id: node.0, ..Default::default() };

@@ -28,7 +28,9 @@ use crate::batch::{
 };
 use crate::disk::FsDisk;
 use crate::log::{LogError, RaftLog};
-use crate::node::{Applied, Node, NodeConfig, NodeError, NodeId, NotLeader, Proposed, Status};
+use crate::node::{
+    Applied, MembershipChange, Node, NodeConfig, NodeError, NodeId, NotLeader, Proposed, Status,
+};
 use crate::transport::{Inbound, PeerMap, Transport};
 
 /// Wall-clock time now, in nanoseconds since the Unix epoch: a leader's batches' time.
@@ -163,6 +165,7 @@ enum Input<A: Application> {
     Inbound(Inbound),
     Propose { batch: BatchWriter, tag: A::Tag },
     Note(Vec<u8>),
+    Membership(MembershipChange),
     Call(Call<A>),
     Compact { index: u64, clock: LogClock, state: Vec<u8> },
     Stop,
@@ -300,6 +303,13 @@ impl<A: Application> Noter<A> {
     /// `false` if the node has stopped.
     pub fn propose_note(&self, note: Vec<u8>) -> bool {
         self.0.send(Input::Note(note)).is_ok()
+    }
+
+    /// Proposes a change of membership (dropped when the node does not lead or another
+    /// change is in flight: the node's status shows whether it was made). `false` if
+    /// the node has stopped.
+    pub fn propose_membership(&self, change: MembershipChange) -> bool {
+        self.0.send(Input::Membership(change)).is_ok()
     }
 }
 
@@ -483,6 +493,9 @@ impl<A: Application> Running<A> {
             Input::Note(note) => {
                 // A node that does not lead has nothing to say to the others.
                 let _ = self.node.propose_note(note);
+            }
+            Input::Membership(change) => {
+                let _ = self.node.propose_membership(change);
             }
             Input::Call(call) => {
                 let after = self.pending.back().map_or(0, |(proposed, _)| proposed.index);

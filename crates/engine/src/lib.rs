@@ -29,7 +29,10 @@ mod shared;
 mod snapshotter;
 mod stats;
 
-pub use bourse_cluster::{NodeConfig, NodeId, PeerMap, ReplicaConfig, ReplicaStatus, StatusReader};
+pub use bourse_cluster::{
+    MembershipChange, NodeConfig, NodeId, PeerMap, ReplicaConfig, ReplicaStatus,
+    Status as NodeStatus, StatusReader,
+};
 pub use bourse_core::BookNote;
 pub use config::{
     ClusterSettings, Durability, EngineConfig, Records, SharedRecords, DIGEST_EVERY_DEFAULT,

@@ -359,6 +359,21 @@ impl RecordProposer {
             Err(SubmitError::Stopped("the cluster's node has stopped".to_string()))
         }
     }
+
+    /// Proposes a change of the cluster's membership. It is made unless this node loses
+    /// its leadership first or another change is in flight: the cluster's status
+    /// (`Engine::cluster_status_reader`) shows whether it was.
+    pub fn propose_membership(
+        &self,
+        change: bourse_cluster::MembershipChange,
+    ) -> Result<(), SubmitError> {
+        self.shared.check_leader().map_err(|leader| SubmitError::NotLeader { leader })?;
+        if self.noter.propose_membership(change) {
+            Ok(())
+        } else {
+            Err(SubmitError::Stopped("the cluster's node has stopped".to_string()))
+        }
+    }
 }
 
 impl Session {

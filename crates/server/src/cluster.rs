@@ -101,7 +101,12 @@ pub fn engine_settings(config: &ClusterConfig) -> ClusterSettings {
             peers: PeerMap { cluster: config.cluster_id, me: NodeId(config.id), addresses },
             tick,
         },
-        initial_voters: config.nodes.iter().map(|entry| entry.id).collect(),
+        initial_voters: config
+            .nodes
+            .iter()
+            .filter(|entry| !entry.joins)
+            .map(|entry| entry.id)
+            .collect(),
         digest_every: config.digest_every,
         records: None,
     }
@@ -152,6 +157,15 @@ mod tests {
         assert_eq!(settings.replica.tick, Duration::from_millis(30));
         assert_eq!(settings.replica.peers.me, NodeId(2));
         assert_eq!(settings.replica.peers.addresses.len(), 2);
+        assert_eq!(settings.initial_voters, vec![1, 2]);
+        // A node that joins later is a peer, not one of the first voters.
+        let mut with_joiner = config();
+        let mut joiner = with_joiner.nodes[1].clone();
+        joiner.id = 3;
+        joiner.joins = true;
+        with_joiner.nodes.push(joiner);
+        let settings = engine_settings(&with_joiner);
+        assert_eq!(settings.replica.peers.addresses.len(), 3);
         assert_eq!(settings.initial_voters, vec![1, 2]);
     }
 }

@@ -98,6 +98,10 @@ pub struct NodeEntry {
     pub marketdata_snapshot: Option<SocketAddr>,
     #[serde(default)]
     pub marketdata_retransmit: Option<SocketAddr>,
+    /// Not one of the cluster's first voters: a node added later (`bourse cluster add`),
+    /// which waits, as a learner, until the leader adds it.
+    #[serde(default)]
+    pub joins: bool,
 }
 
 /// Futures (`docs/futures.md`): the risk process and the daily settlement.
@@ -451,6 +455,11 @@ impl ServeConfig {
                 return invalid(format!("node id {} is 0 or given twice", node.id));
             }
         }
+        if cluster.nodes.iter().all(|node| node.joins) {
+            return invalid(
+                "every node `joins`: the first voters are the nodes that do not".into(),
+            );
+        }
         if cluster.election_timeout_ms < ClusterConfig::ELECTION_TIMEOUT_MS_MIN {
             return invalid(format!(
                 "election_timeout_ms {} is under {}",
@@ -595,6 +604,7 @@ mod tests {
             (format!("[cluster]\n{}{}", node(1), node(1)), "given twice"),
             ("[cluster]\nnodes = []\n".to_string(), "names no nodes"),
             (format!("[cluster]\nid = 1\nelection_timeout_ms = 10\n{}", node(1)), "under 100"),
+            (format!("[cluster]\nid = 1\n{}joins = true\n", node(1)), "every node `joins`"),
         ] {
             std::fs::write(&path, text).unwrap();
             let error =

@@ -351,7 +351,7 @@ impl KeyStore {
             return Ok((store, None));
         }
         let (admin_key, admin_secret) = if cluster {
-            let id = format!("bk_{}", hex::encode(&store.derive(&[CLUSTER_ADMIN_CONTEXT])[..12]));
+            let id = cluster_admin_id(&store.master);
             let key = KeyRecord {
                 id: id.clone(),
                 role: Role::Admin,
@@ -526,7 +526,7 @@ impl KeyStore {
 
     /// The secret of key `id` (derived, never stored): for showing a demo's keys again.
     pub(crate) fn secret_of(&self, id: &str) -> Secret {
-        Secret(hex::encode(self.derive(&[SECRET_CONTEXT, id.as_bytes()])))
+        secret_of(&self.master, id)
     }
 
     /// The key login tokens are signed with (`tokens`): `HMAC-SHA256(master key,
@@ -536,14 +536,8 @@ impl KeyStore {
         self.derive(&[TOKEN_KEY_CONTEXT])
     }
 
-    /// `HMAC-SHA256(master key, parts concatenated)`: every key made from the master.
     fn derive(&self, parts: &[&[u8]]) -> [u8; 32] {
-        let mut mac =
-            HmacSha256::new_from_slice(&self.master).expect("HMAC takes a key of any length");
-        for part in parts {
-            mac.update(part);
-        }
-        mac.finalize().into_bytes().into()
+        derive(&self.master, parts)
     }
 
     fn save(&self, stored: &StoredKeys) -> Result<(), KeyError> {
@@ -577,6 +571,35 @@ pub fn valid_account_name(name: &str) -> bool {
 }
 
 /// A master key file: 64 hex digits (32 bytes).
+/// `HMAC-SHA256(master key, parts concatenated)`: every key made from the master.
+fn derive(master: &[u8; 32], parts: &[&[u8]]) -> [u8; 32] {
+    let mut mac = HmacSha256::new_from_slice(master).expect("HMAC takes a key of any length");
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+/// A key's secret: derived from the master key and the key's id, never stored.
+fn secret_of(master: &[u8; 32], id: &str) -> Secret {
+    Secret(hex::encode(derive(master, &[SECRET_CONTEXT, id.as_bytes()])))
+}
+
+/// The id of a cluster's admin key: `bk_` and the first 12 bytes of
+/// `HMAC(master, "bourse-cluster-admin-key")`, the same on every node.
+fn cluster_admin_id(master: &[u8; 32]) -> String {
+    format!("bk_{}", hex::encode(&derive(master, &[CLUSTER_ADMIN_CONTEXT])[..12]))
+}
+
+/// A cluster's admin key (its id and secret), from the cluster's master key file: what
+/// tools such as `bourse cluster add` sign with.
+pub fn cluster_admin_key(master_key_file: &Path) -> Result<(String, Secret), KeyError> {
+    let master = read_master(master_key_file)?;
+    let id = cluster_admin_id(&master);
+    let secret = secret_of(&master, &id);
+    Ok((id, secret))
+}
+
 fn read_master(path: &Path) -> Result<[u8; 32], KeyError> {
     let text = fs::read_to_string(path).map_err(|source| io(path, source))?;
     parse_master(path, &text)
@@ -657,6 +680,9 @@ mod tests {
         let made = made.expect("the first start writes admin.key");
         assert_eq!(first.keys(), second.keys(), "every node has the same admin key");
         assert_eq!(second.secret_of(&made.admin_key.id), made.admin_secret);
+        // Tools derive the same key from the master key file alone.
+        let (id, secret) = cluster_admin_key(&master).unwrap();
+        assert_eq!((id, secret), (made.admin_key.id.clone(), made.admin_secret.clone()));
         assert!(matches!(
             KeyStore::open_for_cluster(tempfile::tempdir().unwrap().path(), None),
             Err(KeyError::NoClusterMaster)

@@ -23,6 +23,7 @@ use crate::keys::{FirstStart, KeyError, KeyStore, Secret};
 use crate::link::EngineLink;
 use crate::metrics::{EngineFigures, FeedFigures, Metrics};
 use crate::port::auth::Authenticator;
+use crate::port::membership::Membership;
 use crate::port::operator::Operator;
 use crate::port::orders::OrderEntry;
 use crate::port::passwords::Passwords;
@@ -315,6 +316,9 @@ pub async fn start_with_sql(
     if let (Some(replicated), Some(proposer)) = (&replicated, engine.record_proposer()) {
         replicated.connect(proposer, Arc::clone(&link));
     }
+    let membership = engine
+        .record_proposer()
+        .map(|proposer| Arc::new(Membership::new(proposer, Arc::clone(&link))));
     let directory = Arc::new(Directory::new(Arc::clone(&link)));
     // Candles, whether or not the multicast feed runs.
     let (candles, candles_thread) = CandleService::start(Arc::clone(&directory))
@@ -391,6 +395,7 @@ pub async fn start_with_sql(
         market_data: md_sender.clone(),
         history: std::sync::OnceLock::new(),
         futures: Arc::clone(&futures_settings),
+        membership,
     });
     let (stop_duties, stopped_duties) = tokio::sync::watch::channel(false);
     let history_thread = match history_stats {

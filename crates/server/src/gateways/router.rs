@@ -63,6 +63,8 @@ pub fn router(state: Shared) -> Router {
         )
         .route("/v1/admin/keys", post(rest::admin::create_key).get(rest::admin::list_keys))
         .route("/v1/admin/keys/{key_id}", delete(rest::admin::revoke_key))
+        .route("/v1/admin/cluster/add", post(rest::admin::add_node))
+        .route("/v1/admin/cluster/remove", post(rest::admin::remove_node))
         .route("/v1/admin/history", get(rest::history::status))
         .route("/v1/admin/history/orders/{order_id}", get(rest::history::order))
         .route("/v1/admin/history/trades/{trade_id}", get(rest::history::trade))

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod error;
 pub mod login;
+pub mod membership;
 pub mod operator;
 pub mod orders;
 pub mod passwords;

@@ -65,6 +65,8 @@ pub struct AppState {
     /// What the venue keeps about futures contracts beside the engine, and the way
     /// it changes (through the log, in a cluster).
     pub futures: Arc<crate::port::records::SettingsChanges>,
+    /// In a cluster: adding and removing nodes.
+    pub membership: Option<Arc<crate::port::membership::Membership>>,
 }
 
 pub type Shared = Arc<AppState>;

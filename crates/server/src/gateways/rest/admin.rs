@@ -382,3 +382,40 @@ pub async fn cancel_all(
         .collect();
     Ok(ok(json!({ "account": account, "canceled": canceled, "seq": seq })))
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberRequest {
+    node: u64,
+}
+
+/// The cluster's membership changes, or why this server has none.
+fn membership(state: &Shared) -> ApiResult<&crate::port::membership::Membership> {
+    state
+        .membership
+        .as_deref()
+        .ok_or_else(|| ApiError::malformed("this server is not a node of a cluster"))
+}
+
+/// `POST /v1/admin/cluster/add`: adds a node of the cluster's file (as a learner until
+/// it has caught up, then as a voter), on the leader.
+pub async fn add_node(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Session>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: MemberRequest = parse_body(&body)?;
+    Ok(ok(membership(&state)?.add(request.node).await?))
+}
+
+/// `POST /v1/admin/cluster/remove`: removes a node from the cluster, on the leader.
+pub async fn remove_node(
+    State(state): State<Shared>,
+    Extension(caller): Extension<Session>,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: MemberRequest = parse_body(&body)?;
+    Ok(ok(membership(&state)?.remove(request.node).await?))
+}

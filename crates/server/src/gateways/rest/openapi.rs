@@ -104,6 +104,14 @@ pub const ROUTES: &[(&str, &str, &str, Access, Option<&str>)] = &[
     ),
     ("/v1/positions", "get", "The account's futures positions", Signed, None),
     ("/v1/account", "get", "The account's futures account per settle asset", Signed, None),
+    (
+        "/v1/admin/cluster/add",
+        "post",
+        "Add a node of the cluster's file: a learner until caught up, then a voter",
+        Signed,
+        None,
+    ),
+    ("/v1/admin/cluster/remove", "post", "Remove a node from the cluster", Signed, None),
     ("/v1/admin/futures", "post", "Declare a futures contract", Signed, None),
     (
         "/v1/admin/futures",
