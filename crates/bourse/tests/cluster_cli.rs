@@ -5,7 +5,9 @@
 //! orders is replaced, the client follows the new leader and retries an order whose
 //! answer it lost with the same client order id (its outcome, or `duplicate_id`); the
 //! killed node, started again, catches up; and then every acknowledged order is on
-//! every node exactly once, with the same state everywhere.
+//! every node exactly once, with the same state everywhere. Beside that: a wiped node
+//! removed and added back; the leader cut off from the majority by network namespaces
+//! (root; `BOURSE_REQUIRE_NETNS` makes their absence a failure, as in `.ci/run`).
 
 mod support;
 
@@ -130,16 +132,125 @@ fn fix_logon_refused(address: &str, credentials: &(String, String)) -> Option<St
     }
 }
 
+/// Network namespaces, one per node, on one bridge in the test's namespace (which
+/// reaches every node's client ports): so that a node can be cut off from others
+/// (blackhole routes both ways) while its clients still reach it. Needs root and
+/// `ip`; removed on drop.
+struct Network {
+    prefix: String,
+    subnet: u8,
+    count: u64,
+}
+
+impl Network {
+    /// `None` when this machine cannot make namespaces (not root): the test then does
+    /// not run, unless `BOURSE_REQUIRE_NETNS` is set (as `.ci/run` does), when it fails.
+    fn create(count: u64) -> Option<Network> {
+        let pid = std::process::id();
+        let network = Network {
+            prefix: format!("bn{}", pid % 10_000_000),
+            subnet: (pid % 250 + 1) as u8,
+            count,
+        };
+        let bridge = network.bridge();
+        let mut steps = vec![
+            format!("link add {bridge} type bridge"),
+            format!("addr add 10.77.{}.254/24 dev {bridge}", network.subnet),
+            format!("link set {bridge} up"),
+        ];
+        for id in 1..=count {
+            let (namespace, host, inside) = (
+                network.namespace(id),
+                format!("{}h{id}", network.prefix),
+                format!("{}n{id}", network.prefix),
+            );
+            steps.push(format!("netns add {namespace}"));
+            steps.push(format!("link add {host} type veth peer name {inside}"));
+            steps.push(format!("link set {inside} netns {namespace}"));
+            steps.push(format!("link set {host} master {bridge} up"));
+            steps.push(format!("-n {namespace} addr add {}/24 dev {inside}", network.address(id)));
+            steps.push(format!("-n {namespace} link set {inside} up"));
+            steps.push(format!("-n {namespace} link set lo up"));
+        }
+        for step in steps {
+            if let Err(error) = ip(&step) {
+                let required = std::env::var_os("BOURSE_REQUIRE_NETNS").is_some();
+                assert!(!required, "network namespaces are required here: ip {step}: {error}");
+                eprintln!("network namespaces unavailable (ip {step}: {error}): not run");
+                return None;
+            }
+        }
+        Some(network)
+    }
+
+    fn bridge(&self) -> String {
+        format!("{}br", self.prefix)
+    }
+
+    fn namespace(&self, id: u64) -> String {
+        format!("{}-{id}", self.prefix)
+    }
+
+    fn address(&self, id: u64) -> String {
+        format!("10.77.{}.{id}", self.subnet)
+    }
+
+    /// No packet between `a` and `b` either way, from now on.
+    fn cut(&self, a: u64, b: u64) {
+        for (from, to) in [(a, b), (b, a)] {
+            ip(&format!("-n {} route add blackhole {}/32", self.namespace(from), self.address(to)))
+                .unwrap();
+        }
+    }
+
+    fn heal(&self, a: u64, b: u64) {
+        for (from, to) in [(a, b), (b, a)] {
+            ip(&format!("-n {} route del blackhole {}/32", self.namespace(from), self.address(to)))
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        for id in 1..=self.count {
+            let _ = ip(&format!("netns del {}", self.namespace(id)));
+            let _ = ip(&format!("link del {}h{id}", self.prefix));
+        }
+        let _ = ip(&format!("link del {}", self.bridge()));
+    }
+}
+
+/// `ip` with `arguments` (split on spaces); its error output when it fails.
+fn ip(arguments: &str) -> Result<(), String> {
+    let output = Command::new("ip")
+        .args(arguments.split(' '))
+        .output()
+        .map_err(|error| error.to_string())?;
+    match output.status.success() {
+        true => Ok(()),
+        false => Err(String::from_utf8_lossy(&output.stderr).trim().to_string()),
+    }
+}
+
 struct Cluster {
     directory: tempfile::TempDir,
     config: PathBuf,
     nodes: Vec<Node>,
     /// account -> (key, secret), as every node shows them.
     keys: BTreeMap<String, (String, String)>,
+    /// Each node in a namespace of its own, when the test cuts links (dropped after
+    /// the nodes are stopped).
+    network: Option<Network>,
 }
 
 impl Cluster {
     fn start(count: u64) -> Cluster {
+        Cluster::start_on(count, None)
+    }
+
+    /// `count` nodes, on loopback, or each in a namespace of `network`.
+    fn start_on(count: u64, network: Option<Network>) -> Cluster {
         let directory = tempfile::tempdir().unwrap();
         let master = directory.path().join("master.key");
         std::fs::write(&master, "ab".repeat(32)).unwrap();
@@ -150,20 +261,25 @@ impl Cluster {
         );
         let mut nodes = Vec::new();
         for id in 1..=count {
-            let http = format!("127.0.0.1:{}", free_port());
-            let fix = format!("127.0.0.1:{}", free_port());
+            // [peer, http, tcp, fix]
+            let addresses: Vec<String> = match &network {
+                None => (0..4).map(|_| format!("127.0.0.1:{}", free_port())).collect(),
+                Some(network) => [7001, 8080, 9090, 9876]
+                    .iter()
+                    .map(|port| format!("{}:{port}", network.address(id)))
+                    .collect(),
+            };
+            let [peer, http, tcp, fix] = <[String; 4]>::try_from(addresses).unwrap();
             text.push_str(&format!(
-                "[[cluster.nodes]]\nid = {id}\npeer = \"127.0.0.1:{}\"\nhttp = \"{http}\"\n\
-                 tcp = \"127.0.0.1:{}\"\nfix = \"{fix}\"\ndata_dir = {:?}\n",
-                free_port(),
-                free_port(),
+                "[[cluster.nodes]]\nid = {id}\npeer = \"{peer}\"\nhttp = \"{http}\"\n\
+                 tcp = \"{tcp}\"\nfix = \"{fix}\"\ndata_dir = {:?}\n",
                 directory.path().join(format!("node-{id}")).display().to_string()
             ));
             nodes.push(Node { id, http, fix, child: None });
         }
         let config = directory.path().join("cluster.toml");
         std::fs::write(&config, text).unwrap();
-        let mut cluster = Cluster { directory, config, nodes, keys: BTreeMap::new() };
+        let mut cluster = Cluster { directory, config, nodes, keys: BTreeMap::new(), network };
         let starting: Vec<_> = (1..=count).map(|id| (id, cluster.spawn(id))).collect();
         let mut shown = Vec::new();
         for (id, stdout) in starting {
@@ -183,7 +299,21 @@ impl Cluster {
     /// Starts node `id`; its standard output, to read the demo's keys from.
     fn spawn(&mut self, id: u64) -> std::process::ChildStdout {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log(id)).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bourse"))
+        let mut command = match &self.network {
+            None => Command::new(env!("CARGO_BIN_EXE_bourse")),
+            Some(network) => {
+                // `ip netns exec` becomes the node's process (it execs).
+                let mut command = Command::new("ip");
+                command.args([
+                    "netns",
+                    "exec",
+                    &network.namespace(id),
+                    env!("CARGO_BIN_EXE_bourse"),
+                ]);
+                command
+            }
+        };
+        let mut child = command
             .args(["serve", "--demo", "--node", &id.to_string(), "--config"])
             .arg(&self.config)
             .stdout(Stdio::piped())
@@ -601,6 +731,115 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
     let first = open_orders.values().next().unwrap().clone();
     for (id, state) in &open_orders {
         assert_eq!(state, &first, "node {id} holds another state");
+    }
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+}
+
+/// A node's view of the cluster (`GET /v1/cluster`), if it answers.
+fn view_of(cluster: &Cluster, id: u64) -> Option<Value> {
+    request(&cluster.http(id), None, "GET", "/v1/cluster", "").map(|answer| answer.body)
+}
+
+/// The leader cut off from the majority (network namespaces, blackhole routes both
+/// ways; its clients still reach it): it stops leading and never acknowledges another
+/// order, the majority elects a leader that takes orders, and once the network heals
+/// the old leader follows, catches up, and every node holds every acknowledged order
+/// exactly once and none of those the cut-off leader was sent.
+#[test]
+fn a_leader_cut_off_from_the_majority_stops_answering_and_the_majority_elects() {
+    let Some(network) = Network::create(3) else { return };
+    let mut cluster = Cluster::start_on(3, Some(network));
+    let leader = cluster.leader(Duration::from_secs(10));
+    let term = view_of(&cluster, leader).unwrap()["term"].as_u64().unwrap();
+    let mut acknowledged = Vec::new();
+    for index in 0..10 {
+        let id = format!("p{index}");
+        place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+    }
+    let others: Vec<u64> = cluster.live().into_iter().filter(|id| *id != leader).collect();
+    let network = cluster.network.take().unwrap();
+    for other in &others {
+        network.cut(leader, *other);
+    }
+    let cut_at = Instant::now();
+
+    // Orders sent to the cut-off leader, meanwhile: none is acknowledged (it cannot
+    // commit, and once it has stepped down it refuses them).
+    let alice = cluster.keys["alice"].clone();
+    let minority = {
+        let (http, alice) = (cluster.http(leader), alice.clone());
+        std::thread::spawn(move || {
+            let mut refused = Vec::new();
+            for index in 0..5 {
+                let id = format!("m{index}");
+                let answer = request(&http, Some(&alice), "POST", "/v1/orders", &order_body(&id));
+                if let Some(answer) = &answer {
+                    assert!(
+                        answer.status != 200 && answer.status != 201,
+                        "the cut-off leader acknowledged {id}: {} {}",
+                        answer.status,
+                        answer.body
+                    );
+                    assert_eq!(answer.body["code"], "not_leader", "{}", answer.body);
+                }
+                refused.push(id);
+            }
+            refused
+        })
+    };
+
+    // The majority elects one of its own, in a later term, which takes orders.
+    let deadline = cut_at + Duration::from_secs(10);
+    let new_leader = loop {
+        let leaders: Vec<u64> = others
+            .iter()
+            .filter(|id| view_of(&cluster, **id).is_some_and(|view| view["is_leader"] == true))
+            .copied()
+            .collect();
+        if let Some(new_leader) = leaders.first() {
+            break *new_leader;
+        }
+        assert!(Instant::now() < deadline, "the majority elected no leader:\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elected_after = cut_at.elapsed();
+    let refused = minority.join().unwrap();
+    let view = view_of(&cluster, leader).unwrap();
+    assert_eq!(view["is_leader"], false, "the cut-off node still leads: {view}");
+    let new_term = view_of(&cluster, new_leader).unwrap()["term"].as_u64().unwrap();
+    assert!(new_term > term, "term {new_term} after {term}");
+    let majority: Vec<(u64, String)> = others.iter().map(|id| (*id, cluster.http(*id))).collect();
+    for index in 0..10 {
+        let id = format!("q{index}");
+        place_following(&majority, &alice, &order_body(&id), new_leader);
+        acknowledged.push(id);
+    }
+    eprintln!("partition: node {leader} cut off; node {new_leader} led after {elected_after:?}");
+
+    // Healed: the old leader follows the new one and catches up.
+    for other in &others {
+        network.heal(leader, *other);
+    }
+    cluster.network = Some(network);
+    let agreed = cluster.leader(Duration::from_secs(10));
+    assert_ne!(agreed, leader, "pre-vote: the returning node does not depose the leader");
+    caught_up(&cluster, agreed);
+    for prefix in ["p", "q"] {
+        let ours: Vec<String> =
+            acknowledged.iter().filter(|id| id.starts_with(prefix)).cloned().collect();
+        every_order_once_everywhere(&cluster, &alice, &ours, prefix);
+    }
+    for id in cluster.live() {
+        for client_order_id in &refused {
+            let path = format!("/v1/orders?client_order_id={client_order_id}");
+            let found = request(&cluster.http(id), Some(&alice), "GET", &path, "").unwrap();
+            assert_eq!(
+                found.status, 404,
+                "node {id}: {client_order_id} was never acknowledged: {}",
+                found.body
+            );
+        }
     }
     assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
 }
