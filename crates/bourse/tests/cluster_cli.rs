@@ -7,7 +7,7 @@
 //! killed node, started again, catches up; and then every acknowledged order is on
 //! every node exactly once, with the same state everywhere. Beside that: a wiped node
 //! removed and added back; the leader cut off from the majority by network namespaces
-//! (root; `BOURSE_REQUIRE_NETNS` makes their absence a failure, as in `.ci/run`).
+//! (root; `BOURSE_REQUIRE_FAULTS` makes their absence a failure, as in `.ci/run`).
 
 mod support;
 
@@ -144,7 +144,7 @@ struct Network {
 
 impl Network {
     /// `None` when this machine cannot make namespaces (not root): the test then does
-    /// not run, unless `BOURSE_REQUIRE_NETNS` is set (as `.ci/run` does), when it fails.
+    /// not run, unless `BOURSE_REQUIRE_FAULTS` is set (as `.ci/run` does), when it fails.
     fn create(count: u64) -> Option<Network> {
         let pid = std::process::id();
         let network = Network {
@@ -174,9 +174,7 @@ impl Network {
         }
         for step in steps {
             if let Err(error) = ip(&step) {
-                let required = std::env::var_os("BOURSE_REQUIRE_NETNS").is_some();
-                assert!(!required, "network namespaces are required here: ip {step}: {error}");
-                eprintln!("network namespaces unavailable (ip {step}: {error}): not run");
+                unavailable(&format!("network namespaces (ip {step}: {error})"));
                 return None;
             }
         }
@@ -221,6 +219,91 @@ impl Drop for Network {
     }
 }
 
+/// A fault this machine cannot make (it needs root): the test does not run, unless
+/// `BOURSE_REQUIRE_FAULTS` is set (as `.ci/run` does), when it fails.
+fn unavailable(what: &str) {
+    let required = std::env::var_os("BOURSE_REQUIRE_FAULTS").is_some();
+    assert!(!required, "{what} is required here, and unavailable");
+    eprintln!("{what} unavailable: not run");
+}
+
+/// A node's data directory on a file system of its own (ext4 in an image file, on a
+/// loop device), so that a test can fill it or freeze it (`fsfreeze`: every write and
+/// sync blocks until it is thawed). Needs root; thawed, unmounted and removed on drop.
+struct LoopDisk {
+    image: PathBuf,
+    mount: PathBuf,
+}
+
+impl LoopDisk {
+    fn create(mount: &Path, megabytes: u64) -> Option<LoopDisk> {
+        let image = mount.with_extension("img");
+        std::fs::create_dir_all(mount).unwrap();
+        let made = std::fs::File::create(&image)
+            .and_then(|file| file.set_len(megabytes << 20))
+            .map_err(|error| error.to_string())
+            // No blocks reserved for root (the nodes run as root): full is full.
+            .and_then(|()| run("mkfs.ext4", &["-q", "-F", "-m", "0", image.to_str().unwrap()]))
+            .and_then(|()| {
+                run("mount", &["-o", "loop", image.to_str().unwrap(), mount.to_str().unwrap()])
+            });
+        match made {
+            Ok(()) => Some(LoopDisk { image, mount: mount.to_path_buf() }),
+            Err(error) => {
+                unavailable(&format!("a loop-mounted file system ({error})"));
+                None
+            }
+        }
+    }
+
+    /// Every later write and sync blocks.
+    fn freeze(&self) {
+        run("fsfreeze", &["-f", self.mount.to_str().unwrap()]).unwrap();
+    }
+
+    fn thaw(&self) {
+        let _ = run("fsfreeze", &["-u", self.mount.to_str().unwrap()]);
+    }
+
+    fn filler(&self) -> PathBuf {
+        self.mount.join("filler")
+    }
+
+    /// Takes every free block: later writes that need one fail (`ENOSPC`).
+    fn fill(&self) {
+        let mut file = std::fs::File::create(self.filler()).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+        while file.write_all(&chunk[..4096]).is_ok() {}
+        let _ = file.sync_all();
+    }
+
+    fn unfill(&self) {
+        std::fs::remove_file(self.filler()).unwrap();
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        self.thaw();
+        if run("umount", &[self.mount.to_str().unwrap()]).is_err() {
+            let _ = run("umount", &["-l", self.mount.to_str().unwrap()]);
+        }
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+/// Runs `program` with `arguments`; its error output when it fails.
+fn run(program: &str, arguments: &[&str]) -> Result<(), String> {
+    let output =
+        Command::new(program).args(arguments).output().map_err(|error| error.to_string())?;
+    match output.status.success() {
+        true => Ok(()),
+        false => Err(format!("{program}: {}", String::from_utf8_lossy(&output.stderr).trim())),
+    }
+}
+
 /// `ip` with `arguments` (split on spaces); its error output when it fails.
 fn ip(arguments: &str) -> Result<(), String> {
     let output = Command::new("ip")
@@ -242,6 +325,9 @@ struct Cluster {
     /// Each node in a namespace of its own, when the test cuts links (dropped after
     /// the nodes are stopped).
     network: Option<Network>,
+    /// Each node's data on a file system of its own, when the test fills or freezes
+    /// one (thawed before the nodes are stopped, unmounted after).
+    disks: BTreeMap<u64, LoopDisk>,
 }
 
 impl Cluster {
@@ -251,7 +337,26 @@ impl Cluster {
 
     /// `count` nodes, on loopback, or each in a namespace of `network`.
     fn start_on(count: u64, network: Option<Network>) -> Cluster {
+        Cluster::start_with(count, network, false).unwrap()
+    }
+
+    /// `count` nodes, each with its data on a file system of its own; `None` when this
+    /// machine cannot make them (not root).
+    fn start_on_disks(count: u64) -> Option<Cluster> {
+        Cluster::start_with(count, None, true)
+    }
+
+    fn start_with(count: u64, network: Option<Network>, on_disks: bool) -> Option<Cluster> {
         let directory = tempfile::tempdir().unwrap();
+        let mut disks = BTreeMap::new();
+        if on_disks {
+            for id in 1..=count {
+                disks.insert(
+                    id,
+                    LoopDisk::create(&directory.path().join(format!("node-{id}")), 400)?,
+                );
+            }
+        }
         let master = directory.path().join("master.key");
         std::fs::write(&master, "ab".repeat(32)).unwrap();
         let mut text = format!(
@@ -279,7 +384,8 @@ impl Cluster {
         }
         let config = directory.path().join("cluster.toml");
         std::fs::write(&config, text).unwrap();
-        let mut cluster = Cluster { directory, config, nodes, keys: BTreeMap::new(), network };
+        let mut cluster =
+            Cluster { directory, config, nodes, keys: BTreeMap::new(), network, disks };
         let starting: Vec<_> = (1..=count).map(|id| (id, cluster.spawn(id))).collect();
         let mut shown = Vec::new();
         for (id, stdout) in starting {
@@ -289,7 +395,7 @@ impl Cluster {
             assert_eq!(keys, &shown[0].1, "node {id} shows other demo keys than node 1");
         }
         cluster.keys = shown.remove(0).1;
-        cluster
+        Some(cluster)
     }
 
     fn log(&self, id: u64) -> PathBuf {
@@ -386,6 +492,10 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // A node blocked on a frozen disk cannot die until it is thawed.
+        for disk in self.disks.values() {
+            disk.thaw();
+        }
         for node in &mut self.nodes {
             if let Some(mut child) = node.child.take() {
                 let _ = child.kill();
@@ -453,9 +563,11 @@ fn place_following(
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
-            Some(answer) => panic!("{body}: {} {}", answer.status, answer.body),
-            None => {
-                // That node is down: try the next one.
+            Some(answer) if answer.body["code"] != "engine_stopped" => {
+                panic!("{body}: {} {}", answer.status, answer.body)
+            }
+            _ => {
+                // That node is down, or stopped (its disk failed): try the next one.
                 let at = nodes.iter().position(|(id, _)| *id == target).unwrap_or(0);
                 target = nodes[(at + 1) % nodes.len()].0;
                 std::thread::sleep(Duration::from_millis(5));
@@ -767,44 +879,16 @@ fn a_leader_cut_off_from_the_majority_stops_answering_and_the_majority_elects() 
     // Orders sent to the cut-off leader, meanwhile: none is acknowledged (it cannot
     // commit, and once it has stepped down it refuses them).
     let alice = cluster.keys["alice"].clone();
-    let minority = {
-        let (http, alice) = (cluster.http(leader), alice.clone());
-        std::thread::spawn(move || {
-            let mut refused = Vec::new();
-            for index in 0..5 {
-                let id = format!("m{index}");
-                let answer = request(&http, Some(&alice), "POST", "/v1/orders", &order_body(&id));
-                if let Some(answer) = &answer {
-                    assert!(
-                        answer.status != 200 && answer.status != 201,
-                        "the cut-off leader acknowledged {id}: {} {}",
-                        answer.status,
-                        answer.body
-                    );
-                    assert_eq!(answer.body["code"], "not_leader", "{}", answer.body);
-                }
-                refused.push(id);
-            }
-            refused
-        })
-    };
+    let minority = send_to(&cluster, leader, (0..5).map(|index| format!("m{index}")).collect());
 
     // The majority elects one of its own, in a later term, which takes orders.
-    let deadline = cut_at + Duration::from_secs(10);
-    let new_leader = loop {
-        let leaders: Vec<u64> = others
-            .iter()
-            .filter(|id| view_of(&cluster, **id).is_some_and(|view| view["is_leader"] == true))
-            .copied()
-            .collect();
-        if let Some(new_leader) = leaders.first() {
-            break *new_leader;
-        }
-        assert!(Instant::now() < deadline, "the majority elected no leader:\n{}", cluster.logs());
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let new_leader = leader_among(&cluster, &others, cut_at);
     let elected_after = cut_at.elapsed();
-    let refused = minority.join().unwrap();
+    let (minority_acknowledged, refused) = minority.join().unwrap();
+    assert!(
+        minority_acknowledged.is_empty(),
+        "acknowledged when cut off: {minority_acknowledged:?}"
+    );
     let view = view_of(&cluster, leader).unwrap();
     assert_eq!(view["is_leader"], false, "the cut-off node still leads: {view}");
     let new_term = view_of(&cluster, new_leader).unwrap()["term"].as_u64().unwrap();
@@ -830,17 +914,203 @@ fn a_leader_cut_off_from_the_majority_stops_answering_and_the_majority_elects() 
             acknowledged.iter().filter(|id| id.starts_with(prefix)).cloned().collect();
         every_order_once_everywhere(&cluster, &alice, &ours, prefix);
     }
+    nowhere(&cluster, &refused);
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+}
+
+/// The first of `nodes` that says it leads, waiting up to 10 s from `since`.
+fn leader_among(cluster: &Cluster, nodes: &[u64], since: Instant) -> u64 {
+    let deadline = since + Duration::from_secs(10);
+    loop {
+        let leading = nodes
+            .iter()
+            .find(|id| view_of(cluster, **id).is_some_and(|view| view["is_leader"] == true));
+        if let Some(leader) = leading {
+            return *leader;
+        }
+        assert!(Instant::now() < deadline, "{nodes:?} elected no leader:\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Orders (`ids`) sent one after another to node `id` from a thread; the ids it
+/// acknowledged (2xx) and those it did not (refused `not_leader` or `engine_stopped`,
+/// or not answered).
+fn send_to(
+    cluster: &Cluster,
+    id: u64,
+    ids: Vec<String>,
+) -> std::thread::JoinHandle<(Vec<String>, Vec<String>)> {
+    let (http, alice) = (cluster.http(id), cluster.keys["alice"].clone());
+    std::thread::spawn(move || {
+        let (mut acknowledged, mut not) = (Vec::new(), Vec::new());
+        for client_order_id in ids {
+            let body = order_body(&client_order_id);
+            match request(&http, Some(&alice), "POST", "/v1/orders", &body) {
+                Some(answer) if answer.status == 200 || answer.status == 201 => {
+                    acknowledged.push(client_order_id)
+                }
+                Some(answer) => {
+                    let code = answer.body["code"].as_str().unwrap_or_default().to_string();
+                    assert!(code == "not_leader" || code == "engine_stopped", "{}", answer.body);
+                    not.push(client_order_id);
+                }
+                None => not.push(client_order_id),
+            }
+        }
+        (acknowledged, not)
+    })
+}
+
+/// None of `ids` is on any live node.
+fn nowhere(cluster: &Cluster, ids: &[String]) {
+    let alice = &cluster.keys["alice"];
     for id in cluster.live() {
-        for client_order_id in &refused {
+        for client_order_id in ids {
             let path = format!("/v1/orders?client_order_id={client_order_id}");
-            let found = request(&cluster.http(id), Some(&alice), "GET", &path, "").unwrap();
-            assert_eq!(
-                found.status, 404,
-                "node {id}: {client_order_id} was never acknowledged: {}",
-                found.body
-            );
+            let found = request(&cluster.http(id), Some(alice), "GET", &path, "").unwrap();
+            assert_eq!(found.status, 404, "node {id}: {client_order_id}: {}", found.body);
         }
     }
+}
+
+/// The leader's disk fills (a loop-mounted ext4 taken whole): its Raft log cannot
+/// append, so it stops (fail-stop) and acknowledges nothing more; the others elect a
+/// leader within about a second that takes orders; with space again and started
+/// again, the node catches up, and every acknowledged order is everywhere once.
+#[test]
+fn a_leader_whose_disk_fills_stops_and_another_leads() {
+    let Some(mut cluster) = Cluster::start_on_disks(3) else { return };
+    let leader = cluster.leader(Duration::from_secs(10));
+    let mut acknowledged = Vec::new();
+    for index in 0..10 {
+        let id = format!("d{index}");
+        place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+    }
+    cluster.disks[&leader].fill();
+    let filled_at = Instant::now();
+    // Orders go on, following the leader. The full node may still acknowledge a few
+    // (appended into blocks it already has, synced: durable), then it stops.
+    let mut index = 10;
+    let (new_leader, answered_at) = loop {
+        let id = format!("d{index}");
+        let (answered_by, at) = place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+        index += 1;
+        if answered_by != leader {
+            break (answered_by, at);
+        }
+        assert!(index < 10_000, "node {leader} still acknowledges on a full disk");
+    };
+    let failover = answered_at - filled_at;
+    eprintln!(
+        "full disk: node {leader}'s disk filled; node {new_leader} answered after {failover:?}"
+    );
+    assert_ne!(new_leader, leader);
+    for more in index..index + 10 {
+        let id = format!("d{more}");
+        place_until_answered(&cluster, &id, new_leader);
+        acknowledged.push(id);
+    }
+    let view = view_of(&cluster, leader).unwrap();
+    assert!(view["failure"].is_string(), "the node whose disk is full stopped: {view}");
+    // Space again; the node started again catches up.
+    cluster.disks[&leader].unfill();
+    cluster.kill(leader);
+    let stdout = cluster.spawn(leader);
+    let keys = demo_keys(stdout, &cluster.log(leader));
+    assert_eq!(keys["alice"], cluster.keys["alice"]);
+    caught_up(&cluster, new_leader);
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "d");
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+}
+
+/// The leader's disk stalls (`fsfreeze`: its writes and syncs block). Its thread of
+/// Raft blocks, heartbeats stop, and the others elect a leader within about a second
+/// that takes orders. (An order the frozen leader acknowledged before it blocked was
+/// held durably by both followers, a majority: it is acknowledged like any other.)
+/// Thawed, the old leader learns of the new term, steps down, answers what it held
+/// `not_leader`, and follows; every acknowledged order is everywhere once.
+#[test]
+fn a_leader_whose_disk_stalls_is_replaced_and_follows_when_it_thaws() {
+    let Some(cluster) = Cluster::start_on_disks(3) else { return };
+    let leader = cluster.leader(Duration::from_secs(10));
+    let mut acknowledged = Vec::new();
+    for index in 0..10 {
+        let id = format!("s{index}");
+        place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+    }
+    let others: Vec<u64> = cluster.live().into_iter().filter(|id| *id != leader).collect();
+    cluster.disks[&leader].freeze();
+    let frozen_at = Instant::now();
+    let frozen: Vec<String> = (0..3).map(|index| format!("z{index}")).collect();
+    let sent = send_to(&cluster, leader, frozen);
+    let new_leader = leader_among(&cluster, &others, frozen_at);
+    let majority: Vec<(u64, String)> = others.iter().map(|id| (*id, cluster.http(*id))).collect();
+    let (_, answered_at) =
+        place_following(&majority, &cluster.keys["alice"], &order_body("s-after"), new_leader);
+    acknowledged.push("s-after".to_string());
+    eprintln!(
+        "stalled disk: node {leader} frozen; node {new_leader} answered after {:?}",
+        answered_at - frozen_at
+    );
+    for index in 10..20 {
+        let id = format!("s{index}");
+        place_following(&majority, &cluster.keys["alice"], &order_body(&id), new_leader);
+        acknowledged.push(id);
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.disks[&leader].thaw();
+    // What the frozen leader acknowledged, its followers held durably (a majority):
+    // it must be everywhere like any acknowledged order.
+    let (frozen_acknowledged, frozen_not) = sent.join().unwrap();
+    eprintln!(
+        "stalled disk: acknowledged while frozen {frozen_acknowledged:?}, not {frozen_not:?}"
+    );
+    let agreed = cluster.leader(Duration::from_secs(10));
+    assert_ne!(agreed, leader, "the thawed node does not lead again at once");
+    caught_up(&cluster, agreed);
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "s");
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"], &frozen_acknowledged, "z");
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+}
+
+/// Five nodes, and two killed at once (SIGKILL), the leader and a follower: the three
+/// left are a majority, elect a leader and take orders; both killed nodes, started
+/// again, catch up; every acknowledged order is on all five once.
+#[test]
+fn five_nodes_lose_the_leader_and_a_follower_at_once_and_go_on() {
+    let mut cluster = Cluster::start(5);
+    let leader = cluster.leader(Duration::from_secs(10));
+    let mut acknowledged = Vec::new();
+    for index in 0..10 {
+        let id = format!("f{index}");
+        place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+    }
+    let follower = cluster.live().into_iter().find(|id| *id != leader).unwrap();
+    let killed_at = Instant::now();
+    cluster.kill(leader);
+    cluster.kill(follower);
+    let left = cluster.live();
+    let (new_leader, answered_at) = place_until_answered(&cluster, "f-after", left[0]);
+    acknowledged.push("f-after".to_string());
+    eprintln!("two of five killed: node {new_leader} answered after {:?}", answered_at - killed_at);
+    assert!(left.contains(&new_leader));
+    for index in 10..20 {
+        let id = format!("f{index}");
+        place_until_answered(&cluster, &id, new_leader);
+        acknowledged.push(id);
+    }
+    for id in [leader, follower] {
+        let stdout = cluster.spawn(id);
+        let keys = demo_keys(stdout, &cluster.log(id));
+        assert_eq!(keys["alice"], cluster.keys["alice"]);
+    }
+    caught_up(&cluster, new_leader);
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "f");
     assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
 }
 

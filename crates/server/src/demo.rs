@@ -64,6 +64,13 @@ pub async fn shown(state: &AppState) -> Option<Demo> {
     if reference.instruments.is_empty() || reference.find_instrument(FUTURE).is_none() {
         return None;
     }
+    // The passwords come after the keys (`set_up`): both, or not yet. (A password an
+    // admin removed is given again by the next `set_up`, on the leader.)
+    let has_password =
+        |trader: &&str| state.keys.account(trader).is_some_and(|record| record.has_password());
+    if !TRADERS.iter().all(has_password) {
+        return None;
+    }
     let mut keys = Vec::new();
     for trader in TRADERS {
         let key = demo_key(state, trader)?;
