@@ -337,16 +337,23 @@ impl Cluster {
 
     /// `count` nodes, on loopback, or each in a namespace of `network`.
     fn start_on(count: u64, network: Option<Network>) -> Cluster {
-        Cluster::start_with(count, network, false).unwrap()
+        Cluster::start_with(count, 0, network, false).unwrap()
     }
 
     /// `count` nodes, each with its data on a file system of its own; `None` when this
     /// machine cannot make them (not root).
     fn start_on_disks(count: u64) -> Option<Cluster> {
-        Cluster::start_with(count, None, true)
+        Cluster::start_with(count, 0, None, true)
     }
 
-    fn start_with(count: u64, network: Option<Network>, on_disks: bool) -> Option<Cluster> {
+    /// `count` first voters started, and `joining` more nodes in the file (`joins`),
+    /// not started.
+    fn start_with(
+        count: u64,
+        joining: u64,
+        network: Option<Network>,
+        on_disks: bool,
+    ) -> Option<Cluster> {
         let directory = tempfile::tempdir().unwrap();
         let mut disks = BTreeMap::new();
         if on_disks {
@@ -365,7 +372,7 @@ impl Cluster {
             master.display().to_string()
         );
         let mut nodes = Vec::new();
-        for id in 1..=count {
+        for id in 1..=count + joining {
             // [peer, http, tcp, fix]
             let addresses: Vec<String> = match &network {
                 None => (0..4).map(|_| format!("127.0.0.1:{}", free_port())).collect(),
@@ -377,8 +384,9 @@ impl Cluster {
             let [peer, http, tcp, fix] = <[String; 4]>::try_from(addresses).unwrap();
             text.push_str(&format!(
                 "[[cluster.nodes]]\nid = {id}\npeer = \"{peer}\"\nhttp = \"{http}\"\n\
-                 tcp = \"{tcp}\"\nfix = \"{fix}\"\ndata_dir = {:?}\n",
-                directory.path().join(format!("node-{id}")).display().to_string()
+                 tcp = \"{tcp}\"\nfix = \"{fix}\"\ndata_dir = {:?}\njoins = {}\n",
+                directory.path().join(format!("node-{id}")).display().to_string(),
+                id > count
             ));
             nodes.push(Node { id, http, fix, child: None });
         }
@@ -1111,6 +1119,40 @@ fn five_nodes_lose_the_leader_and_a_follower_at_once_and_go_on() {
     }
     caught_up(&cluster, new_leader);
     every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "f");
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+}
+
+/// A fourth node, in the file with `joins = true`, started while three run: it waits
+/// (it is nobody's voter) until `bourse cluster add 4`, which makes it a learner, then
+/// a voter once it holds the log. With four voters a majority is three: the leader
+/// killed, the new node is one of the three that elect the next.
+#[test]
+fn a_new_node_joins_a_running_cluster_and_counts_in_its_majority() {
+    let mut cluster = Cluster::start_with(3, 1, None, false).unwrap();
+    let leader = cluster.leader(Duration::from_secs(10));
+    let mut acknowledged = Vec::new();
+    for index in 0..10 {
+        let id = format!("j{index}");
+        place_until_answered(&cluster, &id, leader);
+        acknowledged.push(id);
+    }
+    let stdout = cluster.spawn(4);
+    let added = cluster_command(&cluster, "add", 4);
+    assert!(added.contains("added"), "{added}");
+    let keys = demo_keys(stdout, &cluster.log(4));
+    assert_eq!(keys["alice"], cluster.keys["alice"], "the new node shows the demo's keys");
+    let view = view_of(&cluster, leader).unwrap();
+    let voters: Vec<u64> =
+        view["voters"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    assert_eq!(voters, vec![1, 2, 3, 4], "{view}");
+    caught_up(&cluster, leader);
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "j");
+    cluster.kill(leader);
+    let (new_leader, _) = place_until_answered(&cluster, "j-after", 4);
+    acknowledged.push("j-after".to_string());
+    assert_ne!(new_leader, leader);
+    caught_up(&cluster, new_leader);
+    every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "j");
     assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
 }
 

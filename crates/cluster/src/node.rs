@@ -120,6 +120,13 @@ pub enum MembershipChange {
     Remove(NodeId),
 }
 
+/// Node ids in ascending order (a configuration holds them in no particular order).
+fn sorted(ids: &[u64]) -> Vec<NodeId> {
+    let mut sorted: Vec<NodeId> = ids.iter().map(|id| NodeId(*id)).collect();
+    sorted.sort();
+    sorted
+}
+
 /// What `advance` hands the application, in the order it must act on it.
 pub trait Applied {
     /// Sends a message to its node (a lost one is Raft's to resend).
@@ -288,8 +295,8 @@ impl<D: Disk> Node<D> {
             commit: raft.raft_log.committed,
             last_index: raft.raft_log.last_index(),
             matched,
-            voters: conf.voters.iter().map(|id| NodeId(*id)).collect(),
-            learners: conf.learners.iter().map(|id| NodeId(*id)).collect(),
+            voters: sorted(&conf.voters),
+            learners: sorted(&conf.learners),
         }
     }
 
