@@ -126,11 +126,17 @@ fn status(config: &Path) -> Result<(), String> {
         "node", "REST", "role", "term", "commit", "applied", "lag"
     );
     let mut lags = std::collections::BTreeMap::new();
+    // The membership as the leader sees it: (voters, learners).
+    let mut members: Option<(Vec<u64>, Vec<u64>)> = None;
+    let ids = |list: &serde_json::Value| -> Vec<u64> {
+        list.as_array().into_iter().flatten().filter_map(serde_json::Value::as_u64).collect()
+    };
     let mut rows = Vec::new();
     for (id, http) in nodes {
         match bourse_bench::loadgen::admin::get(http, "/v1/cluster") {
             Ok((200, view)) => {
                 if view["is_leader"].as_bool() == Some(true) {
+                    members = Some((ids(&view["voters"]), ids(&view["learners"])));
                     for matched in view["matched"].as_array().into_iter().flatten() {
                         if let (Some(node), Some(lag)) =
                             (matched["node"].as_u64(), matched["lag"].as_u64())
@@ -152,9 +158,11 @@ fn status(config: &Path) -> Result<(), String> {
             println!("{id:<5} {:<22} down (no answer)", http.to_string());
             continue;
         };
-        let role = match (view["is_leader"].as_bool(), view["failure"].as_str()) {
-            (_, Some(_)) => "stopped",
-            (Some(true), None) => "leader",
+        let role = match (view["is_leader"].as_bool(), view["failure"].as_str(), &members) {
+            (_, Some(_), _) => "stopped",
+            (Some(true), None, _) => "leader",
+            (_, None, Some((_, learners))) if learners.contains(&id) => "learner",
+            (_, None, Some((voters, _))) if !voters.contains(&id) => "removed",
             _ => "follower",
         };
         let lag = lags.get(&id).map_or("-".to_string(), u64::to_string);

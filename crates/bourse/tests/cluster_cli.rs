@@ -1156,13 +1156,14 @@ fn a_new_node_joins_a_running_cluster_and_counts_in_its_majority() {
     assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
 }
 
-/// `bourse cluster add|remove`, run by the test.
+/// `bourse cluster add|remove N` (or `status`: `node` unused), run by the test.
 fn cluster_command(cluster: &Cluster, change: &str, node: u64) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_bourse"))
-        .args(["cluster", change, &node.to_string(), "--config"])
-        .arg(&cluster.config)
-        .output()
-        .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bourse"));
+    command.args(["cluster", change]);
+    if change != "status" {
+        command.arg(node.to_string());
+    }
+    let output = command.arg("--config").arg(&cluster.config).output().unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&output.stdout).to_string(),
         String::from_utf8_lossy(&output.stderr).to_string(),
@@ -1190,10 +1191,18 @@ fn a_wiped_node_is_removed_added_back_and_catches_up_from_the_log() {
         place_until_answered(&cluster, &id, leader);
         acknowledged.push(id);
     }
+    // Removed first (while it runs: `cluster status` then calls it removed), then
+    // stopped and wiped.
     let wiped = cluster.live().into_iter().find(|id| *id != leader).unwrap();
-    cluster.kill(wiped);
     let removed = cluster_command(&cluster, "remove", wiped);
     assert!(removed.contains("removed"), "{removed}");
+    let table = cluster_command(&cluster, "status", 0);
+    let row = table
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(wiped.to_string().as_str()))
+        .unwrap_or_default();
+    assert_eq!(row.split_whitespace().nth(2), Some("removed"), "{table}");
+    cluster.kill(wiped);
     let view = request(&cluster.http(leader), None, "GET", "/v1/cluster", "").unwrap().body;
     let voters: Vec<u64> =
         view["voters"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
