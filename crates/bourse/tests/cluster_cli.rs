@@ -724,6 +724,8 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
     assert!(leaders.contains("cluster_is_leader 1"), "{leaders}");
     assert!(followers.contains("cluster_is_leader 0"), "{followers}");
     assert!(followers.contains(&format!("cluster_leader {leader}")), "{followers}");
+    assert!(leaders.contains("cluster_voters 3") && leaders.contains("cluster_learners 0"));
+    assert!(followers.contains("cluster_applied_seq "), "{followers}");
     assert!(
         leaders.contains(&format!("cluster_node_lag_entries{{node=\"{follower}\"}}")),
         "{leaders}"

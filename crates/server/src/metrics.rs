@@ -535,6 +535,24 @@ impl EngineFigures {
         )?;
         gauge(
             encoder,
+            "cluster_applied_seq",
+            "The last command this node has applied (every node numbers commands alike)",
+            self.link.stats().applied_seq.0 as i64,
+        )?;
+        gauge(
+            encoder,
+            "cluster_voters",
+            "The voters of the cluster as this node knows it",
+            status.voters.len() as i64,
+        )?;
+        gauge(
+            encoder,
+            "cluster_learners",
+            "Nodes that get the log but do not vote yet (being added)",
+            status.learners.len() as i64,
+        )?;
+        gauge(
+            encoder,
             "cluster_stopped",
             "1 once the node stopped (its storage, or a state digest that differs)",
             i64::from(view.failure.is_some()),
