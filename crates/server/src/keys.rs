@@ -495,12 +495,11 @@ impl KeyStore {
         self.read().applied_index
     }
 
-    /// Every record up to log `index` is applied: stores `index` when it is `far`
-    /// ahead of the stored one, so a restart need not hand the log over from an old
-    /// change (`port::records`).
-    pub fn applied_through(&self, index: u64, far: u64) -> Result<(), KeyError> {
+    /// Stores `index` as the log index the store holds: every record up to it is
+    /// applied (`port::records` decides when; an older index is ignored).
+    pub fn store_applied_index(&self, index: u64) -> Result<(), KeyError> {
         let mut stored = self.write();
-        if index < stored.applied_index.saturating_add(far) {
+        if index <= stored.applied_index {
             return Ok(());
         }
         let mut next = stored.clone();

@@ -157,11 +157,17 @@ impl bourse_engine::Records for ReplicatedRecords {
     }
 
     fn applied_through(&self, index: u64) {
-        if let Err(error) = self.keys.applied_through(index, STORE_APPLIED_EVERY) {
-            tracing::warn!(index, %error, "the key store could not store how far the log is applied");
+        // Each store writes its file only when the log is far enough past what it holds.
+        let due = |held: u64| index >= held.saturating_add(STORE_APPLIED_EVERY);
+        if due(self.keys.applied_index()) {
+            if let Err(error) = self.keys.store_applied_index(index) {
+                tracing::warn!(index, %error, "the key store could not store how far the log is applied");
+            }
         }
-        if let Err(error) = self.futures.applied_through(index, STORE_APPLIED_EVERY) {
-            tracing::warn!(index, %error, "the futures settings could not store how far the log is applied");
+        if due(self.futures.applied_index()) {
+            if let Err(error) = self.futures.store_applied_index(index) {
+                tracing::warn!(index, %error, "the futures settings could not store how far the log is applied");
+            }
         }
     }
 }
@@ -270,6 +276,23 @@ mod tests {
         assert!(text.contains(r#""futures":{"set":"posted_price""#), "{text}");
         let read: Proposal = serde_json::from_slice(&bytes).unwrap();
         assert!(matches!(read.change, Change::Futures(read) if read == change));
+    }
+
+    #[test]
+    fn how_far_the_log_is_applied_is_stored_once_it_is_far_enough_ahead() {
+        use bourse_engine::Records;
+        let directory = tempfile::tempdir().unwrap();
+        let master = directory.path().join("master.key");
+        crate::keys::ensure_master_key_file(&master).unwrap();
+        let (keys, _) = KeyStore::open_for_cluster(directory.path(), Some(&master)).unwrap();
+        let futures = FuturesSettings::open(directory.path()).unwrap();
+        let records = ReplicatedRecords::new(Arc::new(keys), Arc::new(futures));
+        records.applied_through(STORE_APPLIED_EVERY - 1);
+        assert_eq!(records.applied_index(), 0, "not far enough ahead: nothing written");
+        records.applied_through(STORE_APPLIED_EVERY);
+        assert_eq!(records.applied_index(), STORE_APPLIED_EVERY);
+        let reopened = FuturesSettings::open(directory.path()).unwrap();
+        assert_eq!(reopened.applied_index(), STORE_APPLIED_EVERY, "written durably");
     }
 
     #[test]

@@ -389,12 +389,25 @@ pub struct MemberRequest {
     node: u64,
 }
 
-/// The cluster's membership changes, or why this server has none.
-fn membership(state: &Shared) -> ApiResult<&crate::port::membership::Membership> {
-    state
+/// A change of the cluster's membership (`add` or `remove` the request's node), on
+/// this node (the leader), or why this server makes none.
+async fn change_member(
+    state: &Shared,
+    caller: &Session,
+    body: &Bytes,
+    add: bool,
+) -> ApiResult<Response> {
+    caller.require_admin()?;
+    let request: MemberRequest = parse_body(body)?;
+    let membership = state
         .membership
         .as_deref()
-        .ok_or_else(|| ApiError::malformed("this server is not a node of a cluster"))
+        .ok_or_else(|| ApiError::malformed("this server is not a node of a cluster"))?;
+    let done = match add {
+        true => membership.add(request.node).await?,
+        false => membership.remove(request.node).await?,
+    };
+    Ok(ok(done))
 }
 
 /// `POST /v1/admin/cluster/add`: adds a node of the cluster's file (as a learner until
@@ -404,9 +417,7 @@ pub async fn add_node(
     Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    caller.require_admin()?;
-    let request: MemberRequest = parse_body(&body)?;
-    Ok(ok(membership(&state)?.add(request.node).await?))
+    change_member(&state, &caller, &body, true).await
 }
 
 /// `POST /v1/admin/cluster/remove`: removes a node from the cluster, on the leader.
@@ -415,7 +426,5 @@ pub async fn remove_node(
     Extension(caller): Extension<Session>,
     body: Bytes,
 ) -> ApiResult<Response> {
-    caller.require_admin()?;
-    let request: MemberRequest = parse_body(&body)?;
-    Ok(ok(membership(&state)?.remove(request.node).await?))
+    change_member(&state, &caller, &body, false).await
 }

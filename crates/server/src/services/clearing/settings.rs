@@ -159,12 +159,11 @@ impl FuturesSettings {
         self.lock().applied_index
     }
 
-    /// Every record up to log `index` is applied: stores `index` when it is `far`
-    /// ahead of the stored one, so a restart need not hand the log over from an old
-    /// change (`port::records`).
-    pub fn applied_through(&self, index: u64, far: u64) -> Result<(), SettingsError> {
+    /// Stores `index` as the log index these settings hold: every record up to it is
+    /// applied (`port::records` decides when; an older index is ignored).
+    pub fn store_applied_index(&self, index: u64) -> Result<(), SettingsError> {
         let mut stored = self.lock();
-        if index < stored.applied_index.saturating_add(far) {
+        if index <= stored.applied_index {
             return Ok(());
         }
         let mut next = stored.clone();
@@ -262,10 +261,9 @@ mod tests {
         let reopened = FuturesSettings::open(directory.path()).unwrap();
         assert_eq!(reopened.applied_index(), 7);
         assert_eq!(reopened.get("CU").margin_ratio.as_deref(), Some("0.08"));
-        // How far the log is applied is stored only once it is far enough ahead.
-        reopened.applied_through(100, 1_000).unwrap();
-        assert_eq!(FuturesSettings::open(directory.path()).unwrap().applied_index(), 7);
-        reopened.applied_through(1_007, 1_000).unwrap();
+        // How far the log is applied, stored; never backward.
+        reopened.store_applied_index(1_007).unwrap();
+        reopened.store_applied_index(100).unwrap();
         assert_eq!(FuturesSettings::open(directory.path()).unwrap().applied_index(), 1_007);
     }
 
