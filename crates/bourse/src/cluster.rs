@@ -183,14 +183,16 @@ fn status(config: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `serve --cluster N`: the ports of node `id` (1-based) from `base`.
-fn ports(base: u16, id: u16) -> [u16; 4] {
+/// `serve --cluster N`: the ports of node `id` (1-based) from `base`: REST, binary
+/// TCP, FIX, peer, the feed's snapshot and retransmission services.
+fn ports(base: u16, id: u16) -> [u16; 6] {
     let first = base + id * 10;
-    [first, first + 1, first + 2, first + 3]
+    [first, first + 1, first + 2, first + 3, first + 4, first + 5]
 }
 
 /// The first port of the local cluster's nodes: node k's REST is 8100 + 10k, its
-/// binary TCP +1, FIX +2, its peer port +3.
+/// binary TCP +1, FIX +2, its peer port +3, its feed's snapshot +4 and retransmission
+/// +5 services.
 pub const LOCAL_PORT_BASE: u16 = 8100;
 
 /// What `bourse serve --cluster N` passes on to every node.
@@ -248,7 +250,7 @@ pub fn launch(local: &Local) -> Result<(), String> {
         config.display()
     );
     for (id, child) in &children {
-        let [http, tcp, fix, _] = ports(LOCAL_PORT_BASE, *id);
+        let [http, tcp, fix, ..] = ports(LOCAL_PORT_BASE, *id);
         println!(
             "bourse: node {id} (pid {}): REST http://127.0.0.1:{http}, binary tcp://127.0.0.1:{tcp}, FIX tcp://127.0.0.1:{fix}, data in {}",
             child.id(),
@@ -256,6 +258,17 @@ pub fn launch(local: &Local) -> Result<(), String> {
         );
     }
     println!("bourse: see who leads: bourse cluster status --config {}", config.display());
+    let services: Vec<String> = children
+        .iter()
+        .map(|(id, _)| {
+            let [.., snapshot, retransmit] = ports(LOCAL_PORT_BASE, *id);
+            format!("--snapshot 127.0.0.1:{snapshot} --retransmit 127.0.0.1:{retransmit}")
+        })
+        .collect();
+    println!(
+        "bourse: follow the feed (the leader sends it): bourse md listen {}",
+        services.join(" ")
+    );
     println!(
         "bourse: kill the leader (kill -9 its pid) and watch another take over; start a node again with: bourse serve --config {} --node N",
         config.display()
@@ -268,18 +281,17 @@ fn local_settings(local: &Local, master: &Path) -> String {
         "# Written by `bourse serve --cluster {}` (docs/cluster.md). Every node reads this\n\
          # file and is told which one it is with --node.\n\
          [auth]\nmaster_key_file = {:?}\n\n\
-         # One feed per venue: the cluster's is not built yet (docs/cluster.md).\n\
-         [marketdata]\nenabled = false\n\n\
          [cluster]\nelection_timeout_ms = 500\n",
         local.nodes,
         master.display().to_string()
     );
     for id in 1..=local.nodes {
-        let [http, tcp, fix, peer] = ports(LOCAL_PORT_BASE, id);
+        let [http, tcp, fix, peer, snapshot, retransmit] = ports(LOCAL_PORT_BASE, id);
         let data_dir = local.data_dir.join(format!("node-{id}"));
         text.push_str(&format!(
             "\n[[cluster.nodes]]\nid = {id}\npeer = \"127.0.0.1:{peer}\"\nhttp = \"127.0.0.1:{http}\"\n\
-             tcp = \"127.0.0.1:{tcp}\"\nfix = \"127.0.0.1:{fix}\"\ndata_dir = {:?}\n",
+             tcp = \"127.0.0.1:{tcp}\"\nfix = \"127.0.0.1:{fix}\"\ndata_dir = {:?}\n\
+             marketdata_snapshot = \"127.0.0.1:{snapshot}\"\nmarketdata_retransmit = \"127.0.0.1:{retransmit}\"\n",
             data_dir.display().to_string()
         ));
     }

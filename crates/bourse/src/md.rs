@@ -29,12 +29,13 @@ pub struct ListenArgs {
     /// The local interface to join on.
     #[arg(long, default_value = "127.0.0.1")]
     interface: Ipv4Addr,
-    /// The snapshot service.
+    /// The snapshot service; repeat it for each node of a cluster (the next is asked
+    /// when one does not answer).
     #[arg(long, default_value = "127.0.0.1:9091")]
-    snapshot: SocketAddr,
-    /// The retransmission service.
+    snapshot: Vec<SocketAddr>,
+    /// The retransmission service; repeat it for each node of a cluster.
     #[arg(long, default_value = "127.0.0.1:9092")]
-    retransmit: SocketAddr,
+    retransmit: Vec<SocketAddr>,
     /// Stop after this many seconds (default: run until stopped).
     #[arg(long)]
     duration: Option<u64>,
@@ -60,8 +61,8 @@ fn listen(args: &ListenArgs) -> Result<(), String> {
     let addresses = FeedAddresses {
         multicast: args.multicast,
         interface: args.interface,
-        snapshot: args.snapshot,
-        retransmit: args.retransmit,
+        snapshot: args.snapshot.clone(),
+        retransmit: args.retransmit.clone(),
     };
     let mut listener =
         Listener::join(addresses).map_err(|error| format!("cannot join the feed: {error}"))?;
@@ -185,7 +186,21 @@ fn verify(listener: &mut Listener, http: SocketAddr) -> Result<(), String> {
                 .map(|(id, price, qty)| (id.0, price.0, qty.0))
                 .collect();
             if ours != theirs {
-                println!("md: verify {symbol} {name} at seq {seq}: DIFFERENT: ours {} orders, the server's {}", ours.len(), theirs.len());
+                let only = |these: &[(u64, i64, i64)], those: &[(u64, i64, i64)]| {
+                    these
+                        .iter()
+                        .filter(|order| !those.contains(order))
+                        .take(5)
+                        .copied()
+                        .collect::<Vec<_>>()
+                };
+                println!(
+                    "md: verify {symbol} {name} at seq {seq}: DIFFERENT: ours {} orders, the server's {}; only ours (id, price, qty in units): {:?}; only the server's: {:?}",
+                    ours.len(),
+                    theirs.len(),
+                    only(&ours, &theirs),
+                    only(&theirs, &ours)
+                );
                 return Ok(false);
             }
             println!("md: verify {symbol} {name} at seq {seq}: {} orders equal", ours.len());

@@ -24,6 +24,19 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Ports that were free, each another (their listeners are held until all are
+/// chosen).
+struct FreePorts(Vec<TcpListener>);
+
+impl FreePorts {
+    fn next(&mut self) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        self.0.push(listener);
+        port
+    }
+}
+
 /// A request's status, headers (lowercase names) and JSON body; `None` when the node
 /// does not answer (it is down).
 struct Answer {
@@ -79,6 +92,8 @@ struct Node {
     id: u64,
     http: String,
     fix: String,
+    /// Its feed's snapshot and retransmission services, when the feed is on.
+    feed_services: Option<(String, String)>,
     child: Option<Child>,
 }
 
@@ -337,22 +352,24 @@ impl Cluster {
 
     /// `count` nodes, on loopback, or each in a namespace of `network`.
     fn start_on(count: u64, network: Option<Network>) -> Cluster {
-        Cluster::start_with(count, 0, network, false).unwrap()
+        Cluster::start_with(count, 0, network, false, None).unwrap()
     }
 
     /// `count` nodes, each with its data on a file system of its own; `None` when this
     /// machine cannot make them (not root).
     fn start_on_disks(count: u64) -> Option<Cluster> {
-        Cluster::start_with(count, 0, None, true)
+        Cluster::start_with(count, 0, None, true, None)
     }
 
     /// `count` first voters started, and `joining` more nodes in the file (`joins`),
-    /// not started.
+    /// not started; with the market-data feed on, to `feed` (a multicast group and
+    /// port), when given.
     fn start_with(
         count: u64,
         joining: u64,
         network: Option<Network>,
         on_disks: bool,
+        feed: Option<&str>,
     ) -> Option<Cluster> {
         let directory = tempfile::tempdir().unwrap();
         let mut disks = BTreeMap::new();
@@ -366,16 +383,21 @@ impl Cluster {
         }
         let master = directory.path().join("master.key");
         std::fs::write(&master, "ab".repeat(32)).unwrap();
+        let marketdata = match feed {
+            None => "enabled = false".to_string(),
+            Some(group) => format!("enabled = true\nmulticast = \"{group}\"\nheartbeat_ms = 200"),
+        };
         let mut text = format!(
             "[auth]\nmaster_key_file = {:?}\n[limits]\nrequests_per_second = 100000\nrequests_burst = 100000\n\
-             [marketdata]\nenabled = false\n[cluster]\nelection_timeout_ms = 300\n",
+             [marketdata]\n{marketdata}\n[cluster]\nelection_timeout_ms = 300\n",
             master.display().to_string()
         );
         let mut nodes = Vec::new();
+        let mut ports = FreePorts(Vec::new());
         for id in 1..=count + joining {
             // [peer, http, tcp, fix]
             let addresses: Vec<String> = match &network {
-                None => (0..4).map(|_| format!("127.0.0.1:{}", free_port())).collect(),
+                None => (0..4).map(|_| format!("127.0.0.1:{}", ports.next())).collect(),
                 Some(network) => [7001, 8080, 9090, 9876]
                     .iter()
                     .map(|port| format!("{}:{port}", network.address(id)))
@@ -388,8 +410,17 @@ impl Cluster {
                 directory.path().join(format!("node-{id}")).display().to_string(),
                 id > count
             ));
-            nodes.push(Node { id, http, fix, child: None });
+            let feed_services = feed.map(|_| {
+                let snapshot = format!("127.0.0.1:{}", ports.next());
+                let retransmit = format!("127.0.0.1:{}", ports.next());
+                text.push_str(&format!(
+                    "marketdata_snapshot = \"{snapshot}\"\nmarketdata_retransmit = \"{retransmit}\"\n"
+                ));
+                (snapshot, retransmit)
+            });
+            nodes.push(Node { id, http, fix, feed_services, child: None });
         }
+        drop(ports);
         let config = directory.path().join("cluster.toml");
         std::fs::write(&config, text).unwrap();
         let mut cluster =
@@ -858,6 +889,256 @@ fn a_cluster_of_three_serves_from_its_leader_and_loses_no_acknowledged_order_whe
 }
 
 /// A node's view of the cluster (`GET /v1/cluster`), if it answers.
+/// A metric's value on node `id` (`None`: the node does not answer, or has no such
+/// line).
+fn metric(cluster: &Cluster, id: u64, name: &str) -> Option<f64> {
+    let text = request(&cluster.http(id), None, "GET", "/metrics", "")?.text;
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Waits until every live node checked a feed anchor of the log (each knows the
+/// feed's numbering and agrees with the leader), while alice places orders so that
+/// the feed moves.
+fn feed_anchored_everywhere(cluster: &Cluster, prefix: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut placed = 0;
+    loop {
+        let unchecked: Vec<u64> = cluster
+            .live()
+            .into_iter()
+            .filter(|id| {
+                metric(cluster, *id, "bourse_md_anchors_checked_total").unwrap_or(0.0) < 1.0
+            })
+            .collect();
+        if unchecked.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nodes {unchecked:?} never checked a feed anchor:\n{}",
+            cluster.logs()
+        );
+        let leader = cluster.leader(Duration::from_secs(10));
+        place_until_answered(cluster, &format!("{prefix}{placed}"), leader);
+        placed += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `bourse loadgen --follow-leader` across a SIGKILL of the leader: every connection
+/// finds the new leader and sends its unanswered orders again with the same client
+/// order ids. Every order is answered, none twice: those the old leader had placed
+/// come back `duplicate_id` and count as placed, and no order sent once is a
+/// duplicate.
+#[test]
+fn loadgen_follows_the_leader_across_a_kill_and_every_order_is_answered() {
+    let mut cluster = Cluster::start(3);
+    let leader = cluster.leader(Duration::from_secs(10));
+    let follower = cluster.live().into_iter().find(|id| *id != leader).unwrap();
+    let admin_key = cluster.directory.path().join(format!("node-{follower}/server/admin.key"));
+    let loadgen = Command::new(env!("CARGO_BIN_EXE_bourse"))
+        .args(["loadgen", "--follow-leader", "--json", "--rate", "2000", "--duration", "6"])
+        .args(["--connections", "2", "--http", &cluster.http(follower), "--admin-key-file"])
+        .arg(&admin_key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(3_000));
+    cluster.kill(leader);
+    let output = loadgen.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "loadgen failed: {stderr}\n{}", cluster.logs());
+    let results: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let follow = &results["follow_leader"];
+    eprintln!(
+        "loadgen across the kill: {follow}, p99 {} µs, max {} µs",
+        results["p99_us"], results["max_us"]
+    );
+    assert_eq!(results["errors"], 0, "{results}");
+    let sent = results["sent"].as_u64().unwrap();
+    assert!(sent >= 11_000, "{sent} orders sent");
+    let answered = results["ok"].as_u64().unwrap() + results["rejected"].as_u64().unwrap();
+    assert_eq!(answered, sent, "every order answered once: {results}");
+    assert!(follow["reconnects"].as_u64().unwrap() >= 2, "each connection moved: {follow}");
+    assert!(follow["resent"].as_u64().unwrap() >= 1, "{follow}");
+    assert!(
+        results["rejected_by_reason"].get("duplicate_id").is_none(),
+        "an order sent once was a duplicate: {results}"
+    );
+    let leader = cluster.leader(Duration::from_secs(10));
+    caught_up(&cluster, leader);
+    assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
+}
+
+/// The market-data feed across a change of leader (`docs/cluster.md`, "The feed"):
+/// every node derives the same numbered messages from the log and the leader sends
+/// them. A subscriber (`bourse md listen`, given every node's services) follows it
+/// while orders trade and the leader is killed with SIGKILL: it stays in one session
+/// (its only snapshot is its first), recovers every gap, and ends with the books a
+/// surviving node shows at the same sequence number. The killed node, started again,
+/// takes the numbering up from the log's next anchor and agrees with the leader's.
+#[test]
+fn the_feed_goes_on_from_the_new_leader_in_the_same_session_with_the_same_numbers() {
+    let group = format!("239.255.66.1:{}", free_port());
+    let mut cluster = Cluster::start_with(3, 0, None, false, Some(&group)).unwrap();
+    feed_anchored_everywhere(&cluster, "w");
+    let leader = cluster.leader(Duration::from_secs(10));
+    assert_eq!(metric(&cluster, leader, "bourse_md_sending"), Some(1.0));
+    let survivor = cluster.live().into_iter().find(|id| *id != leader).unwrap();
+    assert_eq!(metric(&cluster, survivor, "bourse_md_sending"), Some(0.0), "a follower sends");
+
+    let mut listen = Command::new(env!("CARGO_BIN_EXE_bourse"));
+    listen.args(["md", "listen", "--multicast", &group, "--quiet", "--duration", "14"]);
+    for node in &cluster.nodes {
+        let (snapshot, retransmit) = node.feed_services.clone().unwrap();
+        listen.args(["--snapshot", &snapshot, "--retransmit", &retransmit]);
+    }
+    let listener = listen
+        .args(["--verify", &cluster.http(survivor)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(1_000));
+
+    // Orders that rest and orders that trade, the leader killed among them.
+    let bob = cluster.keys["bob"].clone();
+    let nodes: Vec<(u64, String)> =
+        cluster.nodes.iter().map(|node| (node.id, node.http.clone())).collect();
+    let trade = |cluster: &Cluster, prefix: &str, count: usize| {
+        for index in 0..count {
+            let leader = cluster.leader(Duration::from_secs(10));
+            place_until_answered(cluster, &format!("{prefix}{index}"), leader);
+            if index % 3 == 0 {
+                let body = format!(
+                    r#"{{"symbol":"BTC-USD","side":"sell","type":"limit","price":"1000","qty":"0.0001","client_order_id":"{prefix}s{index}"}}"#
+                );
+                place_following(&nodes, &bob, &body, leader);
+            }
+        }
+    };
+    trade(&cluster, "before", 30);
+    cluster.kill(leader);
+    trade(&cluster, "after", 30);
+    let stdout = cluster.spawn(leader);
+    demo_keys(stdout, &cluster.log(leader));
+    trade(&cluster, "back", 15);
+    feed_anchored_everywhere(&cluster, "again");
+    assert!(started.elapsed() < Duration::from_secs(12), "the scenario outlasted the listener");
+
+    let output = listener.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    let feed_metrics: String = cluster
+        .live()
+        .iter()
+        .map(|id| {
+            let text = request(&cluster.http(*id), None, "GET", "/metrics", "").unwrap().text;
+            let lines: Vec<&str> =
+                text.lines().filter(|line| line.starts_with("bourse_md_")).collect();
+            format!("node {id}: {}\n", lines.join(", "))
+        })
+        .collect();
+    assert!(
+        output.status.success(),
+        "md listen failed:\n{text}\n{feed_metrics}\n{}",
+        cluster.logs()
+    );
+    let summary = text.lines().find(|line| line.contains("snapshots,")).unwrap_or_default();
+    assert!(summary.contains(", 1 snapshots,"), "the subscriber changed sessions: {summary}");
+    assert!(summary.contains(" 0 ranges gone"), "{summary}");
+    assert!(text.contains("orders equal") && !text.contains("DIFFERENT"), "{text}");
+    for id in cluster.live() {
+        assert_eq!(metric(&cluster, id, "bourse_md_anchor_mismatches_total"), Some(0.0));
+    }
+    let restarted = std::fs::read_to_string(cluster.log(leader)).unwrap();
+    assert!(restarted.contains("the feed takes up the cluster's numbering"), "{restarted}");
+    eprintln!("the subscriber across the failover: {summary}");
+    every_node_numbers_the_feed_alike(&cluster, &group);
+}
+
+/// Every live node's retransmission service sends the same packets for the feed's
+/// last messages: the same numbers, the same messages, in the session the group
+/// carries.
+fn every_node_numbers_the_feed_alike(cluster: &Cluster, group: &str) {
+    use bourse_server::services::multicast::listen::{FeedAddresses, Listener};
+    let services: Vec<(String, String)> =
+        cluster.nodes.iter().filter_map(|node| node.feed_services.clone()).collect();
+    let mut probe = Listener::join(FeedAddresses {
+        multicast: group.parse().unwrap(),
+        interface: std::net::Ipv4Addr::LOCALHOST,
+        snapshot: services.iter().map(|(snapshot, _)| snapshot.parse().unwrap()).collect(),
+        retransmit: services.iter().map(|(_, retransmit)| retransmit.parse().unwrap()).collect(),
+    })
+    .unwrap();
+    probe.poll(Duration::from_millis(1_500)).unwrap();
+    let session = probe.rebuilder.session().expect("the leader sends the feed");
+    let end = probe.rebuilder.next();
+    assert!(end > 40, "the feed has {end} messages");
+    let mut numbered = Vec::new();
+    for id in cluster.live() {
+        let node = cluster.nodes.iter().find(|node| node.id == id).unwrap();
+        let (_, retransmit) = node.feed_services.clone().unwrap();
+        let mut messages = retransmitted(&retransmit, &session, end - 40, 40);
+        // A node that restarted holds only what it made since: it says which is its
+        // oldest, and is asked from there.
+        if let Err(oldest) = messages {
+            messages = retransmitted(&retransmit, &session, oldest, (end - oldest) as u16);
+        }
+        let messages = messages.unwrap_or_else(|_| panic!("node {id} keeps no message"));
+        assert!(messages.len() >= 10, "node {id} sent {} messages", messages.len());
+        numbered.push((id, messages));
+    }
+    for (id, messages) in &numbered[1..] {
+        let (first_id, first) = (&numbered[0].0, &numbered[0].1);
+        let shared: Vec<&u64> =
+            messages.keys().filter(|number| first.contains_key(number)).collect();
+        assert!(shared.len() >= 10, "nodes {id} and {first_id} share {} numbers", shared.len());
+        for number in shared {
+            assert_eq!(
+                messages[number], first[number],
+                "message {number} on node {id} is another than on node {first_id}"
+            );
+        }
+    }
+}
+
+/// The messages a node's retransmission service sends for `first ..` (`count`), by
+/// number; `Err(oldest)` when it no longer holds `first`.
+fn retransmitted(
+    service: &str,
+    session: &[u8],
+    first: u64,
+    count: u16,
+) -> Result<BTreeMap<u64, Vec<u8>>, u64> {
+    // A MoldUDP64 request: the session (10 bytes), the first message wanted, how many.
+    let mut request = session.to_vec();
+    request.extend_from_slice(&first.to_be_bytes());
+    request.extend_from_slice(&count.to_be_bytes());
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    socket.send_to(&request, service).unwrap();
+    let mut messages = BTreeMap::new();
+    let mut buffer = [0u8; 65_536];
+    while let Ok((length, _)) = socket.recv_from(&mut buffer) {
+        let packet = &buffer[..length];
+        let sequence = u64::from_be_bytes(packet[10..18].try_into().unwrap());
+        let count = u16::from_be_bytes(packet[18..20].try_into().unwrap());
+        if count == bourse_server::services::multicast::RANGE_GONE {
+            return Err(sequence);
+        }
+        let mut at = 20;
+        for number in sequence..sequence + u64::from(count) {
+            let length = usize::from(u16::from_be_bytes([packet[at], packet[at + 1]]));
+            messages.insert(number, packet[at + 2..at + 2 + length].to_vec());
+            at += 2 + length;
+        }
+    }
+    Ok(messages)
+}
+
 fn view_of(cluster: &Cluster, id: u64) -> Option<Value> {
     request(&cluster.http(id), None, "GET", "/v1/cluster", "").map(|answer| answer.body)
 }
@@ -1130,7 +1411,7 @@ fn five_nodes_lose_the_leader_and_a_follower_at_once_and_go_on() {
 /// killed, the new node is one of the three that elect the next.
 #[test]
 fn a_new_node_joins_a_running_cluster_and_counts_in_its_majority() {
-    let mut cluster = Cluster::start_with(3, 1, None, false).unwrap();
+    let mut cluster = Cluster::start_with(3, 1, None, false, None).unwrap();
     let leader = cluster.leader(Duration::from_secs(10));
     let mut acknowledged = Vec::new();
     for index in 0..10 {

@@ -220,12 +220,17 @@ pub enum BookNote {
     /// Trading on `instrument` was halted (`true`) or resumed (`Command::Halt`,
     /// `Resume`).
     Halted { seq: Seq, instrument: InstrumentId, halted: bool },
+    /// `instrument` was declared (`Command::Instrument`, `Future`): its book exists,
+    /// empty, from this command on.
+    Declared { seq: Seq, instrument: InstrumentId },
 }
 
 impl BookNote {
     pub fn seq(&self) -> Seq {
         match self {
-            BookNote::Rested { seq, .. } | BookNote::Halted { seq, .. } => *seq,
+            BookNote::Rested { seq, .. }
+            | BookNote::Halted { seq, .. }
+            | BookNote::Declared { seq, .. } => *seq,
         }
     }
 }

@@ -569,7 +569,12 @@ impl Exchange {
         // A thin wrapper, inlined: where the command's new order rests is written by
         // `place_order` alone, so every other command pays nothing for it.
         let mut applied = Applied::default();
+        let instruments_before = self.instruments.len();
         self.apply_command(seq, ts, command, events, &mut applied.rested);
+        if self.instruments.len() > instruments_before {
+            debug_assert!(matches!(command, Command::Instrument(_) | Command::Future(_)));
+            applied.declared = Some(InstrumentId(instruments_before as u32));
+        }
         applied
     }
 
@@ -2137,6 +2142,9 @@ pub struct Applied {
     /// An accepted `halt` (`true`) or `resume` (`false`) of this instrument: set only
     /// by `Venue::apply` (the exchange rejects venue commands).
     pub halted: Option<(InstrumentId, bool)>,
+    /// The instrument an accepted `instrument` or `future` declared; `None` for every
+    /// other command.
+    pub declared: Option<InstrumentId>,
 }
 
 /// The spot account kind's side of matching: settles each fill, releases what

@@ -991,6 +991,12 @@ fn looked_up(venue: &Venue, seq: Seq, command: &Command<'_>, events: &[Event]) -
                 halted: matches!(command, Command::Halt { .. }),
             })
         }
+        Command::Instrument(instrument) => exchange
+            .find_instrument(&instrument.symbol)
+            .map(|instrument| BookNote::Declared { seq, instrument }),
+        Command::Future(future) => exchange
+            .find_instrument(&future.symbol)
+            .map(|instrument| BookNote::Declared { seq, instrument }),
         _ => None,
     };
     let order_id = venue.activity().and_then(|activity| {

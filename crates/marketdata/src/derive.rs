@@ -212,7 +212,8 @@ impl FeedBuilder {
                     halted: *halted,
                 });
             }
-            None => {}
+            // Its directory entry is the publisher's to announce (it knows the symbol).
+            Some(BookNote::Declared { .. }) | None => {}
         }
         for instrument in touched {
             self.announce_bbo(seq, ts, instrument, out);

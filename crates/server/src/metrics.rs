@@ -66,6 +66,13 @@ pub struct FeedFigures {
     pub snapshots: std::sync::atomic::AtomicU64,
     /// The last command the feed (and the WebSocket channels it serves) has applied.
     pub applied_seq: std::sync::atomic::AtomicU64,
+    /// In a cluster: the leader's anchors this node's numbering agreed with, and those
+    /// it did not (its feed stopped).
+    pub anchors_checked: std::sync::atomic::AtomicU64,
+    pub anchor_mismatches: std::sync::atomic::AtomicU64,
+    /// 1 while this node sends the feed to the group (always alone; the leader in a
+    /// cluster).
+    pub sending: std::sync::atomic::AtomicU64,
 }
 
 fn latency_histogram() -> Histogram {
@@ -417,6 +424,24 @@ impl Collector for FeedCollector {
             "md_applied_seq",
             "The last command the market-data feed and the WebSocket channels have applied",
             feed.applied_seq.load(Relaxed) as i64,
+        )?;
+        counter(
+            &mut encoder,
+            "md_anchors_checked",
+            "In a cluster: the leader's feed anchors this node's numbering agreed with",
+            feed.anchors_checked.load(Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "md_anchor_mismatches",
+            "In a cluster: feed anchors this node's numbering differed from (its feed stopped)",
+            feed.anchor_mismatches.load(Relaxed),
+        )?;
+        gauge(
+            &mut encoder,
+            "md_sending",
+            "1 while this node sends the feed to the multicast group",
+            feed.sending.load(Relaxed) as i64,
         )
     }
 }

@@ -104,6 +104,7 @@ async fn start_market_data(
         std::sync::mpsc::Receiver<crate::services::multicast::Input>,
         Arc<FeedFigures>,
     ),
+    cluster: Option<(u64, Arc<ReplicatedRecords>)>,
     stopped: &tokio::sync::watch::Receiver<bool>,
 ) -> Result<(std::thread::JoinHandle<()>, MarketDataNotes), ServeError> {
     let listen_error =
@@ -117,12 +118,33 @@ async fn start_market_data(
         .map_err(listen_error(config.retransmit_listen))?;
     let retransmit =
         retransmissions.local_addr().map_err(listen_error(config.retransmit_listen))?;
-    let session = crate::services::multicast::session_name(bourse_protocol::signing::now_ms());
+    // One node's session is its own; a cluster's is the cluster's, whose numbering the
+    // log's anchors carry from node to node.
+    let (session, cluster) = match cluster {
+        None => {
+            let now = bourse_protocol::signing::now_ms();
+            (crate::services::multicast::session_name(b'B', now), None)
+        }
+        Some((cluster_id, replicated)) => {
+            replicated.connect_feed(sender.clone());
+            let propose: crate::services::multicast::cluster::ProposeAnchor =
+                Box::new(move |anchor| replicated.propose_anchor(anchor));
+            (
+                crate::services::multicast::cluster::first_session(cluster_id),
+                Some(crate::services::multicast::cluster::ClusterFeed::new(propose)),
+            )
+        }
+    };
     let link = Arc::clone(&state.link);
     let reference = state.directory.reference();
-    let thread =
-        crate::services::multicast::spawn(link, reference, config, receiver, (session, figures))
-            .map_err(listen_error(config.multicast))?;
+    let thread = crate::services::multicast::spawn(
+        link,
+        reference,
+        config,
+        receiver,
+        (session, figures, cluster),
+    )
+    .map_err(listen_error(config.multicast))?;
     tokio::spawn(crate::services::multicast::services::serve_snapshots(
         snapshots,
         sender.clone(),
@@ -130,7 +152,6 @@ async fn start_market_data(
     ));
     tokio::spawn(crate::services::multicast::services::serve_retransmissions(
         retransmissions,
-        session,
         sender,
         stopped.clone(),
     ));
@@ -440,6 +461,11 @@ pub async fn start_with_sql(
                 &state,
                 market_data,
                 (sender.clone(), receiver, Arc::clone(&feed_figures)),
+                config
+                    .cluster
+                    .as_ref()
+                    .zip(replicated.clone())
+                    .map(|(cluster, replicated)| (cluster.cluster_id, replicated)),
                 &tcp_stopped,
             )
             .await?;

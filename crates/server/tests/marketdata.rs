@@ -29,8 +29,8 @@ fn addresses(server: &TestServer) -> FeedAddresses {
     FeedAddresses {
         multicast: notes.multicast,
         interface: notes.interface,
-        snapshot: notes.snapshot,
-        retransmit: notes.retransmit,
+        snapshot: vec![notes.snapshot],
+        retransmit: vec![notes.retransmit],
     }
 }
 
@@ -262,15 +262,15 @@ fn the_recovery_services_ignore_bad_requests_and_keep_answering() {
         bourse_marketdata::mold::header(&session, 1, 0).to_vec(),
         [bourse_marketdata::mold::header(&session, 1, 5).as_slice(), b"extra"].concat(),
     ] {
-        socket.send_to(&bad, feed.retransmit).unwrap();
+        socket.send_to(&bad, feed.retransmit[0]).unwrap();
         assert!(socket.recv_from(&mut buffer).is_err(), "an answer to {bad:?}");
     }
-    socket.send_to(&bourse_marketdata::mold::header(&session, 1, 3), feed.retransmit).unwrap();
+    socket.send_to(&bourse_marketdata::mold::header(&session, 1, 3), feed.retransmit[0]).unwrap();
     let (length, _) = socket.recv_from(&mut buffer).unwrap();
     let packet = bourse_marketdata::mold::Packet::parse(&buffer[..length]).unwrap();
     assert_eq!((packet.sequence, packet.messages.len()), (1, 3));
     let snapshot =
-        bourse_server::services::multicast::listen::fetch_snapshot(feed.snapshot).unwrap();
+        bourse_server::services::multicast::listen::fetch_snapshot(feed.snapshot[0]).unwrap();
     assert!(snapshot
         .iter()
         .any(|message| matches!(message, bourse_marketdata::message::Message::AddOrder { .. })));

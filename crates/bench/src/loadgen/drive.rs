@@ -111,6 +111,12 @@ pub struct Tally {
     pub latency: Mutex<(Histogram<u64>, Histogram<u64>)>,
     pub done: AtomicBool,
     pub failure: Mutex<Option<String>>,
+    /// Following a cluster's leader (`follow`): connections made again to a new leader,
+    /// requests sent again after a failover, and those of them answered `duplicate_id`
+    /// (applied the first time; their answer was lost), which count as `ok`.
+    pub reconnects: AtomicU64,
+    pub resent: AtomicU64,
+    pub placed_before: AtomicU64,
 }
 
 impl Tally {
@@ -128,6 +134,9 @@ impl Tally {
             latency: Mutex::new((histogram()?, histogram()?)),
             done: AtomicBool::new(false),
             failure: Mutex::new(None),
+            reconnects: AtomicU64::new(0),
+            resent: AtomicU64::new(0),
+            placed_before: AtomicU64::new(0),
         })
     }
 
@@ -136,7 +145,7 @@ impl Tally {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn count(&self, outcome: Outcome) {
+    pub(super) fn count(&self, outcome: Outcome) {
         match outcome {
             Outcome::Ok => {
                 self.ok.fetch_add(1, Ordering::Relaxed);
@@ -150,7 +159,7 @@ impl Tally {
         }
     }
 
-    fn record(&self, latency_us: u64) {
+    pub(super) fn record(&self, latency_us: u64) {
         let mut latency = self.latency.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let _ = latency.0.record(latency_us);
         let _ = latency.1.record(latency_us);

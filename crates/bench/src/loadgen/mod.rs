@@ -15,6 +15,7 @@ pub mod binance;
 pub mod drive;
 pub mod fix;
 pub mod flow;
+pub mod follow;
 pub mod memory;
 pub mod report;
 pub mod rest;
@@ -119,6 +120,11 @@ pub struct LoadgenArgs {
     burst_ms: u64,
     #[arg(long, default_value_t = 5.0)]
     burst_factor: f64,
+    /// A cluster (`docs/cluster.md`): `--http` is any node; each connection sends to
+    /// the leader and, when it changes, finds the new one and sends its unanswered
+    /// orders again with the same client order ids (binary TCP, open loop).
+    #[arg(long)]
+    follow_leader: bool,
 }
 
 impl LoadgenArgs {
@@ -171,6 +177,21 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     if let Some(pid) = args.watch_pid {
         memory::rss_kib(pid)?;
     }
+    let cluster = match args.follow_leader {
+        false => None,
+        true => {
+            if args.protocol != Protocol::Tcp || args.closed.is_some() {
+                return Err("--follow-leader drives binary TCP (--protocol tcp) in the open loop"
+                    .to_string());
+            }
+            Some(Arc::new(follow::ClusterMap::discover(args.http)?))
+        }
+    };
+    // In a cluster the market is set up on the leader.
+    let setup_http = match &cluster {
+        Some(cluster) => cluster.leader()?.http,
+        None => args.http,
+    };
     let keys = match (&args.key, &args.secret) {
         (Some(key), Some(secret)) => {
             vec![Credentials { key: key.clone(), secret: secret.clone() }; args.connections]
@@ -180,7 +201,7 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
             let run_id = now_ms() % 1_000_000_000;
             let accounts: Vec<String> =
                 (0..args.connections).map(|index| format!("lg{run_id}-{index}")).collect();
-            admin::set_up(args.http, &admin, &args.symbol_names(), &accounts)?
+            admin::set_up(setup_http, &admin, &args.symbol_names(), &accounts)?
         }
     };
     if args.closed.is_some_and(|window| window == 0)
@@ -190,7 +211,8 @@ pub fn run(args: &LoadgenArgs) -> Result<(), String> {
     }
     match args.step_to {
         None => {
-            let (results, failures) = run_once(args, &keys, args.rate, &id_prefix(0))?;
+            let (results, failures) =
+                run_once(args, &keys, args.rate, &id_prefix(0), cluster.as_ref())?;
             write_report(args, &results)?;
             if args.json {
                 println!("{}", pretty(&results)?);
@@ -237,7 +259,7 @@ fn step(args: &LoadgenArgs, keys: &[Credentials], step_to: f64) -> Result<(), St
     let mut knee: Option<f64> = None;
     let mut rate = args.rate;
     for index in 0.. {
-        let (results, failures) = run_once(args, keys, rate, &id_prefix(index))?;
+        let (results, failures) = run_once(args, keys, rate, &id_prefix(index), None)?;
         let answered =
             results["ok"].as_u64().unwrap_or(0) + results["rejected"].as_u64().unwrap_or(0);
         let p99 = results["p99_us"].as_u64().unwrap_or(u64::MAX);
@@ -291,6 +313,7 @@ fn run_once(
     keys: &[Credentials],
     rate: f64,
     id_prefix: &str,
+    cluster: Option<&Arc<follow::ClusterMap>>,
 ) -> Result<(Value, Vec<String>), String> {
     let schedule = args.schedule(rate / args.connections as f64)?;
     let requests = schedule.requests_in(Duration::from_secs_f64(args.duration));
@@ -309,6 +332,7 @@ fn run_once(
         .map(|(index, credentials)| {
             let plan = ConnectionPlan {
                 address: match args.protocol {
+                    // (Following a leader, each connection finds its address.)
                     Protocol::Tcp => args.tcp,
                     Protocol::Fix => args.fix,
                     Protocol::Rest | Protocol::Ws | Protocol::Binance => args.http,
@@ -325,19 +349,32 @@ fn run_once(
             };
             let tally = Arc::clone(&tallies[index]);
             let (closed, protocol) = (args.closed, args.protocol);
+            let cluster = cluster.cloned();
             let duration = Duration::from_secs_f64(args.duration);
             std::thread::Builder::new()
                 .name(format!("loadgen-send-{index}"))
-                .spawn(move || match protocol {
-                    Protocol::Tcp => drive::run(plan, tally, closed, start, duration, tcp::connect),
-                    Protocol::Rest => {
+                .spawn(move || match (protocol, cluster) {
+                    (_, Some(cluster)) => {
+                        if let Err(error) = tcp::run_following(&plan, &tally, start, &cluster) {
+                            tally.fail(error);
+                        }
+                        tally.done.store(true, Ordering::SeqCst);
+                    }
+                    (Protocol::Tcp, None) => {
+                        drive::run(plan, tally, closed, start, duration, tcp::connect)
+                    }
+                    (Protocol::Rest, None) => {
                         drive::run(plan, tally, closed, start, duration, rest::connect)
                     }
-                    Protocol::Ws => drive::run(plan, tally, closed, start, duration, ws::connect),
-                    Protocol::Binance => {
+                    (Protocol::Ws, None) => {
+                        drive::run(plan, tally, closed, start, duration, ws::connect)
+                    }
+                    (Protocol::Binance, None) => {
                         drive::run(plan, tally, closed, start, duration, binance::connect)
                     }
-                    Protocol::Fix => drive::run(plan, tally, closed, start, duration, fix::connect),
+                    (Protocol::Fix, None) => {
+                        drive::run(plan, tally, closed, start, duration, fix::connect)
+                    }
                 })
                 .map_err(|error| error.to_string())
         })
@@ -446,8 +483,12 @@ fn summarise(
     let mut latency =
         Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).map_err(|e| e.to_string())?;
     let (mut ok, mut rejected, mut errors, mut sent) = (0u64, 0u64, 0u64, 0u64);
+    let (mut reconnects, mut resent, mut placed_before) = (0u64, 0u64, 0u64);
     let mut reasons = vec![0u64; 256];
     for tally in tallies {
+        reconnects += tally.reconnects.load(Ordering::Relaxed);
+        resent += tally.resent.load(Ordering::Relaxed);
+        placed_before += tally.placed_before.load(Ordering::Relaxed);
         ok += tally.ok.load(Ordering::Relaxed);
         rejected += tally.rejected.load(Ordering::Relaxed);
         errors += tally.errors.load(Ordering::Relaxed);
@@ -499,6 +540,12 @@ fn summarise(
         "send_tick_us": args.closed.is_none().then(|| drive::SEND_TICK.as_micros() as u64),
         "timeline": timeline,
         "machine": crate::host::facts(),
+        // Following a cluster's leader: connections made again to a new leader,
+        // requests sent again, and those answered `duplicate_id` (placed the first
+        // time; counted in `ok`).
+        "follow_leader": args.follow_leader.then(|| json!({
+            "reconnects": reconnects, "resent": resent, "placed_before": placed_before,
+        })),
     }))
 }
 
@@ -533,6 +580,13 @@ fn print_summary(results: &Value) {
         results["p99_99_us"],
         results["max_us"],
     );
+    let follow = &results["follow_leader"];
+    if follow.is_object() {
+        println!(
+            "loadgen: following the leader: {} reconnections, {} orders sent again, {} of them placed before (duplicate_id)",
+            follow["reconnects"], follow["resent"], follow["placed_before"]
+        );
+    }
     if let Some(reasons) =
         results["rejected_by_reason"].as_object().filter(|reasons| !reasons.is_empty())
     {

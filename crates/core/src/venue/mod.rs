@@ -139,6 +139,9 @@ impl Venue {
         if let Some((instrument, halted)) = applied.halted {
             return Some(BookNote::Halted { seq, instrument, halted });
         }
+        if let Some(instrument) = applied.declared {
+            return Some(BookNote::Declared { seq, instrument });
+        }
         let handle = applied.rested?;
         let resting = self.exchange.book(handle.instrument).order(handle.slot);
         debug_assert!(!resting.remaining.is_zero(), "a resting order has something left");

@@ -24,6 +24,8 @@ use crate::port::error::{ApiError, ApiResult, ErrorCode};
 use crate::services::clearing::settings::{
     ContractSettings, FuturesSettings, SettingsChange, SettingsError,
 };
+use crate::services::multicast::cluster::FeedAnchor;
+use crate::services::multicast::Input as FeedInput;
 
 /// How long a proposer waits for its change to come back through the log.
 const COMMIT_WAIT: Duration = Duration::from_secs(10);
@@ -41,6 +43,9 @@ enum Change {
     #[serde(alias = "change")]
     Keys(KeyChange),
     Futures(SettingsChange),
+    /// The feed's numbering (`services::multicast::cluster`): no store holds it, the
+    /// feed's publisher takes it.
+    FeedAnchor(FeedAnchor),
 }
 
 /// A change and the proposer's number for it, by which the proposing node finds its
@@ -68,6 +73,8 @@ pub struct ReplicatedRecords {
     waiting: Mutex<Waiters>,
     /// The engine's proposer and the link (to say where the leader is), once started.
     engine: OnceLock<(bourse_engine::RecordProposer, Arc<EngineLink>)>,
+    /// The feed's publisher, when the feed is on.
+    feed: OnceLock<std::sync::mpsc::Sender<FeedInput>>,
 }
 
 impl ReplicatedRecords {
@@ -77,7 +84,25 @@ impl ReplicatedRecords {
             futures,
             waiting: Mutex::new(HashMap::new()),
             engine: OnceLock::new(),
+            feed: OnceLock::new(),
         })
+    }
+
+    /// Connects the feed's publisher: the anchors of the log go to it.
+    pub fn connect_feed(&self, publisher: std::sync::mpsc::Sender<FeedInput>) {
+        let _ = self.feed.set(publisher);
+    }
+
+    /// Proposes a feed anchor, waiting for nothing (the publisher gets it back from the
+    /// log like every node's); `false` when this node cannot propose.
+    pub fn propose_anchor(&self, anchor: &FeedAnchor) -> bool {
+        let Some((proposer, _)) = self.engine.get() else { return false };
+        let proposal =
+            Proposal { nonce: String::new(), change: Change::FeedAnchor(anchor.clone()) };
+        match serde_json::to_vec(&proposal) {
+            Ok(record) => proposer.propose(&record).is_ok(),
+            Err(_) => false,
+        }
     }
 
     /// Connects the started engine.
@@ -134,10 +159,18 @@ impl bourse_engine::Records for ReplicatedRecords {
                 return;
             }
         };
-        let applied = match &proposal.change {
-            Change::Keys(change) => self.keys.apply_replicated(index, change).map(Applied::Keys),
-            Change::Futures(change) => {
+        let applied = match proposal.change {
+            Change::Keys(ref change) => {
+                self.keys.apply_replicated(index, change).map(Applied::Keys)
+            }
+            Change::Futures(ref change) => {
                 self.futures.apply_replicated(index, change).map(Applied::Futures)
+            }
+            Change::FeedAnchor(anchor) => {
+                if let Some(publisher) = self.feed.get() {
+                    let _ = publisher.send(FeedInput::Anchor(anchor));
+                }
+                return;
             }
         };
         let Some(applied) = applied else { return };

@@ -3,6 +3,10 @@
 //! missing: a gap by asking the retransmission service, a range it no longer holds (or
 //! a late start) by a snapshot from the snapshot service. Blocking sockets with short
 //! timeouts: one thread, no runtime.
+//!
+//! A cluster's nodes each serve retransmissions and snapshots of the same feed: given
+//! several, the subscriber asks the next when one does not answer (it may be the leader
+//! that died).
 
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
@@ -20,13 +24,13 @@ const RETRANSMIT_WAIT: Duration = Duration::from_millis(200);
 /// Retransmission requests for one gap before a snapshot is taken instead.
 const RETRANSMIT_TRIES: u32 = 3;
 
-/// Where the feed and its services are.
-#[derive(Clone, Copy, Debug)]
+/// Where the feed and its services are (one of each per node of a cluster).
+#[derive(Clone, Debug)]
 pub struct FeedAddresses {
     pub multicast: SocketAddr,
     pub interface: Ipv4Addr,
-    pub snapshot: SocketAddr,
-    pub retransmit: SocketAddr,
+    pub snapshot: Vec<SocketAddr>,
+    pub retransmit: Vec<SocketAddr>,
 }
 
 /// Why listening stopped.
@@ -61,11 +65,20 @@ pub struct Listener {
     random: u64,
     /// The gap being recovered and how often it was asked for.
     asked: Option<((u64, u64), u32)>,
+    /// The services asked last (indexes into `addresses`): the next are asked when
+    /// these do not answer.
+    retransmit_at: usize,
+    snapshot_at: usize,
 }
 
 impl Listener {
     /// Joins the feed. Nothing is applied until the first snapshot (`poll` takes it).
     pub fn join(addresses: FeedAddresses) -> Result<Listener, ListenError> {
+        if addresses.snapshot.is_empty() || addresses.retransmit.is_empty() {
+            return Err(ListenError::Io(std::io::Error::other(
+                "no snapshot or retransmission service named",
+            )));
+        }
         let SocketAddr::V4(group) = addresses.multicast else {
             return Err(ListenError::Io(std::io::Error::other("the feed's group is not IPv4")));
         };
@@ -90,6 +103,8 @@ impl Listener {
             drop_percent: 0,
             random: 0x2545_F491_4F6C_DD1D,
             asked: None,
+            retransmit_at: 0,
+            snapshot_at: 0,
         })
     }
 
@@ -159,9 +174,15 @@ impl Listener {
             return self.snapshot();
         }
         self.asked = Some((gap, tries + 1));
+        // A service that did not answer: ask the next.
+        if tries > 0 {
+            self.retransmit_at = (self.retransmit_at + 1) % self.addresses.retransmit.len();
+        }
         let Some(session) = self.rebuilder.session() else { return Ok(()) };
         let count = u16::try_from(gap.1.min(super::RETRANSMIT_MESSAGES_MAX)).unwrap_or(u16::MAX);
-        self.control.send_to(&mold::header(&session, gap.0, count), self.addresses.retransmit)?;
+        let service = self.addresses.retransmit[self.retransmit_at];
+        // (A service that is down may refuse at once: that is no answer either.)
+        let _ = self.control.send_to(&mold::header(&session, gap.0, count), service);
         self.recoveries.retransmit_requests += 1;
         let until = Instant::now() + RETRANSMIT_WAIT;
         while Instant::now() < until {
@@ -171,7 +192,9 @@ impl Listener {
                 Err(error)
                     if matches!(
                         error.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::ConnectionRefused
                     ) =>
                 {
                     if self.rebuilder.gap().is_none_or(|now| now.0 != gap.0) {
@@ -196,12 +219,32 @@ impl Listener {
         Ok(())
     }
 
-    /// Reads every book from the snapshot service and puts the rebuilder on it.
+    /// Reads every book from a snapshot service and puts the rebuilder on it: the one
+    /// that answered last, or the next that answers.
     pub fn snapshot(&mut self) -> Result<(), ListenError> {
-        let messages = fetch_snapshot(self.addresses.snapshot)?;
-        self.rebuilder.apply_snapshot(&messages)?;
-        self.recoveries.snapshots += 1;
-        Ok(())
+        let services = self.addresses.snapshot.len();
+        let mut failed = None;
+        for _ in 0..services {
+            let service = self.addresses.snapshot[self.snapshot_at];
+            let taken = fetch_snapshot(service).and_then(|messages| {
+                if messages.is_empty() {
+                    // (A node of a cluster that does not know the feed's numbering.)
+                    return Err(ListenError::Snapshot(format!("{service} sent none")));
+                }
+                Ok(self.rebuilder.apply_snapshot(&messages)?)
+            });
+            match taken {
+                Ok(()) => {
+                    self.recoveries.snapshots += 1;
+                    return Ok(());
+                }
+                Err(error) => {
+                    failed = Some(error);
+                    self.snapshot_at = (self.snapshot_at + 1) % services;
+                }
+            }
+        }
+        Err(failed.unwrap_or_else(|| ListenError::Snapshot("no snapshot service".into())))
     }
 }
 

@@ -6,8 +6,13 @@
 //! releases, so every answer is consistent with one point of the feed. It
 //! holds no business state of its own: all of it is derived from the events, and a
 //! restart starts a new session (subscribers take a snapshot).
+//!
+//! In a cluster (`cluster`) every node's publisher derives and keeps the same numbered
+//! messages; only the leader's sends them, and the session is the cluster's, not the
+//! process's.
 
 pub mod channels;
+pub mod cluster;
 pub mod listen;
 pub mod services;
 
@@ -30,6 +35,9 @@ use crate::metrics::FeedFigures;
 use crate::reference::Reference;
 use crate::services::feed::channel::HubCommand;
 
+/// How often a node of a cluster looks whether it leads, at most.
+const LEADERSHIP_LOOK: Duration = Duration::from_millis(50);
+
 /// Messages of one retransmission answer, at most.
 pub const RETRANSMIT_MESSAGES_MAX: u64 = 2_000;
 
@@ -48,6 +56,8 @@ pub enum Input {
     /// Packets holding messages `first ..` (`count` at most, `RETRANSMIT_MESSAGES_MAX`
     /// at most), or one `RANGE_GONE` header.
     Retransmit {
+        /// The session asked for: another one is not answered.
+        session: Session,
         first: u64,
         count: u64,
         reply: oneshot::Sender<Vec<Vec<u8>>>,
@@ -56,6 +66,8 @@ pub enum Input {
     /// `l3`), its unsubscription or its disconnection, from the hub; a
     /// subscription's acknowledgement goes out first.
     Channels(HubCommand),
+    /// An anchor of the cluster's log (`cluster::FeedAnchor`).
+    Anchor(cluster::FeedAnchor),
     Stop,
 }
 
@@ -111,6 +123,26 @@ impl History {
         debug_assert!(self.head < self.slots.len());
     }
 
+    /// Moves every number by `delta` (a cluster's numbering was taken up); messages
+    /// whose number would fall below 1 are dropped.
+    fn renumber(&mut self, delta: i64) {
+        let first = i128::from(self.first) + i128::from(delta);
+        if first < 1 {
+            let dropped = usize::try_from(1 - first).unwrap_or(usize::MAX).min(self.len);
+            if self.slots.len() < self.capacity {
+                // Still growing (`push` appends): the oldest is the first slot.
+                debug_assert!(self.head == 0 && self.len == self.slots.len());
+                self.slots.drain(..dropped);
+            } else {
+                self.head = (self.head + dropped) % self.slots.len();
+            }
+            self.len -= dropped;
+            self.first = 1;
+        } else {
+            self.first = u64::try_from(first).unwrap_or(u64::MAX);
+        }
+    }
+
     fn get(&self, sequence: u64) -> Option<&[u8]> {
         if sequence < self.first || sequence >= self.end() {
             return None;
@@ -147,18 +179,24 @@ pub struct Publisher {
     seeded_seq: Seq,
     /// Where each message is encoded on its way to the history and a packet.
     scratch: Vec<u8>,
+    /// In a cluster: the node's share of the cluster's feed.
+    cluster: Option<cluster::ClusterFeed>,
+    /// How many of `messages`, from the first, come before the session (a cluster's
+    /// numbering taken up after them): the channels get them, the feed does not.
+    unnumbered: usize,
 }
 
-/// A session name unique to this start: `B` and the start time in milliseconds, in
-/// base 36 (nine digits last until the year 5100).
-pub fn session_name(now_ms: u64) -> Session {
+/// A session name: `kind` and `value` in base 36 (nine digits). One node's session is
+/// `B` and its start time in milliseconds (nine digits last until the year 5100); a
+/// cluster's, `C` and the cluster's id, or `D` and a time (`cluster`).
+pub fn session_name(kind: u8, value: u64) -> Session {
     let mut digits = [b'0'; 9];
-    let mut value = now_ms;
+    let mut value = value;
     for slot in digits.iter_mut().rev() {
         *slot = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[(value % 36) as usize];
         value /= 36;
     }
-    let mut session = [b'B'; mold::SESSION_BYTES];
+    let mut session = [kind; mold::SESSION_BYTES];
     session[1..].copy_from_slice(&digits);
     session
 }
@@ -185,6 +223,7 @@ impl Publisher {
         config: &MarketDataConfig,
         session: Session,
         figures: Arc<FeedFigures>,
+        cluster: Option<cluster::ClusterFeed>,
     ) -> std::io::Result<Publisher> {
         Ok(Publisher {
             reference,
@@ -201,6 +240,8 @@ impl Publisher {
             channels: channels::Channels::default(),
             seeded_seq: Seq::ZERO,
             scratch: Vec::with_capacity(SLOT_BYTES),
+            cluster,
+            unnumbered: 0,
         })
     }
 
@@ -291,6 +332,15 @@ impl Publisher {
                 &mut Vec::new(),
             );
         }
+        self.seeded_seq = seq;
+        self.figures.applied_seq.fetch_max(seq.0, std::sync::atomic::Ordering::Relaxed);
+        if let Some(cluster) = &mut self.cluster {
+            // The cluster's session goes on: a node that starts at the log's beginning
+            // numbers as every node did; one that restarted waits for an anchor.
+            cluster.anchored = seq == Seq::ZERO;
+            cluster.mark(seq, self.history.end());
+            return Ok(());
+        }
         // The session opens with the books as they stand (directory, halts, every
         // resting order, the best bids and offers): a subscriber that follows it from
         // its first message needs no snapshot.
@@ -313,18 +363,24 @@ impl Publisher {
                 });
             }
         }
-        self.seeded_seq = seq;
-        self.figures.applied_seq.fetch_max(seq.0, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
     /// Runs until `Stop` (or every sender is gone): the session's start, every
     /// release, heartbeats when idle, the session's end.
     pub fn run(mut self, inputs: Receiver<Input>) {
-        self.messages.insert(0, Message::SystemEvent { ts: now_ns(), code: START_OF_SESSION });
+        // (A cluster's session neither starts nor ends with one node.)
+        if self.cluster.is_none() {
+            self.messages.insert(0, Message::SystemEvent { ts: now_ns(), code: START_OF_SESSION });
+        }
         self.publish();
+        // A node of a cluster looks often whether it leads.
+        let wait = match self.cluster {
+            Some(_) => self.heartbeat.min(LEADERSHIP_LOOK),
+            None => self.heartbeat,
+        };
         loop {
-            match inputs.recv_timeout(self.heartbeat) {
+            match inputs.recv_timeout(wait) {
                 Ok(Input::Released(released)) => {
                     self.on_release(&released);
                     // Whatever else waits goes into the same packets.
@@ -349,7 +405,8 @@ impl Publisher {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return self.end(),
             }
-            if self.last_sent.elapsed() >= self.heartbeat {
+            self.lead();
+            if self.sends() && self.last_sent.elapsed() >= self.heartbeat {
                 let heartbeat =
                     mold::header(&self.writer.session(), self.writer.next_sequence(), 0);
                 self.send(&heartbeat);
@@ -358,6 +415,9 @@ impl Publisher {
     }
 
     fn end(mut self) {
+        if self.cluster.is_some() {
+            return;
+        }
         self.messages.push(Message::SystemEvent { ts: now_ns(), code: END_OF_SESSION });
         self.publish();
         let end =
@@ -373,6 +433,10 @@ impl Publisher {
                 self.publish();
             }
             Input::Snapshot(reply) => {
+                if !self.numbers() {
+                    // (Closed empty: the subscriber asks another node.)
+                    return true;
+                }
                 let covered = self.writer.next_sequence() - 1;
                 let mut bytes = Vec::new();
                 for message in self.builder.snapshot(covered) {
@@ -381,10 +445,14 @@ impl Publisher {
                 let _ = reply.send(bytes);
                 self.figures.snapshots.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            Input::Retransmit { first, count, reply } => {
+            Input::Retransmit { session, first, count, reply } => {
+                if session != self.writer.session() || !self.numbers() {
+                    return true;
+                }
                 self.figures.retransmit_requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let _ = reply.send(self.retransmit(first, count));
             }
+            Input::Anchor(anchor) => self.take_anchor(anchor),
             Input::Channels(HubCommand::Subscribe {
                 connection,
                 channel,
@@ -438,6 +506,14 @@ impl Publisher {
             }
             self.announce_instruments(events, note);
             self.builder.apply(result.seq, result.ts, events, note, &mut self.messages);
+            let next = self.next_number();
+            if let Some(cluster) = &mut self.cluster {
+                cluster.mark(result.seq, next);
+                while let Some(anchor) = self.cluster.as_mut().and_then(|feed| feed.due(result.seq))
+                {
+                    self.take_anchor(anchor);
+                }
+            }
         }
         if let Some(last) = released.outcomes.iter().rev().find_map(|outcome| match outcome {
             Outcome::Applied(result) => Some(result.seq.0),
@@ -464,7 +540,8 @@ impl Publisher {
             .collect();
         match note {
             Some(bourse_core::BookNote::Rested { instrument, .. })
-            | Some(bourse_core::BookNote::Halted { instrument, .. }) => {
+            | Some(bourse_core::BookNote::Halted { instrument, .. })
+            | Some(bourse_core::BookNote::Declared { instrument, .. }) => {
                 instruments.push(*instrument)
             }
             None => {}
@@ -501,23 +578,117 @@ impl Publisher {
         }
     }
 
+    /// The number the next message made will have (after those made and not yet
+    /// published).
+    fn next_number(&self) -> u64 {
+        let waiting = self.messages.len().saturating_sub(self.unnumbered);
+        self.history.end() + waiting as u64
+    }
+
+    /// Whether this node sends the feed to the group: alone, always; in a cluster, when
+    /// it leads and knows the numbering.
+    fn sends(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|cluster| cluster.sending)
+    }
+
+    /// Whether this node's messages have their numbers (it answers retransmission and
+    /// snapshot requests only then).
+    fn numbers(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|cluster| cluster.anchored && cluster.broken.is_none())
+    }
+
+    /// A cluster's anchor: checked against this node's numbering, or taken up.
+    fn take_anchor(&mut self, anchor: cluster::FeedAnchor) {
+        let current = self.writer.session();
+        let Some(feed) = &mut self.cluster else { return };
+        if feed.broken.is_some() {
+            return;
+        }
+        let Some(session) = anchor.session() else {
+            tracing::error!(?anchor, "a feed anchor of the log names no session");
+            return;
+        };
+        if anchor.after_seq > self.builder.seq().0 {
+            return feed.wait_for(anchor);
+        }
+        match feed.check(&anchor, session, current) {
+            cluster::Anchoring::Agrees => {
+                self.figures.anchors_checked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            cluster::Anchoring::Unknown => {}
+            cluster::Anchoring::Differs { ours } => {
+                let reason = format!(
+                    "the feed's message after command {} is {} on the leader and {ours} here:                      a bug of the feed's making; this node's feed stops (its orders go on)",
+                    anchor.after_seq, anchor.next_message
+                );
+                tracing::error!("{reason}");
+                feed.broken = Some(reason);
+                feed.sending = false;
+                self.figures.anchor_mismatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            cluster::Anchoring::Renumber { session, delta } => {
+                feed.renumber(delta);
+                // The messages made since the last publication (an anchor taken up in
+                // the middle of a release) follow those kept; any that fall before the
+                // session's first message are not numbered.
+                let end = i128::from(self.history.end()) + i128::from(delta);
+                self.history.renumber(delta);
+                if end < 1 {
+                    self.unnumbered =
+                        usize::try_from(1 - end).unwrap_or(usize::MAX).min(self.messages.len());
+                }
+                self.writer = PacketWriter::new(session, self.history.end());
+                tracing::info!(session = %anchor.session, after_seq = anchor.after_seq, next_message = anchor.next_message, "the feed takes up the cluster's numbering");
+            }
+        }
+    }
+
+    /// A node of a cluster: sends when it leads (re-sending what the old leader may not
+    /// have), proposes anchors.
+    fn lead(&mut self) {
+        let next = self.next_number();
+        let leads = self.cluster.is_some() && self.link.leads().is_ok();
+        let session = self.writer.session();
+        let started = self
+            .cluster
+            .as_mut()
+            .is_some_and(|feed| feed.lead(leads, self.builder.seq(), next, session));
+        if started {
+            let first = self.history.end().saturating_sub(cluster::RESEND_ON_TAKEOVER);
+            let packets =
+                self.retransmit(first.max(self.history.first), cluster::RESEND_ON_TAKEOVER);
+            tracing::info!(first, packets = packets.len(), "this node leads: it sends the feed");
+            for packet in packets {
+                send_packet(&self.socket, self.destination, &self.figures, &packet);
+            }
+            self.last_sent = Instant::now();
+        }
+        self.figures.sending.store(u64::from(self.sends()), std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Numbers, keeps and sends the messages made so far.
     fn publish(&mut self) {
         let messages = std::mem::take(&mut self.messages);
+        let sends = self.sends();
+        let unnumbered = std::mem::take(&mut self.unnumbered);
         let Publisher { writer, socket, destination, history, figures, scratch, .. } = self;
         let mut sent = 0usize;
-        for message in &messages {
+        for message in &messages[unnumbered.min(messages.len())..] {
             scratch.clear();
             message.encode(scratch);
             history.push(scratch);
             writer.push(scratch, |packet| {
-                send_packet(socket, *destination, figures, packet);
-                sent += 1;
+                if sends {
+                    send_packet(socket, *destination, figures, packet);
+                    sent += 1;
+                }
             });
         }
         writer.flush(|packet| {
-            send_packet(socket, *destination, figures, packet);
-            sent += 1;
+            if sends {
+                send_packet(socket, *destination, figures, packet);
+                sent += 1;
+            }
         });
         if sent > 0 {
             self.last_sent = Instant::now();
@@ -553,9 +724,9 @@ pub fn spawn(
     reference: Arc<Reference>,
     config: &MarketDataConfig,
     inputs: Receiver<Input>,
-    (session, figures): (Session, Arc<FeedFigures>),
+    (session, figures, cluster): (Session, Arc<FeedFigures>, Option<cluster::ClusterFeed>),
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let mut publisher = Publisher::new(link, reference, config, session, figures)?;
+    let mut publisher = Publisher::new(link, reference, config, session, figures, cluster)?;
     publisher.seed()?;
     std::thread::Builder::new().name("bourse-md".into()).spawn(move || {
         // Market data follows the order path; it never goes ahead of it.
@@ -596,5 +767,39 @@ mod tests {
         assert_eq!(history.get(3), Some(&[3u8; 3][..]));
         assert_eq!(history.get(5), Some(&[5u8; 3][..]));
         assert_eq!(history.get(6), None);
+    }
+
+    #[test]
+    fn renumbering_the_history_moves_every_number_and_drops_those_below_one() {
+        let mut history = History::new(1, 8);
+        for value in 1..=5u8 {
+            history.push(&[value; 2]);
+        }
+        history.renumber(100);
+        assert_eq!((history.first, history.end()), (101, 106));
+        assert_eq!(history.get(103), Some(&[3u8; 2][..]));
+        history.renumber(-102);
+        assert_eq!((history.first, history.end()), (1, 4));
+        assert_eq!(history.get(1), Some(&[3u8; 2][..]));
+        history.push(&[6; 2]);
+        assert_eq!(history.get(4), Some(&[6u8; 2][..]));
+        history.renumber(-10);
+        assert_eq!((history.first, history.end()), (1, 1));
+        history.push(&[7; 2]);
+        assert_eq!(history.get(1), Some(&[7u8; 2][..]));
+        // Once full, the ring drops from its head.
+        let mut full = History::new(1, 3);
+        for value in 1..=4u8 {
+            full.push(&[value; 2]);
+        }
+        full.renumber(-2);
+        assert_eq!((full.first, full.end()), (1, 3));
+        assert_eq!(full.get(1), Some(&[3u8; 2][..]));
+        full.push(&[5; 2]);
+        full.push(&[6; 2]);
+        full.push(&[8; 2]);
+        assert_eq!((full.first, full.end()), (3, 6));
+        assert_eq!(full.get(3), Some(&[5u8; 2][..]));
+        assert_eq!(full.get(5), Some(&[8u8; 2][..]));
     }
 }

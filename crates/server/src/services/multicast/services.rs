@@ -10,7 +10,8 @@
 //!   those messages, at most `RETRANSMIT_MESSAGES_MAX`, sent back to the requester; a
 //!   range older than the history is answered with one header whose count is
 //!   `RANGE_GONE` and whose sequence number is the oldest held. A request for another
-//!   session, or that is not 20 bytes, is ignored.
+//!   session, or that is not 20 bytes, is ignored (as every request is by a node of a
+//!   cluster that does not know the feed's numbering yet).
 
 use std::sync::mpsc::Sender;
 
@@ -55,10 +56,9 @@ pub async fn serve_snapshots(
     }
 }
 
-/// Serves retransmission requests for `session` until `stop` turns true.
+/// Serves retransmission requests until `stop` turns true.
 pub async fn serve_retransmissions(
     socket: UdpSocket,
-    session: mold::Session,
     publisher: Sender<Input>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -67,13 +67,13 @@ pub async fn serve_retransmissions(
         tokio::select! {
             received = socket.recv_from(&mut request) => {
                 let Ok((length, from)) = received else { continue };
-                let Some((asked, first, count)) = mold::parse_request(&request[..length]) else { continue };
-                if asked != session || count == 0 {
+                let Some((session, first, count)) = mold::parse_request(&request[..length]) else { continue };
+                if count == 0 {
                     continue;
                 }
                 let (reply, answer) = oneshot::channel();
                 let count = u64::from(count).min(RETRANSMIT_MESSAGES_MAX);
-                if publisher.send(Input::Retransmit { first, count, reply }).is_err() {
+                if publisher.send(Input::Retransmit { session, first, count, reply }).is_err() {
                     return;
                 }
                 if let Ok(packets) = answer.await {
