@@ -2,6 +2,7 @@
 # Replicated order entry over the binary gateway against one node (docs/benchmarks.md):
 # starts `bourse serve --cluster 3` (or one node), finds the leader, runs `bourse
 # loadgen` on its binary port at RATE orders/s for DURATION seconds, prints the figures.
+# (SINGLE_FLAGS= runs the one node with its feed on, as the cluster has it.)
 # usage: scripts/bench-cluster.sh cluster|single RATE [DURATION]   (BOURSE: the binary)
 set -u
 B=${BOURSE:-${CARGO_TARGET_DIR:-$HOME/.cache/bourse-target}/release/bourse}
@@ -19,7 +20,7 @@ if [ $MODE = cluster ]; then
   PID=$(grep "node $L (pid" serve.log | sed 's/.*pid \([0-9]*\).*/\1/')
   KEY=data/node-$L/server/admin.key
 else
-  $B serve --no-history --no-marketdata --http 127.0.0.1:8210 --tcp 127.0.0.1:8211 --fix 127.0.0.1:8212 > serve.log 2>&1 &
+  $B serve --no-history ${SINGLE_FLAGS---no-marketdata} --http 127.0.0.1:8210 --tcp 127.0.0.1:8211 --fix 127.0.0.1:8212 > serve.log 2>&1 &
   LAUNCHER=$!; PID=$LAUNCHER
   sleep 5
   HTTP=127.0.0.1:8210; TCP=127.0.0.1:8211; KEY=data/server/admin.key

@@ -971,6 +971,64 @@ fn loadgen_follows_the_leader_across_a_kill_and_every_order_is_answered() {
     assert!(!cluster.logs().contains("STATE DIVERGED"), "{}", cluster.logs());
 }
 
+/// The trading screen follows the leader in a real browser
+/// (`tests/interop/ui/cluster.cjs`, headless Chromium): opened on a follower, it moves
+/// to the leader at login; when the leader is killed with SIGKILL, it leaves the dead
+/// node for one that answers and ends on the new leader, still logged in, where alice
+/// places an order and sees it open beside the one from before the kill.
+#[test]
+fn the_trading_screen_moves_to_the_leader_and_follows_it_across_a_kill() {
+    let mut cluster = Cluster::start(3);
+    let leader = cluster.leader(Duration::from_secs(10));
+    let follower = cluster.live().into_iter().find(|id| *id != leader).unwrap();
+    let (key, secret) = cluster.keys["alice"].clone();
+    let work = tempfile::tempdir().unwrap();
+    let output = work.path().join("stdout");
+    let mut script = Command::new("node");
+    script
+        .arg(support::interop_dir().join("ui/cluster.cjs"))
+        .current_dir(work.path())
+        .env("NODE_PATH", support::ui_node_modules())
+        .env("CHROMIUM", support::chromium())
+        .env("BOURSE_FOLLOWER", cluster.http(follower))
+        .env("BOURSE_LEADER", cluster.http(leader))
+        .env("BOURSE_ALICE_KEY", &key)
+        .env("BOURSE_ALICE_SECRET", &secret)
+        .env("HOME", work.path())
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .stderr(Stdio::piped());
+    for variable in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"] {
+        script.env_remove(variable);
+    }
+    let mut child = script.spawn().unwrap();
+    let said = || std::fs::read_to_string(&output).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !said().contains("KILL THE LEADER") {
+        if child.try_wait().unwrap().is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let stderr = child.wait_with_output().map(|out| out.stderr).unwrap_or_default();
+            panic!(
+                "cluster.cjs stopped before the kill:\n{}\n{}",
+                said(),
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    cluster.kill(leader);
+    let finished = child.wait_with_output().unwrap();
+    assert!(
+        finished.status.success() && said().contains("PASSED: cluster.cjs"),
+        "cluster.cjs failed:\n{}\n{}\n{}",
+        said(),
+        String::from_utf8_lossy(&finished.stderr),
+        cluster.logs()
+    );
+    println!("{}", said());
+}
+
 /// The market-data feed across a change of leader (`docs/cluster.md`, "The feed"):
 /// every node derives the same numbered messages from the log and the leader sends
 /// them. A subscriber (`bourse md listen`, given every node's services) follows it

@@ -19,60 +19,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
-use support::{interop_dir, run_script_with, tail, target_dir, Demo};
+use support::{chromium, run_script_with, tail, target_dir, ui_node_modules, Demo};
 
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// A `node_modules` with the pinned packages.
-fn node_modules() -> PathBuf {
-    if let Ok(modules) = std::env::var("BOURSE_UI_NODE_MODULES") {
-        let modules = PathBuf::from(modules);
-        assert!(
-            modules.join("playwright-core").is_dir(),
-            "BOURSE_UI_NODE_MODULES={} has no playwright-core",
-            modules.display()
-        );
-        return modules;
-    }
-    let work = target_dir().join("interop-ui-node");
-    let lock = interop_dir().join("ui/package-lock.json");
-    let installed = work.join("package-lock.json");
-    let current = std::fs::read(&lock).unwrap();
-    if !(work.join("node_modules/playwright-core").is_dir()
-        && std::fs::read(&installed).is_ok_and(|text| text == current))
-    {
-        std::fs::create_dir_all(&work).unwrap();
-        std::fs::copy(interop_dir().join("ui/package.json"), work.join("package.json")).unwrap();
-        std::fs::copy(&lock, &installed).unwrap();
-        let status = Command::new("npm")
-            .args(["ci", "--silent", "--no-audit", "--no-fund"])
-            .current_dir(&work)
-            .status()
-            .expect("npm is needed");
-        assert!(
-            status.success(),
-            "npm ci in {} failed (the npm registry is needed)",
-            work.display()
-        );
-    }
-    work.join("node_modules")
-}
-
-fn chromium() -> PathBuf {
-    let path = std::env::var("CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from("/usr/bin/chromium"));
-    assert!(
-        Path::new(&path).exists(),
-        "no Chromium at {} (Debian's package chromium; .ci/run installs it)",
-        path.display()
-    );
-    path
-}
 
 #[test]
 fn a_trader_places_sees_fills_and_cancels_in_a_real_browser() {
@@ -83,7 +35,7 @@ fn a_trader_places_sees_fills_and_cancels_in_a_real_browser() {
     let env = [
         ("BOURSE_ADMIN_KEY", admin_key),
         ("BOURSE_ADMIN_SECRET", admin_secret),
-        ("NODE_PATH", node_modules().display().to_string()),
+        ("NODE_PATH", ui_node_modules().display().to_string()),
         ("CHROMIUM", chromium().display().to_string()),
         ("SCREENSHOT_DIR", screenshots.display().to_string()),
     ];

@@ -64,6 +64,7 @@ class ApiError extends Error {
     super(body && body.message ? `${body.code}: ${body.message}` : `HTTP ${status}`);
     this.status = status;
     this.code = body && body.code;
+    this.body = body;
   }
 }
 
@@ -79,9 +80,91 @@ async function api(method, path, body) {
   }
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : bodyText });
   const answer = await response.json().catch(() => null);
-  if (!response.ok) throw new ApiError(response.status, answer);
+  if (!response.ok) {
+    // A node of a cluster that does not lead names the leader: the screen goes there.
+    if (answer && answer.code === "not_leader" && answer.leader && answer.leader.http) await moveTo(answer.leader.http);
+    throw new ApiError(response.status, answer);
+  }
   return answer;
 }
+
+// ---- A cluster: following the leader (docs/cluster.md) -------------------------------
+//
+// Each node of a cluster serves this screen. Orders go to the leader only, so a screen
+// on a node that does not lead, or whose node stops answering, moves: it opens the same
+// screen on the leader (or on any node that answers, which names the leader), carrying
+// the login in the address's fragment. A fragment is never sent to a server, and the
+// new page takes it out of the address at once.
+
+const cluster = { nodes: [], self: null, leader: null, moving: false };
+
+// What `GET /v1/cluster` says of the nodes (nothing when this server is alone).
+async function learnCluster() {
+  const view = await fetch("/v1/cluster").then((answer) => answer.json()).catch(() => null);
+  if (!view || !view.clustered) return;
+  cluster.nodes = view.nodes || [];
+  cluster.self = view.node;
+  cluster.leader = view.leader;
+}
+
+// Whether node `http` answers (an answer of any kind, even one this page may not read,
+// says it is up).
+function answers(http) {
+  return fetch(`${location.protocol}//${http}/v1/cluster`, { mode: "no-cors", cache: "no-store" })
+    .then(() => true)
+    .catch(() => false);
+}
+
+// Opens the screen on node `http` (host:port), logged in as here, if it answers.
+async function moveTo(http) {
+  if (cluster.moving || http === location.host) return;
+  if (!(await answers(http))) return;
+  if (cluster.moving) return;
+  const creds = credentials();
+  const carried = new URLSearchParams();
+  if (creds) {
+    carried.set("key", creds.key);
+    carried.set("secret", creds.secret);
+    carried.set("role", sessionStorage.getItem("bourse.role") || "trader");
+  }
+  cluster.moving = true;
+  location.assign(`${location.protocol}//${http}/#resume=${encodeURIComponent(carried.toString())}`);
+}
+
+// In a cluster, a screen on a node that does not lead moves to the leader (once it
+// answers: a node may still name a leader that just died).
+async function followLeader() {
+  await learnCluster();
+  const leader = cluster.nodes.find((node) => node.id === cluster.leader);
+  if (leader && cluster.leader !== cluster.self) await moveTo(leader.http);
+}
+
+// This screen's node stopped answering: move to another that answers, the leader
+// first.
+async function leaveDeadNode() {
+  const up = await fetch("/v1/cluster", { cache: "no-store" }).then(() => true).catch(() => false);
+  if (up || cluster.nodes.length === 0) return;
+  const others = cluster.nodes
+    .filter((node) => node.id !== cluster.self)
+    .sort((a, b) => Number(b.id === cluster.leader) - Number(a.id === cluster.leader));
+  for (const node of others) {
+    await moveTo(node.http);
+    if (cluster.moving) return;
+  }
+}
+
+// A screen opened by `moveTo`: the login it carries, kept in this tab as a login is.
+(function resume() {
+  const match = location.hash.match(/^#resume=(.*)$/);
+  if (!match) return;
+  history.replaceState(null, "", location.pathname + location.search);
+  const carried = new URLSearchParams(decodeURIComponent(match[1]));
+  if (carried.get("key") && carried.get("secret")) {
+    sessionStorage.setItem("bourse.key", carried.get("key"));
+    sessionStorage.setItem("bourse.secret", carried.get("secret"));
+    sessionStorage.setItem("bourse.role", carried.get("role") || "trader");
+  }
+})();
 
 // ---- State ---------------------------------------------------------------------------
 
@@ -147,6 +230,12 @@ async function roleOf() {
 
 async function startAs(role) {
   sessionStorage.setItem("bourse.role", role);
+  await followLeader();
+  if (cluster.moving) return;
+  // A node that does not lead yet (an election): look again until one does.
+  if (cluster.nodes.length > 0) {
+    setInterval(() => { if (cluster.leader !== cluster.self) followLeader(); }, 1_000);
+  }
   return role === "operator" ? startConsole() : start();
 }
 
@@ -561,9 +650,12 @@ function connect() {
     subscribeMarket();
   });
   socket.addEventListener("message", (event) => onMessage(JSON.parse(event.data)));
-  socket.addEventListener("close", () => {
+  socket.addEventListener("close", async () => {
     // Nothing stale after a reconnect: the book is rebuilt from a new snapshot.
     resetBook("reconnecting");
+    // In a cluster, a node that is gone is left for one that answers.
+    await leaveDeadNode();
+    if (cluster.moving) return;
     setTimeout(connect, state.reconnectDelay);
     state.reconnectDelay = Math.min(state.reconnectDelay * 2, 10_000);
   });

@@ -400,3 +400,52 @@ pub fn hosts_left_for(run: &Run, tolerated: &[&str]) -> (bool, Vec<String>) {
         .collect();
     (loaded, left)
 }
+
+/// A `node_modules` with the browser tests' pinned packages (`interop/ui/package.json`):
+/// `BOURSE_UI_NODE_MODULES` (a `node_modules` that `.ci/run` fills with `npm ci`), or
+/// the same done once beside the test binaries (needs node, npm and the npm registry).
+pub fn ui_node_modules() -> PathBuf {
+    if let Ok(modules) = std::env::var("BOURSE_UI_NODE_MODULES") {
+        let modules = PathBuf::from(modules);
+        assert!(
+            modules.join("playwright-core").is_dir(),
+            "BOURSE_UI_NODE_MODULES={} has no playwright-core",
+            modules.display()
+        );
+        return modules;
+    }
+    let work = target_dir().join("interop-ui-node");
+    let lock = interop_dir().join("ui/package-lock.json");
+    let installed = work.join("package-lock.json");
+    let current = std::fs::read(&lock).unwrap();
+    if !(work.join("node_modules/playwright-core").is_dir()
+        && std::fs::read(&installed).is_ok_and(|text| text == current))
+    {
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::copy(interop_dir().join("ui/package.json"), work.join("package.json")).unwrap();
+        std::fs::copy(&lock, &installed).unwrap();
+        let status = Command::new("npm")
+            .args(["ci", "--silent", "--no-audit", "--no-fund"])
+            .current_dir(&work)
+            .status()
+            .expect("npm is needed");
+        assert!(
+            status.success(),
+            "npm ci in {} failed (the npm registry is needed)",
+            work.display()
+        );
+    }
+    work.join("node_modules")
+}
+
+pub fn chromium() -> PathBuf {
+    let path = std::env::var("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from("/usr/bin/chromium"));
+    assert!(
+        Path::new(&path).exists(),
+        "no Chromium at {} (Debian's package chromium; .ci/run installs it)",
+        path.display()
+    );
+    path
+}
