@@ -7,17 +7,11 @@
 set -u
 B=${BOURSE:-${CARGO_TARGET_DIR:-$HOME/.cache/bourse-target}/release/bourse}
 MODE=$1; RATE=$2; DUR=${3:-20}
+source "$(dirname "$0")/cluster-lib.sh"
 D=/tmp/benchrun-$MODE; rm -rf $D; mkdir -p $D; cd $D
 if [ $MODE = cluster ]; then
-  $B serve --cluster 3 --no-history > serve.log 2>&1 &
-  LAUNCHER=$!
-  sleep 6
-  for i in $(seq 1 100); do
-    L=$($B cluster status --config data/cluster/cluster.toml 2>/dev/null | awk '$3=="leader"{print $1}')
-    [ -n "$L" ] && break; sleep 0.2
-  done
+  start_local_cluster
   HTTP=127.0.0.1:81${L}0; TCP=127.0.0.1:81${L}1
-  PID=$(grep "node $L (pid" serve.log | sed 's/.*pid \([0-9]*\).*/\1/')
   KEY=data/node-$L/server/admin.key
 else
   $B serve --no-history ${SINGLE_FLAGS---no-marketdata} --http 127.0.0.1:8210 --tcp 127.0.0.1:8211 --fix 127.0.0.1:8212 > serve.log 2>&1 &

@@ -9,16 +9,10 @@
 set -u
 B=${BOURSE:-${CARGO_TARGET_DIR:-$HOME/.cache/bourse-target}/release/bourse}
 RATE=$1; DUR=${2:-20}; KILL_AFTER=${3:-8}
+source "$(dirname "$0")/cluster-lib.sh"
 D=/tmp/benchrun-failover; rm -rf $D; mkdir -p $D; cd $D
-$B serve --cluster 3 --no-history > serve.log 2>&1 &
-LAUNCHER=$!
-sleep 6
-for i in $(seq 1 100); do
-  L=$($B cluster status --config data/cluster/cluster.toml 2>/dev/null | awk '$3=="leader"{print $1}')
-  [ -n "$L" ] && break; sleep 0.2
-done
+start_local_cluster
 F=$(( L % 3 + 1 ))
-PID=$(grep "node $L (pid" serve.log | sed 's/.*pid \([0-9]*\).*/\1/')
 $B loadgen --follow-leader --http 127.0.0.1:81${F}0 --admin-key-file data/node-$F/server/admin.key \
   --rate $RATE --duration $DUR --connections 2 --json > result.json 2> loadgen.err &
 LOADGEN=$!

@@ -13,16 +13,11 @@
 // BOURSE_ALICE_{KEY,SECRET}, CHROMIUM. Prints every check; exits non-zero on the first
 // failure.
 
-const { chromium } = require("playwright-core");
+const { check, launch } = require("./common.cjs");
 
 const follower = process.env.BOURSE_FOLLOWER;
 const leader = process.env.BOURSE_LEADER;
 const TIMEOUT = 20_000;
-
-function check(condition, what) {
-  if (!condition) throw new Error(`FAILED: ${what}`);
-  console.log(`ok: ${what}`);
-}
 
 const hostOf = (page) => new URL(page.url()).host;
 
@@ -55,10 +50,7 @@ async function place(page, price, qty) {
 }
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  const browser = await launch();
   try {
     const page = await browser.newPage({ viewport: { width: 1300, height: 1000 } });
     const errors = [];

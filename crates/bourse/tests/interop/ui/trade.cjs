@@ -22,17 +22,12 @@
 // browser's path), SCREENSHOT_DIR. Prints every check; exits non-zero on the first
 // failure.
 
-const { chromium } = require("playwright-core");
+const { check, launch } = require("./common.cjs");
 const path = require("path");
 
 const url = process.env.BOURSE_URL;
 const shots = process.env.SCREENSHOT_DIR;
 const TIMEOUT = 15_000;
-
-function check(condition, what) {
-  if (!condition) throw new Error(`FAILED: ${what}`);
-  console.log(`ok: ${what}`);
-}
 
 // `routed`: the page's WebSocket goes through Playwright's route, so the test can drop
 // it (`page.dropSocket()`) and hold the page's reconnection until `page.reopenSocket()`.
@@ -154,10 +149,7 @@ async function submitForm(page, form, fields, button = "button[type=submit]") {
 }
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  const browser = await launch();
   try {
     // A bad key: a clear message where the user acted.
     const stranger = await open(browser, null);
