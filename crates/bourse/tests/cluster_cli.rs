@@ -632,8 +632,10 @@ fn caught_up(cluster: &Cluster, leader: u64) {
     }
 }
 
-/// On every live node, each of `account`'s `acknowledged` orders is there once, and
-/// its open orders (of those ids' prefix) are exactly those.
+/// On every live node, each of an account's `acknowledged` orders is there once: its
+/// open orders (of those ids' prefix) hold each once, and its history holds each as
+/// one order (one exchange order id, whatever became of it), once the history has
+/// caught up.
 fn every_order_once_everywhere(
     cluster: &Cluster,
     credentials: &(String, String),
@@ -655,6 +657,65 @@ fn every_order_once_everywhere(
         assert_eq!(distinct.len(), mine.len(), "node {id}: an order twice: {mine:?}");
         let missing: Vec<_> = expected.difference(&distinct).collect();
         assert!(missing.is_empty(), "node {id} lacks acknowledged orders {missing:?}");
+    }
+    let account = cluster
+        .keys
+        .iter()
+        .find(|(_, keys)| *keys == credentials)
+        .map(|(account, _)| account.clone())
+        .unwrap();
+    for id in cluster.live() {
+        in_history_once(cluster, id, &account, acknowledged, prefix);
+    }
+}
+
+/// Node `id`'s history holds each of `account`'s `acknowledged` orders as exactly one
+/// order (one exchange order id), waiting up to 30 s for it to catch up.
+fn in_history_once(
+    cluster: &Cluster,
+    id: u64,
+    account: &str,
+    acknowledged: &[String],
+    prefix: &str,
+) {
+    let admin = admin_of(cluster, id);
+    let sql = format!(
+        "SELECT client_order_id, count(DISTINCT order_id) AS orders FROM order_events \
+         WHERE account = '{account}' AND client_order_id LIKE '{prefix}%' \
+         AND order_id IS NOT NULL GROUP BY client_order_id"
+    );
+    let body = serde_json::json!({ "sql": sql, "format": "json" }).to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = request(&cluster.http(id), Some(&admin), "POST", "/v1/admin/sql", &body)
+            .unwrap_or_else(|| panic!("node {id} did not answer SQL"));
+        assert_eq!(answer.status, 200, "node {id}: {}", answer.text);
+        let held: BTreeMap<String, u64> = answer
+            .body
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(|row| {
+                        Some((
+                            row["client_order_id"].as_str()?.to_string(),
+                            row["orders"].as_u64()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let twice: Vec<_> = held.iter().filter(|(_, orders)| **orders > 1).collect();
+        assert!(twice.is_empty(), "node {id}'s history holds orders twice: {twice:?}");
+        let missing: Vec<&String> =
+            acknowledged.iter().filter(|client| !held.contains_key(*client)).collect();
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id}'s history lacks acknowledged orders {missing:?} after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
