@@ -66,7 +66,17 @@ fn change_membership(config: &Path, change: &str, node: u64) -> Result<(), Strin
     let path = format!("/v1/admin/cluster/{change}");
     // Whoever leads; a follower's answer names the leader, asked next.
     let deadline = std::time::Instant::now() + Duration::from_secs(180);
-    let mut asked = nodes.first().map(|(_, http)| *http).ok_or("the file names no nodes")?;
+    // Asked first: the leader a node names within 2 s (a node that is starting may
+    // take connections and answer nothing for a while), else the file's first node.
+    let named = nodes.iter().find_map(|(_, http)| {
+        let (_, view) =
+            bourse_bench::loadgen::admin::get_within(*http, "/v1/cluster", Duration::from_secs(2))
+                .ok()?;
+        let leader = view["leader"].as_u64()?;
+        nodes.iter().find(|(id, _)| *id == leader).map(|(_, http)| *http)
+    });
+    let mut asked =
+        named.or_else(|| nodes.first().map(|(_, http)| *http)).ok_or("the file names no nodes")?;
     let mut tried = 0usize;
     loop {
         let answer =

@@ -1593,8 +1593,10 @@ fn a_wiped_node_is_removed_added_back_and_catches_up_from_the_log() {
         place_until_answered(&cluster, &id, leader);
         acknowledged.push(id);
     }
-    // Removed first (while it runs: `cluster status` then calls it removed), then
-    // stopped and wiped.
+    let voters_of = |view: &Value| -> Vec<u64> {
+        view["voters"].as_array().unwrap().iter().filter_map(Value::as_u64).collect()
+    };
+    // A node removed while it runs (`cluster status` calls it removed), and added back.
     let wiped = cluster.live().into_iter().find(|id| *id != leader).unwrap();
     let removed = cluster_command(&cluster, "remove", wiped);
     assert!(removed.contains("removed"), "{removed}");
@@ -1604,11 +1606,8 @@ fn a_wiped_node_is_removed_added_back_and_catches_up_from_the_log() {
         .find(|line| line.split_whitespace().next() == Some(wiped.to_string().as_str()))
         .unwrap_or_default();
     assert_eq!(row.split_whitespace().nth(2), Some("removed"), "{table}");
-    cluster.kill(wiped);
-    let view = request(&cluster.http(leader), None, "GET", "/v1/cluster", "").unwrap().body;
-    let voters: Vec<u64> =
-        view["voters"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
-    assert!(!voters.contains(&wiped) && voters.len() == 2, "{view}");
+    let view = view_of(&cluster, leader).unwrap();
+    assert!(!voters_of(&view).contains(&wiped) && voters_of(&view).len() == 2, "{view}");
     // The leader does not remove itself.
     let refused = Command::new(env!("CARGO_BIN_EXE_bourse"))
         .args(["cluster", "remove", &leader.to_string(), "--config"])
@@ -1617,25 +1616,40 @@ fn a_wiped_node_is_removed_added_back_and_catches_up_from_the_log() {
         .unwrap();
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("does not remove itself"));
-    // Orders go on with two voters.
+    // Orders go on with two voters; then the node is added back.
     for index in 20..30 {
         let id = format!("w{index}");
         place_until_answered(&cluster, &id, leader);
         acknowledged.push(id);
     }
+    let added = cluster_command(&cluster, "add", wiped);
+    assert!(added.contains("added"), "{added}");
+    assert_eq!(voters_of(&view_of(&cluster, leader).unwrap()).len(), 3);
 
+    // Its data lost, and started again under its old id without the procedure: its
+    // peers see another incarnation and refuse it (it neither votes nor counts).
+    cluster.kill(wiped);
     let data = cluster.directory.path().join(format!("node-{wiped}"));
     std::fs::remove_dir_all(&data).unwrap();
     let stdout = cluster.spawn(wiped);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(cluster.log(leader))
+        .unwrap_or_default()
+        .contains("came back with other data")
+    {
+        assert!(Instant::now() < deadline, "the wiped voter was not refused:\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The procedure: removed, then added back; it catches up from the log.
+    let removed = cluster_command(&cluster, "remove", wiped);
+    assert!(removed.contains("removed"), "{removed}");
     let added = cluster_command(&cluster, "add", wiped);
     assert!(added.contains("added"), "{added}");
     let keys = demo_keys(stdout, &cluster.log(wiped));
     assert_eq!(keys["alice"], cluster.keys["alice"], "the wiped node shows the demo's keys");
-    let view = request(&cluster.http(leader), None, "GET", "/v1/cluster", "").unwrap().body;
-    let voters: Vec<u64> =
-        view["voters"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
-    assert_eq!(voters.len(), 3, "{view}");
-    assert!(voters.contains(&wiped), "{view}");
+    let view = view_of(&cluster, leader).unwrap();
+    assert_eq!(voters_of(&view).len(), 3, "{view}");
+    assert!(voters_of(&view).contains(&wiped), "{view}");
     caught_up(&cluster, leader);
     every_order_once_everywhere(&cluster, &cluster.keys["alice"], &acknowledged, "w");
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use raft::eraftpb::{Entry, EntryType, Message, Snapshot};
@@ -197,7 +197,8 @@ impl<A: Application> Replica<A> {
         applied_seq: u64,
         application: A,
     ) -> Result<Replica<A>, NodeError> {
-        let disk = FsDisk::open(raft_dir).map_err(LogError::Io)?;
+        let mut disk = FsDisk::open(raft_dir).map_err(LogError::Io)?;
+        let incarnation = incarnation(&mut disk).map_err(LogError::Io)?;
         let log = RaftLog::open(disk, initial_voters)?;
         let mut node_config = config.node.clone();
         node_config.applied = applied_index(&log, applied_seq)?;
@@ -209,7 +210,8 @@ impl<A: Application> Replica<A> {
         let node = Node::new(&node_config, log)?;
         let (inputs, receiver) = unbounded();
         let (inbound, inbound_receiver) = unbounded();
-        let transport = Transport::start(&config.peers, inbound).map_err(LogError::Io)?;
+        let transport =
+            Transport::start(&config.peers, incarnation, inbound).map_err(LogError::Io)?;
         // Inbound traffic joins the node's one queue.
         let forward = inputs.clone();
         std::thread::Builder::new()
@@ -229,6 +231,7 @@ impl<A: Application> Replica<A> {
             led_until: None,
             calls: VecDeque::new(),
             failure: None,
+            members: BTreeSet::new(),
         };
         let thread = std::thread::Builder::new()
             .name("bourse-raft".into())
@@ -323,6 +326,33 @@ impl StatusReader {
     }
 }
 
+/// The file in the Raft directory that holds this node's incarnation.
+const INCARNATION_FILE: &str = "incarnation";
+
+/// This node's incarnation (`wire::Hello`): drawn the first time its Raft directory is
+/// used, and kept (a node whose directory was wiped draws another).
+fn incarnation(disk: &mut FsDisk) -> std::io::Result<u64> {
+    use crate::disk::Disk;
+    if let Some(bytes) = disk.read(INCARNATION_FILE)? {
+        let text = String::from_utf8_lossy(&bytes);
+        return u64::from_str_radix(text.trim(), 16).map_err(|error| {
+            std::io::Error::other(format!("the incarnation file {text:?} is damaged: {error}"))
+        });
+    }
+    // std's hasher keys come from the operating system's random source.
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    let drawn = hasher.finish().max(1);
+    disk.replace(INCARNATION_FILE, format!("{drawn:016x}\n").as_bytes())?;
+    Ok(drawn)
+}
+
 fn forward_inbound<A: Application>(inbound: Receiver<Inbound>, inputs: Sender<Input<A>>) {
     while let Ok(message) = inbound.recv() {
         if inputs.send(Input::Inbound(message)).is_err() {
@@ -349,6 +379,8 @@ struct Running<A: Application> {
     /// proposal made before it.
     calls: VecDeque<(u64, Call<A>)>,
     failure: Option<String>,
+    /// The voters and learners as of the last step (`note_membership`).
+    members: BTreeSet<NodeId>,
 }
 
 /// What `advance` calls, routed: messages to the transport, the rest to the application
@@ -576,8 +608,28 @@ impl<A: Application> Running<A> {
             }
         }
         self.run_calls();
+        self.note_membership();
         self.publish(None);
         Ok(())
+    }
+
+    /// A node removed since the last step: the next incarnation it speaks with is taken
+    /// as its own (`Transport::forget`), so a node whose data was lost rejoins once it
+    /// has been removed and added back. (Not on an add: the node running then speaks
+    /// before it is caught up, and a wiped one that came in between would be taken.)
+    fn note_membership(&mut self) {
+        let status = self.node.status();
+        let members: BTreeSet<NodeId> =
+            status.voters.iter().chain(status.learners.iter()).copied().collect();
+        if members == self.members {
+            return;
+        }
+        if let Some(transport) = &self.transport {
+            for removed in self.members.difference(&members) {
+                transport.forget(*removed);
+            }
+        }
+        self.members = members;
     }
 
     fn fail(&mut self, reason: &str) {

@@ -8,11 +8,11 @@
 //! connection down is dropped: Raft sends again what matters. Nothing here blocks the
 //! replica's thread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -51,8 +51,101 @@ pub struct PeerMap {
     pub addresses: BTreeMap<NodeId, SocketAddr>,
 }
 
+/// How often a peer refused for its incarnation is said again in the log.
+const INCARNATION_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Each peer's incarnation as first seen, kept while it is a member. A voter that lost
+/// its data forgot its votes and its log; if it came back under its old id, it could
+/// vote twice in one term. Its new incarnation gives it away: its connections are
+/// refused (so it neither votes nor counts towards a majority) until the cluster's
+/// membership changes for it (it is removed and added back: `forget`).
+struct Incarnations {
+    /// This node's.
+    mine: u64,
+    seen: Mutex<HashMap<NodeId, (u64, Option<Instant>)>>,
+    /// When a peer's expectation of another incarnation of this node was last said.
+    expectation_said: Mutex<Option<Instant>>,
+    /// Each peer's generation: how often it was forgotten (`forget`).
+    generations: Mutex<HashMap<NodeId, u64>>,
+}
+
+impl Incarnations {
+    fn new(mine: u64) -> Incarnations {
+        Incarnations {
+            mine,
+            seen: Mutex::default(),
+            expectation_said: Mutex::default(),
+            generations: Mutex::default(),
+        }
+    }
+
+    /// `node`'s incarnation as seen (0: not yet).
+    fn known(&self, node: NodeId) -> u64 {
+        let seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        seen.get(&node).map_or(0, |(incarnation, _)| *incarnation)
+    }
+
+    /// Whether a peer that `expects` this node with that incarnation (0: any) may
+    /// speak to it. A peer that knew another incarnation of this node means this node
+    /// lost its data: it must not take that peer's messages (a leader's commit beyond
+    /// its empty log would stop it), until the cluster removed and added it back.
+    fn check_expected(&self, from: NodeId, expects: u64) -> Result<(), Option<String>> {
+        if expects == 0 || expects == self.mine {
+            return Ok(());
+        }
+        let mut said =
+            self.expectation_said.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if said.is_some_and(|at| at.elapsed() < INCARNATION_WARN_EVERY) {
+            return Err(None);
+        }
+        *said = Some(Instant::now());
+        Err(Some(format!(
+            "{from} knew this node with other data (incarnation {expects:x}; this node's is {:x}): \
+             this node lost its data, and takes no part until it is removed and added back \
+             (bourse cluster remove, then bourse cluster add)",
+            self.mine
+        )))
+    }
+
+    /// Whether `node` may speak with `incarnation`; a refusal says why (once every
+    /// `INCARNATION_WARN_EVERY`; `None` when it was said lately).
+    fn check(&self, node: NodeId, incarnation: u64) -> Result<(), Option<String>> {
+        let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (known, warned) = seen.entry(node).or_insert((incarnation, None));
+        if *known == incarnation {
+            return Ok(());
+        }
+        if warned.is_some_and(|at| at.elapsed() < INCARNATION_WARN_EVERY) {
+            return Err(None);
+        }
+        *warned = Some(Instant::now());
+        Err(Some(format!(
+            "{node} came back with other data (incarnation {incarnation:x}, was {known:x}): \
+             a node whose data was lost must be removed and added back (bourse cluster \
+             remove {id}, then bourse cluster add {id}); until then it takes no part",
+            id = node.0
+        )))
+    }
+
+    fn forget(&self, node: NodeId) {
+        self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&node);
+        let mut generations =
+            self.generations.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *generations.entry(node).or_insert(0) += 1;
+    }
+
+    /// How often `node` was forgotten: a message queued for it under an earlier
+    /// generation was meant for an incarnation that may be gone (`Writer`).
+    fn generation(&self, node: NodeId) -> u64 {
+        let generations = self.generations.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        generations.get(&node).copied().unwrap_or(0)
+    }
+}
+
 pub struct Transport {
-    outgoing: BTreeMap<NodeId, Sender<Message>>,
+    /// Each peer's queue: messages with the peer's generation when they were queued.
+    outgoing: BTreeMap<NodeId, Sender<(u64, Message)>>,
+    incarnations: Arc<Incarnations>,
     inbound: Sender<Inbound>,
     stopping: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -60,8 +153,13 @@ pub struct Transport {
 }
 
 impl Transport {
-    /// Listens on this node's peer address and starts a writer for every other node.
-    pub fn start(peers: &PeerMap, inbound: Sender<Inbound>) -> std::io::Result<Transport> {
+    /// Listens on this node's peer address and starts a writer for every other node;
+    /// this node speaks as `incarnation` (`Hello`).
+    pub fn start(
+        peers: &PeerMap,
+        incarnation: u64,
+        inbound: Sender<Inbound>,
+    ) -> std::io::Result<Transport> {
         let address =
             peers.addresses.get(&peers.me).copied().ok_or_else(|| {
                 std::io::Error::other(format!("{} has no peer address", peers.me))
@@ -70,10 +168,12 @@ impl Transport {
         let local = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         let stopping = Arc::new(AtomicBool::new(false));
+        let incarnations = Arc::new(Incarnations::new(incarnation));
         let mut threads = Vec::new();
         let accepting = Accepting {
             listener,
             peers: peers.clone(),
+            incarnations: Arc::clone(&incarnations),
             inbound: inbound.clone(),
             stopping: Arc::clone(&stopping),
         };
@@ -87,7 +187,8 @@ impl Transport {
             let writer = Writer {
                 to: node,
                 address,
-                hello: Hello { cluster: peers.cluster, from: peers.me.0 },
+                hello: Hello { cluster: peers.cluster, from: peers.me.0, incarnation, expects: 0 },
+                incarnations: Arc::clone(&incarnations),
                 messages: receiver,
                 inbound: inbound.clone(),
                 stopping: Arc::clone(&stopping),
@@ -95,7 +196,13 @@ impl Transport {
             threads.push(spawn("bourse-peer-send", move || writer.run())?);
             outgoing.insert(node, sender);
         }
-        Ok(Transport { outgoing, inbound, stopping, threads, local })
+        Ok(Transport { outgoing, incarnations, inbound, stopping, threads, local })
+    }
+
+    /// The cluster's membership changed for `node` (removed, or added): the next
+    /// incarnation it speaks with is taken as its own.
+    pub fn forget(&self, node: NodeId) {
+        self.incarnations.forget(node);
     }
 
     /// The address it listens on (the configured one, with its port if that was 0).
@@ -108,8 +215,9 @@ impl Transport {
     pub fn send(&self, message: Message) {
         let to = NodeId(message.to);
         let is_snapshot = message.msg_type == MessageType::MsgSnapshot;
+        let generation = self.incarnations.generation(to);
         let queued = match self.outgoing.get(&to) {
-            Some(sender) => match sender.try_send(message) {
+            Some(sender) => match sender.try_send((generation, message)) {
                 Ok(()) => true,
                 Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
             },
@@ -149,31 +257,54 @@ struct Writer {
     to: NodeId,
     address: SocketAddr,
     hello: Hello,
-    messages: Receiver<Message>,
+    incarnations: Arc<Incarnations>,
+    messages: Receiver<(u64, Message)>,
     inbound: Sender<Inbound>,
     stopping: Arc<AtomicBool>,
 }
 
 impl Writer {
     fn run(self) {
-        let mut connection: Option<BufWriter<TcpStream>> = None;
+        // The connection, and the peer's generation when it was made.
+        let mut connection: Option<(BufWriter<TcpStream>, u64)> = None;
         let mut frame = Vec::new();
         while let Ok(first) = self.messages.recv() {
             if self.stopping.load(Ordering::SeqCst) {
                 return;
             }
-            let mut batch = vec![first];
+            let mut queued = vec![first];
             while let Ok(more) = self.messages.try_recv() {
-                batch.push(more);
-                if batch.len() >= 256 {
+                queued.push(more);
+                if queued.len() >= 256 {
                     break;
                 }
             }
+            // The peer was forgotten (removed from the cluster) since these were
+            // queued: they were meant for an incarnation that may be gone (a node that
+            // lost its data would take a commit beyond its empty log), so they are
+            // dropped, and the connection is made again with what is known now.
+            let generation = self.incarnations.generation(self.to);
+            let mut batch = Vec::with_capacity(queued.len());
+            for (queued_in, message) in queued {
+                if queued_in == generation {
+                    batch.push(message);
+                } else if message.msg_type == MessageType::MsgSnapshot {
+                    let _ = self
+                        .inbound
+                        .try_send(Inbound::SnapshotSent { to: self.to, delivered: false });
+                }
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            if connection.as_ref().is_some_and(|(_, made_in)| *made_in != generation) {
+                connection = None;
+            }
             if connection.is_none() {
-                connection = self.connect();
+                connection = self.connect().map(|stream| (stream, generation));
             }
             let written = match &mut connection {
-                Some(stream) => write_batch(stream, &batch, &mut frame),
+                Some((stream, _)) => write_batch(stream, &batch, &mut frame),
                 None => Err(std::io::Error::other("not connected")),
             };
             if written.is_err() {
@@ -198,7 +329,8 @@ impl Writer {
         let _ = stream.set_nodelay(true);
         let mut stream = BufWriter::with_capacity(1 << 16, stream);
         let mut hello = Vec::new();
-        self.hello.encode(&mut hello);
+        let expects = self.incarnations.known(self.to);
+        Hello { expects, ..self.hello }.encode(&mut hello);
         stream.write_all(&hello).ok()?;
         Some(stream)
     }
@@ -220,6 +352,7 @@ fn write_batch(
 struct Accepting {
     listener: TcpListener,
     peers: PeerMap,
+    incarnations: Arc<Incarnations>,
     inbound: Sender<Inbound>,
     stopping: Arc<AtomicBool>,
 }
@@ -232,6 +365,7 @@ impl Accepting {
                 Ok((stream, _)) => {
                     let reader = Reading {
                         peers: self.peers.clone(),
+                        incarnations: Arc::clone(&self.incarnations),
                         inbound: self.inbound.clone(),
                         stopping: Arc::clone(&self.stopping),
                     };
@@ -255,6 +389,7 @@ impl Accepting {
 /// An incoming connection: its hello, then messages until it closes or lies.
 struct Reading {
     peers: PeerMap,
+    incarnations: Arc<Incarnations>,
     inbound: Sender<Inbound>,
     stopping: Arc<AtomicBool>,
 }
@@ -265,6 +400,8 @@ enum ReadError {
     /// connects again).
     Closed,
     Refused(String),
+    /// Refused for a reason said lately.
+    RefusedQuietly,
     Stopping,
 }
 
@@ -283,7 +420,7 @@ impl Reading {
             Err(ReadError::Refused(reason)) => {
                 eprintln!("bourse: a peer connection from {peer:?} was refused: {reason}");
             }
-            Err(ReadError::Closed | ReadError::Stopping) | Ok(()) => {}
+            Err(ReadError::Closed | ReadError::Stopping | ReadError::RefusedQuietly) | Ok(()) => {}
         }
     }
 
@@ -302,6 +439,12 @@ impl Reading {
         if from == self.peers.me || !self.peers.addresses.contains_key(&from) {
             return Err(ReadError::Refused(format!("{from} is not a member")));
         }
+        let refused = |said: Option<String>| match said {
+            Some(reason) => ReadError::Refused(reason),
+            None => ReadError::RefusedQuietly,
+        };
+        self.incarnations.check_expected(from, hello.expects).map_err(refused)?;
+        self.incarnations.check(from, hello.incarnation).map_err(refused)?;
         stream.get_ref().set_read_timeout(Some(STOP_POLL))?;
         loop {
             let body = self.frame(&mut stream, FRAME_BYTES_MAX, None)?;
@@ -313,6 +456,9 @@ impl Reading {
                     message.from, message.to
                 )));
             }
+            // Taken again if the membership changed for the peer meanwhile (`forget`):
+            // a connection speaks for one incarnation.
+            self.incarnations.check(from, hello.incarnation).map_err(refused)?;
             if self.inbound.send(Inbound::Message(message)).is_err() {
                 return Err(ReadError::Stopping);
             }

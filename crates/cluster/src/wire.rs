@@ -16,9 +16,9 @@ use crate::log::{put_entry, read_entry, ENTRY_BYTES_MIN};
 
 /// The largest frame a node accepts: a snapshot of the whole venue travels in one.
 pub const FRAME_BYTES_MAX: usize = 1 << 30;
-const HELLO_MAGIC: &[u8; 8] = b"BRSPEER1";
+const HELLO_MAGIC: &[u8; 8] = b"BRSPEER2";
 /// A hello's body: magic, cluster, node.
-pub const HELLO_BYTES_MAX: usize = 8 + 8 + 8;
+pub const HELLO_BYTES_MAX: usize = 8 + 8 + 8 + 8 + 8;
 
 /// A connection's first frame: who is speaking, in which cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +27,12 @@ pub struct Hello {
     pub cluster: u64,
     /// The node that opened the connection.
     pub from: u64,
+    /// The speaking node's incarnation: drawn when its Raft state was first written,
+    /// so a node that lost its data comes back with another (`transport`).
+    pub incarnation: u64,
+    /// The listener's incarnation as the speaker knows it (0: not known): a listener
+    /// that has another lost its data, and refuses the speaker's messages.
+    pub expects: u64,
 }
 
 impl Hello {
@@ -35,6 +41,8 @@ impl Hello {
         out.extend_from_slice(HELLO_MAGIC);
         put_u64(out, self.cluster);
         put_u64(out, self.from);
+        put_u64(out, self.incarnation);
+        put_u64(out, self.expects);
     }
 
     pub fn decode(body: &[u8]) -> Result<Hello, DecodeError> {
@@ -42,7 +50,12 @@ impl Hello {
         if reader.take(8)? != HELLO_MAGIC {
             return Err(DecodeError::Invalid("not a Bourse peer"));
         }
-        let hello = Hello { cluster: reader.u64()?, from: reader.u64()? };
+        let hello = Hello {
+            cluster: reader.u64()?,
+            from: reader.u64()?,
+            incarnation: reader.u64()?,
+            expects: reader.u64()?,
+        };
         if !reader.is_empty() {
             return Err(DecodeError::Invalid("bytes after the hello"));
         }
@@ -250,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_hello_round_trips_and_a_stranger_is_refused() {
-        let hello = Hello { cluster: 0xfeed, from: 3 };
+        let hello = Hello { cluster: 0xfeed, from: 3, incarnation: 0x1234_5678_9abc, expects: 7 };
         let mut frame = Vec::new();
         hello.encode(&mut frame);
         assert_eq!(Hello::decode(&frame[4..]), Ok(hello));

@@ -70,6 +70,11 @@ pub fn get(http: SocketAddr, path: &str) -> Result<(u16, Value), String> {
     exchange(http, "GET", path, "", "")
 }
 
+/// `get`, given up after `wait` (a node that takes connections but does not answer).
+pub fn get_within(http: SocketAddr, path: &str, wait: Duration) -> Result<(u16, Value), String> {
+    exchange_within(http, "GET", path, "", "", wait)
+}
+
 /// Sends one request on a connection of its own (`headers`: extra lines, each ending
 /// in CRLF) and reads the whole answer.
 fn exchange(
@@ -79,9 +84,22 @@ fn exchange(
     headers: &str,
     body: &str,
 ) -> Result<(u16, Value), String> {
+    exchange_within(http, method, path, headers, body, Duration::from_secs(30))
+}
+
+/// `exchange`, waiting at most `wait` for the answer (and 5 s to connect).
+fn exchange_within(
+    http: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: &str,
+    wait: Duration,
+) -> Result<(u16, Value), String> {
     let failed = |error: std::io::Error| format!("{method} {path} on {http}: {error}");
-    let mut stream = TcpStream::connect_timeout(&http, Duration::from_secs(5)).map_err(failed)?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(failed)?;
+    let connect = wait.min(Duration::from_secs(5));
+    let mut stream = TcpStream::connect_timeout(&http, connect).map_err(failed)?;
+    stream.set_read_timeout(Some(wait)).map_err(failed)?;
     write!(
         stream,
         "{method} {path} HTTP/1.1\r\nHost: bourse\r\nConnection: close\r\n\
