@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -65,17 +65,18 @@ struct Incarnations {
     seen: Mutex<HashMap<NodeId, (u64, Option<Instant>)>>,
     /// When a peer's expectation of another incarnation of this node was last said.
     expectation_said: Mutex<Option<Instant>>,
-    /// Each peer's generation: how often it was forgotten (`forget`).
-    generations: Mutex<HashMap<NodeId, u64>>,
+    /// Each peer's generation: how often it was forgotten (`forget`). Read for every
+    /// message sent, so an atomic per peer of the file, not a lock.
+    generations: BTreeMap<NodeId, AtomicU64>,
 }
 
 impl Incarnations {
-    fn new(mine: u64) -> Incarnations {
+    fn new(mine: u64, peers: impl IntoIterator<Item = NodeId>) -> Incarnations {
         Incarnations {
             mine,
             seen: Mutex::default(),
             expectation_said: Mutex::default(),
-            generations: Mutex::default(),
+            generations: peers.into_iter().map(|node| (node, AtomicU64::new(0))).collect(),
         }
     }
 
@@ -129,16 +130,15 @@ impl Incarnations {
 
     fn forget(&self, node: NodeId) {
         self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&node);
-        let mut generations =
-            self.generations.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        *generations.entry(node).or_insert(0) += 1;
+        if let Some(generation) = self.generations.get(&node) {
+            generation.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// How often `node` was forgotten: a message queued for it under an earlier
     /// generation was meant for an incarnation that may be gone (`Writer`).
     fn generation(&self, node: NodeId) -> u64 {
-        let generations = self.generations.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        generations.get(&node).copied().unwrap_or(0)
+        self.generations.get(&node).map_or(0, |generation| generation.load(Ordering::SeqCst))
     }
 }
 
@@ -168,7 +168,8 @@ impl Transport {
         let local = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         let stopping = Arc::new(AtomicBool::new(false));
-        let incarnations = Arc::new(Incarnations::new(incarnation));
+        let incarnations =
+            Arc::new(Incarnations::new(incarnation, peers.addresses.keys().copied()));
         let mut threads = Vec::new();
         let accepting = Accepting {
             listener,
