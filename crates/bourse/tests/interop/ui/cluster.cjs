@@ -13,7 +13,7 @@
 // BOURSE_ALICE_{KEY,SECRET}, CHROMIUM. Prints every check; exits non-zero on the first
 // failure.
 
-const { check, launch } = require("./common.cjs");
+const { check, launch, place } = require("./common.cjs");
 
 const follower = process.env.BOURSE_FOLLOWER;
 const leader = process.env.BOURSE_LEADER;
@@ -36,19 +36,6 @@ async function trading(page, not) {
   return hostOf(page);
 }
 
-async function place(page, price, qty) {
-  await page.evaluate(() => { document.getElementById("ticket-ok").textContent = ""; document.getElementById("ticket-error").textContent = ""; });
-  await page.check("#ticket input[name=side][value=buy]");
-  await page.selectOption("#ticket select[name=type]", "limit");
-  await page.fill("#ticket input[name=price]", price);
-  await page.fill("#ticket input[name=qty]", qty);
-  await page.click("#place");
-  await page.waitForFunction(() => document.getElementById("ticket-ok").textContent || document.getElementById("ticket-error").textContent, null, { timeout: TIMEOUT });
-  const error = await page.textContent("#ticket-error");
-  check(!error, `a buy of ${qty} at ${price} is accepted on ${hostOf(page)}${error ? ` (${error})` : ""}`);
-  return (await page.textContent("#ticket-ok")).match(/Order (\d+)/)[1];
-}
-
 async function main() {
   const browser = await launch();
   try {
@@ -64,7 +51,7 @@ async function main() {
     const first = await trading(page, follower);
     check(first === leader, `logged in on a follower, the screen moves to the leader (${first})`);
     check(!page.url().includes("resume") && !page.url().includes(process.env.BOURSE_ALICE_SECRET), "the address keeps no trace of the login");
-    const before = await place(page, "50000", "0.001");
+    const before = await place(page, "buy", "50000", "0.001", TIMEOUT);
 
     console.log("KILL THE LEADER");
     // The screen leaves the dead node for one that answers, still logged in, and
@@ -80,7 +67,7 @@ async function main() {
     }
     const next = await trading(page, leader);
     check(true, `the screen is on the new leader ${next}`);
-    const after = await place(page, "50001", "0.001");
+    const after = await place(page, "buy", "50001", "0.001", TIMEOUT);
     await page.waitForFunction(
       (ids) => ids.every((id) => [...document.querySelectorAll("#open-orders tr")].some((row) => row.textContent.includes(id))),
       [before, after],

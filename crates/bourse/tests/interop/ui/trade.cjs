@@ -22,7 +22,7 @@
 // browser's path), SCREENSHOT_DIR. Prints every check; exits non-zero on the first
 // failure.
 
-const { check, launch } = require("./common.cjs");
+const { check, launch, place } = require("./common.cjs");
 const path = require("path");
 
 const url = process.env.BOURSE_URL;
@@ -82,19 +82,6 @@ const focused = (page) => page.evaluate(() => {
   const element = document.activeElement;
   return element.id || element.getAttribute("aria-label") || element.name || element.textContent;
 });
-
-async function place(page, side, price, qty) {
-  await page.check(`#ticket input[name=side][value=${side}]`);
-  await page.selectOption("#ticket select[name=type]", "limit");
-  await page.fill("#ticket input[name=price]", price);
-  await page.fill("#ticket input[name=qty]", qty);
-  await page.click("#place");
-  await page.waitForFunction(() => document.getElementById("ticket-ok").textContent || document.getElementById("ticket-error").textContent, null, { timeout: TIMEOUT });
-  const error = await page.textContent("#ticket-error");
-  check(!error, `${side} ${qty} at ${price} accepted${error ? ` (${error})` : ""}`);
-  const answer = await page.textContent("#ticket-ok");
-  return answer.match(/Order (\d+)/)[1];
-}
 
 const cellTexts = (page, selector) => page.$$eval(selector, (rows) => rows.map((row) => [...row.children].map((cell) => cell.textContent)));
 
